@@ -1,0 +1,42 @@
+"""The specsubmit command line. Commands are grouped by noun in sibling modules; this
+module wires them together and is the one place where errors become messages."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from specsubmit.errors import SpecSubmitError
+
+app = typer.Typer(
+    name="specsubmit",
+    help="Benchmark speculative decoding on your local Ollama and share the result.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Benchmark speculative decoding on your local Ollama and share the result."""
+
+
+def _register() -> None:
+    # Imported here so that each module can import `app` helpers without cycles.
+    from specsubmit.cli import commands
+
+    commands.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _register()
+    try:
+        app(args=argv, standalone_mode=True)
+    except SpecSubmitError as exc:
+        typer.echo(f"specsubmit: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        typer.echo("specsubmit: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,105 @@
+"""Strict JSON: the one parser both sides use for signed payloads.
+
+The stdlib parser is lenient in ways that matter for signed data: duplicate keys
+(last wins, so two verifiers may "see" different objects), NaN/Infinity, integers
+that other languages silently round, and trailing garbage. Each is refused here
+with a precise message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from specschema.errors import PayloadParseError
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 64
+
+
+def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise PayloadParseError(f"duplicate key {key!r} in JSON object")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise PayloadParseError(f"{name} is not valid JSON")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 20:
+        raise PayloadParseError(f"integer {text[:24]}... is beyond ±(2^53-1)")
+    value = int(text)
+    if abs(value) > MAX_SAFE_INTEGER:
+        raise PayloadParseError(f"integer {text} is beyond ±(2^53-1)")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise PayloadParseError(f"number {text} overflows to infinity")
+    return value
+
+
+def _check_depth(data: bytes | str) -> None:
+    """Refuse deep nesting before the recursive parser sees it (cheap linear scan)."""
+    depth = 0
+    in_string = False
+    escaped = False
+    text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise PayloadParseError(f"JSON nesting deeper than {MAX_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+
+
+def loads_strict(data: bytes) -> Any:
+    """Parse UTF-8 JSON bytes strictly, or raise PayloadParseError."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PayloadParseError(f"payload is not valid UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):
+        raise PayloadParseError("payload starts with a byte-order mark")
+    _check_depth(text)
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_pairs_no_duplicates,
+            parse_constant=_reject_constant,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+        )
+    except PayloadParseError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise PayloadParseError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except (RecursionError, ValueError) as exc:
+        raise PayloadParseError(f"invalid JSON: {exc}") from None
+
+
+def dumps_canonical(value: Any) -> bytes:
+    """Canonical bytes: sorted keys, no whitespace, UTF-8. Used for hashing definitions."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")

@@ -1,0 +1,179 @@
+"""SQLAlchemy Core tables: the single source of the store's schema, DuckDB and PostgreSQL.
+
+Rows are denormalized where the leaderboard needs them (``submissions`` carries the group
+keys; ``summaries`` one row per submission and config) so that reads never touch trials.
+Timestamps are stored as timezone-naive UTC (DuckDB and PostgreSQL agree on that).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Double,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", DateTime, nullable=False),
+)
+
+submissions = Table(
+    "submissions",
+    metadata,
+    Column("submission_id", String(36), primary_key=True),
+    Column("key_id", String(64), nullable=True),  # null for imported reference results
+    Column("source", String(16), nullable=False),  # 'signed' | 'imported'
+    Column("source_note", Text, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    Column("envelope_sha256", String(64), nullable=False),
+    Column("protocol_id", String(64), nullable=False),
+    Column("protocol_version", Integer, nullable=False),
+    Column("protocol_sha256", String(64), nullable=False),
+    Column("target_model", String(120), nullable=False),
+    Column("target_digest", String(64), nullable=True),
+    Column("chip", String(200), nullable=True),
+    Column("memory_gb", Integer, nullable=True),
+    Column("ollama_version", String(40), nullable=False),
+    Column("os_name", String(16), nullable=True),
+    Column("backend", String(200), nullable=True),
+    Column("client_name", String(120), nullable=False),
+    Column("client_version", String(40), nullable=False),
+    Column("complete", Boolean, nullable=False),
+    Column("hidden", Boolean, nullable=False),
+    Column("hidden_reason", Text, nullable=True),
+    Column("note", Text, nullable=True),
+)
+
+# The exact bytes that were POSTed, so anyone can re-verify the signature later.
+envelopes = Table(
+    "envelopes",
+    metadata,
+    Column("submission_id", String(36), primary_key=True),
+    Column("body", LargeBinary, nullable=False),
+)
+
+fingerprints = Table(
+    "fingerprints",
+    metadata,
+    Column("submission_id", String(36), primary_key=True),
+    Column("chip", String(200), nullable=True),
+    Column("cpu_name", String(200), nullable=True),
+    Column("cpu_brand_raw", String(200), nullable=True),
+    Column("cores_total", Integer, nullable=True),
+    Column("cores_performance", Integer, nullable=True),
+    Column("cores_efficiency", Integer, nullable=True),
+    Column("memory_bytes", BigInteger, nullable=True),
+    Column("memory_gb", Integer, nullable=True),
+    Column("unified_memory", Boolean, nullable=True),
+    Column("gpu_names", Text, nullable=True),  # '; '-joined canonical names
+    Column("gpu_count", Integer, nullable=False),
+    Column("os_name", String(16), nullable=True),
+    Column("os_version", String(200), nullable=True),
+    Column("arch", String(32), nullable=True),
+    Column("virtualization", String(200), nullable=True),
+    Column("power_source", String(16), nullable=True),
+    Column("json", Text, nullable=False),  # the whole fingerprint as sent
+)
+
+configs = Table(
+    "configs",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("model", String(120), nullable=False),
+    Column("draft_model", String(120), nullable=True),
+    Column("mechanism", String(32), nullable=False),
+    Column("request_options", Text, nullable=False),  # JSON
+    Column("requested", Boolean, nullable=False),
+    Column("engine_can_honor", Boolean, nullable=True),
+    Column("observed", String(16), nullable=False),
+    Column("drafted_tokens", BigInteger, nullable=True),
+    Column("accepted_tokens", BigInteger, nullable=True),
+    Column("counters_source", String(32), nullable=True),
+    Column("outputs_match_baseline", Boolean, nullable=True),
+    PrimaryKeyConstraint("submission_id", "config_name"),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("trial_index", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("wall_s", Double, nullable=False),
+    Column("ttft_s", Double, nullable=True),
+    Column("total_duration_ns", BigInteger, nullable=False),
+    Column("load_duration_ns", BigInteger, nullable=False),
+    Column("prompt_eval_count", BigInteger, nullable=True),
+    Column("prompt_eval_duration_ns", BigInteger, nullable=True),
+    Column("eval_count", BigInteger, nullable=False),
+    Column("eval_duration_ns", BigInteger, nullable=False),
+    Column("done_reason", String(32), nullable=True),
+    Column("output_chars", BigInteger, nullable=False),
+    Column("output_sha256", String(64), nullable=False),
+    Column("cold", Boolean, nullable=False),
+    PrimaryKeyConstraint("submission_id", "config_name", "trial_index"),
+)
+
+# One row per submission and config, computed at ingest with specschema.summarize.
+summaries = Table(
+    "summaries",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("model", String(120), nullable=False),
+    Column("draft_model", String(120), nullable=True),
+    Column("mechanism", String(32), nullable=False),
+    Column("observed", String(16), nullable=False),
+    Column("trials", Integer, nullable=False),
+    Column("median_wall_s", Double, nullable=True),
+    Column("median_eval_s", Double, nullable=True),
+    Column("median_tps", Double, nullable=True),
+    Column("min_tps", Double, nullable=True),
+    Column("max_tps", Double, nullable=True),
+    Column("stdev_tps", Double, nullable=True),
+    Column("cv_tps", Double, nullable=True),
+    Column("speedup_tps", Double, nullable=True),
+    Column("speedup_tps_ci_low", Double, nullable=True),
+    Column("speedup_tps_ci_high", Double, nullable=True),
+    Column("speedup_wall", Double, nullable=True),
+    Column("outputs_match_baseline", Boolean, nullable=True),
+    PrimaryKeyConstraint("submission_id", "config_name"),
+)
+
+bans = Table(
+    "bans",
+    metadata,
+    Column("key_id", String(64), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("banned_at", DateTime, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("audit_id", String(36), primary_key=True),
+    Column("at", DateTime, nullable=False),
+    Column("action", String(32), nullable=False),  # hide | unhide | ban | unban | import
+    Column("target", String(64), nullable=False),  # submission id or key id
+    Column("reason", Text, nullable=True),
+    Column("actor", String(120), nullable=False),
+)
