@@ -1,0 +1,102 @@
+"""Shipped protocols load, validate, and keep their pinned identities."""
+
+import json
+
+import pytest
+
+from specschema import ProtocolError, find_protocol, get_protocol, shipped_protocols
+from specschema.protocol import load_protocol_bytes
+
+# Changing a shipped protocol changes its hash. Bump its version (a new file) instead,
+# and pin the new hash here: results are only ever compared within one identity.
+PINNED = {
+    ("hardnumbers-m2", 1): "8cde3201e243314e7d04b2f4fe655fcb83f6ffd5f720dee94ccd4d96bf047bab",
+    ("ollama-draft", 1): "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924",
+}
+
+
+def test_both_protocols_ship_with_pinned_hashes() -> None:
+    found = {(p.id, p.version): p.sha256 for p in shipped_protocols().values()}
+    assert found == PINNED
+
+
+def test_hardnumbers_replicates_the_article() -> None:
+    protocol = get_protocol("hardnumbers-m2")
+    assert protocol.target == "qwen3:14b"
+    assert len(protocol.prompt) == 263
+    assert protocol.options.num_predict == 200
+    assert protocol.options.temperature == 0.0
+    assert protocol.options.seed == 42
+    assert (protocol.warmups_per_config, protocol.trials_per_config) == (1, 5)
+    assert protocol.order == "blocked"
+    drafts = [c for c in protocol.configs if c.role == "draft"]
+    assert [c.request_fields for c in drafts] == [
+        {"draft_model": "qwen2.5:0.5b"},
+        {"draft_model": "qwen2.5:1.5b"},
+    ]
+    assert all(c.mechanism == "draft_model_field" for c in drafts)
+
+
+def test_ollama_draft_uses_draft_num_predict_interleaved() -> None:
+    protocol = get_protocol("ollama-draft")
+    assert protocol.target is None
+    values = [protocol.request_options(c)["draft_num_predict"] for c in protocol.configs]
+    assert values == [0, 4, 8]
+    assert protocol.requirements.min_engine_version == {"draft_num_predict": "0.30.0"}
+    schedule = protocol.schedule()
+    assert schedule[:4] == [("spec_off", 0), ("spec_4", 0), ("spec_8", 0), ("spec_off", 1)]
+    assert len(schedule) == 15
+
+
+def test_blocked_schedule() -> None:
+    schedule = get_protocol("hardnumbers-m2").schedule()
+    assert schedule[:6] == [("no_draft", i) for i in range(5)] + [("draft_qwen2.5_0.5b", 0)]
+
+
+def test_request_options_set_every_option_explicitly() -> None:
+    protocol = get_protocol("hardnumbers-m2")
+    options = protocol.request_options(protocol.baseline())
+    assert set(options) >= {
+        "num_predict", "temperature", "seed", "top_k", "top_p", "repeat_penalty", "num_ctx"
+    }
+
+
+def test_target_parameter_is_required_when_missing() -> None:
+    protocol = get_protocol("ollama-draft")
+    with pytest.raises(ProtocolError, match="needs a target"):
+        protocol.model_for(protocol.baseline(), None)
+    assert protocol.model_for(protocol.baseline(), "gemma4:mtp") == "gemma4:mtp"
+
+
+def test_find_protocol_requires_exact_identity() -> None:
+    protocol = get_protocol("hardnumbers-m2")
+    assert find_protocol(protocol.id, 1, protocol.sha256) is protocol
+    assert find_protocol(protocol.id, 1, "0" * 64) is None
+    assert find_protocol(protocol.id, 2, protocol.sha256) is None
+    assert find_protocol("nope", 1, protocol.sha256) is None
+    with pytest.raises(ProtocolError, match="unknown protocol"):
+        get_protocol("nope")
+
+
+def test_any_edit_changes_the_hash() -> None:
+    protocol = get_protocol("hardnumbers-m2")
+    data = protocol.model_dump(mode="json")
+    data["options"]["num_predict"] = 201
+    edited = load_protocol_bytes(json.dumps(data).encode())
+    assert edited.sha256 != protocol.sha256
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["configs"][1].update(role="baseline"), "exactly one baseline"),
+        (lambda d: d["configs"][1].update(name="no_draft"), "duplicate config"),
+        (lambda d: d.update(order="random"), "invalid protocol"),
+        (lambda d: d.update(surprise=1), "invalid protocol"),
+    ],
+)
+def test_invalid_definitions_are_refused(mutate: object, message: str) -> None:
+    data = get_protocol("hardnumbers-m2").model_dump(mode="json")
+    mutate(data)  # type: ignore[operator]
+    with pytest.raises(ProtocolError, match=message):
+        load_protocol_bytes(json.dumps(data).encode())
