@@ -100,7 +100,9 @@ class Fingerprint(WireModel):
 class Engine(WireModel):
     name: Literal["ollama"] = "ollama"
     version: VersionStr
-    backend: ShortStr | None = Field(None, description="'100% GPU', '100% CPU' or '25%/75% CPU/GPU'")
+    backend: ShortStr | None = Field(
+        None, description="'100% GPU', '100% CPU' or '25%/75% CPU/GPU'"
+    )
     gpu_fraction: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
 
 
@@ -130,7 +132,9 @@ class Warmup(WireModel):
 
 
 class Trial(WireModel):
-    index: Annotated[int, Field(ge=0, le=1000)] = Field(description="trial number within its config")
+    index: Annotated[int, Field(ge=0, le=1000)] = Field(
+        description="trial number within its config"
+    )
     position: Annotated[int, Field(ge=0, le=100_000)] = Field(description="place in the run order")
     wall_s: Seconds
     ttft_s: Seconds | None = None

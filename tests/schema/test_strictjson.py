@@ -53,7 +53,8 @@ json_values = st.recursive(
     | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(), children, max_size=4),
     max_leaves=20,
 )
 
