@@ -171,7 +171,7 @@ audit_log = Table(
     "audit_log",
     metadata,
     Column("audit_id", String(36), primary_key=True),
-    Column("at", DateTime, nullable=False),
+    Column("at", DateTime, nullable=False, quote=True),  # AT is reserved in DuckDB
     Column("action", String(32), nullable=False),  # hide | unhide | ban | unban | import
     Column("target", String(64), nullable=False),  # submission id or key id
     Column("reason", Text, nullable=True),
