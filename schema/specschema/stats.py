@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0x5BEC_BE4C
@@ -118,6 +119,21 @@ def ratio_of_medians(
     ratio = median(numerator) / denominator_median
     if len(numerator) < 2 or len(denominator) < 2:
         return RatioEstimate(ratio, None, None)
+    if max(len(numerator), len(denominator)) <= _FAST_MAX_N:
+        ci_low, ci_high = _bootstrap_ci_fast(numerator, denominator, resamples, seed, confidence)
+    else:
+        ci_low, ci_high = _bootstrap_ci_direct(numerator, denominator, resamples, seed, confidence)
+    return RatioEstimate(ratio, ci_low, ci_high)
+
+
+def _bootstrap_ci_direct(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> tuple[float, float]:
+    """The definition: draw, take medians, take percentiles. ~15 ms per call for n=5."""
     rng = _SplitMix64(seed)
     ratios: list[float] = []
     for _ in range(resamples):
@@ -126,4 +142,107 @@ def ratio_of_medians(
         if den > 0:
             ratios.append(num / den)
     alpha = (1.0 - confidence) / 2.0
-    return RatioEstimate(ratio, percentile(ratios, alpha), percentile(ratios, 1.0 - alpha))
+    return percentile(ratios, alpha), percentile(ratios, 1.0 - alpha)
+
+
+# --- the same bootstrap, computed exactly but ~100x faster --------------------------------
+#
+# The seed is fixed, so the indices drawn for every resample depend only on the two sample
+# sizes. A resample's median depends only on which *ranks* were drawn, so for a given
+# ordering of the values (a permutation, cached) each resample's median is one of a few
+# "rank specs". Marking the resamples of each spec as bits of an int, the number of
+# resamples with (numerator spec a, denominator spec b) is popcount(mask_a & mask_b);
+# the percentiles are then read off the weighted, sorted distinct ratios. The arithmetic
+# on the values is the same as in ``_bootstrap_ci_direct``, so results are bit-identical
+# (tests/schema/test_stats_fast.py checks this against the direct definition).
+
+_FAST_MAX_N = 9
+RankSpec = tuple[int, ...]
+
+
+@lru_cache(maxsize=64)
+def _draws(
+    n_num: int, n_den: int, resamples: int, seed: int
+) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    rng = _SplitMix64(seed)
+    num: list[tuple[int, ...]] = []
+    den: list[tuple[int, ...]] = []
+    for _ in range(resamples):
+        num.append(tuple(rng.below(n_num) for _ in range(n_num)))
+        den.append(tuple(rng.below(n_den) for _ in range(n_den)))
+    return tuple(num), tuple(den)
+
+
+@lru_cache(maxsize=4096)
+def _spec_masks(
+    n_num: int, n_den: int, resamples: int, seed: int, side: int, rank_of: tuple[int, ...]
+) -> tuple[tuple[RankSpec, int], ...]:
+    draws = _draws(n_num, n_den, resamples, seed)[side]
+    n = len(rank_of)
+    mid = n // 2
+    members: dict[RankSpec, list[int]] = {}
+    for index, drawn in enumerate(draws):
+        ranks = sorted(rank_of[i] for i in drawn)
+        spec = (ranks[mid],) if n % 2 else (ranks[mid - 1], ranks[mid])
+        members.setdefault(spec, []).append(index)
+    return tuple((spec, sum(1 << i for i in found)) for spec, found in members.items())
+
+
+def _medians_by_spec(
+    values: Sequence[float], n_num: int, n_den: int, resamples: int, seed: int, side: int
+) -> list[tuple[float, int]]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    rank_of = [0] * len(values)
+    for rank, index in enumerate(order):
+        rank_of[index] = rank
+    ordered = [values[i] for i in order]
+    result: list[tuple[float, int]] = []
+    for spec, mask in _spec_masks(n_num, n_den, resamples, seed, side, tuple(rank_of)):
+        if len(spec) == 1:
+            value = float(ordered[spec[0]])
+        else:
+            value = (ordered[spec[0]] + ordered[spec[1]]) / 2.0
+        result.append((value, mask))
+    return result
+
+
+def _bootstrap_ci_fast(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> tuple[float, float]:
+    n_num, n_den = len(numerator), len(denominator)
+    nums = _medians_by_spec(numerator, n_num, n_den, resamples, seed, 0)
+    dens = _medians_by_spec(denominator, n_num, n_den, resamples, seed, 1)
+    cells: list[tuple[float, int]] = []
+    for num, num_mask in nums:
+        for den, den_mask in dens:
+            if den > 0:
+                count = (num_mask & den_mask).bit_count()
+                if count:
+                    cells.append((num / den, count))
+    cells.sort()
+    total = sum(count for _, count in cells)
+    if total == 0:
+        raise ValueError("percentile of no values")
+
+    def at(position: int) -> float:
+        seen = 0
+        for value, count in cells:
+            seen += count
+            if position < seen:
+                return value
+        raise AssertionError("position beyond the resamples")  # pragma: no cover
+
+    def weighted_percentile(q: float) -> float:
+        pos = (total - 1) * q
+        low = math.floor(pos)
+        high = math.ceil(pos)
+        if low == high:
+            return float(at(low))
+        return at(low) + (at(high) - at(low)) * (pos - low)
+
+    alpha = (1.0 - confidence) / 2.0
+    return weighted_percentile(alpha), weighted_percentile(1.0 - alpha)
