@@ -1,0 +1,279 @@
+"""A small httpx adapter for the Ollama HTTP API (shared/reference/ollama-api.md).
+
+Every failure leaves this module as a ``specsubmit.errors`` class with a one-line
+message a contributor can act on; no httpx exception escapes. Generation is streamed
+(NDJSON) so that the time to first token is measured here, on the client's monotonic
+clock; every other duration comes from Ollama's final chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from specsubmit.errors import (
+    ModelMissing,
+    OllamaError,
+    OllamaStreamError,
+    OllamaTimeout,
+    OllamaUnreachable,
+)
+
+JsonDict = dict[str, Any]
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    model: str
+    prompt: str
+    options: Mapping[str, int | float | bool | str]
+    keep_alive: str | int | None = None
+    extra_fields: Mapping[str, int | float | bool | str] = field(default_factory=dict)
+
+    def body(self) -> JsonDict:
+        body: JsonDict = dict(self.extra_fields)
+        body.update(model=self.model, prompt=self.prompt, stream=True, options=dict(self.options))
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        return body
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One finished /api/generate call: client timings plus the final chunk's metrics."""
+
+    wall_s: float
+    ttft_s: float | None
+    text: str
+    total_duration_ns: int
+    load_duration_ns: int
+    prompt_eval_count: int | None
+    prompt_eval_duration_ns: int | None
+    eval_count: int
+    eval_duration_ns: int
+    done_reason: str | None
+
+
+@dataclass(frozen=True)
+class PullProgress:
+    status: str
+    completed: int | None
+    total: int | None
+
+
+def _metric(final: JsonDict, key: str, *, required: bool) -> int | None:
+    value = final.get(key)
+    if value is None:
+        return 0 if required else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise OllamaStreamError(f"Ollama's final chunk has a bad {key}: {value!r}")
+    return value
+
+
+def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | None,
+                          text: str) -> Generation:
+    done_reason = final.get("done_reason")
+    return Generation(
+        wall_s=wall_s,
+        ttft_s=ttft_s,
+        text=text,
+        total_duration_ns=_metric(final, "total_duration", required=True) or 0,
+        load_duration_ns=_metric(final, "load_duration", required=True) or 0,
+        prompt_eval_count=_metric(final, "prompt_eval_count", required=False),
+        prompt_eval_duration_ns=_metric(final, "prompt_eval_duration", required=False),
+        eval_count=_metric(final, "eval_count", required=True) or 0,
+        eval_duration_ns=_metric(final, "eval_duration", required=True) or 0,
+        done_reason=done_reason if isinstance(done_reason, str) and done_reason else None,
+    )
+
+
+def _text(chunk: JsonDict, key: str) -> str:
+    value = chunk.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _error_text(response: httpx.Response) -> str:
+    try:
+        data = json.loads(response.read())
+    except (ValueError, httpx.HTTPError):
+        return response.reason_phrase or "no message"
+    if isinstance(data, dict) and isinstance(data.get("error"), str):
+        return str(data["error"])
+    return response.reason_phrase or "no message"
+
+
+class OllamaClient:
+    """Talks to one Ollama server. Use as a context manager, or call ``close()``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            transport=transport,
+            headers={"User-Agent": "specsubmit"},
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> OllamaClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- error mapping -----------------------------------------------------------------
+
+    def _transport_error(self, exc: httpx.HTTPError, *, streaming: bool = False) -> OllamaError:
+        if isinstance(exc, httpx.ConnectTimeout):
+            return OllamaUnreachable(
+                f"Ollama at {self.base_url} did not accept a connection in time — "
+                "is `ollama serve` running and reachable?"
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return OllamaUnreachable(
+                f"Ollama is not running at {self.base_url} — start it with `ollama serve`"
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            return OllamaTimeout(
+                f"Ollama at {self.base_url} sent nothing for {self.timeout_s:g} s "
+                "(raise the limit with --timeout)"
+            )
+        if streaming or isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+            return OllamaStreamError(
+                f"the connection to Ollama at {self.base_url} broke mid-response "
+                "(did Ollama stop or crash?)"
+            )
+        return OllamaError(f"talking to Ollama at {self.base_url} failed: {exc}")
+
+    def _status_error(self, response: httpx.Response, path: str, model: str | None) -> OllamaError:
+        message = _error_text(response)
+        if response.status_code == 404 and model is not None:
+            return ModelMissing(
+                f"model '{model}' is not available in Ollama ({message}) — "
+                f"run `ollama pull {model}` or rerun with --pull"
+            )
+        return OllamaError(f"Ollama answered HTTP {response.status_code} to {path}: {message}")
+
+    def _json(self, method: str, path: str, *, body: JsonDict | None = None,
+              model: str | None = None) -> JsonDict:
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from None
+        if response.status_code != 200:
+            raise self._status_error(response, path, model)
+        try:
+            data = response.json()
+        except ValueError:
+            raise OllamaError(
+                f"{self.base_url}{path} did not answer with JSON — is this an Ollama server?"
+            ) from None
+        if not isinstance(data, dict):
+            raise OllamaError(f"{self.base_url}{path} answered with unexpected JSON")
+        return data
+
+    # --- endpoints ---------------------------------------------------------------------
+
+    def version(self) -> str:
+        version = self._json("GET", "/api/version").get("version")
+        if not isinstance(version, str) or not version:
+            raise OllamaError(f"{self.base_url}/api/version has no version — is this Ollama?")
+        return version
+
+    def tags(self) -> list[JsonDict]:
+        models = self._json("GET", "/api/tags").get("models") or []
+        return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+
+    def show(self, model: str) -> JsonDict:
+        return self._json("POST", "/api/show", body={"model": model}, model=model)
+
+    def ps(self) -> list[JsonDict]:
+        models = self._json("GET", "/api/ps").get("models") or []
+        return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+
+    def _stream_lines(self, path: str, body: JsonDict, model: str | None
+                      ) -> Iterator[tuple[float, JsonDict]]:
+        """(seconds since the request started, parsed NDJSON object) for each line."""
+        start = time.perf_counter()
+        try:
+            with self._http.stream("POST", path, json=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise self._status_error(response, path, model)
+                for line in response.iter_lines():
+                    if not line:
+                        continue
+                    elapsed = time.perf_counter() - start
+                    try:
+                        data = json.loads(line)
+                    except ValueError:
+                        raise OllamaStreamError(
+                            f"Ollama sent a line that is not JSON: {line[:80]!r}"
+                        ) from None
+                    if not isinstance(data, dict):
+                        raise OllamaStreamError(f"Ollama sent an unexpected line: {line[:80]!r}")
+                    if "error" in data:
+                        raise OllamaStreamError(
+                            f"Ollama reported an error mid-stream: {data['error']}"
+                        )
+                    yield elapsed, data
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, streaming=True) from None
+
+    def pull(self, model: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
+        try:
+            for _, data in self._stream_lines("/api/pull", {"model": model, "stream": True}, model):
+                status = str(data.get("status", ""))
+                completed, total = data.get("completed"), data.get("total")
+                if on_progress is not None:
+                    on_progress(PullProgress(
+                        status=status,
+                        completed=completed if isinstance(completed, int) else None,
+                        total=total if isinstance(total, int) else None,
+                    ))
+                if status == "success":
+                    return
+        except OllamaStreamError as exc:
+            raise OllamaError(f"could not pull {model}: {exc.message}") from None
+        raise OllamaError(f"pulling {model} ended without success")
+
+    def stream_generate(self, request: GenerateRequest) -> Iterator[tuple[float, JsonDict]]:
+        """The raw NDJSON chunks of a streamed /api/generate, with client-side times."""
+        return self._stream_lines("/api/generate", request.body(), request.model)
+
+    def generate(self, request: GenerateRequest) -> Generation:
+        ttft: float | None = None
+        parts: list[str] = []
+        for elapsed, chunk in self.stream_generate(request):
+            piece = _text(chunk, "thinking") + _text(chunk, "response")
+            if piece:
+                parts.append(piece)
+                if ttft is None:
+                    ttft = elapsed
+            if chunk.get("done") is True:
+                return generation_from_final(chunk, wall_s=elapsed, ttft_s=ttft,
+                                             text="".join(parts))
+        raise OllamaStreamError(
+            f"Ollama's response for {request.model} ended without its final chunk "
+            "(no \"done\"): the model runner may have crashed"
+        )
