@@ -1,0 +1,35 @@
+# specserver: one image for both deployments (see docs/deploying.md).
+#   embedded DuckDB:  SPECSERVER_DATABASE_URL=/data/specbench.duckdb  (one process, a volume at /data)
+#   PostgreSQL:       SPECSERVER_DATABASE_URL=postgresql+psycopg://user:pass@host:5432/db  (N replicas)
+# All configuration is through SPECSERVER_* environment variables; nothing is baked in.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# Only what the distribution needs (.dockerignore keeps tests, venvs and stores out).
+COPY pyproject.toml README.md ./
+COPY schema ./schema
+COPY client ./client
+COPY server ./server
+RUN pip install ".[server]" && rm -rf /app/build
+
+# Run as an unprivileged user that owns only its data folder.
+RUN groupadd --system --gid 10001 specserver \
+    && useradd --system --uid 10001 --gid specserver --home-dir /data --no-create-home \
+       --shell /usr/sbin/nologin specserver \
+    && mkdir -p /data && chown specserver:specserver /data
+USER specserver:specserver
+VOLUME ["/data"]
+
+ENV SPECSERVER_PORT=8000 \
+    SPECSERVER_DATABASE_URL=/data/specbench.duckdb
+EXPOSE 8000
+
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SPECSERVER_PORT', '8000'), timeout=2)"]
+
+ENTRYPOINT ["specserver", "serve", "--host", "0.0.0.0"]
