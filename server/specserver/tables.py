@@ -27,7 +27,7 @@ metadata = MetaData()
 schema_version = Table(
     "schema_version",
     metadata,
-    Column("version", Integer, primary_key=True),
+    Column("version", Integer, primary_key=True, autoincrement=False),
     Column("applied_at", DateTime, nullable=False),
 )
 

@@ -1,0 +1,98 @@
+"""Server settings: one pydantic-settings object, read from ``SPECSERVER_*`` variables.
+
+Nothing here runs at import time; ``get_settings()`` builds the object and tests build
+their own ``ServerSettings(...)`` (or override ``get_settings``) with a temporary store.
+Every field is documented in docs/server.md (a test checks that the table is complete).
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network, IPv6Network, ip_network
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+APP_NAME = "specserver"
+
+
+def default_database_path() -> Path:
+    """The embedded DuckDB file in the platform data folder."""
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "specbench.duckdb"
+
+
+def database_url_for(value: str) -> str:
+    """Accept a SQLAlchemy URL or a plain file path (which means an embedded DuckDB file)."""
+    if "://" in value:
+        return value
+    return f"duckdb:///{Path(value).expanduser().resolve()}"
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPECSERVER_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy URL or DuckDB file path; empty = DuckDB in the data folder",
+    )
+    public_base_url: str = Field(
+        default="http://127.0.0.1:8000", description="base of the public URLs in receipts"
+    )
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="request body limit")
+    body_read_timeout_s: float = Field(
+        default=10.0, gt=0, description="the whole body must arrive within this time"
+    )
+    max_submission_age_days: float = Field(
+        default=30.0, gt=0, description="created_at older than this is refused"
+    )
+    max_future_skew_s: float = Field(
+        default=300.0, ge=0, description="created_at further in the future is refused"
+    )
+    rate_key_per_minute: float = Field(
+        default=30.0, ge=0, description="accepted POSTs per key id per minute (0 = off)"
+    )
+    rate_key_burst: int = Field(default=60, ge=1, description="bucket size per key id")
+    rate_addr_per_minute: float = Field(
+        default=120.0, ge=0, description="accepted POSTs per client address per minute (0 = off)"
+    )
+    rate_addr_burst: int = Field(default=240, ge=1, description="bucket size per client address")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="peer addresses/networks whose X-Forwarded-For is believed (JSON list)",
+    )
+    admin_token: str = Field(default="", description="bearer token of the admin API; empty = off")
+    store_enabled: bool = Field(
+        default=True, description="false = verify and validate but store nothing (bench ceiling)"
+    )
+    group_commit_ms: float = Field(
+        default=4.0, ge=0, le=1000, description="how long the writer gathers a batch"
+    )
+    group_commit_max: int = Field(default=512, ge=1, description="most submissions per commit")
+    ban_cache_s: float = Field(
+        default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            ip_network(entry, strict=False)  # raises ValueError with a clear message
+        return value
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return database_url_for(self.database_url)
+        return database_url_for(str(default_database_path()))
+
+    def proxy_networks(self) -> list[IPv4Network | IPv6Network]:
+        return [ip_network(entry, strict=False) for entry in self.trusted_proxies]
+
+    def public_url(self, submission_id: str) -> str:
+        return f"{self.public_base_url.rstrip('/')}/submissions/{submission_id}"
+
+
+def get_settings(**overrides: object) -> ServerSettings:
+    """Settings from the environment, with explicit overrides (CLI flags, tests) on top."""
+    return ServerSettings(**overrides)  # type: ignore[arg-type]
