@@ -13,12 +13,12 @@ from pathlib import Path
 
 import nacl.signing
 from sqlalchemy import Engine, create_engine, insert
+
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
 from specschema.summary import summarize
-
 from specserver import tables
 
 BASE_TIME = datetime(2026, 11, 1, 12, 0, 0)

@@ -1,0 +1,120 @@
+"""The read side's service: leaderboard aggregates with a small cache, keyed on data version.
+
+Every public read first asks the store for its *data version* (``queries.data_version``: a
+few counts and maxima, about a millisecond). Aggregates are cached under that version, so
+a write (an ingested submission, a hide, a ban) invalidates them without any hook into the
+writer, and this works the same with several server processes on PostgreSQL. The same
+version makes the ETag of every public GET, so a 304 costs one tiny query.
+
+Cold aggregation reads one row per visible submission x draft config (never trials) and
+runs the pure rules of ``aggregate``; concurrent cold requests for the same key wait for
+one computation instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from sqlalchemy import Engine
+
+from specserver import aggregate, queries
+from specserver.aggregate import DraftResult, GroupAggregate, View
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self.items.get(key)
+        if value is not None:
+            self.items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+    def clear(self) -> None:
+        self.items.clear()
+
+
+@dataclass(frozen=True)
+class Board:
+    """One view of the leaderboard (or of /v1/aggregates) for one set of filters."""
+
+    version: str
+    view: View
+    dimensions: tuple[str, ...]
+    groups: list[GroupAggregate]  # in key order; callers sort
+    verdict_counts: dict[str, int]  # over every draft result the filters match
+    results: int  # draft results in this view
+
+
+class ReadService:
+    """Holds the engine the public side reads from and the aggregate cache."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        min_contributors: int = aggregate.DEFAULT_MIN_CONTRIBUTORS,
+        cache_size: int = 256,
+    ) -> None:
+        self.engine = engine
+        self.min_contributors = min_contributors
+        self._rows: _Lru[tuple[str, queries.Filters], list[DraftResult]] = _Lru(2)
+        self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
+            cache_size)
+        self._cache_lock = threading.Lock()
+        self._compute_lock = threading.Lock()
+
+    def version(self) -> str:
+        with self.engine.connect() as conn:
+            return queries.data_version(conn)
+
+    def clear_cache(self) -> None:
+        with self._cache_lock:
+            self._rows.clear()
+            self._boards.clear()
+
+    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
+              version: str | None = None) -> Board:
+        version = self.version() if version is None else version
+        key = (version, filters, tuple(dimensions), view)
+        with self._cache_lock:
+            cached = self._boards.get(key)
+        if cached is not None:
+            return cached
+        with self._compute_lock:  # one computation at a time; the others find it cached
+            with self._cache_lock:
+                cached = self._boards.get(key)
+                rows = self._rows.get((version, filters))
+            if cached is not None:
+                return cached
+            if rows is None:
+                with self.engine.connect() as conn:
+                    rows = queries.draft_results(conn, filters)
+            selected = aggregate.in_view(rows, view)
+            board = Board(
+                version=version,
+                view=view,
+                dimensions=tuple(dimensions),
+                groups=aggregate.aggregate(selected, dimensions, self.min_contributors),
+                verdict_counts=aggregate.verdict_counts(rows),
+                results=len(selected),
+            )
+            with self._cache_lock:
+                self._rows.put((version, filters), rows)
+                self._boards.put(key, board)
+            return board

@@ -1,0 +1,265 @@
+"""The public read API, in process, on a real DuckDB file in tmp_path."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pyarrow.parquet as pq
+import pytest
+from asgiclient import AsgiClient
+from boardfill import BASE_TIME, fill, insert_submission, key, new_engine
+from fastapi import FastAPI
+from sqlalchemy import create_engine, insert, update
+
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specserver import public_api, tables
+from specserver.errors import install_error_handlers
+from specserver.leaderboard import ReadService
+
+COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """Built once per module; each test gets its own copy of the file."""
+    path = tmp_path_factory.mktemp("template") / "store.duckdb"
+    engine = new_engine(path)
+    ids = fill(engine, COUNT)
+    # One imported Hard Numbers style reference (no key id): the noise-floor view.
+    ref = example_submission("hardnumbers-m2", seed=500, machine=EXAMPLE_MACHINES[0],
+                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    ids.append(insert_submission(engine, ref, None, received_at=BASE_TIME - timedelta(days=1),
+                                 source_note="imported"))
+    engine.dispose()
+    return path, ids
+
+
+@pytest.fixture
+def store(template, tmp_path):
+    path, ids = template
+    shutil.copy(path, tmp_path / "store.duckdb")
+    engine = create_engine(f"duckdb:///{tmp_path / 'store.duckdb'}")
+    yield engine, list(ids)
+    engine.dispose()
+
+
+@pytest.fixture
+def client(store):
+    app = FastAPI()
+    install_error_handlers(app)
+    public_api.install(app, ReadService(store[0]))
+    with AsgiClient(app) as test_client:
+        yield test_client
+
+
+def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
+    body = client.get("/v1/leaderboard").json()
+    assert body["group_by"] == ["protocol", "target", "draft", "chip", "memory_gb"]
+    groups = body["groups"]
+    # ollama-draft: 2 draft configs x 4 machines; the imported reference is noise floor only.
+    assert len(groups) == 8
+    assert {g["key"]["protocol"]["protocol_id"] for g in groups} == {"ollama-draft"}
+    for group in groups:
+        assert group["submissions"] == 4
+        assert group["contributors"] == 1  # fill(): machine i%4 and key i%4 coincide
+        assert group["few_results"] is True and group["p25_speedup"] is None
+        assert group["verdicts"]["confirmed"] == 4
+    speedups = [g["median_speedup"] for g in groups]
+    assert speedups == sorted(speedups, reverse=True)
+    # Both views show the verdict counts of every draft result the filters match.
+    assert body["verdict_counts"] == {"confirmed": 32, "not_observed": 0, "not_applied": 2,
+                                      "unknown": 0}
+
+
+def test_noise_floor_view_holds_not_applied_drafts(client):
+    body = client.get("/v1/leaderboard", params={"view": "noise_floor"}).json()
+    assert sorted(g["key"]["draft"]["config_name"] for g in body["groups"]) == [
+        "draft_qwen2.5_0.5b", "draft_qwen2.5_1.5b"]
+    assert all(g["verdicts"]["not_applied"] == 1 for g in body["groups"])
+    assert body["verdict_counts"]["not_applied"] == 2
+
+
+def test_filters_narrow_the_leaderboard(client):
+    body = client.get("/v1/leaderboard", params={"chip": "Apple M2", "draft": "spec_4"}).json()
+    assert len(body["groups"]) == 1
+    assert body["groups"][0]["key"]["chip"] == {"chip": "Apple M2"}
+    assert body["filters"]["chip"] == "Apple M2"
+    assert client.get("/v1/leaderboard", params={"memory_gb": 999}).json()["groups"] == []
+    assert client.get("/v1/leaderboard", params={"os": "linux"}).json()["total_groups"] == 4
+    unknown_only = client.get("/v1/leaderboard", params={"verdict": "unknown"}).json()
+    assert unknown_only["groups"] == []
+
+
+def test_percentiles_appear_with_three_contributors(store, client):
+    engine, _ = store
+    m2 = EXAMPLE_MACHINES[0]
+    for seed in (1000, 1001):  # two more contributors on the Apple M2
+        sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1", machine=m2,
+                                 draft_speedups={"spec_4": 1.5}, counters_seen=True,
+                                 created_at=datetime(2026, 11, 1, tzinfo=UTC))
+        insert_submission(engine, sub, key(seed), received_at=BASE_TIME + timedelta(hours=1))
+    body = client.get("/v1/leaderboard", params={"chip": "Apple M2", "draft": "spec_4"}).json()
+    group = body["groups"][0]
+    assert group["contributors"] == 3 and group["submissions"] == 6
+    assert group["few_results"] is False
+    assert group["p25_speedup"] <= group["median_speedup"] <= group["p75_speedup"]
+    assert group["min_speedup"] <= group["p25_speedup"]
+
+
+def test_aggregates_use_exactly_the_requested_dimensions(client):
+    body = client.get("/v1/aggregates", params={"group_by": "os,memory_gb"}).json()
+    assert body["group_by"] == ["os", "memory_gb"]
+    assert {tuple(g["key"]) for g in body["groups"]} == {("os", "memory_gb")}
+    assert sum(g["submissions"] for g in body["groups"]) == COUNT
+
+
+@pytest.mark.parametrize(("params", "code", "allowed_contains"), [
+    ({"group_by": "chip,colour"}, "unknown_group_by", "ollama_version"),
+    ({"colour": "red"}, "unknown_parameter", "memory_gb"),
+    ({"verdict": "maybe"}, "unknown_verdict", "not_applied"),
+    ({"protocol": "nope"}, "unknown_protocol", "hardnumbers-m2"),
+    ({"os": "beos"}, "unknown_os", "macos"),
+    ({"sort": "fastest"}, "unknown_sort", "-speedup"),
+])
+def test_unknown_values_are_422_listing_the_allowed_ones(client, params, code, allowed_contains):
+    response = client.get("/v1/leaderboard", params=params)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == code
+    assert set(error) == {"code", "message", "details"}
+    assert allowed_contains in error["details"]["allowed"]
+
+
+def test_bad_integer_is_422(client):
+    response = client.get("/v1/leaderboard", params={"memory_gb": "lots"})
+    assert response.status_code == 422 and response.json()["error"]["code"] == "bad_parameter"
+
+
+def test_pagination_of_groups(client):
+    first = client.get("/v1/leaderboard", params={"limit": 3}).json()
+    second = client.get("/v1/leaderboard", params={"limit": 3, "offset": 3}).json()
+    everything = client.get("/v1/leaderboard").json()
+    assert first["next_offset"] == 3
+    assert first["groups"] + second["groups"] == everything["groups"][:6]
+
+
+@pytest.mark.parametrize("path", ["/v1/leaderboard", "/v1/aggregates", "/v1/submissions",
+                                  "/v1/protocols", "/v1/stats", "/v1/export?format=jsonl"])
+def test_etag_and_304(client, store, path):
+    response = client.get(path)
+    assert response.status_code == 200
+    etag = response.headers["etag"]
+    assert "max-age" in response.headers["cache-control"]
+    again = client.get(path, headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b""
+    # A write changes the data version, so the old ETag no longer matches.
+    sub = example_submission("ollama-draft", seed=4242, engine_version="0.30.1",
+                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    insert_submission(store[0], sub, key(77), received_at=BASE_TIME + timedelta(days=2))
+    after = client.get(path, headers={"If-None-Match": etag})
+    assert after.status_code == 200 and after.headers["etag"] != etag
+
+
+def test_leaderboard_sees_hides_and_bans_at_once(client, store):
+    engine, ids = store
+    before = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
+    assert before["groups"][0]["submissions"] == 4
+    with engine.begin() as conn:
+        conn.execute(update(tables.submissions).where(
+            tables.submissions.c.submission_id == ids[0]).values(hidden=True))
+        conn.execute(insert(tables.audit_log).values(
+            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=ids[0],
+            reason="test", actor="test"))
+    after = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
+    assert after["groups"][0]["submissions"] == 3
+    with engine.begin() as conn:
+        key_id = conn.execute(tables.submissions.select().where(
+            tables.submissions.c.submission_id == ids[1])).one().key_id
+        conn.execute(insert(tables.bans).values(key_id=key_id, reason="x",
+                                                banned_at=datetime(2026, 11, 2)))
+    banned = client.get("/v1/leaderboard").json()
+    assert sum(g["submissions"] for g in banned["groups"]) == 2 * (COUNT - 1 - 4)
+
+
+def test_cors_for_get(client):
+    response = client.get("/v1/stats", headers={"Origin": "https://example.org"})
+    assert response.headers["access-control-allow-origin"] == "*"
+    assert "etag" in response.headers["access-control-expose-headers"].lower()
+    preflight = client.options("/v1/leaderboard", headers={
+        "Origin": "https://example.org", "Access-Control-Request-Method": "GET"})
+    assert preflight.status_code == 200
+    refused = client.options("/v1/leaderboard", headers={
+        "Origin": "https://example.org", "Access-Control-Request-Method": "DELETE"})
+    assert refused.status_code == 400
+
+
+def test_submissions_cursor_pagination_walks_everything_once(client, store):
+    _, ids = store
+    seen, cursor, pages = [], None, 0
+    while True:
+        params = {"limit": 5} | ({"cursor": cursor} if cursor else {})
+        body = client.get("/v1/submissions", params=params).json()
+        seen += [item["submission_id"] for item in body["items"]]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(ids) and len(seen) == len(ids)
+    assert pages == 4
+    newest = client.get("/v1/submissions", params={"limit": 1}).json()["items"][0]
+    assert newest["received_at"] == (BASE_TIME + timedelta(seconds=COUNT - 1)).isoformat() + "Z"
+    assert {d["config_name"] for d in newest["drafts"]} == {"spec_4", "spec_8"}
+
+
+def test_submissions_filters_and_bad_cursor(client):
+    body = client.get("/v1/submissions", params={"verdict": "not_applied"}).json()
+    assert [i["protocol_id"] for i in body["items"]] == ["hardnumbers-m2"]
+    bad = client.get("/v1/submissions", params={"cursor": "garbage!"})
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "bad_cursor"
+
+
+def test_protocols_and_stats(client):
+    protocols = {p["id"]: p for p in client.get("/v1/protocols").json()["items"]}
+    assert protocols["ollama-draft"]["submissions"] == COUNT
+    assert protocols["hardnumbers-m2"]["submissions"] == 1
+    assert len(protocols["hardnumbers-m2"]["sha256"]) == 64
+    stats = client.get("/v1/stats").json()
+    assert stats["submissions"] == COUNT + 1
+    assert stats["contributors"] == 4
+    assert stats["imported"] == 1
+    assert stats["trials"] == (COUNT + 1) * 15
+    assert stats["draft_verdicts"]["confirmed"] == 2 * COUNT
+
+
+def test_export_csv_one_row_per_submission_and_config(client):
+    response = client.get("/v1/export", params={"format": "csv"})
+    assert response.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert len(rows) == (COUNT + 1) * 3
+    assert {r["role"] for r in rows} == {"baseline", "draft"}
+    draft = next(r for r in rows if r["verdict"] == "confirmed")
+    assert float(draft["speedup_tps"]) > 1.0
+    filtered = client.get("/v1/export", params={"format": "csv", "chip": "Apple M2"}).text
+    assert len(list(csv.DictReader(io.StringIO(filtered)))) == (4 + 1) * 3
+
+
+def test_export_jsonl_and_parquet_agree(client, tmp_path):
+    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
+    records = [json.loads(line) for line in lines]
+    response = client.get("/v1/export", params={"format": "parquet"})
+    path = tmp_path / "export.parquet"
+    path.write_bytes(response.content)
+    table = pq.read_table(path)
+    assert table.num_rows == len(records) == (COUNT + 1) * 3
+    assert sorted(table.column("submission_id").to_pylist()) == sorted(
+        r["submission_id"] for r in records)
+    speedups = {(r["submission_id"], r["config_name"]): r["speedup_tps"] for r in records}
+    for row in table.to_pylist():
+        assert row["speedup_tps"] == speedups[(row["submission_id"], row["config_name"])]
+    unknown = client.get("/v1/export", params={"format": "xlsx"})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["details"]["allowed"] == ["csv", "jsonl", "parquet"]
