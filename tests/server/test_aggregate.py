@@ -1,0 +1,160 @@
+"""The aggregation rules, as pure functions over plain rows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specschema.stats import median, percentile
+from specserver.aggregate import (
+    DraftResult,
+    aggregate,
+    aggregate_group,
+    in_view,
+    leaderboard_dimensions,
+    sort_groups,
+    verdict_counts,
+    view_of,
+)
+
+_counter = iter(range(10**9))
+
+
+def row(speedup: float | None, key_id: str | None = "alice", *, chip: str = "Apple M2",
+        memory_gb: int | None = 24, verdict: str = "confirmed", baseline: float | None = 20.0,
+        config: str = "spec_4", wall: float | None = None) -> DraftResult:
+    return DraftResult(
+        submission_id=f"sub-{next(_counter)}", key_id=key_id, protocol_id="ollama-draft",
+        protocol_version=1, protocol_sha256="a" * 64, target_model="qwen3.5:9b-mtp",
+        target_digest=None, chip=chip, memory_gb=memory_gb, ollama_version="0.30.1",
+        os="macos", backend="100% GPU", config_name=config, draft_model=None,
+        mechanism="draft_num_predict", verdict=verdict, speedup_tps=speedup,
+        speedup_wall=wall if wall is not None else speedup, baseline_tps=baseline,
+    )
+
+
+def one_group(rows, min_contributors=3):
+    groups = aggregate(rows, ["chip"], min_contributors)
+    assert len(groups) == 1
+    return groups[0]
+
+
+def test_one_contributor_cannot_dominate():
+    rows = [row(3.0, "spammer") for _ in range(100)]
+    rows += [row(1.0, "a"), row(1.1, "b"), row(1.2, "c")]
+    group = one_group(rows)
+    assert group.submissions == 103
+    assert group.contributors == 4
+    assert group.median_speedup == pytest.approx((1.1 + 1.2) / 2)
+    assert group.max_speedup == 3.0
+    # Without the rule the spammer would set the median.
+    assert median([r.speedup_tps for r in rows]) == 3.0
+
+
+def test_each_contributor_is_reduced_to_their_median_first():
+    rows = [row(1.0, "a"), row(2.0, "a"), row(9.0, "a"), row(1.5, "b"), row(1.7, "c")]
+    group = one_group(rows)
+    per_contributor = [2.0, 1.5, 1.7]
+    assert group.median_speedup == median(per_contributor)
+    assert group.p25_speedup == percentile(per_contributor, 0.25)
+    assert group.p75_speedup == percentile(per_contributor, 0.75)
+    assert (group.min_speedup, group.max_speedup) == (1.5, 2.0)
+
+
+def test_imported_rows_without_key_count_as_their_own_contributors():
+    rows = [row(0.95, None), row(0.90, None), row(1.0, None)]
+    group = one_group(rows)
+    assert group.contributors == 3
+    assert group.few_results is False
+    assert group.median_speedup == 0.95
+
+
+def test_percentiles_only_with_enough_contributors():
+    few = one_group([row(1.2, "a"), row(1.4, "b"), row(1.3, "a")])
+    assert few.few_results is True
+    assert few.p25_speedup is None and few.p75_speedup is None
+    assert few.median_speedup == median([1.25, 1.4])
+    enough = one_group([row(1.2, "a"), row(1.4, "b")], min_contributors=2)
+    assert enough.few_results is False and enough.p25_speedup == pytest.approx(1.25)
+
+
+def test_median_baseline_and_wall_are_per_contributor_too():
+    rows = [row(1.1, "a", baseline=10.0, wall=1.0), row(1.1, "a", baseline=10.0, wall=1.0),
+            row(1.1, "a", baseline=10.0, wall=1.0), row(1.3, "b", baseline=30.0, wall=2.0)]
+    group = one_group(rows)
+    assert group.median_baseline_tps == 20.0
+    assert group.median_speedup_wall == 1.5
+
+
+def test_rows_without_speedup_count_but_do_not_move_statistics():
+    group = one_group([row(None, "a", baseline=None), row(1.2, "b")])
+    assert group.submissions == 2 and group.contributors == 2
+    assert group.median_speedup == 1.2 and group.median_baseline_tps == 20.0
+
+
+def test_views_split_by_verdict():
+    rows = [row(1.2, verdict="confirmed"), row(1.1, verdict="not_observed"),
+            row(1.0, verdict="not_applied"), row(1.3, verdict="unknown")]
+    assert [view_of(r.verdict) for r in rows] == ["speedup", "speedup", "noise_floor", None]
+    assert len(in_view(rows, "speedup")) == 2
+    assert [r.verdict for r in in_view(rows, "noise_floor")] == ["not_applied"]
+    assert verdict_counts(rows) == {"confirmed": 1, "not_observed": 1, "not_applied": 1,
+                                    "unknown": 1}
+    group = one_group(in_view(rows, "speedup"))
+    assert group.verdicts == {"confirmed": 1, "not_observed": 1, "not_applied": 0, "unknown": 0}
+
+
+def test_grouping_keys_and_composite_dimensions():
+    rows = [row(1.1, chip="Apple M2", memory_gb=24), row(1.2, chip="Apple M2", memory_gb=16),
+            row(1.3, chip="Apple M2", memory_gb=24, config="spec_8"),
+            row(1.4, chip="Apple M3", memory_gb=None)]
+    dims = leaderboard_dimensions(["chip", "memory_gb"])
+    assert dims == ["protocol", "target", "draft", "chip", "memory_gb"]
+    groups = aggregate(rows, dims)
+    assert len(groups) == 4
+    first = groups[0]
+    assert first.key["protocol"] == {"protocol_id": "ollama-draft", "protocol_version": 1,
+                                     "protocol_sha256": "a" * 64}
+    assert first.key["draft"]["config_name"] == "spec_4"
+    labels = [g.label(dims) for g in groups]
+    assert "ollama-draft v1 · qwen3.5:9b-mtp · spec_4 · Apple M3 · ? GB" in labels
+    assert [g.key["memory_gb"]["memory_gb"] for g in aggregate(rows, ["memory_gb"])] == [
+        16, 24, None]
+    assert len(aggregate(rows, [])) == 1
+
+
+def test_unknown_dimension_and_sort_are_refused():
+    with pytest.raises(ValueError, match="colour"):
+        aggregate([row(1.0)], ["chip", "colour"])
+    with pytest.raises(ValueError, match="fastest"):
+        sort_groups([], "fastest")
+
+
+def test_sorting_puts_missing_values_last():
+    rows = [row(1.1, chip="A"), row(None, chip="B"), row(1.5, chip="C"), row(0.9, chip="D")]
+    groups = aggregate(rows, ["chip"])
+    assert [g.key["chip"]["chip"] for g in sort_groups(groups, "-speedup")] == ["C", "A", "D", "B"]
+    assert [g.key["chip"]["chip"] for g in sort_groups(groups, "speedup")] == ["D", "A", "C", "B"]
+    assert [g.key["chip"]["chip"] for g in sort_groups(groups, "key")] == ["A", "B", "C", "D"]
+
+
+speedups = st.floats(min_value=0.2, max_value=5.0, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(per_contributor=st.lists(st.lists(speedups, min_size=1, max_size=6), min_size=1,
+                                max_size=8),
+       repeat=st.integers(min_value=1, max_value=20))
+def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat):
+    rows = [row(s, f"key-{i}") for i, values in enumerate(per_contributor) for s in values]
+    base = aggregate_group({}, rows)
+    flooded = rows + [dataclasses.replace(r, submission_id=f"{r.submission_id}-{n}")
+                      for n in range(repeat) for r in rows if r.key_id == "key-0"]
+    again = aggregate_group({}, flooded)
+    assert again.contributors == base.contributors == len(per_contributor)
+    assert again.median_speedup == base.median_speedup
+    assert again.p25_speedup == base.p25_speedup and again.p75_speedup == base.p75_speedup
+    assert again.min_speedup <= again.median_speedup <= again.max_speedup
