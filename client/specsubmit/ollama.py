@@ -241,6 +241,7 @@ class OllamaClient:
             raise self._transport_error(exc, streaming=True) from None
 
     def pull(self, model: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
+        succeeded = False
         try:
             for _, data in self._stream_lines("/api/pull", {"model": model, "stream": True}, model):
                 status = str(data.get("status", ""))
@@ -251,10 +252,11 @@ class OllamaClient:
                         completed=completed if isinstance(completed, int) else None,
                         total=total if isinstance(total, int) else None,
                     ))
-                if status == "success":
-                    return
+                succeeded = succeeded or status == "success"
         except OllamaStreamError as exc:
             raise OllamaError(f"could not pull {model}: {exc.message}") from None
+        if succeeded:
+            return
         raise OllamaError(f"pulling {model} ended without success")
 
     def stream_generate(self, request: GenerateRequest) -> Iterator[tuple[float, JsonDict]]:
@@ -264,15 +266,22 @@ class OllamaClient:
     def generate(self, request: GenerateRequest) -> Generation:
         ttft: float | None = None
         parts: list[str] = []
+        result: Generation | None = None
+        # Read to the end of the stream even after `done`: an unfinished response would
+        # cost the connection, and the next trial would pay for a new one.
         for elapsed, chunk in self.stream_generate(request):
+            if result is not None:
+                continue
             piece = _text(chunk, "thinking") + _text(chunk, "response")
             if piece:
                 parts.append(piece)
                 if ttft is None:
                     ttft = elapsed
             if chunk.get("done") is True:
-                return generation_from_final(chunk, wall_s=elapsed, ttft_s=ttft,
-                                             text="".join(parts))
+                result = generation_from_final(chunk, wall_s=elapsed, ttft_s=ttft,
+                                               text="".join(parts))
+        if result is not None:
+            return result
         raise OllamaStreamError(
             f"Ollama's response for {request.model} ended without its final chunk "
             "(no \"done\"): the model runner may have crashed"

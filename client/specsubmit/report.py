@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -129,10 +130,11 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on Ollama "
-                        f"{submission.engine.version}")
+                        f"{submission.engine.version}", box=box.SIMPLE_HEAD)
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
                    "vs baseline [95% CI]", "Verdict"):
-        table.add_column(column, justify="left" if column in ("Config", "Verdict") else "right")
+        table.add_column(column, no_wrap=column == "Config",
+                         justify="left" if column in ("Config", "Verdict") else "right")
     for summary in summaries:
         table.add_row(summary.name, _num(summary.median_wall_s), _num(summary.median_eval_s),
                       _num(summary.median_tps), vs_baseline(summary),
@@ -141,11 +143,11 @@ def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) ->
 
 
 def trial_table(submission: Submission) -> Table:
-    table = Table(title="Trials (in run order)")
-    for column in ("#", "Config", "Trial", "Wall (s)", "TTFT (s)", "Eval (s)", "tok/s",
-                   "Load (ms)", "Cold", "Done", "Output"):
-        table.add_column(column, justify="right" if column not in ("Config", "Done", "Output")
-                         else "left")
+    table = Table(title="Trials (in run order)", box=box.SIMPLE_HEAD)
+    for column in ("#", "Config", "Trial", "Wall s", "TTFT s", "Eval s", "tok/s",
+                   "Load ms", "Cold", "Done", "Output"):
+        table.add_column(column, no_wrap=True,
+                         justify="left" if column in ("Config", "Done", "Output") else "right")
     baseline = next((c for c in submission.configs if c.role == "baseline"), None)
     reference = {t.output_sha256 for t in baseline.trials} if baseline else set()
     rows = sorted(((t.position, c.name, t) for c in submission.configs for t in c.trials),
@@ -156,8 +158,16 @@ def trial_table(submission: Submission) -> Table:
                       _num(trial.ttft_s, 2), f"{trial.eval_duration_ns / 1e9:.2f}",
                       _num(decode_tps(trial.eval_count, trial.eval_duration_ns)),
                       f"{trial.load_duration_ns / 1e6:.0f}", "cold" if trial.cold else "",
-                      trial.done_reason or "—", f"{trial.output_chars} chars, {same}")
+                      trial.done_reason or "—", f"{trial.output_chars} ch, {same}")
     return table
+
+
+def report_console(*, stderr: bool = False) -> Console:
+    """A console for the report; 120 columns when it is not a terminal (files, pipes)."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=120)
+    return console
 
 
 def render_result(submission: Submission, console: Console) -> None:

@@ -8,13 +8,11 @@ the current request (Ctrl-C), which yields an incomplete result rather than noth
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -37,6 +35,7 @@ from specschema import (
 from specschema.protocol import ProtocolConfig
 from specsubmit import __version__
 from specsubmit.errors import ModelMissing, OllamaError, SpecSubmitError, UsageError
+from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
 from specsubmit.ollama import GenerateRequest, Generation, OllamaClient, PullProgress
 from specsubmit.serverlog import DraftCounters, Segment, log_size, read_counters
 from specsubmit.speculation import build_evidence, capability_reason, outputs_match_baseline
@@ -122,50 +121,9 @@ def protocol_ref(protocol: Protocol, target: str | None) -> ProtocolRef:
                        parameters=parameters)
 
 
-def backend_from_ps(ps: Sequence[dict[str, Any]], model: str) -> tuple[str | None, float | None]:
-    """Ollama's PROCESSOR column for ``model`` from /api/ps (cmd/cmd.go), and size_vram/size."""
-    wanted = normalize_model_name(model)
-    for entry in ps:
-        name = str(entry.get("name") or entry.get("model") or "")
-        if normalize_model_name(name) != wanted:
-            continue
-        size, vram = entry.get("size"), entry.get("size_vram")
-        if not isinstance(size, int) or not isinstance(vram, int) or size <= 0 or vram > size:
-            return None, None
-        if vram == 0:
-            return "100% CPU", 0.0
-        if vram == size:
-            return "100% GPU", 1.0
-        cpu = round((size - vram) / size * 100)
-        return f"{cpu}%/{100 - cpu}% CPU/GPU", vram / size
-    return None, None
-
-
-def _backend(ps: Sequence[dict[str, Any]], model: str) -> tuple[str | None, float | None]:
-    """The fingerprint module's reading when it exists (issue 4), else ours."""
-    if importlib.util.find_spec("specsubmit.fingerprint") is not None:
-        module = importlib.import_module("specsubmit.fingerprint")
-        reader = getattr(module, "backend_from_ps", None)
-        if callable(reader):
-            try:
-                backend, fraction = reader({"models": list(ps)}, model)
-            except (TypeError, ValueError, KeyError, AttributeError):
-                return backend_from_ps(ps, model)
-            return (backend if isinstance(backend, str) else None,
-                    float(fraction) if isinstance(fraction, int | float) else None)
-    return backend_from_ps(ps, model)
-
-
 def default_fingerprint() -> Fingerprint:
-    """The machine's fingerprint (issue 4's collector when present, else all not-detected)."""
-    if importlib.util.find_spec("specsubmit.fingerprint") is not None:
-        module = importlib.import_module("specsubmit.fingerprint")
-        collect: Callable[[], Any] | None = getattr(module, "collect_fingerprint", None)
-        if collect is not None:
-            found = collect()
-            if isinstance(found, Fingerprint):
-                return found
-    return Fingerprint()
+    """This machine's fingerprint (``specsubmit.fingerprint``, issue 4)."""
+    return collect_fingerprint()
 
 
 def _physical_memory() -> int | None:
@@ -465,7 +423,7 @@ def build_submission(
         ))
     main_model = protocol.model_for(protocol.baseline(), target)
     ps = next(iter(ps_after.values()), [])
-    backend, fraction = _backend(ps, main_model)
+    backend, fraction = backend_from_ps({"models": ps}, main_model)
     models = pre.models or [ModelInfo(name=main_model)]
     return Submission(
         schema_version=1,

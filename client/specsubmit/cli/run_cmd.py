@@ -34,7 +34,7 @@ from specschema.payload import submission_bytes
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.ollama import DEFAULT_TIMEOUT_S, OllamaClient, PullProgress
 from specsubmit.ollama_host import parse_ollama_host
-from specsubmit.report import render_result
+from specsubmit.report import render_result, report_console
 from specsubmit.results_store import load_result, save_result, write_result
 from specsubmit.runner import (
     RunListener,
@@ -188,9 +188,9 @@ def run_command(
     if json_out:
         sys.stdout.write(submission_bytes(submission).decode("utf-8") + "\n")
         sys.stdout.flush()
-        render_result(submission, err)
+        render_result(submission, report_console(stderr=True))
     else:
-        render_result(submission, Console())
+        render_result(submission, report_console())
     err.print(f"result saved to {path}" + (f" and {output}" if output else ""))
     if outcome.error is not None:
         raise type(outcome.error)(
@@ -270,7 +270,7 @@ def register(app: typer.Typer) -> None:
     @app.command("show")
     def show(file: Annotated[Path, typer.Argument(help="A saved result JSON file.")]) -> None:
         """Render a saved result again (tables and verdicts)."""
-        render_result(load_result(file.expanduser()), Console())
+        render_result(load_result(file.expanduser()), report_console())
 
 
 __all__ = ["register", "run_command", "SpecSubmitError"]
