@@ -10,8 +10,10 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │   └── OllamaTimeout
     ├── RunAborted                  the run stopped early (Ctrl-C: exit 130)
     ├── ResultFileError             a saved result cannot be read
+    ├── KeyStoreError               the contributor key cannot be read or written
     └── SubmitError                 signing or sending failed
-        └── SubmissionRejected      the server said no (4xx other than 429)
+        ├── SubmissionRejected      the server said no (4xx other than 429)
+        └── SubmissionUndelivered   not delivered after retries; the envelope waits in pending/
 """
 
 from __future__ import annotations
@@ -57,9 +59,17 @@ class ResultFileError(SpecSubmitError):
     pass
 
 
+class KeyStoreError(SpecSubmitError):
+    pass
+
+
 class SubmitError(SpecSubmitError):
     pass
 
 
 class SubmissionRejected(SubmitError):
+    pass
+
+
+class SubmissionUndelivered(SubmitError):
     pass
