@@ -1,0 +1,100 @@
+"""Concurrent submitters for the fault tests: who got an acknowledgement, who did not.
+
+``drive`` posts every (submission id, body) once from ``concurrency`` threads and records
+each outcome: acknowledged (201 new, 200 duplicate), refused with a status, or no answer
+(connection refused/reset, timeout). Nothing is retried here; the tests retry by calling
+``drive`` again with what was not acknowledged, as the client's pending queue would.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from specschema import envelope_bytes, sign_envelope, submission_bytes
+from specschema.examples import example_submission
+from tests.reliability.hostile import signing_key
+
+Item = tuple[str, bytes]
+
+
+def make_items(seeds: range, keys: int = 50) -> list[Item]:
+    """Distinct valid signed submissions, from ``keys`` different contributors."""
+    items = []
+    for seed in seeds:
+        sub = example_submission(seed=seed)
+        body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed % keys)))
+        items.append((str(sub.submission_id), body))
+    return items
+
+
+@dataclass
+class LoadResult:
+    acked: dict[str, bytes] = field(default_factory=dict)
+    unacked: dict[str, bytes] = field(default_factory=dict)
+    statuses: Counter[str] = field(default_factory=Counter)
+    retry_after: Counter[str] = field(default_factory=Counter)
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+
+    def merge_status(self, key: str) -> None:
+        self.statuses[key] += 1
+
+
+def drive(
+    base_url: str,
+    items: Sequence[Item],
+    *,
+    concurrency: int = 16,
+    timeout: float = 10.0,
+    on_ack: Callable[[int], None] | None = None,
+    pause_s: float = 0.0,
+) -> LoadResult:
+    result = LoadResult()
+    todo: queue.SimpleQueue[Item] = queue.SimpleQueue()
+    for item in items:
+        todo.put(item)
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def worker() -> None:
+        with httpx.Client(base_url=base_url, timeout=timeout) as client:
+            while True:
+                try:
+                    sid, body = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    response = client.post("/v1/submissions", content=body,
+                                           headers={"content-type": "application/json"})
+                    status = str(response.status_code)
+                    retry = response.headers.get("retry-after")
+                except httpx.HTTPError as exc:
+                    status, retry = type(exc).__name__, None
+                with lock:
+                    result.statuses[status] += 1
+                    result.timeline.append((time.monotonic() - start, status))
+                    if retry is not None:
+                        result.retry_after[retry] += 1
+                    if status in ("200", "201"):
+                        result.acked[sid] = body
+                        acked = len(result.acked)
+                    else:
+                        result.unacked[sid] = body
+                        acked = -1
+                if acked >= 0 and on_ack is not None:
+                    on_ack(acked)
+                if pause_s:
+                    time.sleep(pause_s)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return result

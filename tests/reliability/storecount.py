@@ -1,0 +1,85 @@
+"""Row counts of every table in the store: the "nothing was stored" check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+from sqlalchemy import Engine, func, select
+
+from specserver import tables
+
+
+def count_rows(engine: Engine) -> dict[str, int]:
+    """Rows per table, through the app's own engine (in-process tests)."""
+    with engine.connect() as conn:
+        return {
+            table.name: int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+            for table in tables.metadata.sorted_tables
+        }
+
+
+def count_rows_in_file(path: str) -> dict[str, int]:
+    """Rows per table of a DuckDB file that no server has open any more."""
+    with duckdb.connect(path, read_only=True) as conn:
+        return {
+            table.name: int(_one(conn.execute(f'SELECT count(*) FROM "{table.name}"')))
+            for table in tables.metadata.sorted_tables
+        }
+
+
+def _one(cursor: Any) -> Any:
+    row = cursor.fetchone()
+    assert row is not None
+    return row[0]
+
+
+def app_engine(app: Any) -> Engine:
+    """The engine the app reads with (the read service's)."""
+    engine: Engine = app.state.reads.engine
+    return engine
+
+
+def audit_file(path: str, acked: dict[str, bytes]) -> dict[str, Any]:
+    """Check a stopped store against what was acknowledged.
+
+    Every acknowledged submission must be present with its exact envelope bytes and all its
+    rows (1 fingerprint, 3 configs, 15 trials, 3 summaries for hardnumbers-m2); no id may
+    appear twice anywhere. Returns figures; ``problems`` lists what is wrong.
+    """
+    problems: list[str] = []
+    with duckdb.connect(path, read_only=True) as conn:
+        stored = {
+            row[0]: bytes(row[1])
+            for row in conn.execute("SELECT submission_id, body FROM envelopes").fetchall()
+        }
+        per_table: dict[str, dict[str, int]] = {}
+        for name in ("submissions", "envelopes", "fingerprints", "configs", "trials",
+                     "summaries"):
+            per_table[name] = dict(conn.execute(
+                f'SELECT submission_id, count(*) FROM "{name}" GROUP BY submission_id'
+            ).fetchall())
+    expected_rows = {"submissions": 1, "envelopes": 1, "fingerprints": 1, "configs": 3,
+                     "trials": 15, "summaries": 3}
+    missing = [sid for sid in acked if sid not in stored]
+    altered = [sid for sid, body in acked.items() if sid in stored and stored[sid] != body]
+    incomplete = sorted({
+        sid for sid in stored for name, n in expected_rows.items()
+        if per_table[name].get(sid) != n
+    })
+    orphans = sorted({sid for rows in per_table.values() for sid in rows} - set(stored))
+    if missing:
+        problems.append(f"{len(missing)} acknowledged submissions missing: {missing[:3]}")
+    if altered:
+        problems.append(f"{len(altered)} stored with other bytes: {altered[:3]}")
+    if incomplete:
+        problems.append(f"{len(incomplete)} incomplete: {incomplete[:3]}")
+    if orphans:
+        problems.append(f"{len(orphans)} rows without an envelope: {orphans[:3]}")
+    return {
+        "stored": len(stored),
+        "acked": len(acked),
+        "acked_found": len(acked) - len(missing),
+        "stored_not_acked": len(set(stored) - set(acked)),
+        "problems": problems,
+    }

@@ -1,0 +1,194 @@
+"""Every public GET with SQL-looking, oversized and Unicode values: 422 or correct, never 5xx.
+
+The GET routes are discovered from the app itself (so a new page or endpoint is covered
+without editing this file). Each query parameter a route documents or reads is sent each
+hostile value; path parameters get them too. Equality filters must return only rows that
+really equal the value: the store holds submissions whose chip *is* an SQL-looking and a
+Unicode string, and filtering by those returns exactly them.
+Run with ``-s`` for the figures (requests sent, statuses seen).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from specserver.app import create_app
+
+from specschema import envelope_bytes, sign_envelope, submission_bytes
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from tests.reliability.hostile import signing_key
+from tests.reliability.inprocess import InProcessClient
+from tests.reliability.test_hostile_inputs import make_settings
+
+SQL_CHIP = "Robert'); DROP TABLE submissions;--"
+UNICODE_CHIP = "芯片 M2 ✓ 🍎 Ｐｒｏ"
+STRING_FILTERS = ("target", "draft", "chip", "ollama_version")
+# Parameters every listing route reads (public_api reads them from the query string).
+KNOWN_PARAMS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
+                "verdict", "group_by", "view", "sort", "limit", "offset", "cursor", "format")
+
+HOSTILE_VALUES = [
+    "' OR '1'='1",
+    "'; DROP TABLE submissions; --",
+    '" OR ""="',
+    "1 UNION SELECT key_id, reason FROM bans --",
+    "1) OR pg_sleep(5)--",
+    "%",
+    "_",
+    "\\",
+    "*",
+    "",
+    " ",
+    "-1",
+    "1e308",
+    "99999999999999999999999999",
+    "NaN",
+    "0x10",
+    "A" * 5_000,
+    "A" * 100_000,
+    "芯片",
+    "🍎",
+    "\u202egnp.exe",
+    "\x00",
+    "a\x00b",
+    "e\u0301",
+    "Ｓｅｌｅｃｔ",
+    SQL_CHIP,
+    UNICODE_CHIP,
+]
+# Raw query strings that are not valid UTF-8 once decoded, or not well-formed at all.
+RAW_QUERIES = ["chip=%FF%FE", "chip=%ED%A0%80", "chip=%", "chip=%zz", "chip", "=x", "&&&",
+               "chip=a&chip=b", "verdict=confirmed,%00", "group_by=chip,%27"]
+
+
+def _store(client: InProcessClient, seed: int, chip: str) -> str:
+    machine = dict(EXAMPLE_MACHINES[0], chip=chip)
+    sub = example_submission(seed=seed, machine=machine)
+    body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed)))
+    response = client.post("/v1/submissions", content=body)
+    assert response.status_code == 201, response.text
+    return str(sub.submission_id)
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessClient, Any]]:
+    tmp: Path = tmp_path_factory.mktemp("getfilters")
+    app = create_app(make_settings(tmp))
+    with InProcessClient(app) as client:
+        ids = {
+            "plain": [_store(client, 100 + i, "Apple M2") for i in range(3)],
+            "sql": [_store(client, 200, SQL_CHIP)],
+            "unicode": [_store(client, 300, UNICODE_CHIP)],
+        }
+        yield client, {"app": app, "ids": ids}
+
+
+def _get_routes(app: Any) -> list[str]:
+    paths = []
+    for route in app.routes:
+        methods = getattr(route, "methods", None) or set()
+        if "GET" in methods and route.path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+            paths.append(route.path)
+    return sorted(set(paths))
+
+
+def _fill(path: str, value: str) -> str:
+    """Put ``value`` in every {param} of a route path."""
+    out = path
+    while "{" in out:
+        start, end = out.index("{"), out.index("}")
+        out = out[:start] + quote(value, safe="") + out[end + 1:]
+    return out
+
+
+def _check(response: Any, url: str) -> None:
+    assert response.status_code < 500, (
+        f"{url[:200]} -> {response.status_code} {response.text[:300]}")
+    if response.status_code >= 400:
+        ctype = response.headers.get("content-type", "")
+        if "json" in ctype:
+            body = response.json()
+            assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+
+
+def test_every_get_route_survives_hostile_values(loaded: tuple[InProcessClient, Any]) -> None:
+    client, ctx = loaded
+    routes = _get_routes(ctx["app"])
+    assert {"/v1/leaderboard", "/v1/aggregates", "/v1/submissions", "/v1/export",
+            "/v1/stats", "/v1/protocols"} <= set(routes), routes
+    statuses: Counter[int] = Counter()
+    sent = 0
+    for route in routes:
+        if "{" in route:
+            for value in HOSTILE_VALUES:
+                url = _fill(route, value)
+                if url.rstrip("/") == route.split("{")[0].rstrip("/"):
+                    continue  # an empty value turns the route into another one
+                response = client.get(url)
+                _check(response, url)
+                statuses[response.status_code] += 1
+                sent += 1
+            continue
+        for name in KNOWN_PARAMS:
+            for value in HOSTILE_VALUES:
+                response = client.get(route, params={name: value})
+                _check(response, f"{route}?{name}={value[:40]!r}")
+                statuses[response.status_code] += 1
+                sent += 1
+        for raw in RAW_QUERIES:
+            response = client.get(f"{route}?{raw}")
+            _check(response, f"{route}?{raw}")
+            statuses[response.status_code] += 1
+            sent += 1
+    print(f"GET filters: {len(routes)} routes, {sent} requests, statuses {dict(statuses)}")
+    assert not any(status >= 500 for status in statuses)
+
+
+@pytest.mark.parametrize("name", STRING_FILTERS)
+def test_string_filters_match_exactly(loaded: tuple[InProcessClient, Any], name: str) -> None:
+    """SQL-looking and Unicode values are plain strings: they match nothing they don't equal."""
+    client, _ctx = loaded
+    for value in HOSTILE_VALUES:
+        if value in (SQL_CHIP, UNICODE_CHIP) and name == "chip":
+            continue
+        response = client.get("/v1/submissions", params={name: value})
+        _check(response, f"/v1/submissions?{name}={value[:40]!r}")
+        if response.status_code == 200 and value.strip():
+            assert response.json()["items"] == [], (name, value[:40])
+
+
+@pytest.mark.parametrize("chip,which", [(SQL_CHIP, "sql"), (UNICODE_CHIP, "unicode"),
+                                        ("Apple M2", "plain")])
+def test_chip_filter_returns_exactly_the_matching_submissions(
+    loaded: tuple[InProcessClient, Any], chip: str, which: str
+) -> None:
+    client, ctx = loaded
+    response = client.get("/v1/submissions", params={"chip": chip})
+    assert response.status_code == 200, response.text
+    found = sorted(item["submission_id"] for item in response.json()["items"])
+    assert found == sorted(ctx["ids"][which])
+    board = client.get("/v1/leaderboard", params={"chip": chip})
+    assert board.status_code == 200, board.text
+    assert board.json()["groups"], "the leaderboard shows the matching group"
+    export = client.get("/v1/export", params={"chip": chip, "format": "jsonl"})
+    assert export.status_code == 200
+    lines = [line for line in export.text.splitlines() if line.strip()]
+    assert lines and all(ctx["ids"][which][0] in line or any(i in line for i in ctx["ids"][which])
+                         for line in lines)
+
+
+def test_store_intact_after_injection_attempts(loaded: tuple[InProcessClient, Any]) -> None:
+    client, ctx = loaded
+    for value in HOSTILE_VALUES[:6]:
+        for name in STRING_FILTERS:
+            client.get("/v1/leaderboard", params={name: value})
+    stats = client.get("/v1/stats")
+    assert stats.status_code == 200
+    listing = client.get("/v1/submissions", params={"limit": "500"}).json()["items"]
+    expected = {i for ids in ctx["ids"].values() for i in ids}
+    assert {item["submission_id"] for item in listing} >= expected
