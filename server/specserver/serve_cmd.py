@@ -1,12 +1,49 @@
-"""`specserver serve` (issue 5)."""
+"""`specserver serve`: run the server with uvicorn (one process: DuckDB has one writer)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
-    def serve() -> None:
-        """Start the server (not built yet)."""
-        raise typer.Exit(1)
+    def serve(
+        host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="port to listen on")] = 8000,
+        database: Annotated[
+            str | None,
+            typer.Option(help="DuckDB file path or SQLAlchemy URL [env SPECSERVER_DATABASE_URL]"),
+        ] = None,
+        log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+    ) -> None:
+        """Start the server; prints its URL."""
+        import uvicorn
+        from pydantic import ValidationError
+
+        from specserver.app import create_app
+        from specserver.settings import get_settings
+
+        overrides: dict[str, object] = {}
+        if database:
+            overrides["database_url"] = database
+        try:
+            settings = get_settings(**overrides)
+            if "public_base_url" not in settings.model_fields_set:
+                settings = settings.model_copy(
+                    update={"public_base_url": f"http://{host}:{port}"})
+        except ValidationError as exc:
+            typer.echo(f"specserver: invalid settings: {exc.errors()[0]['msg']}", err=True)
+            raise typer.Exit(2) from None
+        url = f"http://{host}:{port}"
+        store_url = settings.resolved_database_url
+        typer.echo(f"specserver {url} (store: {store_url})")
+        uvicorn.run(
+            create_app(settings),
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=False,
+            server_header=False,
+        )

@@ -1,0 +1,77 @@
+"""The app factory: ``create_app(settings) -> FastAPI``. Nothing connects at import time.
+
+The store is built here (its engine is lazy) and opened by the lifespan: migrations run,
+the single writer starts; at shutdown the writer drains and the engine is disposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from specserver import __version__, ingest_api
+from specserver.errors import install_error_handlers
+from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter
+from specserver.settings import ServerSettings, get_settings
+from specserver.store import Store
+
+
+def default_rate_limiter(settings: ServerSettings) -> MemoryRateLimiter:
+    return MemoryRateLimiter({
+        "key": Limit(settings.rate_key_per_minute, settings.rate_key_burst),
+        "address": Limit(settings.rate_addr_per_minute, settings.rate_addr_burst),
+    })
+
+
+def build_store(settings: ServerSettings) -> Store:
+    return Store(
+        settings.resolved_database_url,
+        group_commit_s=settings.group_commit_ms / 1000.0,
+        group_commit_max=settings.group_commit_max,
+        ban_cache_s=settings.ban_cache_s,
+    )
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    store: Store | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> FastAPI:
+    settings = settings or get_settings()
+    store = store or build_store(settings)
+    limiter = rate_limiter or default_rate_limiter(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(store.open)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(store.close)
+
+    app = FastAPI(
+        title="specbench server",
+        version=__version__,
+        description="Collects signed speculative-decoding benchmark results and serves the "
+                    "leaderboard.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.rate_limiter = limiter
+    install_error_handlers(app)
+    app.include_router(ingest_api.router)
+
+    # --- read side (issue 6): public API, web page, admin API ---------------------------
+    # The read-side engineer wires their routers here, e.g.
+    #     from specserver import public_api, web, admin_api
+    #     app.include_router(...)
+    # Use ``store.engine`` for reads and ``store.write(fn)`` / ``await store.awrite(fn)``
+    # for any write (it runs on the single writer thread); see docs/server.md.
+    # --- end of read side -------------------------------------------------------------
+
+    return app

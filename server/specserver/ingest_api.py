@@ -1,0 +1,255 @@
+"""The ingestion API: POST /v1/submissions, GET /v1/submissions/{id}, GET /healthz.
+
+Routes are thin: read the body under the size limit and a deadline, run the pure checks
+(``ingest.check_submission``), the ban and rate-limit gates, then hand the rows to the
+store's single writer and answer only after the commit that holds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from specschema.summary import ConfigSummary
+from specserver.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    RequestTimeout,
+    error_body,
+)
+from specserver.ingest import Checked, check_submission
+from specserver.ratelimit import RateLimiter, client_address
+from specserver.settings import ServerSettings
+from specserver.store import Store
+
+router = APIRouter()
+
+
+class Receipt(BaseModel):
+    """What the server answers for an accepted submission (201, or 200 when repeated)."""
+
+    submission_id: str
+    key_id: str
+    received_at: datetime
+    url: str
+    summary: list[ConfigSummary]
+
+
+class Health(BaseModel):
+    status: str
+    store: str
+    schema_version: int | None
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def _error_doc(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A DSSE envelope (schema/jsonschema/envelope.v1.schema.json) whose payload "
+                   "is a signed specbench submission.",
+    "required": ["payloadType", "payload", "signatures"],
+    "properties": {
+        "payloadType": {"type": "string"},
+        "payload": {"type": "string", "contentEncoding": "base64"},
+        "signatures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "keyid": {"type": "string"},
+                    "publicKey": {"type": "string"},
+                    "sig": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+# --- dependencies ---------------------------------------------------------------------------
+
+
+def settings_of(request: Request) -> ServerSettings:
+    settings: ServerSettings = request.app.state.settings
+    return settings
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def limiter_of(request: Request) -> RateLimiter:
+    limiter: RateLimiter = request.app.state.rate_limiter
+    return limiter
+
+
+SettingsDep = Annotated[ServerSettings, Depends(settings_of)]
+StoreDep = Annotated[Store, Depends(store_of)]
+LimiterDep = Annotated[RateLimiter, Depends(limiter_of)]
+
+
+# --- step 1: the body, under a size limit and a deadline ----------------------------------
+
+
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body, or 413 as soon as it passes ``limit`` (Content-Length or not),
+    or 408 when it has not fully arrived within ``timeout_s``."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise BadRequest("Content-Length is not a number", code="bad_request")
+        if int(declared) > limit:
+            raise PayloadTooLarge(f"body of {declared} bytes is over the {limit}-byte limit",
+                                  {"limit": limit})
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"body is over the {limit}-byte limit",
+                                          {"limit": limit})
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive within {timeout_s:g} s", {"received_bytes": size}
+        ) from None
+    return b"".join(chunks)
+
+
+# --- routes -----------------------------------------------------------------------------
+
+
+def _receipt(settings: ServerSettings, checked: Checked, received_at: datetime) -> Receipt:
+    return Receipt(
+        submission_id=checked.submission_id,
+        key_id=checked.key_id,
+        received_at=received_at.replace(tzinfo=UTC) if received_at.tzinfo is None
+        else received_at,
+        url=settings.public_url(checked.submission_id),
+        summary=checked.summaries,
+    )
+
+
+@router.post(
+    "/v1/submissions",
+    status_code=201,
+    response_model=Receipt,
+    tags=["ingest"],
+    summary="Submit a signed benchmark result",
+    responses={
+        200: {"model": Receipt, "description": "already stored with these exact bytes"},
+        400: _error_doc("malformed envelope or payload JSON"),
+        401: _error_doc("the signature does not verify"),
+        403: _error_doc("the key id is banned"),
+        408: _error_doc("the body did not arrive in time"),
+        409: _error_doc("this submission id is stored with other bytes"),
+        413: _error_doc("the body is over the size limit"),
+        422: _error_doc("schema, protocol or consistency rule failed (details name it)"),
+        429: _error_doc("rate limited (Retry-After)"),
+        503: _error_doc("the store cannot take submissions now (Retry-After)"),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ENVELOPE_SCHEMA}},
+        }
+    },
+)
+async def post_submission(
+    request: Request, settings: SettingsDep, store: StoreDep, limiter: LimiterDep
+) -> Response:
+    body = await read_body(request, settings.max_body_bytes, settings.body_read_timeout_s)
+    now = datetime.now(UTC)
+    checked = check_submission(
+        body,
+        now=now,
+        max_age=timedelta(days=settings.max_submission_age_days),
+        max_future_skew=timedelta(seconds=settings.max_future_skew_s),
+    )
+    if store.is_banned(checked.key_id):
+        raise Forbidden("this key id is banned", {"key_id": checked.key_id}, code="key_banned")
+    peer = request.client.host if request.client else None
+    address = client_address(peer, request.headers.get("x-forwarded-for"),
+                             settings.proxy_networks())
+    for scope, key in (("key", checked.key_id), ("address", address)):
+        wait = limiter.hit(scope, key)
+        if wait is not None:
+            raise RateLimited(f"too many submissions from this {scope}; retry later",
+                              {"scope": scope}, retry_after=wait)
+    if not settings.store_enabled:
+        receipt = _receipt(settings, checked, now)
+        return Response(receipt.model_dump_json(), status_code=201,
+                        media_type="application/json")
+    outcome = await store.submit(checked, now)
+    if outcome.status == "conflict":
+        raise Conflict(
+            "this submission id is already stored with other bytes",
+            {"submission_id": checked.submission_id},
+        )
+    receipt = _receipt(settings, checked, outcome.received_at)
+    status = 201 if outcome.status == "created" else 200
+    headers = {"Location": receipt.url}
+    return Response(receipt.model_dump_json(), status_code=status,
+                    media_type="application/json", headers=headers)
+
+
+@router.get(
+    "/v1/submissions/{submission_id}",
+    tags=["ingest"],
+    summary="One stored submission: summary, configs, trials and the raw envelope",
+    responses={404: _error_doc("no such submission"),
+               422: _error_doc("the id is not a UUID")},
+)
+def get_submission(
+    request: Request,
+    store: StoreDep,
+    submission_id: Annotated[UUID, Path(description="the submission's UUID")],
+) -> Response:
+    view = store.get_submission(str(submission_id))
+    if view is None:
+        raise NotFound(f"no submission {submission_id}", {"submission_id": str(submission_id)})
+    payload = json.dumps(view, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    etag = '"' + hashlib.sha256(payload).hexdigest()[:32] + '"'
+    headers = {"ETag": etag, "Cache-Control": "public, max-age=5, must-revalidate"}
+    if etag in (request.headers.get("if-none-match") or ""):
+        return Response(status_code=304, headers=headers)
+    return Response(payload, media_type="application/json", headers=headers)
+
+
+@router.get("/healthz", tags=["ingest"], response_model=Health,
+            responses={503: _error_doc("the store does not answer")})
+def healthz(store: StoreDep) -> Response:
+    if not store.healthy():
+        return JSONResponse(
+            error_body("store_unavailable", "the store does not answer"), status_code=503,
+            headers={"Retry-After": "5"},
+        )
+    health = Health(status="ok", store=store.dialect, schema_version=store.schema_version)
+    return Response(health.model_dump_json(), media_type="application/json")

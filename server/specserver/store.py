@@ -1,0 +1,217 @@
+"""The store: one SQLAlchemy engine, migrations, the single writer, and reads by id.
+
+API for the rest of the server (docs/server.md, "Store API"):
+
+- ``Store(url, ...)`` builds the engine lazily (nothing connects); ``open()`` migrates and
+  starts the writer; ``close()`` drains the writer and disposes the engine.
+- ``store.engine``: the SQLAlchemy Engine for reads (``with store.engine.connect()``).
+  On DuckDB every connection shares the one in-process database; reads never block the
+  writer (MVCC). Another *process* cannot open the file while the server runs.
+- ``await store.submit(checked, received_at)`` -> ``WriteOutcome`` after the commit.
+- ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
+  its own transaction (moderation, imports): all writes go through the one writer.
+- ``store.get_submission(id)``: the public view of one stored submission, or None.
+- ``store.is_banned(key_id)`` (cached ``ban_cache_s``), ``store.invalidate_bans()``.
+- ``store.healthy()``: the store answers a query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, or_, select, text
+from sqlalchemy.engine import make_url
+
+from specserver import tables
+from specserver.errors import Unavailable
+from specserver.ingest import Checked
+from specserver.migrations import migrate
+from specserver.rows import submission_rows
+from specserver.writer import GroupCommitWriter, WriteOutcome, WriteRequest
+
+T = TypeVar("T")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for the store URL. Does not connect."""
+    parsed = make_url(url)
+    return create_engine(url, pool_pre_ping=parsed.get_backend_name() == "postgresql")
+
+
+def ensure_folder(url: str) -> None:
+    """Create the folder of an embedded DuckDB file."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "duckdb" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+
+
+class Store:
+    def __init__(
+        self,
+        url: str,
+        *,
+        group_commit_s: float = 0.004,
+        group_commit_max: int = 512,
+        ban_cache_s: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.engine: Engine = make_engine(url)
+        self.writer = GroupCommitWriter(
+            self.engine, window_s=group_commit_s, max_batch=group_commit_max
+        )
+        self.ban_cache_s = ban_cache_s
+        self._bans: frozenset[str] = frozenset()
+        self._bans_loaded_at = float("-inf")
+        self._bans_lock = threading.Lock()
+        self.schema_version: int | None = None
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        ensure_folder(self.url)
+        self.schema_version = migrate(self.engine)
+        self.writer.start()
+
+    def close(self) -> None:
+        self.writer.stop()
+        self.engine.dispose()
+
+    # writes -------------------------------------------------------------------------------
+
+    def submit_future(self, checked: Checked, received_at: datetime) -> Future[WriteOutcome]:
+        future: Future[WriteOutcome] = Future()
+        self.writer.submit(WriteRequest(
+            submission_id=checked.submission_id,
+            body_sha256=checked.body_sha256,
+            received_at=received_at,
+            rows=submission_rows(checked, received_at),
+            future=future,
+        ))
+        return future
+
+    async def submit(self, checked: Checked, received_at: datetime) -> WriteOutcome:
+        """Resolves only after the transaction holding the submission has committed."""
+        return await asyncio.wrap_future(self.submit_future(checked, received_at))
+
+    def write(self, fn: Callable[[Connection], T], timeout: float | None = 60.0) -> T:
+        result: T = self.writer.run_job(fn).result(timeout)
+        return result
+
+    async def awrite(self, fn: Callable[[Connection], T]) -> T:
+        result: T = await asyncio.wrap_future(self.writer.run_job(fn))
+        return result
+
+    # bans ---------------------------------------------------------------------------------
+
+    def banned_keys(self) -> frozenset[str]:
+        now = time.monotonic()
+        if now - self._bans_loaded_at >= self.ban_cache_s:
+            with self._bans_lock:
+                if now - self._bans_loaded_at >= self.ban_cache_s:
+                    with self.engine.connect() as conn:
+                        rows = conn.execute(select(tables.bans.c.key_id)).scalars().all()
+                    self._bans = frozenset(rows)
+                    self._bans_loaded_at = time.monotonic()
+        return self._bans
+
+    def is_banned(self, key_id: str) -> bool:
+        return key_id in self.banned_keys()
+
+    def invalidate_bans(self) -> None:
+        self._bans_loaded_at = float("-inf")
+
+    # reads --------------------------------------------------------------------------------
+
+    def healthy(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1")).scalar()
+        except Exception:  # noqa: BLE001 - health is a yes/no answer
+            return False
+        return True
+
+    def stored_receipt_facts(self, submission_id: str) -> tuple[str, str | None, datetime] | None:
+        """(envelope sha256, key id, received_at) of a stored submission."""
+        sub = tables.submissions
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(sub.c.envelope_sha256, sub.c.key_id, sub.c.received_at).where(
+                    sub.c.submission_id == submission_id)
+            ).first()
+        return None if row is None else (row[0], row[1], row[2])
+
+    def get_submission(self, submission_id: str) -> dict[str, Any] | None:
+        """The public view: submission row, fingerprint, configs, trials, summaries,
+        moderation history and the raw envelope (base64) for re-verification."""
+        try:
+            with self.engine.connect() as conn:
+                return _submission_view(conn, submission_id)
+        except Exception as exc:
+            raise Unavailable("the store cannot be read right now", retry_after=5) from exc
+
+
+def _rows(conn: Connection, table: Any, submission_id: str, *order: Any) -> list[dict[str, Any]]:
+    result = conn.execute(select(table).where(table.c.submission_id == submission_id)
+                          .order_by(*order))
+    return [_jsonable(dict(row._mapping)) for row in result]
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            value = value.isoformat() + "Z"
+        out[key] = value
+    return out
+
+
+def _submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | None:
+    sub = tables.submissions
+    row = conn.execute(select(sub).where(sub.c.submission_id == submission_id)).first()
+    if row is None:
+        return None
+    submission = _jsonable(dict(row._mapping))
+    body = conn.execute(select(tables.envelopes.c.body).where(
+        tables.envelopes.c.submission_id == submission_id)).scalar()
+    fingerprint = _rows(conn, tables.fingerprints, submission_id)
+    configs = _rows(conn, tables.configs, submission_id, tables.configs.c.config_name)
+    for config in configs:
+        config["request_options"] = json.loads(config["request_options"])
+    trials = _rows(conn, tables.trials, submission_id, tables.trials.c.position)
+    summaries = _rows(conn, tables.summaries, submission_id, tables.summaries.c.config_name)
+    audit = tables.audit_log
+    targets = [submission_id] + ([submission["key_id"]] if submission["key_id"] else [])
+    moderation = [
+        _jsonable(dict(r._mapping))
+        for r in conn.execute(select(audit).where(or_(*(audit.c.target == t for t in targets)))
+                              .order_by(audit.c.at))
+    ]
+    fp = fingerprint[0] if fingerprint else None
+    if fp is not None:
+        fp["json"] = json.loads(fp["json"])
+    return {
+        "submission": submission,
+        "fingerprint": fp,
+        "configs": configs,
+        "trials": trials,
+        "summary": summaries,
+        "moderation": moderation,
+        "envelope": {
+            "encoding": "base64",
+            "sha256": submission["envelope_sha256"],
+            "body": base64.b64encode(bytes(body)).decode("ascii") if body is not None else None,
+        },
+    }
