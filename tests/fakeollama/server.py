@@ -170,6 +170,12 @@ class FakeOllama:
         self.dead = True
         server = self._server
         if server is not None:
+            # Refuse new connections now; the serve loop winds down in the background.
+            try:
+                server.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            server.socket.close()
             threading.Thread(target=self._close, args=(server,), daemon=True).start()
 
     @staticmethod

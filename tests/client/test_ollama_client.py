@@ -1,0 +1,196 @@
+"""The httpx adapter against the fake Ollama (a real HTTP server on loopback): endpoints,
+streamed generation, and every error turned into one clear message."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from specsubmit.errors import (
+    ModelMissing,
+    OllamaError,
+    OllamaStreamError,
+    OllamaTimeout,
+    OllamaUnreachable,
+)
+from specsubmit.ollama import GenerateRequest, OllamaClient, PullProgress
+from tests.fakeollama import FakeModel, FakeOllama
+
+OPTIONS = {"num_predict": 50, "temperature": 0.0, "seed": 42, "top_k": 40, "top_p": 0.9,
+           "repeat_penalty": 1.1, "num_ctx": 4096}
+
+
+def _request(model: str = "qwen3:14b", **options: object) -> GenerateRequest:
+    return GenerateRequest(model=model, prompt="Write merge_dicts.",
+                           options={**OPTIONS, **options}, keep_alive="30m")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    with FakeOllama(version="0.33.1", log_path=tmp_path / "server.log",
+                    models=[FakeModel("qwen3:14b"), FakeModel("mtp:9b", mtp=True)]) as server:
+        yield server
+
+
+@pytest.fixture
+def client(fake: FakeOllama):
+    with OllamaClient(fake.url, timeout_s=5) as c:
+        yield c
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_version_tags_show_ps(client: OllamaClient, fake: FakeOllama) -> None:
+    assert client.version() == "0.33.1"
+    tags = client.tags()
+    assert [t["name"] for t in tags] == ["qwen3:14b", "mtp:9b"]
+    assert len(tags[0]["digest"]) == 64
+    show = client.show("qwen3:14b")
+    assert show["details"]["quantization_level"] == "Q4_K_M"
+    assert "mtp:9b" not in {m["name"] for m in client.ps()}
+    client.generate(_request("mtp:9b"))
+    (loaded,) = client.ps()
+    assert loaded["name"] == "mtp:9b" and loaded["size_vram"] == loaded["size"]
+
+
+def test_generate_metrics_are_consistent(client: OllamaClient) -> None:
+    gen = client.generate(_request())
+    assert gen.eval_count == 50 and gen.done_reason == "length"
+    assert gen.total_duration_ns >= (gen.load_duration_ns + (gen.prompt_eval_duration_ns or 0)
+                                     + gen.eval_duration_ns)
+    assert gen.wall_s >= gen.total_duration_ns / 1e9
+    assert gen.ttft_s is not None and 0 < gen.ttft_s < gen.wall_s
+    assert gen.text and gen.prompt_eval_count
+
+
+def test_greedy_output_is_deterministic_and_natural_stop(client: OllamaClient) -> None:
+    first, second = client.generate(_request()), client.generate(_request())
+    assert first.text == second.text
+    other = client.generate(_request(num_predict=-1))
+    assert other.done_reason == "stop" and other.eval_count == 400
+
+
+def test_stream_has_metrics_only_on_the_final_chunk(client: OllamaClient) -> None:
+    chunks = [chunk for _, chunk in client.stream_generate(_request(num_predict=5))]
+    assert [c["done"] for c in chunks] == [False] * 5 + [True]
+    assert all("eval_count" not in c for c in chunks[:-1])
+    assert isinstance(chunks[-1]["total_duration"], int)
+
+
+def test_unknown_fields_and_options_are_ignored_with_a_warning(
+        client: OllamaClient, fake: FakeOllama, tmp_path: Path) -> None:
+    request = GenerateRequest(model="qwen3:14b", prompt="hi", options={**OPTIONS, "bogus": 1},
+                              extra_fields={"draft_model": "qwen2.5:0.5b"})
+    assert client.generate(request).eval_count == 50
+    method, path, body = fake.requests[-1]
+    assert body["draft_model"] == "qwen2.5:0.5b" and body["stream"] is True
+    assert 'msg="invalid option provided" option=bogus' in (tmp_path / "server.log").read_text()
+
+
+def test_wrong_option_type_is_http_500(client: OllamaClient) -> None:
+    with pytest.raises(OllamaError) as info:
+        client.generate(_request(num_predict="200"))
+    assert info.value.message == (
+        'Ollama answered HTTP 500 to /api/generate: option "num_predict" must be of type integer')
+
+
+def test_draft_num_predict_speeds_up_an_mtp_model_only_from_0_30(tmp_path: Path) -> None:
+    for version, expect_faster in (("0.33.1", True), ("0.12.8", False)):
+        log = tmp_path / f"{version}.log"
+        with FakeOllama(version=version, log_path=log,
+                        models=[FakeModel("mtp:9b", mtp=True, tokens_per_s=2000)]) as fake, \
+                OllamaClient(fake.url) as client:
+            off = client.generate(_request("mtp:9b", draft_num_predict=0, num_predict=100))
+            on = client.generate(_request("mtp:9b", draft_num_predict=4, num_predict=100))
+            assert on.text == off.text
+            ratio = (on.eval_count / on.eval_duration_ns) / (off.eval_count / off.eval_duration_ns)
+            assert (ratio > 1.5) is expect_faster, (version, ratio)
+            text = log.read_text()
+            assert ("draft acceptance rate" in text) is expect_faster
+            assert ('option=draft_num_predict' in text) is (not expect_faster)
+
+
+def test_pull_reports_progress_in_bytes(tmp_path: Path) -> None:
+    new = FakeModel("qwen2.5:0.5b", size=1000)
+    seen: list[PullProgress] = []
+    with FakeOllama(models=[], pullable=[new]) as fake, OllamaClient(fake.url) as client:
+        client.pull("qwen2.5:0.5b", seen.append)
+        assert [t["name"] for t in client.tags()] == ["qwen2.5:0.5b"]
+        with pytest.raises(OllamaError, match="could not pull nope: .*file does not exist"):
+            client.pull("nope")
+    assert seen[0].status == "pulling manifest" and seen[-1].status == "success"
+    sized = [p for p in seen if p.total]
+    assert sized[-1].completed == sized[-1].total == 1000
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def test_nothing_listening() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    with OllamaClient(url) as client, pytest.raises(OllamaUnreachable) as info:
+        client.version()
+    assert info.value.message == (
+        f"Ollama is not running at {url} — start it with `ollama serve`")
+
+
+def test_missing_model_names_it_and_the_pull_flag(client: OllamaClient) -> None:
+    for call in (lambda: client.generate(_request("nope:1b")), lambda: client.show("nope:1b")):
+        with pytest.raises(ModelMissing) as info:
+            call()
+        assert "model 'nope:1b'" in info.value.message
+        assert "--pull" in info.value.message and "ollama pull nope:1b" in info.value.message
+
+
+def test_error_line_inside_a_200_stream(client: OllamaClient, fake: FakeOllama) -> None:
+    fake.error_mid_stream = "llama runner process has terminated: signal: killed"
+    with pytest.raises(OllamaStreamError) as info:
+        client.generate(_request())
+    assert info.value.message == ("Ollama reported an error mid-stream: "
+                                  "llama runner process has terminated: signal: killed")
+
+
+def test_stream_that_ends_without_done(client: OllamaClient, fake: FakeOllama) -> None:
+    fake.end_without_done = True
+    with pytest.raises(OllamaStreamError, match=r'ended without its final chunk \(no "done"\)'):
+        client.generate(_request())
+
+
+def test_timeout_is_configurable(fake: FakeOllama) -> None:
+    fake.stall_s = 1.0
+    with OllamaClient(fake.url, timeout_s=0.2) as client, pytest.raises(OllamaTimeout) as info:
+        client.generate(_request())
+    assert "sent nothing for 0.2 s" in info.value.message and "--timeout" in info.value.message
+
+
+def test_server_killed_mid_stream(client: OllamaClient, fake: FakeOllama) -> None:
+    fake.die_after_generates = 1
+    with pytest.raises(OllamaStreamError, match="broke mid-response"):
+        client.generate(_request())
+    with pytest.raises(OllamaUnreachable):
+        client.version()
+
+
+def test_not_an_ollama_server() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="<html>hello</html>")
+
+    with OllamaClient("http://example.invalid", transport=httpx.MockTransport(handler)) as c, \
+            pytest.raises(OllamaError, match="did not answer with JSON"):
+        c.version()
+
+
+def test_non_json_line_in_stream() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b'{"response":"a","done":false}\nnot json\n')
+
+    with OllamaClient("http://example.invalid", transport=httpx.MockTransport(handler)) as c, \
+            pytest.raises(OllamaStreamError, match="not JSON"):
+        c.generate(_request())
