@@ -23,7 +23,7 @@ from starlette.middleware.cors import CORSMiddleware
 from specschema.protocol import shipped_protocols
 from specserver import aggregate, exporting, queries
 from specserver.aggregate import GroupAggregate, View
-from specserver.errors import Unprocessable
+from specserver.errors import NotFound, Unprocessable
 from specserver.leaderboard import Board, ReadService
 from specserver.queries import Filters
 
@@ -53,7 +53,7 @@ Reads = Annotated[ReadService, Depends(reads_of)]
 # --- query parameters ---------------------------------------------------------------------
 
 
-def _params(request: Request, allowed: Iterable[str]) -> dict[str, list[str]]:
+def query_params(request: Request, allowed: Iterable[str]) -> dict[str, list[str]]:
     allowed = tuple(allowed)
     names = list(dict.fromkeys(request.query_params.keys()))
     unknown = [n for n in names if n not in allowed]
@@ -188,7 +188,7 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
 
 def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> Response:
     allowed = (*queries.FILTER_NAMES, "group_by", "view", "sort", "limit", "offset")
-    params = _params(request, allowed)
+    params = query_params(request, allowed)
     filters = parse_filters(params)
     group_by = parse_group_by(params)
     dimensions = aggregate.leaderboard_dimensions(group_by) if leaderboard else group_by
@@ -223,7 +223,7 @@ def aggregates(request: Request, reads: Reads) -> Response:
 @router.get("/v1/submissions")
 def submissions(request: Request, reads: Reads) -> Response:
     """Visible submissions, newest first; follow next_cursor for the next page."""
-    params = _params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
+    params = query_params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
     filters = parse_filters(params)
     cursor = _one(params, "cursor")
     limit = _int(_one(params, "limit"), "limit", 1, 500) or 50
@@ -247,7 +247,7 @@ def submissions(request: Request, reads: Reads) -> Response:
 @router.get("/v1/protocols")
 def protocols(request: Request, reads: Reads) -> Response:
     """The protocols this server accepts, with their identities and submission counts."""
-    _params(request, ())
+    query_params(request, ())
     version = reads.version()
 
     def build() -> Response:
@@ -270,12 +270,28 @@ def protocols(request: Request, reads: Reads) -> Response:
 @router.get("/v1/stats")
 def stats(request: Request, reads: Reads) -> Response:
     """Counts over the whole store."""
-    _params(request, ())
+    query_params(request, ())
     version = reads.version()
 
     def build() -> Response:
         with reads.engine.connect() as conn:
             return JSONResponse(queries.stats(conn))
+
+    return conditional(request, version, build)
+
+
+@router.get("/v1/submissions/{submission_id}/envelope")
+def envelope(submission_id: str, request: Request, reads: Reads) -> Response:
+    """The exact bytes stored for a submission (the signed DSSE envelope), to re-verify."""
+    query_params(request, ())
+    version = reads.version()
+
+    def build() -> Response:
+        with reads.engine.connect() as conn:
+            body = queries.envelope_body(conn, submission_id)
+        if body is None:
+            raise NotFound(f"no submission {submission_id}", {"submission_id": submission_id})
+        return Response(body, media_type="application/json")
 
     return conditional(request, version, build)
 
@@ -300,7 +316,7 @@ def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
 @router.get("/v1/export")
 def export(request: Request, reads: Reads) -> Response:
     """One row per visible submission x config, as csv, jsonl or parquet, streamed."""
-    params = _params(request, (*queries.FILTER_NAMES, "format"))
+    params = query_params(request, (*queries.FILTER_NAMES, "format"))
     filters = parse_filters(params)
     fmt = _choice(_one(params, "format"), "format", EXPORT_FORMATS) or "csv"
     version = reads.version()
@@ -332,8 +348,11 @@ def export(request: Request, reads: Reads) -> Response:
 
 
 def install(app: FastAPI, reads: ReadService) -> None:
-    """Add the public routes and CORS for GET to ``app`` (errors: ``errors.py``'s handlers)."""
+    """Add the public API, the page and CORS for GET to ``app`` (errors: ``errors.py``)."""
+    from specserver import web
+
     app.state.reads = reads
     app.include_router(router)
+    app.include_router(web.router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
                        allow_headers=["If-None-Match"], expose_headers=["ETag"])
