@@ -68,7 +68,9 @@ class SubmitError(SpecSubmitError):
 
 
 class SubmissionRejected(SubmitError):
-    pass
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class SubmissionUndelivered(SubmitError):

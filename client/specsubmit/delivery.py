@@ -1,0 +1,161 @@
+"""POST one signed envelope to the server, retrying what is worth retrying.
+
+- Connection errors, timeouts, 5xx and 429: retried with exponential backoff and full
+  jitter (``delay = random() * min(cap, base * 2**attempt)``); a Retry-After header (seconds
+  or an HTTP date) is honoured instead when present. Safe because the server is
+  idempotent by submission id.
+- 200 / 201: delivered; the JSON body is the receipt.
+- Any other 4xx: final. The server's ``{"error": {"message"}}`` is shown verbatim.
+
+``sleep`` and ``rand`` are passed in, so tests run the whole schedule in milliseconds.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from specsubmit import __version__
+from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, UsageError
+
+SUBMISSIONS_PATH = "/v1/submissions"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    max_retry_after_s: float = 300.0
+    timeout_s: float = 30.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    rand: Callable[[], float] = field(default=random.random, compare=False)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    submission_id: str
+    url: str | None
+    status: int
+    body: dict[str, Any]
+    server: str
+
+
+def normalize_server(server: str) -> str:
+    """'https://host[:port][/prefix]' without a trailing slash; UsageError otherwise."""
+    text = server.strip().rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise UsageError(
+            f"--server must be an http(s) URL like https://host[:port], got {server!r}")
+    return text
+
+
+def backoff_delay(attempt: int, policy: RetryPolicy) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
+    return float(policy.rand() * min(policy.cap_s, policy.base_s * 2**attempt))
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds from a Retry-After header: delta-seconds or an HTTP date; None if unusable."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def error_message(response: httpx.Response) -> str:
+    """The server's `{"error": {"message"}}` verbatim, else a short view of the body."""
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):
+            return message
+        if isinstance(error, str):
+            return error
+    text = response.text.strip().replace("\n", " ")
+    return text[:300] if text else f"HTTP {response.status_code} {response.reason_phrase}"
+
+
+def _receipt(response: httpx.Response, server: str, submission_id: str) -> Receipt:
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    receipt_id = str(body.get("submission_id") or body.get("id") or submission_id)
+    url = body.get("url") or body.get("public_url")
+    return Receipt(receipt_id, url if isinstance(url, str) else None, response.status_code,
+                   body, server)
+
+
+def post_envelope(
+    envelope: bytes,
+    server: str,
+    submission_id: str,
+    policy: RetryPolicy | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> Receipt:
+    """Deliver or raise SubmissionRejected (final) / SubmissionUndelivered (retry later)."""
+    policy = policy or RetryPolicy()
+    url = f"{server}{SUBMISSIONS_PATH}"
+    headers = {"Content-Type": "application/json",
+               "User-Agent": f"specsubmit/{__version__}"}
+    last_problem = "no attempt made"
+    with httpx.Client(timeout=policy.timeout_s, transport=transport,
+                      follow_redirects=False) as client:
+        for attempt in range(policy.attempts):
+            delay: float | None = None
+            try:
+                response = client.post(url, content=envelope, headers=headers)
+            except httpx.TransportError as exc:
+                last_problem = f"cannot reach {server}: {type(exc).__name__}: {exc}".rstrip(": ")
+            else:
+                status = response.status_code
+                if status in (200, 201):
+                    return _receipt(response, server, submission_id)
+                message = error_message(response)
+                if status == 429 or status >= 500:
+                    last_problem = f"server answered {status}: {message}"
+                    delay = parse_retry_after(response.headers.get("Retry-After"))
+                    if delay is not None and delay > policy.max_retry_after_s:
+                        raise SubmissionUndelivered(
+                            f"{last_problem} (asked to wait {delay:.0f} s)")
+                else:
+                    raise SubmissionRejected(
+                        f"server rejected the submission ({status}): {message}", status)
+            if attempt + 1 < policy.attempts:
+                policy.sleep(delay if delay is not None else backoff_delay(attempt, policy))
+    raise SubmissionUndelivered(f"{last_problem} (after {policy.attempts} attempts)")
+
+
+__all__ = [
+    "Receipt",
+    "RetryPolicy",
+    "backoff_delay",
+    "error_message",
+    "normalize_server",
+    "parse_retry_after",
+    "post_envelope",
+]
