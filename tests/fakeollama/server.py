@@ -75,7 +75,7 @@ class FakeModel:
     quantization: str = "Q4_K_M"
     format: str = "gguf"
     mtp: bool = False
-    tokens_per_s: float = 4000.0
+    tokens_per_s: float = 10_000.0
     prompt_tokens_per_s: float = 50_000.0
     load_s: float = 0.0
     natural_tokens: int = 400
