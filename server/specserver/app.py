@@ -67,11 +67,12 @@ def create_app(
     app.include_router(ingest_api.router)
 
     # --- read side (issue 6): public API, web page, admin API ---------------------------
-    # The read-side engineer wires their routers here, e.g.
-    #     from specserver import public_api, web, admin_api
-    #     app.include_router(...)
-    # Use ``store.engine`` for reads and ``store.write(fn)`` / ``await store.awrite(fn)``
-    # for any write (it runs on the single writer thread); see docs/server.md.
+    # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
+    from specserver import admin_api, public_api
+    from specserver.leaderboard import ReadService
+
+    public_api.install(app, ReadService(store.engine))  # /v1 reads, the page, CORS for GET
+    admin_api.install(app)  # /admin/v1, bearer token from settings.admin_token
     # --- end of read side -------------------------------------------------------------
 
     return app
