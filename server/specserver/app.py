@@ -19,11 +19,16 @@ from specserver.settings import ServerSettings, get_settings
 from specserver.store import Store
 
 
-def default_rate_limiter(settings: ServerSettings) -> MemoryRateLimiter:
-    return MemoryRateLimiter({
+def default_rate_limiter(settings: ServerSettings) -> RateLimiter:
+    limits = {
         "key": Limit(settings.rate_key_per_minute, settings.rate_key_burst),
         "address": Limit(settings.rate_addr_per_minute, settings.rate_addr_burst),
-    })
+    }
+    if settings.redis_url:  # replicas share their buckets (docs/deploying.md)
+        from specserver.ratelimit_redis import RedisRateLimiter
+
+        return RedisRateLimiter.from_url(settings.redis_url, limits)
+    return MemoryRateLimiter(limits)
 
 
 def build_store(settings: ServerSettings) -> Store:

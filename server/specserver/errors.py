@@ -13,6 +13,9 @@
     ├── RateLimited                 429 (rate_limited; Retry-After)
     └── Unavailable                 503 (store_unavailable, storage_off; Retry-After)
 
+A lost or unreachable database (``is_store_down``: SQLAlchemy/psycopg OperationalError,
+a pool timeout) is 503 ``store_unavailable`` with Retry-After, never a 500.
+
 specschema's own errors map by class (``SCHEMA_STATUS``). Every response error body is
 ``{"error": {"code": str, "message": str, "details": any}}``: ours, FastAPI's 404/405/422,
 and unexpected exceptions (500, without internals).
@@ -157,8 +160,38 @@ def error_response(
     )
 
 
+STORE_DOWN_RETRY_AFTER_S = 5.0
+
+
+def store_down_errors() -> tuple[type[Exception], ...]:
+    """Exception classes that mean "the database cannot be reached" (503, not a bug)."""
+    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    classes: list[type[Exception]] = [OperationalError, PoolTimeout]
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg comes with the server extra
+        pass
+    else:
+        classes.append(psycopg.OperationalError)
+    return tuple(classes)
+
+
+def is_store_down(exc: BaseException) -> bool:
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, store_down_errors())
+
+
 def response_for(exc: Exception) -> JSONResponse:
     """The one mapping from an exception to the JSON error response."""
+    if is_store_down(exc):  # PostgreSQL restarting, a pool exhausted: retry later
+        log.warning("store unavailable: %s", str(exc).strip().splitlines()[:1])
+        return error_response(503, "store_unavailable", "the store does not answer right now",
+                              retry_after=STORE_DOWN_RETRY_AFTER_S)
     if isinstance(exc, SpecServerError):
         return error_response(
             exc.status, exc.code, exc.message, exc.details, retry_after=exc.retry_after
@@ -204,4 +237,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SpecSchemaError, _ours)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(RequestValidationError, _validation)
+    for down in store_down_errors():
+        app.add_exception_handler(down, _ours)
     app.add_exception_handler(Exception, _unexpected)

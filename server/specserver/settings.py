@@ -57,6 +57,10 @@ class ServerSettings(BaseSettings):
         default=120.0, ge=0, description="accepted POSTs per client address per minute (0 = off)"
     )
     rate_addr_burst: int = Field(default=240, ge=1, description="bucket size per client address")
+    redis_url: str = Field(
+        default="",
+        description="redis:// URL: rate limits shared by replicas; empty = in-process limits",
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="peer addresses/networks whose X-Forwarded-For is believed (JSON list)",

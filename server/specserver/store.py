@@ -44,7 +44,20 @@ T = TypeVar("T")
 def make_engine(url: str) -> Engine:
     """An engine for the store URL. Does not connect."""
     parsed = make_url(url)
-    return create_engine(url, pool_pre_ping=parsed.get_backend_name() == "postgresql")
+    if parsed.get_backend_name() == "postgresql":
+        from specserver import store_postgres  # timeouts and pool bounds (issue 7)
+
+        return create_engine(url, **store_postgres.engine_options())
+    return create_engine(url)
+
+
+def make_writer(engine: Engine, *, window_s: float, max_batch: int) -> GroupCommitWriter:
+    """The single writer for this dialect (PostgreSQL: insert-or-conflict, for replicas)."""
+    if engine.dialect.name == "postgresql":
+        from specserver.store_postgres import PostgresWriter
+
+        return PostgresWriter(engine, window_s=window_s, max_batch=max_batch)
+    return GroupCommitWriter(engine, window_s=window_s, max_batch=max_batch)
 
 
 def ensure_folder(url: str) -> None:
@@ -65,7 +78,7 @@ class Store:
     ) -> None:
         self.url = url
         self.engine: Engine = make_engine(url)
-        self.writer = GroupCommitWriter(
+        self.writer = make_writer(
             self.engine, window_s=group_commit_s, max_batch=group_commit_max
         )
         self.ban_cache_s = ban_cache_s

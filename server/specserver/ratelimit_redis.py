@@ -1,0 +1,118 @@
+"""Rate limits shared by every replica: the token buckets of ``ratelimit`` kept in Redis.
+
+Why Redis and not PostgreSQL (docs/deploying.md, "Rate limits across replicas"): a
+bucket is touched by every POST, twice (key id and client address), and is worthless a
+minute later. In PostgreSQL each touch would be a row-locking UPDATE plus a WAL flush on
+the same database that holds the submissions, serialising hot keys on row locks and
+taking write capacity from the group commit; in Redis it is one round trip to a script
+that runs atomically in memory, and losing the counters on a restart costs nothing.
+
+One Lua script refills and takes a token atomically, on Redis's own clock (``TIME``), so
+replicas with skewed clocks share one bucket exactly. The bucket expires once it would be
+full again. If Redis does not answer (``socket_timeout``), the limiter falls back to
+in-process buckets (each replica then enforces the limits on its own) and tries Redis
+again after ``retry_s``; a request is never refused or delayed because Redis is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter
+
+log = logging.getLogger("specserver.ratelimit")
+
+# KEYS[1] = bucket; ARGV = rate (tokens/s), burst. Returns {allowed, wait seconds as text}.
+TOKEN_BUCKET_LUA = """
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
+local tokens = tonumber(state[1])
+local updated = tonumber(state[2])
+if tokens == nil or updated == nil then
+  tokens = burst
+  updated = now
+end
+tokens = math.min(burst, tokens + math.max(0, now - updated) * rate)
+local allowed = 0
+local wait = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+else
+  wait = (1 - tokens) / rate
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return {allowed, tostring(wait)}
+"""
+
+
+class RedisRateLimiter:
+    """``RateLimiter`` on Redis; see the module docstring for the failure behaviour."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        limits: dict[str, Limit],
+        *,
+        prefix: str = "specserver:ratelimit:",
+        fallback: RateLimiter | None = None,
+        retry_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.limits = limits
+        self.prefix = prefix
+        self.fallback: RateLimiter = fallback or MemoryRateLimiter(limits)
+        self.retry_s = retry_s
+        self.clock = clock
+        self._script: Any = client.register_script(TOKEN_BUCKET_LUA)
+        self._down_until = float("-inf")
+
+    @classmethod
+    def from_url(
+        cls, url: str, limits: dict[str, Limit], *, socket_timeout: float = 0.25
+    ) -> RedisRateLimiter:
+        """Does not connect: the first ``hit`` does."""
+        client = redis.Redis.from_url(
+            url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
+        )
+        return cls(client, limits)
+
+    @property
+    def degraded(self) -> bool:
+        """True while Redis is considered down and the in-process buckets are used."""
+        return self.clock() < self._down_until
+
+    def hit(self, scope: str, key: str) -> float | None:
+        limit = self.limits.get(scope)
+        if limit is None or not limit.enabled:
+            return None
+        if self.degraded:
+            return self.fallback.hit(scope, key)
+        try:
+            allowed, wait = self._script(
+                keys=[f"{self.prefix}{scope}:{key}"],
+                args=[repr(limit.per_minute / 60.0), str(limit.burst)],
+            )
+        except redis.RedisError as exc:
+            log.warning("Redis rate limiter unavailable (%s); using in-process limits for "
+                        "%g s", type(exc).__name__, self.retry_s)
+            self._down_until = self.clock() + self.retry_s
+            return self.fallback.hit(scope, key)
+        if int(allowed) == 1:
+            return None
+        seconds = float(wait)
+        return seconds if math.isfinite(seconds) and seconds > 0 else 1.0
+
+    def close(self) -> None:
+        self.client.close()
