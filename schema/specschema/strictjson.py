@@ -20,11 +20,13 @@ MAX_DEPTH = 64
 
 
 def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise PayloadParseError(f"duplicate key {key!r} in JSON object")
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _value in pairs:
+            if key in seen:
+                raise PayloadParseError(f"duplicate key {key!r} in JSON object")
+            seen.add(key)
     return result
 
 
@@ -54,8 +56,15 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def _check_depth(data: bytes | str) -> None:
-    """Refuse deep nesting before the recursive parser sees it.
+# Tokens outside strings that one of the number/constant hooks could refuse: NaN and
+# Infinity, integers of 16+ digits (2^53 has 16), exponents of 3+ digits (overflow). A
+# text without any of them parses to the same value with or without those hooks.
+_SUSPECT = re.compile(r"NaN|Infinity|\d{16,}|[eE][+-]?\d{3,}")
+
+
+def _check_depth(data: bytes | str) -> str:
+    """Refuse deep nesting before the recursive parser sees it; return the text outside
+    strings.
 
     Strings are cut out first (one linear regex pass, in C), then only the brackets are
     counted. Same answers as a character-by-character scan, ~20x faster.
@@ -70,6 +79,7 @@ def _check_depth(data: bytes | str) -> None:
                 raise PayloadParseError(f"JSON nesting deeper than {MAX_DEPTH} levels")
         else:
             depth -= 1
+    return outside
 
 
 def loads_strict(data: bytes) -> Any:
@@ -80,8 +90,10 @@ def loads_strict(data: bytes) -> Any:
         raise PayloadParseError(f"payload is not valid UTF-8 (byte {exc.start})") from None
     if text.startswith("\ufeff"):
         raise PayloadParseError("payload starts with a byte-order mark")
-    _check_depth(text)
+    outside = _check_depth(text)
     try:
+        if not _SUSPECT.search(outside):  # fast path: only the duplicate-key hook can refuse
+            return json.loads(text, object_pairs_hook=_pairs_no_duplicates)
         return json.loads(
             text,
             object_pairs_hook=_pairs_no_duplicates,

@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache, lru_cache
 from typing import Any
 
 from specschema.capability import engine_can_honor, verdict
@@ -28,7 +29,7 @@ from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
 from specschema.models import ConfigResult, Submission, Trial
 from specschema.payload import parse_submission
-from specschema.protocol import Protocol, find_protocol, shipped_protocols
+from specschema.protocol import Protocol, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
 from specserver.errors import BadRequest, Unprocessable
 
@@ -115,9 +116,15 @@ def parse_envelope_json(body: bytes) -> Any:
 # --- step 4: protocol ---------------------------------------------------------------------
 
 
+@cache
+def _protocols_by_identity() -> dict[tuple[str, int, str], Protocol]:
+    """Shipped protocols by (id, version, sha256); computing a sha256 per request is slow."""
+    return {(p.id, p.version, p.sha256): p for p in shipped_protocols().values()}
+
+
 def check_protocol(submission: Submission) -> Protocol:
     ref = submission.protocol
-    protocol = find_protocol(ref.id, ref.version, ref.sha256)
+    protocol = _protocols_by_identity().get((ref.id, ref.version, ref.sha256))
     if protocol is not None:
         return protocol
     known = shipped_protocols()
@@ -151,25 +158,17 @@ def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator
     if proto.target is None and "target" not in submission.protocol.parameters:
         yield Violation(rule, "protocol.parameters", f"protocol {proto.id} needs a target")
         return
-    expected = {c.name: c for c in proto.configs}
+    expected = _expected_configs(_identity(proto), target)
     seen: set[str] = set()
     for ci, config in enumerate(submission.configs):
         path = f"configs.{ci}"
-        spec = expected.get(config.name)
-        if spec is None:
+        wanted = expected.get(config.name)
+        if wanted is None:
             yield Violation(rule, f"{path}.name", f"config {config.name!r} is not in {proto.id}")
             continue
         if config.name in seen:
             yield Violation(rule, f"{path}.name", f"config {config.name!r} appears twice")
         seen.add(config.name)
-        wanted: dict[str, Any] = {
-            "role": spec.role,
-            "model": proto.model_for(spec, target),
-            "draft_model": spec.draft_model,
-            "speculation.mechanism": spec.mechanism,
-            "request_options": proto.request_options(spec),
-            "request_fields": dict(spec.request_fields),
-        }
         actual: dict[str, Any] = {
             "role": config.role,
             "model": config.model,
@@ -190,8 +189,36 @@ def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator
         yield Violation(rule, "configs", f"a complete submission lacks {', '.join(missing)}")
 
 
+def _identity(protocol: Protocol) -> tuple[str, int, str]:
+    for identity, known in _protocols_by_identity().items():
+        if known is protocol:
+            return identity
+    return (protocol.id, protocol.version, protocol.sha256)
+
+
+@lru_cache(maxsize=256)
+def _expected_configs(
+    identity: tuple[str, int, str], target: str | None
+) -> dict[str, dict[str, Any]]:
+    """What each config of the protocol must say, by config name (cached: pure)."""
+    proto = _protocols_by_identity().get(identity) or get_protocol(identity[0])
+    return {
+        spec.name: {
+            "role": spec.role,
+            "model": proto.model_for(spec, target),
+            "draft_model": spec.draft_model,
+            "speculation.mechanism": spec.mechanism,
+            "request_options": proto.request_options(spec),
+            "request_fields": dict(spec.request_fields),
+        }
+        for spec in proto.configs
+    }
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal as JSON values: numbers by value (1 == 1.0), but a boolean is not a number."""
+    if type(a) is type(b) and type(a) in (str, int, float, type(None)):
+        return bool(a == b)
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, bool) or isinstance(b, bool):

@@ -35,8 +35,13 @@ def naive_utc(value: datetime) -> datetime:
     return value
 
 
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    t.name: tuple(c.name for c in t.columns) for t in INGEST_TABLES
+}
+
+
 def _row(table: Table, values: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(values.get(column.name) for column in table.columns)
+    return tuple(map(values.get, _COLUMNS[table.name]))
 
 
 @dataclass

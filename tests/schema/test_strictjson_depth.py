@@ -68,3 +68,55 @@ def test_unterminated_strings_stay_linear() -> None:
     started = time.perf_counter()
     strictjson._check_depth(hostile)
     assert time.perf_counter() - started < 2.0
+
+
+# --- the fast path of loads_strict gives the same values and errors as the full hooks ------
+
+
+def _reference_loads(data: bytes) -> object:
+    import json
+
+    text = data.decode("utf-8")
+    strictjson._check_depth(text)
+    try:
+        return json.loads(text, object_pairs_hook=strictjson._pairs_no_duplicates,
+                          parse_constant=strictjson._reject_constant,
+                          parse_int=strictjson._bounded_int,
+                          parse_float=strictjson._finite_float)
+    except PayloadParseError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise PayloadParseError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (RecursionError, ValueError) as exc:
+        raise PayloadParseError(f"invalid JSON: {exc}") from None
+
+
+def _outcome(fn: object, data: bytes) -> tuple[str, object]:
+    try:
+        return "ok", fn(data)  # type: ignore[operator]
+    except PayloadParseError as exc:
+        return "error", str(exc)
+
+
+json_tokens = st.sampled_from([
+    "{", "}", "[", "]", ",", ":", '"a"', '"b"', '"NaN"', "NaN", "-Infinity", "Infinity", "1",
+    "-0", "9007199254740991", "9007199254740992", "12345678901234567890", "1.5", "1e308",
+    "1e309", "2.5E-400", "0.1234567890123456789", "true", "null", " ", '"\\"[["',
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(json_tokens, max_size=30))
+def test_loads_strict_same_as_full_hooks(tokens: list[str]) -> None:
+    data = "".join(tokens).encode()
+    assert _outcome(strictjson.loads_strict, data) == _outcome(_reference_loads, data)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "a": 2}', '{"x": NaN}', '[9007199254740992]', '[1e400]', '{"a": [1, 2.5]}',
+    '{"a": {"b": 1, "c": 2, "b": 3}}',
+])
+def test_loads_strict_known_cases_match(text: str) -> None:
+    data = text.encode()
+    assert _outcome(strictjson.loads_strict, data) == _outcome(_reference_loads, data)

@@ -1,0 +1,251 @@
+"""Ingest throughput: a load generator (this process) against a real `specserver serve`.
+
+    .venv/bin/python bench/ingest.py [--duration 60] [--connections 64] [--warmup 3]
+
+Pre-generates distinct, valid, signed submissions (example submissions over many seeds,
+each with its own submission id and signature), then, in the same run, drives the server
+twice over N keep-alive HTTP/1.1 connections on loopback: first with storage switched off
+(SPECSERVER_STORE_ENABLED=false: the verify + validate ceiling), then with storage on (an
+embedded DuckDB file in a temporary folder). Prints accepted/s (201s), p50/p99 latency,
+the load generator's own CPU use and the server's CPU use.
+
+The HTTP client is a minimal one on asyncio streams (uvloop when installed) so that the
+generator costs little CPU on a 2-core machine; it is not a general HTTP client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import itertools
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import nacl.signing
+from specschema.envelope import PAYLOAD_TYPE, key_id_of, pae
+from specschema.examples import example_submission
+from specschema.payload import submission_bytes
+
+SPECSERVER = str(Path(sys.executable).with_name("specserver"))
+
+
+# --- pre-generated submissions ----------------------------------------------------------
+
+
+def generate(count: int, templates: int = 256, keys: int = 500) -> list[bytes]:
+    """``count`` distinct signed envelopes: templates vary the numbers, ids are fresh."""
+    rng = random.Random(7)
+    bases = [
+        json.loads(submission_bytes(example_submission("hardnumbers-m2", seed=i)))
+        for i in range(templates)
+    ]
+    signers = [nacl.signing.SigningKey(hashlib.sha256(b"bench-%d" % i).digest())
+               for i in range(keys)]
+    public = [(key_id_of(bytes(k.verify_key)),
+               base64.b64encode(bytes(k.verify_key)).decode()) for k in signers]
+    out: list[bytes] = []
+    for i in range(count):
+        data = bases[i % templates]
+        data["submission_id"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        payload = json.dumps(data, separators=(",", ":")).encode()
+        k = i % keys
+        sig = signers[k].sign(pae(PAYLOAD_TYPE, payload)).signature
+        out.append(json.dumps({
+            "payloadType": PAYLOAD_TYPE,
+            "payload": base64.b64encode(payload).decode(),
+            "signatures": [{"keyid": public[k][0], "publicKey": public[k][1],
+                            "sig": base64.b64encode(sig).decode()}],
+        }, separators=(",", ":")).encode())
+    return out
+
+
+# --- the server -------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    store_enabled: bool
+    folder: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env.update({
+            "SPECSERVER_RATE_KEY_PER_MINUTE": "0",
+            "SPECSERVER_RATE_ADDR_PER_MINUTE": "0",
+            "SPECSERVER_STORE_ENABLED": "true" if self.store_enabled else "false",
+        })
+        self.proc = subprocess.Popen(
+            [SPECSERVER, "serve", "--port", str(self.port),
+             "--database", str(self.folder / "bench.duckdb")],
+            env=env, stdout=subprocess.DEVNULL, stderr=open(self.folder / "server.log", "ab"),  # noqa: SIM115
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+
+# --- the load ---------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)  # of 201s, in seconds
+
+
+async def _connection(port: int, bodies: Iterator[bytes], until: float, tally: Tally,
+                      measure_from: float) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    head = b"POST /v1/submissions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+    try:
+        while time.perf_counter() < until:
+            body = next(bodies)
+            started = time.perf_counter()
+            writer.write(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            header = await reader.readuntil(b"\r\n\r\n")
+            status = int(header[9:12])
+            length = 0
+            for line in header.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            await reader.readexactly(length)
+            finished = time.perf_counter()
+            if started >= measure_from:
+                tally.statuses[status] = tally.statuses.get(status, 0) + 1
+                if status == 201:
+                    tally.latencies.append(finished - started)
+    finally:
+        writer.close()
+
+
+async def drive(port: int, bodies: list[bytes], connections: int, warmup: float,
+                duration: float) -> Tally:
+    tally = Tally()
+    source = itertools.cycle(bodies)
+    start = time.perf_counter()
+    measure_from = start + warmup
+    until = measure_from + duration
+    await asyncio.gather(*(
+        _connection(port, source, until, tally, measure_from) for _ in range(connections)
+    ))
+    return tally
+
+
+@dataclass
+class Result:
+    label: str
+    accepted_per_s: float
+    p50_ms: float
+    p99_ms: float
+    statuses: dict[int, int]
+    client_cpu: float  # share of one core
+    server_cpu: float  # share of one core
+
+
+def run(label: str, store_enabled: bool, bodies: list[bytes], args: argparse.Namespace) -> Result:
+    with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
+        server = Server(store_enabled, Path(folder))
+        server.start()
+        try:
+            cpu_server0, cpu0, wall0 = server.cpu_seconds(), time.process_time(), time.perf_counter()
+            tally = asyncio.run(drive(server.port, bodies, args.connections, args.warmup,
+                                      args.duration))
+            wall = time.perf_counter() - wall0
+            client_cpu = (time.process_time() - cpu0) / wall
+            server_cpu = (server.cpu_seconds() - cpu_server0) / wall
+        finally:
+            server.stop()
+    lat = sorted(tally.latencies) or [float("nan")]
+    return Result(
+        label=label,
+        accepted_per_s=tally.statuses.get(201, 0) / args.duration,
+        p50_ms=statistics.median(lat) * 1000,
+        p99_ms=lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
+        statuses=dict(sorted(tally.statuses.items())),
+        client_cpu=client_cpu,
+        server_cpu=server_cpu,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--max-rate", type=float, default=2500.0,
+                        help="submissions/s to pre-generate for (pool = rate x time)")
+    parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    args = parser.parse_args()
+    try:
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:  # the stdlib loop works, at a higher CPU cost
+        pass
+    count = int(args.max_rate * (args.duration + args.warmup))
+    started = time.perf_counter()
+    bodies = generate(count)
+    print(f"pre-generated {len(bodies):,} distinct signed submissions "
+          f"({statistics.mean(len(b) for b in bodies[:100]) / 1024:.1f} KiB each) "
+          f"in {time.perf_counter() - started:.1f} s")
+    results = [
+        run("no storage (verify + validate ceiling)", False, bodies, args),
+        run("DuckDB file, group commit", True, bodies, args),
+    ]
+    print(f"\n{args.connections} connections, {args.duration:g} s measured after "
+          f"{args.warmup:g} s warm-up, loopback, {os.cpu_count()} cores")
+    print(f"{'run':40} {'accepted/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'client CPU':>11} "
+          f"{'server CPU':>11}  statuses")
+    for r in results:
+        print(f"{r.label:40} {r.accepted_per_s:11,.0f} {r.p50_ms:8.1f} {r.p99_ms:8.1f} "
+              f"{r.client_cpu:10.0%} {r.server_cpu:11.0%}  {r.statuses}")
+    ceiling, stored = results
+    share = stored.accepted_per_s / ceiling.accepted_per_s if ceiling.accepted_per_s else 0.0
+    print(f"\nstored / ceiling: {share:.0%}")
+    met = stored.accepted_per_s >= 1000 and stored.p99_ms <= 300 and share >= 0.5
+    print(f"target (>= 1,000/s, p99 <= 300 ms, >= 50% of ceiling): {'met' if met else 'NOT met'}")
+    if args.json:
+        print(json.dumps([r.__dict__ for r in results]))
+
+
+if __name__ == "__main__":
+    main()
