@@ -182,6 +182,11 @@ def run_command(
         finally:
             listener.stop()
     submission = outcome.submission
+    if outcome.trials_done == 0 and (outcome.error or outcome.interrupted):
+        # Nothing was measured: a result without trials would only be clutter.
+        if outcome.error is not None:
+            raise type(outcome.error)(f"{outcome.error.message} (nothing was measured)")
+        raise RunAborted("interrupted before any trial ran; nothing was saved")
     path = save_result(submission)
     if output is not None:
         write_result(submission, output.expanduser())
@@ -191,7 +196,7 @@ def run_command(
         render_result(submission, report_console(stderr=True))
     else:
         render_result(submission, report_console())
-    err.print(f"result saved to {path}" + (f" and {output}" if output else ""))
+    err.print(f"result saved to {path}" + (f" and {output}" if output else ""), soft_wrap=True)
     if outcome.error is not None:
         raise type(outcome.error)(
             f"{outcome.error.message}; the partial result "
