@@ -35,8 +35,8 @@ def _one(cursor: Any) -> Any:
 
 
 def app_engine(app: Any) -> Engine:
-    """The engine the app reads with (the read service's)."""
-    engine: Engine = app.state.reads.engine
+    """The store's engine (reads on DuckDB share the one in-process database)."""
+    engine: Engine = app.state.store.engine
     return engine
 
 

@@ -20,8 +20,8 @@ from tests.reliability.servers import ServerProcess
 from tests.reliability.storecount import audit_file
 
 ROUNDS = 5
-PER_ROUND = 160
-KILL_AFTER_ACKS = 60
+PER_ROUND = 100
+KILL_AFTER_ACKS = 40
 
 
 @pytest.mark.slow

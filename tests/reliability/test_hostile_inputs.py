@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
-from specserver.app import create_app
 
 from specschema import envelope_bytes, key_id_of, sign_envelope, submission_bytes
 from specschema.examples import example_submission
+from specserver.app import create_app
 from specserver.settings import ServerSettings
 from tests.reliability.hostile import (
     BODY_LIMIT,
@@ -185,10 +185,10 @@ def _ban(app: Any, key_id: str) -> None:
 
     from specserver import tables
 
-    with app_engine(app).begin() as conn:
-        conn.execute(insert(tables.bans).values(
-            key_id=key_id, reason="reliability test",
-            banned_at=datetime.now(UTC).replace(tzinfo=None)))
+    app.state.store.write(lambda conn: conn.execute(insert(tables.bans).values(
+        key_id=key_id, reason="reliability test",
+        banned_at=datetime.now(UTC).replace(tzinfo=None))))
+    app.state.store.invalidate_bans()
 
 
 def test_banned_key_is_403_and_nothing_stored(served: tuple[InProcessClient, Any]) -> None:
