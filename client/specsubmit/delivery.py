@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
@@ -38,6 +39,31 @@ class RetryPolicy:
     timeout_s: float = 30.0
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
     rand: Callable[[], float] = field(default=random.random, compare=False)
+
+
+def _env_number(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise UsageError(f"{name} must be between {low:g} and {high:g}, got {raw!r}")
+    return value
+
+
+def retry_policy_from_env() -> RetryPolicy:
+    """SPECSUBMIT_RETRY_ATTEMPTS, SPECSUBMIT_RETRY_BASE_S, SPECSUBMIT_RETRY_CAP_S,
+    SPECSUBMIT_HTTP_TIMEOUT_S over the defaults."""
+    defaults = RetryPolicy()
+    return RetryPolicy(
+        attempts=int(_env_number("SPECSUBMIT_RETRY_ATTEMPTS", defaults.attempts, 1, 100)),
+        base_s=_env_number("SPECSUBMIT_RETRY_BASE_S", defaults.base_s, 0, 600),
+        cap_s=_env_number("SPECSUBMIT_RETRY_CAP_S", defaults.cap_s, 0, 3600),
+        timeout_s=_env_number("SPECSUBMIT_HTTP_TIMEOUT_S", defaults.timeout_s, 0.1, 3600),
+    )
 
 
 @dataclass(frozen=True)
@@ -118,7 +144,7 @@ def post_envelope(
     transport: httpx.BaseTransport | None = None,
 ) -> Receipt:
     """Deliver or raise SubmissionRejected (final) / SubmissionUndelivered (retry later)."""
-    policy = policy or RetryPolicy()
+    policy = policy or retry_policy_from_env()
     url = f"{server}{SUBMISSIONS_PATH}"
     headers = {"Content-Type": "application/json",
                "User-Agent": f"specsubmit/{__version__}"}
@@ -158,4 +184,5 @@ __all__ = [
     "normalize_server",
     "parse_retry_after",
     "post_envelope",
+    "retry_policy_from_env",
 ]
