@@ -98,3 +98,68 @@ def drive(
     for thread in threads:
         thread.join()
     return result
+
+
+def drive_until_acked(
+    base_url: str,
+    items: Sequence[Item],
+    *,
+    concurrency: int = 8,
+    deadline_s: float = 120.0,
+    max_wait_s: float = 2.0,
+    on_ack: Callable[[int], None] | None = None,
+) -> LoadResult:
+    """Like the client: retry each item on 5xx, 429 and connection errors (waiting
+    Retry-After, capped at ``max_wait_s``) until it is acknowledged or the deadline passes.
+    Every attempt's outcome is in ``statuses`` and ``timeline``."""
+    result = LoadResult()
+    todo: queue.SimpleQueue[Item] = queue.SimpleQueue()
+    for item in items:
+        todo.put(item)
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def worker() -> None:
+        with httpx.Client(base_url=base_url, timeout=10.0) as client:
+            while True:
+                try:
+                    sid, body = todo.get_nowait()
+                except queue.Empty:
+                    return
+                while time.monotonic() - start < deadline_s:
+                    wait = 0.2
+                    try:
+                        response = client.post("/v1/submissions", content=body,
+                                               headers={"content-type": "application/json"})
+                        status = str(response.status_code)
+                        retry = response.headers.get("retry-after")
+                        if retry is not None and retry.isdigit():
+                            wait = min(float(retry), max_wait_s)
+                    except httpx.HTTPError as exc:
+                        status, retry = type(exc).__name__, None
+                    with lock:
+                        result.statuses[status] += 1
+                        result.timeline.append((time.monotonic() - start, status))
+                        if retry is not None:
+                            result.retry_after[retry] += 1
+                        if status in ("200", "201"):
+                            result.acked[sid] = body
+                            result.unacked.pop(sid, None)
+                            acked = len(result.acked)
+                        else:
+                            result.unacked[sid] = body
+                            acked = -1
+                    if acked >= 0:
+                        if on_ack is not None:
+                            on_ack(acked)
+                        break
+                    if status.startswith("4") and status != "429":
+                        break  # final, as in the client
+                    time.sleep(wait)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return result

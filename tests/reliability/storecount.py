@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, create_engine, func, select, text
 
 from specserver import tables
 
@@ -41,24 +42,37 @@ def app_engine(app: Any) -> Engine:
 
 
 def audit_file(path: str, acked: dict[str, bytes]) -> dict[str, Any]:
-    """Check a stopped store against what was acknowledged.
+    """Audit a DuckDB file that no server has open any more (see ``audit``)."""
+    with duckdb.connect(path, read_only=True) as conn:
+        return audit(lambda sql: conn.execute(sql).fetchall(), acked)
+
+
+def audit_url(url: str, acked: dict[str, bytes]) -> dict[str, Any]:
+    """Audit a store by SQLAlchemy URL (PostgreSQL, shared with a running server)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return audit(lambda sql: [tuple(r) for r in conn.execute(text(sql)).fetchall()],
+                         acked)
+    finally:
+        engine.dispose()
+
+
+def audit(fetch: Callable[[str], list[Any]], acked: dict[str, bytes]) -> dict[str, Any]:
+    """Check a store against what was acknowledged.
 
     Every acknowledged submission must be present with its exact envelope bytes and all its
     rows (1 fingerprint, 3 configs, 15 trials, 3 summaries for hardnumbers-m2); no id may
     appear twice anywhere. Returns figures; ``problems`` lists what is wrong.
     """
     problems: list[str] = []
-    with duckdb.connect(path, read_only=True) as conn:
-        stored = {
-            row[0]: bytes(row[1])
-            for row in conn.execute("SELECT submission_id, body FROM envelopes").fetchall()
+    stored = {row[0]: bytes(row[1]) for row in fetch("SELECT submission_id, body FROM envelopes")}
+    per_table: dict[str, dict[str, int]] = {}
+    for name in ("submissions", "envelopes", "fingerprints", "configs", "trials", "summaries"):
+        per_table[name] = {
+            row[0]: int(row[1])
+            for row in fetch(f'SELECT submission_id, count(*) FROM "{name}" GROUP BY submission_id')
         }
-        per_table: dict[str, dict[str, int]] = {}
-        for name in ("submissions", "envelopes", "fingerprints", "configs", "trials",
-                     "summaries"):
-            per_table[name] = dict(conn.execute(
-                f'SELECT submission_id, count(*) FROM "{name}" GROUP BY submission_id'
-            ).fetchall())
     expected_rows = {"submissions": 1, "envelopes": 1, "fingerprints": 1, "configs": 3,
                      "trials": 15, "summaries": 3}
     missing = [sid for sid in acked if sid not in stored]
