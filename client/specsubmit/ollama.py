@@ -95,9 +95,28 @@ def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | Non
     )
 
 
+_PARSE_NOW = (b'"done":true', b'"done": true', b'"error"')
+
+
 def _text(chunk: JsonDict, key: str) -> str:
     value = chunk.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _piece(chunk: JsonDict) -> str:
+    return _text(chunk, "thinking") + _text(chunk, "response")
+
+
+def _parse_line(line: bytes) -> JsonDict:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise OllamaStreamError(f"Ollama sent a line that is not JSON: {line[:80]!r}") from None
+    if not isinstance(data, dict):
+        raise OllamaStreamError(f"Ollama sent an unexpected line: {line[:80]!r}")
+    if "error" in data:
+        raise OllamaStreamError(f"Ollama reported an error mid-stream: {data['error']}")
+    return data
 
 
 def _error_text(response: httpx.Response) -> str:
@@ -211,34 +230,31 @@ class OllamaClient:
         models = self._json("GET", "/api/ps").get("models") or []
         return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
 
-    def _stream_lines(self, path: str, body: JsonDict, model: str | None
-                      ) -> Iterator[tuple[float, JsonDict]]:
-        """(seconds since the request started, parsed NDJSON object) for each line."""
+    def _raw_lines(self, path: str, body: JsonDict, model: str | None
+                   ) -> Iterator[tuple[float, bytes]]:
+        """(seconds since the request started, raw NDJSON line) as each line arrives."""
         start = time.perf_counter()
         try:
             with self._http.stream("POST", path, json=body) as response:
                 if response.status_code != 200:
                     response.read()
                     raise self._status_error(response, path, model)
-                for line in response.iter_lines():
-                    if not line:
-                        continue
+                rest = b""
+                for block in response.iter_bytes():
+                    *lines, rest = (rest + block).split(b"\n")
                     elapsed = time.perf_counter() - start
-                    try:
-                        data = json.loads(line)
-                    except ValueError:
-                        raise OllamaStreamError(
-                            f"Ollama sent a line that is not JSON: {line[:80]!r}"
-                        ) from None
-                    if not isinstance(data, dict):
-                        raise OllamaStreamError(f"Ollama sent an unexpected line: {line[:80]!r}")
-                    if "error" in data:
-                        raise OllamaStreamError(
-                            f"Ollama reported an error mid-stream: {data['error']}"
-                        )
-                    yield elapsed, data
+                    for line in lines:
+                        if line.strip():
+                            yield elapsed, line
+                if rest.strip():
+                    yield time.perf_counter() - start, rest
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, streaming=True) from None
+
+    def _stream_lines(self, path: str, body: JsonDict, model: str | None
+                      ) -> Iterator[tuple[float, JsonDict]]:
+        for elapsed, line in self._raw_lines(path, body, model):
+            yield elapsed, _parse_line(line)
 
     def pull(self, model: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
         succeeded = False
@@ -264,25 +280,40 @@ class OllamaClient:
         return self._stream_lines("/api/generate", request.body(), request.model)
 
     def generate(self, request: GenerateRequest) -> Generation:
+        """One streamed generation. Only the lines that matter for timing are parsed as
+        they arrive (the first text for TTFT, the final chunk, error lines); the others
+        are parsed after the final chunk, so the client never falls behind the stream."""
         ttft: float | None = None
-        parts: list[str] = []
-        result: Generation | None = None
+        head: list[str] = []
+        tail: list[bytes] = []
+        final: JsonDict | None = None
+        final_piece = ""
+        wall = 0.0
         # Read to the end of the stream even after `done`: an unfinished response would
         # cost the connection, and the next trial would pay for a new one.
-        for elapsed, chunk in self.stream_generate(request):
-            if result is not None:
+        for elapsed, line in self._raw_lines("/api/generate", request.body(), request.model):
+            if final is not None:
                 continue
-            piece = _text(chunk, "thinking") + _text(chunk, "response")
-            if piece:
-                parts.append(piece)
-                if ttft is None:
+            if ttft is None:
+                chunk = _parse_line(line)
+                piece = _piece(chunk)
+                if piece:
+                    head.append(piece)
                     ttft = elapsed
-            if chunk.get("done") is True:
-                result = generation_from_final(chunk, wall_s=elapsed, ttft_s=ttft,
-                                               text="".join(parts))
-        if result is not None:
-            return result
-        raise OllamaStreamError(
-            f"Ollama's response for {request.model} ended without its final chunk "
-            "(no \"done\"): the model runner may have crashed"
-        )
+                if chunk.get("done") is True:
+                    final, wall = chunk, elapsed
+            elif any(marker in line for marker in _PARSE_NOW):
+                chunk = _parse_line(line)
+                if chunk.get("done") is True:
+                    final, wall, final_piece = chunk, elapsed, _piece(chunk)
+                else:
+                    tail.append(line)
+            else:
+                tail.append(line)
+        if final is None:
+            raise OllamaStreamError(
+                f"Ollama's response for {request.model} ended without its final chunk "
+                "(no \"done\"): the model runner may have crashed"
+            )
+        text = "".join(head) + "".join(_piece(_parse_line(line)) for line in tail) + final_piece
+        return generation_from_final(final, wall_s=wall, ttft_s=ttft, text=text)

@@ -178,6 +178,21 @@ def test_server_killed_mid_stream(client: OllamaClient, fake: FakeOllama) -> Non
         client.version()
 
 
+def test_deferred_parsing_keeps_text_order_and_final_piece() -> None:
+    lines = [b'{"response":"a","done":false}', b'{"thinking":"b","done":false}',
+             b'{"response":"c","done":false}',
+             b'{"response":"d","done":true,"done_reason":"stop","total_duration":5,'
+             b'"load_duration":1,"eval_count":4,"eval_duration":2}']
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=iter(line + b"\n" for line in lines))
+
+    with OllamaClient("http://example.invalid", transport=httpx.MockTransport(handler)) as c:
+        gen = c.generate(_request())
+    assert gen.text == "abcd" and gen.eval_count == 4 and gen.done_reason == "stop"
+    assert gen.prompt_eval_count is None and gen.total_duration_ns == 5
+
+
 def test_not_an_ollama_server() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, text="<html>hello</html>")
@@ -189,7 +204,8 @@ def test_not_an_ollama_server() -> None:
 
 def test_non_json_line_in_stream() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=b'{"response":"a","done":false}\nnot json\n')
+        return httpx.Response(200, content=b'{"response":"a","done":false}\nnot json\n'
+                                           b'{"response":"","done":true,"eval_count":1}\n')
 
     with OllamaClient("http://example.invalid", transport=httpx.MockTransport(handler)) as c, \
             pytest.raises(OllamaStreamError, match="not JSON"):

@@ -378,6 +378,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._route("POST")
 
     def _route(self, method: str) -> None:
+        # Ollama's durations start at handler entry, before the body is read and decoded.
+        self.entered_ns = time.monotonic_ns()
         started = time.perf_counter()
         routes = {
             ("GET", "/"): self._root,
@@ -493,7 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _generate(self, body: dict[str, Any]) -> int:
         fake = self.fake
-        start_ns = time.monotonic_ns()
+        start_ns = self.entered_ns
         name = body.get("model")
         if not isinstance(name, str) or not name:
             raise _BadRequest(400, "model is required")
