@@ -136,3 +136,16 @@ def test_unknown_system_is_other():
     fingerprint = collect_fingerprint(RecordedProbe.__new__(RecordedProbe),
                                       HostInfo(system="FreeBSD", machine="amd64"))
     assert fingerprint.os.name == "other" and fingerprint.os.arch == "x86_64"
+
+
+def test_windows_falls_back_to_pwsh(tmp_path):
+    source = FIXTURES / "windows-nvidia"
+    case = json.loads((source / "case.json").read_text())
+    case["commands"] = {"pwsh": "powershell.json"}
+    (tmp_path / "powershell.json").write_text((source / "powershell.json").read_text())
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    probe = RecordedProbe(tmp_path)
+    fingerprint = collect_fingerprint(probe, probe.host)
+    assert probe.asked[0].startswith("powershell ") and probe.asked[1].startswith("pwsh ")
+    assert fingerprint.cpu.name == "13th Gen Intel Core i7-13700K"
+    assert fingerprint.gpus[0].memory_bytes is None  # capped AdapterRAM, no nvidia-smi here

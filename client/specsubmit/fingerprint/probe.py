@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 10.0  # system_profiler and a cold PowerShell can take seconds
 MAX_FILE_BYTES = 1 << 20
 
 

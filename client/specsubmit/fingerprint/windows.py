@@ -149,8 +149,11 @@ def build(host: HostInfo, cim: dict[str, list[dict[str, Any]]], smi: list[Gpu]) 
 
 
 def collect(probe: Probe, host: HostInfo) -> Fingerprint:
+    cim = parse_cim(probe.run(POWERSHELL_ARGV))
+    if not cim:  # PowerShell 7 alone is `pwsh`
+        cim = parse_cim(probe.run(("pwsh", *POWERSHELL_ARGV[1:])))
     return build(
         host,
-        parse_cim(probe.run(POWERSHELL_ARGV)),
+        cim,
         gpu_tools.parse_nvidia_smi(probe.run(gpu_tools.NVIDIA_SMI_ARGV)),
     )
