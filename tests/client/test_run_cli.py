@@ -31,7 +31,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def specsubmit(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=timeout,
-                          env=_env(tmp_path), check=False)
+                          env=_env(tmp_path), check=False, stdin=subprocess.DEVNULL)
 
 
 def _saved(home: Path) -> list[Submission]:
@@ -56,6 +56,7 @@ def test_full_hardnumbers_run(tmp_path: Path, specsubmit_home: Path) -> None:
     assert "Trials (in run order)" in result.stdout
     path = specsubmit_home / "results" / f"{sub.submission_id}.json"
     assert f"result saved to {path}" in result.stderr
+    assert "Not submitted (--no-submit)" in result.stderr
     shown = specsubmit(tmp_path, "show", str(path))
     assert shown.returncode == 0
     assert "Median tok/s" in shown.stdout and "run-to-run noise" in shown.stdout
@@ -66,13 +67,16 @@ def test_json_output_file_and_ollama_host_env(tmp_path: Path, specsubmit_home: P
     with FakeOllama() as fake:
         env = _env(tmp_path) | {"OLLAMA_HOST": f":{fake.port}"}  # parsed as 127.0.0.1:port
         result = subprocess.run([SCRIPT, "run", "--json", "--output", str(out)],
-                                capture_output=True, text=True, env=env, timeout=60, check=False)
+                                capture_output=True, text=True, env=env, timeout=60, check=False,
+                                stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     printed = parse_submission(result.stdout.encode())
     (saved,) = _saved(specsubmit_home)
     assert printed == saved == parse_submission(out.read_bytes())
     assert printed.complete
     assert "Median tok/s" in result.stderr  # the human report moved to stderr
+    # a complete run is offered for submission (issue 4); no server is configured here
+    assert "Not submitted: no server configured" in result.stderr
 
 
 def test_ollama_draft_confirmed_on_0_33_with_a_log(tmp_path: Path) -> None:
@@ -177,6 +181,7 @@ def test_ollama_killed_mid_run(tmp_path: Path, specsubmit_home: Path) -> None:
     line = _one_error_line(result)
     assert "broke mid-response (did Ollama stop or crash?)" in line
     assert "partial result (5 of 15 trials) is saved at" in line
+    assert "Not submitted" not in result.stderr  # an incomplete result is never offered
     (sub,) = _saved(specsubmit_home)
     assert not sub.complete and sum(len(c.trials) for c in sub.configs) == 5
     assert "Incomplete result" in result.stdout
@@ -186,7 +191,8 @@ def test_ctrl_c_stops_after_the_current_request(tmp_path: Path, specsubmit_home:
     slow = [FakeModel("qwen3:14b", tokens_per_s=800)]  # 0.25 s per request
     with FakeOllama(models=slow) as fake:
         proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url], env=_env(tmp_path),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while fake.generate_count < 3 + 2 and time.monotonic() < deadline:
             time.sleep(0.02)  # wait until two trials are under way
@@ -206,7 +212,8 @@ def test_ctrl_c_stops_after_the_current_request(tmp_path: Path, specsubmit_home:
 def test_ctrl_c_before_any_trial(tmp_path: Path, specsubmit_home: Path) -> None:
     with FakeOllama(stall_s=3.0) as fake:
         proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url], env=_env(tmp_path),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while fake.generate_count < 1 and time.monotonic() < deadline:
             time.sleep(0.02)

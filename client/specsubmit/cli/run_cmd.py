@@ -6,8 +6,6 @@ first, then renders it. Errors are raised as ``SpecSubmitError``s for ``cli.main
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import signal
 import sys
 import threading
@@ -29,7 +27,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from specschema import Protocol, ProtocolError, Submission, Trial, get_protocol, shipped_protocols
+from specschema import Protocol, ProtocolError, Trial, get_protocol, shipped_protocols
 from specschema.payload import submission_bytes
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.ollama import DEFAULT_TIMEOUT_S, OllamaClient, PullProgress
@@ -44,6 +42,7 @@ from specsubmit.runner import (
     resolve_target,
     run_protocol,
 )
+from specsubmit.submit import offer_submission
 
 DEFAULT_LOG = Path("~/.ollama/logs/server.log")
 
@@ -143,21 +142,10 @@ def _log_path(option: Path | None) -> Path | None:
     return default if default.exists() else None
 
 
-def _offer_submission(submission: Submission, path: Path, *, assume_yes: bool,
-                      no_submit: bool, print_payload: bool) -> None:
-    """Hands a complete result to the submit step (issue 4) when it is installed."""
-    if importlib.util.find_spec("specsubmit.submit") is None:
-        return
-    offer = getattr(importlib.import_module("specsubmit.submit"), "offer_submission", None)
-    if callable(offer):
-        offer(submission, path, assume_yes=assume_yes, no_submit=no_submit,
-              print_payload=print_payload)
-
-
 def run_command(
     *, protocol_id: str, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
     output: Path | None, json_out: bool, yes: bool, ollama_log: Path | None, timeout: float,
-    print_payload: bool,
+    print_payload: bool, server: str | None = None,
 ) -> None:
     err = Console(stderr=True)
     protocol = _protocol(protocol_id)
@@ -205,8 +193,8 @@ def run_command(
     if outcome.interrupted:
         raise RunAborted(f"interrupted after {outcome.trials_done} of {outcome.trials_planned} "
                          f"trials; the incomplete result is saved at {path}")
-    _offer_submission(submission, path, assume_yes=yes, no_submit=no_submit,
-                      print_payload=print_payload)
+    offer_submission(submission, path, assume_yes=yes, no_submit=no_submit,
+                     print_payload=print_payload, server=server)
 
 
 def _describe(protocol: Protocol, console: Console) -> None:
@@ -259,11 +247,15 @@ def register(app: typer.Typer) -> None:
             help="Seconds to wait for Ollama to send anything.")] = DEFAULT_TIMEOUT_S,
         print_payload: Annotated[bool, typer.Option(
             "--print-payload", help="Show the exact JSON before asking to submit.")] = False,
+        server: Annotated[str | None, typer.Option(
+            "--server", envvar="SPECSUBMIT_SERVER", help="specbench server to submit to.")]
+        = None,
     ) -> None:
         """Run a trial protocol against the local Ollama and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
-                    ollama_log=ollama_log, timeout=timeout, print_payload=print_payload)
+                    ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
+                    server=server)
 
     @app.command("protocols")
     def protocols() -> None:
