@@ -1,0 +1,205 @@
+"""The store on both backends: same schema, same write outcomes, exactly-once storage.
+
+Every test here runs on an embedded DuckDB file and on a private PostgreSQL schema
+(``postgres`` marker; skipped without PostgreSQL except under CI=true). The replica tests
+at the end put two stores (two engines, two single writers) on one PostgreSQL schema.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+import threading
+from concurrent.futures import Future
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from backends import (
+    BACKENDS,
+    board_bodies,
+    board_submission,
+    expected_rows,
+    signed,
+    store_url_for,
+    stored_counts,
+    stored_envelope_sha,
+    submission_id_of,
+)
+from sqlalchemy import inspect, select
+
+from specserver import tables
+from specserver.ingest import Checked, check_submission
+from specserver.migrations import LATEST
+from specserver.store import Store
+from specserver.writer import WriteOutcome
+
+RECEIVED = datetime(2026, 11, 30, 8, 0, 0)
+
+
+@functools.cache
+def checked(body: bytes) -> Checked:
+    return check_submission(body, now=datetime.now(UTC), max_age=timedelta(days=30),
+                            max_future_skew=timedelta(minutes=5))
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    return store_url_for(request.param, tmp_path, request)
+
+
+@pytest.fixture
+def store(store_url: str) -> Any:
+    s = Store(store_url, group_commit_s=0.02, group_commit_max=64, ban_cache_s=0)
+    s.open()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def submit_all(store: Store, bodies: list[bytes]) -> list[WriteOutcome]:
+    """Queue every body at once (so they share batches), then wait for all."""
+    futures: list[Future[WriteOutcome]] = [
+        store.submit_future(checked(b), RECEIVED) for b in bodies
+    ]
+    return [f.result(30) for f in futures]
+
+
+def test_fresh_store_is_migrated_to_the_latest_version(store: Store) -> None:
+    assert store.schema_version == LATEST
+    with store.engine.connect() as conn:
+        names = set(inspect(conn).get_table_names())
+        version = conn.execute(select(tables.schema_version.c.version)).scalars().all()
+    assert {t.name for t in tables.metadata.sorted_tables} <= names
+    assert version == [LATEST]
+    # Opening again (a restart, another replica) migrates nothing and stamps nothing.
+    again = Store(store.url)
+    again.engine.dispose()
+    from specserver.migrations import migrate
+
+    assert migrate(again.engine) == LATEST
+    with again.engine.connect() as conn:
+        assert conn.execute(select(tables.schema_version.c.version)).scalars().all() == [LATEST]
+    again.engine.dispose()
+
+
+def test_created_duplicate_conflict_and_exact_rows(store: Store) -> None:
+    bodies = board_bodies(6)
+    first = submit_all(store, bodies)
+    assert [o.status for o in first] == ["created"] * 6
+    # Same bytes again: duplicate with the original received_at; other bytes: conflict.
+    again = store.submit_future(checked(bodies[0]), RECEIVED + timedelta(hours=1)).result(30)
+    assert again.status == "duplicate" and again.received_at == RECEIVED
+    other = signed(board_submission(0), key_seed=99)  # same id, another signer
+    assert store.submit_future(checked(other), RECEIVED).result(30).status == "conflict"
+    ids = [submission_id_of(b) for b in bodies]
+    counts = stored_counts(store.engine, ids)
+    for body, sid in zip(bodies, ids, strict=True):
+        assert counts[sid] == expected_rows(body)
+    shas = stored_envelope_sha(store.engine)
+    assert shas[ids[0]] == hashlib.sha256(bodies[0]).hexdigest()
+
+
+def test_one_batch_with_repeats_and_conflicts_inside_it(store: Store) -> None:
+    bodies = board_bodies(20, start=100)
+    conflicting = signed(board_submission(100), key_seed=42)  # same id as bodies[0]
+    mixed = bodies + bodies[:5] + [conflicting] + bodies[5:8]
+    random.Random(3).shuffle(mixed)
+    outcomes = submit_all(store, mixed)
+    by_id: dict[str, list[tuple[bytes, str]]] = {}
+    for body, outcome in zip(mixed, outcomes, strict=True):
+        by_id.setdefault(submission_id_of(body), []).append((body, outcome.status))
+    shas = stored_envelope_sha(store.engine)
+    for sid, sends in by_id.items():
+        statuses = [s for _, s in sends]
+        assert statuses.count("created") == 1, (sid, statuses)
+        stored_body = next(b for b, s in sends if s == "created")
+        assert shas[sid] == hashlib.sha256(stored_body).hexdigest()
+        for body, status in sends:
+            if status != "created":
+                assert status == ("duplicate" if body == stored_body else "conflict")
+    assert set(shas) == set(by_id)
+    counts = stored_counts(store.engine, by_id)
+    for sid, sends in by_id.items():
+        assert counts[sid] == expected_rows(sends[0][0])
+
+
+# --- two stores on one PostgreSQL schema: what two replicas do -----------------------------
+
+
+@pytest.mark.postgres
+def test_two_writers_on_one_database_store_each_submission_once(postgres_url: str) -> None:
+    stores = [Store(postgres_url, group_commit_s=0.01, group_commit_max=32) for _ in range(2)]
+    for s in stores:
+        s.open()
+    try:
+        bodies = board_bodies(60, start=1000)
+        conflicting = [signed(board_submission(1000 + i), key_seed=77) for i in range(6)]
+        # Every body goes to both writers; the conflicting versions to one of them.
+        plan: list[tuple[int, bytes]] = [(r, b) for b in bodies for r in (0, 1)]
+        plan += [(i % 2, b) for i, b in enumerate(conflicting)]
+        random.Random(5).shuffle(plan)
+        results: list[tuple[bytes, WriteOutcome]] = []
+        lock = threading.Lock()
+
+        def send(part: list[tuple[int, bytes]]) -> None:
+            futures = [(b, stores[r].submit_future(checked(b), RECEIVED)) for r, b in part]
+            done = [(b, f.result(60)) for b, f in futures]
+            with lock:
+                results.extend(done)
+
+        threads = [threading.Thread(target=send, args=(plan[i::4],)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(results) == len(plan)
+        shas = stored_envelope_sha(stores[0].engine)
+        by_id: dict[str, list[tuple[bytes, str]]] = {}
+        for body, outcome in results:
+            by_id.setdefault(submission_id_of(body), []).append((body, outcome.status))
+        assert set(shas) == set(by_id) and len(by_id) == len(bodies)
+        for sid, sends in by_id.items():
+            statuses = [s for _, s in sends]
+            assert statuses.count("created") == 1, (sid, statuses)
+            stored_body = next(b for b, s in sends if s == "created")
+            assert shas[sid] == hashlib.sha256(stored_body).hexdigest()
+            for body, status in sends:
+                if status != "created":
+                    assert status == ("duplicate" if body == stored_body else "conflict")
+        counts = stored_counts(stores[0].engine, by_id)
+        for body in bodies:
+            assert counts[submission_id_of(body)] == expected_rows(body)
+        # Both writers really took part.
+        assert all(s.writer.committed > 0 for s in stores)
+        assert sum(s.writer.committed for s in stores) == len(bodies)
+    finally:
+        for s in stores:
+            s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_batches_use_one_multirow_insert_and_copy(postgres_url: str) -> None:
+    """The bulk path: one INSERT ... ON CONFLICT for the batch's submissions, COPY for
+    the rest, whatever the batch size (statements counted on the wire)."""
+    from sqlalchemy import event
+
+    store = Store(postgres_url, group_commit_s=0.2, group_commit_max=512)
+    store.open()
+    statements: list[str] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    try:
+        outcomes = submit_all(store, board_bodies(40, start=2000))
+        assert [o.status for o in outcomes] == ["created"] * 40
+        assert store.writer.batches <= 3
+        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
+        assert len(inserts) == store.writer.batches
+        assert all("ON CONFLICT" in s.upper() for s in inserts)
+    finally:
+        store.close()
