@@ -125,7 +125,7 @@ class ScriptedServer:
 class RealServer:
     """specserver's create_app under uvicorn in a thread, on a DuckDB file in tmp."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, **overrides: Any) -> None:
         import uvicorn
 
         from specserver.app import create_app
@@ -134,7 +134,7 @@ class RealServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         settings = ServerSettings(database_url=str(tmp_path / "server.duckdb"),
-                                  public_base_url=self.url)
+                                  public_base_url=self.url, **overrides)
         config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port,
                                 log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
