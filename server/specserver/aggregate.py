@@ -7,9 +7,9 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    median decode tok/s of the baseline, the same for wall time, and the bootstrap CI).
 2. Rows are grouped by whitelisted dimensions (``DIMENSIONS``).
 3. One contributor cannot dominate a group: each contributor's (key id's) rows in a group
-   are reduced to their median first; the group's statistics are taken across those
-   per-contributor medians. Imported rows have no key id and each counts as its own
-   contributor.
+   are reduced to their median first (``reduce_contributors``); the group's statistics
+   are taken across those per-contributor medians (``aggregate_contributors``). Imported
+   rows have no key id and each counts as its own contributor.
 4. Percentiles (p25, p75) are reported only when a group has at least
    ``min_contributors`` contributors (default 3); otherwise the group is "few results".
 5. The speedup board holds rows whose verdict is ``confirmed`` or ``not_observed``;
@@ -17,7 +17,9 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    ``unknown`` rows are in neither and only show up in the verdict counts.
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
-that are not banned.
+that are not banned. On a large store the first step of rule 3 runs in SQL
+(``queries.contributor_results``, equal to ``reduce_contributors``: a test holds them
+together) so that only one row per group and contributor reaches Python.
 """
 
 from __future__ import annotations
@@ -183,40 +185,87 @@ def _median_or_none(values: list[float]) -> float | None:
     return median(values) if values else None
 
 
+@dataclass(frozen=True, slots=True)
+class ContributorResult:
+    """Rule 3, first step: one contributor's rows in one group, reduced to medians."""
+
+    key: tuple[KeyValue, ...]  # the group's values, in the order of its dimensions' fields
+    contributor: str
+    submissions: int
+    speedup: float | None  # median of the contributor's speedup_tps in the group
+    speedup_wall: float | None
+    baseline_tps: float | None
+    confirmed: int = 0
+    not_observed: int = 0
+    not_applied: int = 0
+    unknown: int = 0
+
+
+def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
+                        ) -> list[ContributorResult]:
+    """Each contributor's rows in each group, reduced to their medians (None when absent).
+
+    ``queries.contributor_results`` computes the same in SQL on large stores; a test holds
+    the two equal.
+    """
+    getter = _key_getter(dimensions)
+    pools: dict[tuple[tuple[KeyValue, ...], str], list[DraftResult]] = {}
+    for row in rows:
+        pools.setdefault((getter(row), row.contributor), []).append(row)
+    reduced = []
+    for (key, who), members in pools.items():
+        counts = Counter(r.verdict for r in members)
+        reduced.append(ContributorResult(
+            key=key, contributor=who, submissions=len({r.submission_id for r in members}),
+            speedup=_median_or_none([r.speedup_tps for r in members if r.speedup_tps is not None]),
+            speedup_wall=_median_or_none(
+                [r.speedup_wall for r in members if r.speedup_wall is not None]),
+            baseline_tps=_median_or_none(
+                [r.baseline_tps for r in members if r.baseline_tps is not None]),
+            confirmed=counts["confirmed"], not_observed=counts["not_observed"],
+            not_applied=counts["not_applied"], unknown=counts["unknown"],
+        ))
+    return reduced
+
+
 def aggregate_group(
-    key: dict[str, dict[str, KeyValue]],
-    rows: Sequence[DraftResult],
+    key: GroupKey,
+    contributors: Sequence[ContributorResult],
     min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
 ) -> GroupAggregate:
-    """The statistics of one group: per-contributor medians first, then across them."""
-    speedups: dict[str, list[float]] = {}
-    walls: dict[str, list[float]] = {}
-    baselines: dict[str, list[float]] = {}
-    for row in rows:
-        who = row.contributor
-        if row.speedup_tps is not None:
-            speedups.setdefault(who, []).append(row.speedup_tps)
-        if row.speedup_wall is not None:
-            walls.setdefault(who, []).append(row.speedup_wall)
-        if row.baseline_tps is not None:
-            baselines.setdefault(who, []).append(row.baseline_tps)
-    per_contributor = [median(v) for v in speedups.values()]
-    contributors = len({r.contributor for r in rows})
+    """Rule 3, second step, and rule 4: the group's statistics across contributor medians."""
+    per_contributor = [c.speedup for c in contributors if c.speedup is not None]
     enough = len(per_contributor) >= min_contributors
     return GroupAggregate(
         key=key,
-        submissions=len({r.submission_id for r in rows}),
-        contributors=contributors,
+        submissions=sum(c.submissions for c in contributors),
+        contributors=len(contributors),
         median_speedup=_median_or_none(per_contributor),
         p25_speedup=percentile(per_contributor, 0.25) if enough else None,
         p75_speedup=percentile(per_contributor, 0.75) if enough else None,
         min_speedup=min(per_contributor) if per_contributor else None,
         max_speedup=max(per_contributor) if per_contributor else None,
-        median_speedup_wall=_median_or_none([median(v) for v in walls.values()]),
-        median_baseline_tps=_median_or_none([median(v) for v in baselines.values()]),
+        median_speedup_wall=_median_or_none(
+            [c.speedup_wall for c in contributors if c.speedup_wall is not None]),
+        median_baseline_tps=_median_or_none(
+            [c.baseline_tps for c in contributors if c.baseline_tps is not None]),
         few_results=not enough,
-        verdicts=verdict_counts(rows),
+        verdicts={v: sum(getattr(c, v) for c in contributors) for v in VERDICTS},
     )
+
+
+def aggregate_contributors(
+    reduced: Iterable[ContributorResult],
+    dimensions: Sequence[str],
+    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
+) -> list[GroupAggregate]:
+    """Groups from per-contributor results; in key order."""
+    groups: dict[tuple[KeyValue, ...], list[ContributorResult]] = {}
+    for item in reduced:
+        groups.setdefault(item.key, []).append(item)
+    result = [aggregate_group(_key_dict(dimensions, k), members, min_contributors)
+              for k, members in groups.items()]
+    return sort_groups(result, "key")
 
 
 def aggregate(
@@ -229,15 +278,8 @@ def aggregate(
     if unknown:
         raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
     dimensions = list(dict.fromkeys(group_by))
-    getter = _key_getter(dimensions)
-    groups: dict[tuple[KeyValue, ...], list[DraftResult]] = {}
-    for row in rows:
-        groups.setdefault(getter(row), []).append(row)
-    result = [
-        aggregate_group(_key_dict(dimensions, k), members, min_contributors)
-        for k, members in groups.items()
-    ]
-    return sort_groups(result, "key")
+    return aggregate_contributors(reduce_contributors(rows, dimensions), dimensions,
+                                  min_contributors)
 
 
 def _sort_value(value: KeyValue) -> tuple[int, str]:

@@ -6,9 +6,10 @@ a write (an ingested submission, a hide, a ban) invalidates them without any hoo
 writer, and this works the same with several server processes on PostgreSQL. The same
 version makes the ETag of every public GET, so a 304 costs one tiny query.
 
-Cold aggregation reads one row per visible submission x draft config (never trials) and
-runs the pure rules of ``aggregate``; concurrent cold requests for the same key wait for
-one computation instead of repeating it.
+Cold aggregation reduces each contributor's draft results per group in SQL (one row per
+group and contributor, never trials; ``queries.contributor_results``) and applies the pure
+rules of ``aggregate`` to those rows; concurrent cold requests wait for one computation
+instead of repeating it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Generic, TypeVar
 from sqlalchemy import Engine
 
 from specserver import aggregate, queries
-from specserver.aggregate import DraftResult, GroupAggregate, View
+from specserver.aggregate import GroupAggregate, View
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -73,7 +74,6 @@ class ReadService:
     ) -> None:
         self.engine = engine
         self.min_contributors = min_contributors
-        self._rows: _Lru[tuple[str, queries.Filters], list[DraftResult]] = _Lru(2)
         self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
             cache_size)
         self._cache_lock = threading.Lock()
@@ -85,7 +85,6 @@ class ReadService:
 
     def clear_cache(self) -> None:
         with self._cache_lock:
-            self._rows.clear()
             self._boards.clear()
 
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
@@ -99,22 +98,21 @@ class ReadService:
         with self._compute_lock:  # one computation at a time; the others find it cached
             with self._cache_lock:
                 cached = self._boards.get(key)
-                rows = self._rows.get((version, filters))
             if cached is not None:
                 return cached
-            if rows is None:
-                with self.engine.connect() as conn:
-                    rows = queries.draft_results(conn, filters)
-            selected = aggregate.in_view(rows, view)
+            verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
+            with self.engine.connect() as conn:
+                reduced = queries.contributor_results(conn, filters, dimensions, verdicts)
+                totals = queries.verdict_totals(conn, filters)
+            groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
             board = Board(
                 version=version,
                 view=view,
                 dimensions=tuple(dimensions),
-                groups=aggregate.aggregate(selected, dimensions, self.min_contributors),
-                verdict_counts=aggregate.verdict_counts(rows),
-                results=len(selected),
+                groups=groups,
+                verdict_counts=totals,
+                results=sum(sum(g.verdicts.values()) for g in groups),
             )
             with self._cache_lock:
-                self._rows.put((version, filters), rows)
                 self._boards.put(key, board)
             return board

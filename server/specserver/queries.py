@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,13 +23,14 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     tuple_,
 )
 
 from specserver import tables
-from specserver.aggregate import VERDICTS, DraftResult
+from specserver.aggregate import DIMENSIONS, VERDICTS, ContributorResult, DraftResult
 
 sub = tables.submissions
 summ = tables.summaries
@@ -120,7 +121,77 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
         .where(draft.c.role == "draft", visible_clause(), *_submission_clauses(filters),
                *_draft_clauses(filters, draft))
     )
-    return [DraftResult(*row) for row in conn.execute(stmt)]  # type: ignore[call-arg]
+    rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
+    return [DraftResult(*row) for row in rows]  # type: ignore[call-arg]
+
+
+# DraftResult field -> the column it comes from (``d`` is the draft's summary row).
+def _field_columns(draft: Any) -> dict[str, Any]:
+    return {
+        "chip": sub.c.chip, "memory_gb": sub.c.memory_gb,
+        "ollama_version": sub.c.ollama_version, "os": sub.c.os_name, "backend": sub.c.backend,
+        "protocol_id": sub.c.protocol_id, "protocol_version": sub.c.protocol_version,
+        "protocol_sha256": sub.c.protocol_sha256, "target_model": sub.c.target_model,
+        "target_digest": sub.c.target_digest, "config_name": draft.c.config_name,
+        "draft_model": draft.c.draft_model, "mechanism": draft.c.mechanism,
+        "verdict": draft.c.observed,
+    }
+
+
+def _median(column: Any) -> Any:
+    return func.percentile_cont(literal_column("0.5")).within_group(column)
+
+
+def contributor_results(
+    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str]
+) -> list[ContributorResult]:
+    """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
+
+    Same rules: medians ignore missing values (percentile_cont at 0.5 is the median with
+    the mean of the middle pair), submissions are counted once, imported rows (no key id)
+    are each their own contributor.
+    """
+    draft = summ.alias("d")
+    base = summ.alias("b")
+    columns = _field_columns(draft)
+    keys = [columns[f] for d in dimensions for f in DIMENSIONS[d]]
+    contributor = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
+    counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
+    stmt = (
+        select(*keys, contributor, func.count(draft.c.submission_id.distinct()),
+               _median(draft.c.speedup_tps), _median(draft.c.speedup_wall),
+               _median(base.c.median_tps), *counts)
+        .select_from(
+            draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
+                base, and_(base.c.submission_id == draft.c.submission_id,
+                           base.c.role == "baseline")))
+        .where(draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
+               *_submission_clauses(filters), *_draft_clauses(filters, draft))
+        .group_by(*keys, contributor)
+    )
+    width = len(keys)
+    return [
+        ContributorResult(
+            tuple(row[:width]), row[width], int(row[width + 1]), _float(row[width + 2]),
+            _float(row[width + 3]), _float(row[width + 4]), *(int(n) for n in row[width + 5:]))
+        for row in conn.execute(stmt).all()
+    ]
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def verdict_totals(conn: Connection, filters: Filters) -> dict[str, int]:
+    """Draft results per verdict among visible submissions matching the filters."""
+    draft = summ.alias("d")
+    stmt = (select(draft.c.observed, func.count())
+            .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+            .where(draft.c.role == "draft", visible_clause(), *_submission_clauses(filters),
+                   *_draft_clauses(filters, draft))
+            .group_by(draft.c.observed))
+    found = {str(v): int(n) for v, n in conn.execute(stmt).all()}
+    return {v: found.get(v, 0) for v in VERDICTS}
 
 
 def data_version(conn: Connection) -> str:
@@ -285,7 +356,8 @@ def protocol_counts(conn: Connection) -> list[dict[str, Any]]:
     stmt = (select(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256,
                    func.count().label("submissions"))
             .where(visible_clause())
-            .group_by(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256))
+            .group_by(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256)
+            .order_by(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256))
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
