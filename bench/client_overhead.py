@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -66,25 +67,28 @@ def main() -> None:
     args = parser.parse_args()
     options: dict[str, int | float] = {"num_predict": args.tokens, "temperature": 0.0,
                                        "seed": 42, "top_k": 40, "top_p": 0.9}
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     parent, child = multiprocessing.Pipe()
     server = multiprocessing.get_context("spawn").Process(
         target=serve, args=(args.tokens_per_s, child), daemon=True)
     server.start()
     url = parent.recv()
     try:
-        samples = measure(url, options, args.trials)
+        samples, cpu = measure(url, options, args.trials)
     finally:
         parent.send("stop")
         server.join(timeout=5)
     print(f"client overhead = wall - total_duration, {args.trials} trials each, "
           f"{args.tokens} streamed tokens at {args.tokens_per_s:.0f} tok/s, loopback fake Ollama")
-    print(f"{'client':<28}{'median ms':>12}{'p95 ms':>10}{'max ms':>10}")
+    print(f"load average before: {load}")
+    print(f"{'client':<28}{'median ms':>12}{'p95 ms':>10}{'max ms':>10}{'CPU ms/trial':>15}")
     for name, values in samples.items():
         print(f"{name:<28}{median(values):>12.3f}{percentile(values, 0.95):>10.3f}"
-              f"{max(values):>10.3f}")
+              f"{max(values):>10.3f}{median(cpu[name]):>15.3f}")
 
 
-def measure(url: str, options: dict[str, int | float], trials: int) -> dict[str, list[float]]:
+def measure(url: str, options: dict[str, int | float], trials: int
+            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     with OllamaClient(url) as mine:
         theirs = ollama.Client(host=url)
         runners: dict[str, Callable[[], float]] = {
@@ -92,13 +96,16 @@ def measure(url: str, options: dict[str, int | float], trials: int) -> dict[str,
             f"ollama-python {ollama_version()}": lambda: official(theirs, options),
         }
         samples: dict[str, list[float]] = {name: [] for name in runners}
+        cpu: dict[str, list[float]] = {name: [] for name in runners}
         for _ in range(5):  # warm-up: connections, first load
             for run in runners.values():
                 run()
         for _ in range(trials):
             for name, run in runners.items():
+                cpu_start = time.thread_time()
                 samples[name].append(run() * 1000)
-    return samples
+                cpu[name].append((time.thread_time() - cpu_start) * 1000)
+    return samples, cpu
 
 
 def ollama_version() -> str:

@@ -377,9 +377,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._route("POST")
 
-    def _route(self, method: str) -> None:
-        # Ollama's durations start at handler entry, before the body is read and decoded.
+    def parse_request(self) -> bool:
+        # Ollama's durations start at handler entry, before the body is read and decoded;
+        # Go parses headers in microseconds, http.server takes far longer, so the clock
+        # starts as soon as the request line is in.
         self.entered_ns = time.monotonic_ns()
+        return super().parse_request()
+
+    def _route(self, method: str) -> None:
         started = time.perf_counter()
         routes = {
             ("GET", "/"): self._root,
