@@ -1,0 +1,86 @@
+"""The words of the report: a not-applied draft is never a speedup or a slowdown."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from specschema import summarize
+from specschema.examples import example_submission
+from specsubmit.report import conclusion, render_result, verdict_label, vs_baseline
+
+EFFECT_WORDS = ("faster", "slower", "speedup", "slowdown", "speeds up", "slows down")
+
+
+def _render(sub) -> str:  # type: ignore[no-untyped-def]
+    buffer = io.StringIO()
+    render_result(sub, Console(file=buffer, width=160))
+    return buffer.getvalue()
+
+
+def test_the_articles_slowdown_is_called_noise_when_the_draft_was_ignored() -> None:
+    # The seed article's numbers: 0.95x and 0.90x on Ollama 0.12.8 with draft_model.
+    sub = example_submission("hardnumbers-m2", engine_version="0.12.8", draft_speedups={
+        "draft_qwen2.5_0.5b": 0.95, "draft_qwen2.5_1.5b": 0.90})
+    text = conclusion(sub)
+    assert "run-to-run noise" in text and "did not run in this test" in text
+    assert not any(word in text.lower() for word in EFFECT_WORDS)
+    summaries = summarize(sub)
+    assert summaries[2].speedup_tps is not None and summaries[2].speedup_tps < 0.95
+    assert all(verdict_label(sub, s) == "not applied (noise)" for s in summaries[1:])
+    # the spread is given: min-max tok/s and CV for the draft and for the baseline
+    assert text.count("tok/s, CV") == 4
+    rendered = _render(sub)
+    assert "not applied (noise)" in rendered and "Trials (in run order)" in rendered
+    assert not any(word in rendered.lower() for word in EFFECT_WORDS)
+
+
+def test_confirmed_speedup_and_slowdown_and_no_clear_difference() -> None:
+    sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                             counters_seen=True, draft_speedups={"spec_4": 1.6, "spec_8": 0.6})
+    text = conclusion(sub)
+    assert "spec_4 speculated (counters in the server log) and ran 1." in text
+    assert "faster than the baseline (95% CI" in text
+    assert "spec_8 speculated" in text and "slower than the baseline: 0." in text
+    assert "900 of 1200 drafted tokens accepted (75%)" in text
+    summaries = summarize(sub)
+    assert verdict_label(sub, summaries[1]) == "confirmed (75% accepted)"
+    assert vs_baseline(summaries[0]) == "1.00x"
+    assert vs_baseline(summaries[1]).startswith("1.") and "[" in vs_baseline(summaries[1])
+
+    same = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                              counters_seen=True, seed=3)
+    assert "no clear difference from the baseline" in conclusion(same)
+
+
+def test_not_observed_is_not_attributed_to_speculation() -> None:
+    sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                             draft_speedups={"spec_4": 1.6})
+    text = conclusion(sub)
+    assert "spec_4 could not be checked: no counters were found in the server log" in text
+    assert "cannot be attributed to speculation" in text
+    assert verdict_label(sub, summarize(sub)[1]) == "not observed"
+
+
+def test_incomplete_and_output_mismatch_are_said() -> None:
+    sub = example_submission("hardnumbers-m2", complete=False)
+    draft = sub.configs[1]
+    evidence = draft.speculation.model_copy(update={"outputs_match_baseline": False})
+    sub = sub.model_copy(update={
+        "note": "stopped early: interrupted by the contributor after 10 of 15 trials",
+        "configs": [sub.configs[0], draft.model_copy(update={"speculation": evidence}),
+                    sub.configs[2]]})
+    text = conclusion(sub)
+    assert text.startswith("Incomplete run (15 trials measured).")
+    assert "its output differed from the baseline's" in text
+    assert "Incomplete result" in _render(sub)
+
+
+def test_no_baseline_trials() -> None:
+    sub = example_submission("hardnumbers-m2", complete=False)
+    empty = sub.model_copy(update={"configs": [c.model_copy(update={"trials": []})
+                                               for c in sub.configs]})
+    assert conclusion(empty).endswith("No baseline trials were measured, so nothing can be "
+                                      "compared.")
+    assert "—" in _render(empty)
