@@ -25,11 +25,12 @@ RUN groupadd --system --gid 10001 specserver \
 USER specserver:specserver
 VOLUME ["/data"]
 
-ENV SPECSERVER_PORT=8000 \
-    SPECSERVER_DATABASE_URL=/data/specbench.duckdb
+# The embedded default; the compose file's replicas set a PostgreSQL URL instead.
+ENV SPECSERVER_DATABASE_URL=/data/specbench.duckdb
 EXPOSE 8000
 
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SPECSERVER_PORT', '8000'), timeout=2)"]
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2)"]
 
 ENTRYPOINT ["specserver", "serve", "--host", "0.0.0.0"]
+CMD ["--port", "8000"]

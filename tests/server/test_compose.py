@@ -7,13 +7,18 @@ non-root user), and ask a compose binary to validate the file where one works.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import yaml
 
@@ -177,6 +182,9 @@ def test_dockerfile_base_install_user_healthcheck_and_command() -> None:
     assert "/healthz" in healthcheck
     entrypoint = next(v for k, v in instructions if k == "ENTRYPOINT")
     assert yaml.safe_load(entrypoint) == ["specserver", "serve", "--host", "0.0.0.0"]
+    cmd = yaml.safe_load(next(v for k, v in instructions if k == "CMD"))
+    assert cmd == ["--port", "8000"] and "EXPOSE" in keywords
+    assert next(v for k, v in instructions if k == "EXPOSE") == "8000"
 
 
 def test_dockerignore_keeps_state_and_tooling_out_of_the_image() -> None:
@@ -190,6 +198,78 @@ def test_dockerignore_keeps_state_and_tooling_out_of_the_image() -> None:
     copied = [v.split()[0] for k, v in _dockerfile_instructions() if k == "COPY"]
     for path in copied:
         assert path not in ignored, path
+
+
+@pytest.mark.parametrize("service", ["server", "server-embedded"])
+def test_every_server_variable_is_a_setting_and_validates(
+    compose: dict[str, Any], service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specserver.settings import ServerSettings, get_settings
+
+    env = _env(compose["services"][service])
+    fields = set(ServerSettings.model_fields)
+    for name in env:
+        assert name.startswith("SPECSERVER_"), name
+        assert name.removeprefix("SPECSERVER_").lower() in fields, f"{name} is not a setting"
+    for name in list(os.environ):
+        if name.startswith("SPECSERVER_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = get_settings()
+    assert settings.database_url == env["SPECSERVER_DATABASE_URL"]
+    if service == "server":
+        assert settings.resolved_database_url.startswith("postgresql+psycopg://")
+        assert settings.redis_url and settings.proxy_networks()
+    else:
+        assert settings.resolved_database_url == "duckdb:////data/specbench.duckdb"
+
+
+def _healthcheck_command(port: int) -> list[str]:
+    healthcheck = next(v for k, v in _dockerfile_instructions() if k == "HEALTHCHECK")
+    command = yaml.safe_load(healthcheck.split(" CMD ", 1)[1])
+    assert isinstance(command, list)
+    return [str(part).replace("127.0.0.1:8000", f"127.0.0.1:{port}") for part in command]
+
+
+def test_image_command_serves_and_its_healthcheck_sees_it(tmp_path: Path) -> None:
+    """The ENTRYPOINT with the embedded service's environment really serves /healthz, and
+    the HEALTHCHECK command passes against it and fails when nothing answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    check = _healthcheck_command(port)
+    assert check[0] == "python"
+    check[0] = sys.executable
+    down = subprocess.run(check, capture_output=True, timeout=30, check=False)
+    assert down.returncode != 0
+    entrypoint = yaml.safe_load(next(v for k, v in _dockerfile_instructions()
+                                      if k == "ENTRYPOINT"))
+    command = [str(Path(sys.executable).with_name(entrypoint[0])), *entrypoint[1:],
+               "--port", str(port)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
+    env["SPECSERVER_DATABASE_URL"] = str(tmp_path / "data" / "specbench.duckdb")
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "the image command did not start serving"
+            time.sleep(0.1)
+        up = subprocess.run(check, capture_output=True, timeout=30, check=False)
+        assert up.returncode == 0, up.stderr
+        assert (tmp_path / "data" / "specbench.duckdb").exists()
+    finally:
+        server.terminate()
+        server.wait(30)
+        if server.stderr:
+            server.stderr.close()
 
 
 def _compose_command() -> list[str] | None:
