@@ -76,8 +76,18 @@ class ReadService:
         self.min_contributors = min_contributors
         self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
             cache_size)
+        # Rendered bodies by ETag (which covers the data version and the whole URL).
+        self._bodies: _Lru[str, tuple[int, bytes, str]] = _Lru(cache_size)
         self._cache_lock = threading.Lock()
         self._compute_lock = threading.Lock()
+
+    def cached_body(self, key: str) -> tuple[int, bytes, str] | None:
+        with self._cache_lock:
+            return self._bodies.get(key)
+
+    def remember_body(self, key: str, status: int, body: bytes, media_type: str) -> None:
+        with self._cache_lock:
+            self._bodies.put(key, (status, body, media_type))
 
     def version(self) -> str:
         with self.engine.connect() as conn:
@@ -86,6 +96,7 @@ class ReadService:
     def clear_cache(self) -> None:
         with self._cache_lock:
             self._boards.clear()
+            self._bodies.clear()
 
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
               version: str | None = None) -> Board:

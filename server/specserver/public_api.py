@@ -147,12 +147,21 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
 
 
 def conditional(request: Request, version: str, build: Callable[[], Response]) -> Response:
-    """304 when the client has this version; otherwise ``build()`` with caching headers."""
+    """304 when the client has this version; else the body built for this version and URL
+    (remembered, except streamed exports), or ``build()``; with caching headers."""
     etag = make_etag(version, request)
     headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL}
     if _matches(request.headers.get("if-none-match"), etag):
         return Response(status_code=304, headers=headers)
+    reads = reads_of(request)
+    cached = reads.cached_body(etag)
+    if cached is not None:
+        status, body, media_type = cached
+        return Response(body, status_code=status, media_type=media_type, headers=headers)
     response = build()
+    if not isinstance(response, StreamingResponse) and response.status_code == 200:
+        reads.remember_body(etag, response.status_code, bytes(response.body),
+                            response.media_type or "application/octet-stream")
     response.headers.update(headers)
     return response
 
