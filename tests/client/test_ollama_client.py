@@ -101,6 +101,31 @@ def test_wrong_option_type_is_http_500(client: OllamaClient) -> None:
         'Ollama answered HTTP 500 to /api/generate: option "num_predict" must be of type integer')
 
 
+def test_fake_follows_go_option_decoding(client: OllamaClient) -> None:
+    # JSON numbers are float64 in Go: 200.0 is a valid integer option, true is not
+    assert client.generate(_request(num_predict=20.0)).eval_count == 20
+    for key, value, kind in (("num_predict", True, "integer"), ("temperature", "0", "float32"),
+                             ("stop", "x", "array")):
+        with pytest.raises(OllamaError, match=f'option "{key}" must be of type {kind}'):
+            client.generate(_request(**{key: value}))
+
+
+def test_fake_bad_keep_alive_empty_prompt_and_no_stream(fake: FakeOllama) -> None:
+    with httpx.Client(base_url=fake.url) as http:
+        bad = http.post("/api/generate", json={"model": "qwen3:14b", "keep_alive": "soon"})
+        assert (bad.status_code, bad.json()) == (400, {"error": 'time: invalid duration "soon"'})
+        load = http.post("/api/generate", json={"model": "qwen3:14b"}).json()
+        assert load["done"] is True and load["done_reason"] == "load"
+        whole = http.post("/api/generate", json={"model": "qwen3:14b", "prompt": "hi",
+                                                 "stream": False, "options": OPTIONS})
+        assert whole.headers["content-type"] == "application/json; charset=utf-8"
+        body = whole.json()
+        assert body["eval_count"] == 50 and len(body["response"]) > 0
+        assert body["total_duration"] >= body["load_duration"] + body["eval_duration"]
+        assert http.get("/").text == "Ollama is running"
+        assert http.get("/api/nope").status_code == 404
+
+
 def test_draft_num_predict_speeds_up_an_mtp_model_only_from_0_30(tmp_path: Path) -> None:
     for version, expect_faster in (("0.33.1", True), ("0.12.8", False)):
         log = tmp_path / f"{version}.log"

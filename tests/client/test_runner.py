@@ -76,8 +76,10 @@ def test_hardnumbers_run_marks_both_drafts_not_applied(tmp_path: Path) -> None:
     target = next(m for m in sub.models if m.name == "qwen3:14b")
     assert target.digest and target.quantization == "Q4_K_M" and target.family == "qwen3"
     assert any("draft_model request field" in w for w in recorder.warnings)
-    # the wire bytes round-trip
-    assert parse_submission(submission_bytes(sub)) == sub
+    # the wire bytes round-trip, and they never carry the address Ollama was reached at
+    wire = submission_bytes(sub)
+    assert parse_submission(wire) == sub
+    assert b"127.0.0.1" not in wire and str(fake.port).encode() not in wire
     text = conclusion(sub)
     assert "run-to-run noise" in text
     for word in ("faster", "slower", "speedup", "slowdown"):

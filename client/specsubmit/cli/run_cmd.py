@@ -6,6 +6,7 @@ first, then renders it. Errors are raised as ``SpecSubmitError``s for ``cli.main
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -44,7 +45,15 @@ from specsubmit.runner import (
 )
 from specsubmit.submit import offer_submission
 
-DEFAULT_LOG = Path("~/.ollama/logs/server.log")
+
+def default_log_path() -> Path:
+    """Where Ollama writes its server log: macOS ~/.ollama/logs, Windows %LOCALAPPDATA%.
+    On Linux it goes to journald; pass a file with --ollama-log (for example one that
+    `journalctl -u ollama -f > ollama.log` is writing during the run)."""
+    local = os.environ.get("LOCALAPPDATA")
+    if os.name == "nt" and local:
+        return Path(local) / "Ollama" / "server.log"
+    return Path("~/.ollama/logs/server.log").expanduser()
 
 
 class ConsoleListener(RunListener):
@@ -138,7 +147,7 @@ def _protocol(protocol_id: str) -> Protocol:
 def _log_path(option: Path | None) -> Path | None:
     if option is not None:
         return option.expanduser()
-    default = DEFAULT_LOG.expanduser()
+    default = default_log_path()
     return default if default.exists() else None
 
 
@@ -240,7 +249,9 @@ def register(app: typer.Typer) -> None:
             "--yes", help="Continue past the memory warning; consent to submit.")] = False,
         ollama_log: Annotated[Path | None, typer.Option(
             "--ollama-log", envvar="SPECSUBMIT_OLLAMA_LOG",
-            help="Ollama server log (default ~/.ollama/logs/server.log when it exists).")]
+            help="Ollama server log, read for speculation counters (default "
+                 "~/.ollama/logs/server.log when it exists; on Linux pass the file that "
+                 "`journalctl -u ollama -f` writes during the run).")]
         = None,
         timeout: Annotated[float, typer.Option(
             "--timeout", envvar="SPECSUBMIT_TIMEOUT",
