@@ -217,19 +217,56 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     return conditional(request, version, build)
 
 
-@router.get("/v1/leaderboard")
+def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+# Query parameters are parsed by hand (to refuse unknown names with the allowed list);
+# these entries document them in the OpenAPI schema.
+FILTER_DOCS = [
+    _param("protocol", "protocol id", {"type": "string", "enum": ["hardnumbers-m2",
+                                                                   "ollama-draft"]}),
+    _param("target", "target model name"),
+    _param("draft", "draft config name or draft model name"),
+    _param("chip", "chip, as in the fingerprint"),
+    _param("memory_gb", "memory in GB", {"type": "integer", "minimum": 1}),
+    _param("ollama_version", "Ollama version"),
+    _param("os", "operating system", {"type": "string", "enum": list(queries.OS_NAMES)}),
+    _param("verdict", "comma-separated verdicts: " + ", ".join(aggregate.VERDICTS)),
+]
+BOARD_DOCS = FILTER_DOCS + [
+    _param("group_by", "comma-separated dimensions: " + ", ".join(aggregate.DIMENSIONS)),
+    _param("view", "speedup (default) or noise_floor", {"type": "string", "enum": list(VIEWS)}),
+    _param("sort", "ordering", {"type": "string", "enum": list(aggregate.SORTS)}),
+    _param("limit", "groups per page (default 100)",
+           {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
+    _param("offset", "groups to skip", {"type": "integer", "minimum": 0}),
+]
+LIST_DOCS = FILTER_DOCS + [
+    _param("cursor", "next_cursor of the previous page"),
+    _param("limit", "items per page (default 50)", {"type": "integer", "minimum": 1,
+                                                     "maximum": 500}),
+]
+EXPORT_DOCS = FILTER_DOCS + [
+    _param("format", "csv (default), jsonl or parquet",
+           {"type": "string", "enum": list(EXPORT_FORMATS)}),
+]
+
+
+@router.get("/v1/leaderboard", openapi_extra={"parameters": BOARD_DOCS})
 def leaderboard(request: Request, reads: Reads) -> Response:
     """Speedup by group; the protocol, target and draft config are always part of a group."""
     return _board_response(request, reads, leaderboard=True)
 
 
-@router.get("/v1/aggregates")
+@router.get("/v1/aggregates", openapi_extra={"parameters": BOARD_DOCS})
 def aggregates(request: Request, reads: Reads) -> Response:
     """The same statistics grouped by exactly the whitelisted dimensions in group_by."""
     return _board_response(request, reads, leaderboard=False)
 
 
-@router.get("/v1/submissions")
+@router.get("/v1/submissions", openapi_extra={"parameters": LIST_DOCS})
 def submissions(request: Request, reads: Reads) -> Response:
     """Visible submissions, newest first; follow next_cursor for the next page."""
     params = query_params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
@@ -322,7 +359,7 @@ def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
         os.unlink(path)
 
 
-@router.get("/v1/export")
+@router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS})
 def export(request: Request, reads: Reads) -> Response:
     """One row per visible submission x config, as csv, jsonl or parquet, streamed."""
     params = query_params(request, (*queries.FILTER_NAMES, "format"))
