@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -208,23 +209,25 @@ def run_command(
 
 def _describe(protocol: Protocol, console: Console) -> None:
     console.print(f"[bold]{protocol.id}[/] v{protocol.version}  sha256 {protocol.sha256[:12]}")
-    console.print(f"  {protocol.description}")
-    target = protocol.target or "required: --target MODEL"
-    console.print(f"  target: {target}")
+    def indented(text: str) -> None:
+        console.print(Padding(text, (0, 0, 0, 2), expand=False), highlight=False)
+
+    indented(protocol.description)
+    indented(f"target: {protocol.target or 'required: --target MODEL'}")
     for config in protocol.configs:
         extra = {**config.extra_options, **config.request_fields}
         fields = ", ".join(f"{k}={v}" for k, v in extra.items()) or "no extra options"
-        console.print(f"  - {config.name} ({config.role}, {config.mechanism}): {fields}")
-    console.print(f"  {protocol.warmups_per_config} warm-up + {protocol.trials_per_config} trials "
-                  f"per config, {protocol.order} order, num_predict "
-                  f"{protocol.options.num_predict}")
+        indented(f"- {config.name} ({config.role}, {config.mechanism}): {fields}")
+    indented(f"{protocol.warmups_per_config} warm-up + {protocol.trials_per_config} trials "
+             f"per config, {protocol.order} order, num_predict {protocol.options.num_predict}")
     req = protocol.requirements
     needs = [f"Ollama >= {v} for {k}" for k, v in req.min_engine_version.items()]
     if req.memory_bytes:
         needs.append(f"about {req.memory_bytes / 1e9:.0f} GB of memory")
     if req.target_note:
         needs.append(f"target: {req.target_note}")
-    console.print(f"  requires: {'; '.join(needs) or 'nothing special'}")
+    indented(f"requires: {'; '.join(needs) or 'nothing special'}")
+    console.print()
 
 
 def register(app: typer.Typer) -> None:
