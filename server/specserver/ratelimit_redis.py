@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter
 
@@ -56,6 +58,17 @@ return {allowed, tostring(wait)}
 """
 
 
+def redis_client(url: str, *, socket_timeout: float = 0.25) -> redis.Redis:
+    """A client that fails fast: bounded connect and read times, no retries (the caller
+    falls back to local limits instead of holding a request)."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=socket_timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
 class RedisRateLimiter:
     """``RateLimiter`` on Redis; see the module docstring for the failure behaviour."""
 
@@ -83,10 +96,7 @@ class RedisRateLimiter:
         cls, url: str, limits: dict[str, Limit], *, socket_timeout: float = 0.25
     ) -> RedisRateLimiter:
         """Does not connect: the first ``hit`` does."""
-        client = redis.Redis.from_url(
-            url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout
-        )
-        return cls(client, limits)
+        return cls(redis_client(url, socket_timeout=socket_timeout), limits)
 
     @property
     def degraded(self) -> bool:
