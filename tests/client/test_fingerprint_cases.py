@@ -149,3 +149,16 @@ def test_windows_falls_back_to_pwsh(tmp_path):
     assert probe.asked[0].startswith("powershell ") and probe.asked[1].startswith("pwsh ")
     assert fingerprint.cpu.name == "13th Gen Intel Core i7-13700K"
     assert fingerprint.gpus[0].memory_bytes is None  # capped AdapterRAM, no nvidia-smi here
+
+
+def test_an_unforeseen_invalid_value_degrades_instead_of_crashing(tmp_path, monkeypatch):
+    from specschema import Cpu
+    from specsubmit.fingerprint import linux
+
+    monkeypatch.setattr(linux, "parse_meminfo", lambda text: Cpu(cores_total=0))
+    (tmp_path / "case.json").write_text(json.dumps(
+        {"system": "Linux", "machine": "aarch64", "commands": {}, "files": {}}))
+    probe = RecordedProbe(tmp_path)
+    fingerprint = collect_fingerprint(probe, probe.host)
+    assert fingerprint.os.name == "linux" and fingerprint.os.arch == "arm64"
+    assert fingerprint.chip is None

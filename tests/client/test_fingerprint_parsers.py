@@ -274,3 +274,71 @@ def test_backend_from_ps_matches_latest_tag_and_other_models_are_ignored():
     assert backend_from_ps(ps, "mistral") == (None, None)
     assert backend_from_ps({"models": [{"name": "m", "size": 5}]}, "m") == (None, None)
     assert backend_from_ps({}, "m") == (None, None)
+
+
+# --- odd output never crashes -------------------------------------------------------------
+
+ODD_TEXT = st.one_of(
+    st.text(max_size=400),
+    st.lists(st.sampled_from([
+        "model name\t: ", "processor\t: 1", "core id\t: x", "CPU part\t: 0xzz",
+        "MemTotal:  12 kB", "hw.memsize: -1", "{", "}", '{"card0": 5}', "[N/A]", ",,,",
+        '{"SPHardwareDataType": [1], "SPDisplaysDataType": {}}', '"Processor": null',
+        "Now drawing from '", "ProductVersion:", "\x00",
+    ]), max_size=12).map("\n".join),
+)
+
+
+@given(ODD_TEXT)
+def test_parsers_never_raise_on_odd_output(text):
+    macos.parse_sysctl(text)
+    macos.parse_system_profiler(text)
+    macos.parse_sw_vers(text)
+    macos.parse_pmset(text)
+    linux.parse_cpuinfo(text)
+    linux.parse_meminfo(text)
+    gpu_tools.parse_nvidia_smi(text)
+    gpu_tools.parse_rocm_smi(text)
+    windows.parse_cim(text)
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["card0", "card1", "system", "Card Series", "VRAM Total Memory (B)",
+                         "SPHardwareDataType", "SPDisplaysDataType", "chip_type", "sppci_cores",
+                         "Processor", "VideoController", "ComputerSystem", "Name",
+                         "AdapterRAM", "Battery", "BatteryStatus", "PhysicalMemory"]),
+        inner, max_size=5),
+    max_leaves=20))
+def test_structured_parsers_never_raise_on_odd_json(data):
+    text = json.dumps(data)
+    hardware = macos.parse_system_profiler(text)
+    macos.build({}, hardware, None, None)
+    gpu_tools.parse_rocm_smi(text)
+    windows.build(HostInfo("Windows", "AMD64"), windows.parse_cim(text), [])
+
+
+def test_values_outside_the_wire_bounds_become_not_detected():
+    huge = 2**60
+    cim = windows.parse_cim(json.dumps({
+        "Processor": {"Name": "x" * 500, "NumberOfCores": 99999, "NumberOfLogicalProcessors": -4},
+        "ComputerSystem": {"TotalPhysicalMemory": huge},
+        "VideoController": [{"Name": "NVIDIA GeForce RTX 4090", "AdapterRAM": -1}] * 20,
+    }))
+    fingerprint = windows.build(HostInfo("Windows", "Z" * 64), cim, [])
+    assert fingerprint.cpu.cores_total is None and fingerprint.cpu.threads is None
+    assert fingerprint.memory_bytes is None and fingerprint.memory_gb is None
+    assert len(fingerprint.gpus) == 16 and len(fingerprint.cpu.brand_raw) == 200
+    assert len(fingerprint.cpu.arch) == 32
+    mac = macos.build({"hw.memsize": str(huge), "hw.physicalcpu": "0", "hw.logicalcpu": "9999"},
+                      macos.ProfilerHardware(), None, None)
+    assert mac.memory_bytes is None and mac.cpu.cores_total is None and mac.cpu.threads is None
+    smi = gpu_tools.parse_nvidia_smi(f"NVIDIA GeForce RTX 4090, {2**45}, 1\n")
+    assert smi[0].memory_bytes is None
+    many = [(0x41, part) for part in range(0x100, 0x200)]
+    assert len(names.arm_cpu_name(many)) == 200
+    cpuinfo = "\n\n".join(f"processor\t: {n}\nmodel name\t: X" for n in range(9000))
+    fingerprint = linux.build(HostInfo("Linux", "x86_64"), linux.parse_cpuinfo(cpuinfo), None, [],
+                              kernel=None, vendor=None, product=None, power_source=None, virt=None)
+    assert fingerprint.cpu.threads is None

@@ -36,7 +36,7 @@ def parse_nvidia_smi(text: str | None) -> list[Gpu]:
                 name_raw=raw,
                 name=names.gpu_name(raw, "nvidia"),
                 vendor="nvidia",
-                memory_bytes=int(fields[1]) * MIB or None,
+                memory_bytes=names.bounded(int(fields[1]) * MIB, 1, names.MAX_BYTES),
                 driver=names.clean(fields[2]),
             )
         )
@@ -77,7 +77,7 @@ def parse_rocm_smi(text: str | None) -> list[Gpu]:
                 name_raw=raw,
                 name=names.gpu_name(raw, "amd"),
                 vendor="amd",
-                memory_bytes=memory or None,
+                memory_bytes=names.bounded(memory, 1, names.MAX_BYTES),
                 driver=names.clean(fields.get("driver version")),
             )
         )

@@ -123,7 +123,7 @@ def virtualization(detect_virt: str | None, cpu: CpuInfo, product: str | None) -
 def normalize_arch(machine: str) -> str | None:
     lowered = machine.strip().lower()
     return {"amd64": "x86_64", "x64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(
-        lowered, lowered or None)
+        lowered, lowered[:32] or None)
 
 
 def _read(probe: Probe, path: str) -> str | None:
@@ -158,8 +158,10 @@ def build(
     return Fingerprint(
         chip=main.name if main else name,
         machine_model=machine_model(vendor, product, cpu.board_model),
-        cpu=Cpu(brand_raw=brand, name=name, arch=arch, cores_total=cores, threads=cpu.threads),
-        memory_bytes=memory_bytes,
+        cpu=Cpu(brand_raw=brand, name=name, arch=arch,
+                cores_total=names.bounded(cores, 1, names.MAX_CORES),
+                threads=names.bounded(cpu.threads, 1, names.MAX_THREADS)),
+        memory_bytes=names.bounded(memory_bytes, 1, names.MAX_BYTES),
         memory_gb=names.marketed_gb(memory_bytes),
         unified_memory=False if main else None,
         gpus=gpus[:16],

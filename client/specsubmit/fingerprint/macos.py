@@ -135,7 +135,7 @@ def parse_display(item: dict[str, Any], soc: str | None) -> Gpu:
     chip = names.apple_chip(raw) if raw else None
     if chip is not None or "apple" in vendor_raw:
         vendor = "apple"
-        canonical = chip or soc or names.clean(raw)
+        canonical = chip or names.clean(raw) or soc  # a VM's "Apple Paravirtual device" stays
         memory = None  # unified: the GPU shares system memory
     else:
         vendor = names.gpu_vendor(f"{vendor_raw} {raw or ''}") or "other"
@@ -146,8 +146,8 @@ def parse_display(item: dict[str, Any], soc: str | None) -> Gpu:
         name_raw=raw,
         name=canonical,
         vendor=vendor,  # type: ignore[arg-type]
-        memory_bytes=memory if memory and memory > 0 else None,
-        compute_cores=cores if cores and cores > 0 else None,
+        memory_bytes=names.bounded(memory, 1, names.MAX_BYTES),
+        compute_cores=names.bounded(cores, 1, names.MAX_GPU_CORES),
         metal_family=_metal_family(item),
     )
 
@@ -194,7 +194,8 @@ def build(
     arch = "arm64" if apple_silicon else ("x86_64" if sysctl or hardware.cpu_type else None)
     gpus = [parse_display(item, soc) for item in hardware.gpus][:16]
     model = names.clean(sysctl.get("hw.model")) or hardware.machine_model
-    memory = _int(sysctl.get("hw.memsize")) or hardware.memory_bytes
+    memory = names.bounded(_int(sysctl.get("hw.memsize")) or hardware.memory_bytes, 1,
+                           names.MAX_BYTES)
     perf = _int(sysctl.get("hw.perflevel0.physicalcpu"))
     eff = _int(sysctl.get("hw.perflevel1.physicalcpu"))
     if apple_silicon and perf is None:
@@ -203,10 +204,11 @@ def build(
         brand_raw=brand or hardware.chip_raw or hardware.cpu_type,
         name=soc if apple_silicon else names.cpu_name(brand),
         arch=arch,
-        cores_total=_int(sysctl.get("hw.physicalcpu")) or hardware.cores_total,
-        cores_performance=perf if apple_silicon else None,
-        cores_efficiency=eff if apple_silicon else None,
-        threads=_int(sysctl.get("hw.logicalcpu")),
+        cores_total=names.bounded(_int(sysctl.get("hw.physicalcpu")) or hardware.cores_total,
+                                  1, names.MAX_CORES),
+        cores_performance=names.bounded(perf, 0, names.MAX_CORES) if apple_silicon else None,
+        cores_efficiency=names.bounded(eff, 0, names.MAX_CORES) if apple_silicon else None,
+        threads=names.bounded(_int(sysctl.get("hw.logicalcpu")), 1, names.MAX_THREADS),
     )
     # Ollama has no GPU backend on Intel Macs: there the CPU is what runs the model.
     chip = soc if apple_silicon else cpu.name

@@ -67,9 +67,22 @@ _PLACEHOLDERS = {
 }
 
 
+MAX_BYTES = 2**50
+MAX_CORES = 4096
+MAX_THREADS = 8192
+MAX_GPU_CORES = 1_000_000
+
+
+def bounded(value: int | None, low: int, high: int) -> int | None:
+    """The value when it lies in [low, high] (the wire format's bounds), else None."""
+    if value is None or isinstance(value, bool) or not low <= value <= high:
+        return None
+    return value
+
+
 def marketed_gb(memory_bytes: int | None) -> int | None:
     """24 for 25769803776 bytes; 32 for a Linux MemTotal of 31.2 GiB; None when unknown."""
-    if memory_bytes is None or memory_bytes <= 0:
+    if bounded(memory_bytes, 1, MAX_BYTES) is None or memory_bytes is None:
         return None
     gib = memory_bytes / GIB
     if round(gib) >= 1 and abs(memory_bytes - round(gib) * GIB) <= 16 * 1024**2:
@@ -157,7 +170,7 @@ def arm_cpu_name(pairs: list[tuple[int, int]]) -> str | None:
             names.append(name)
     if vendor is None:
         return None
-    return f"{vendor} {' + '.join(names)}"
+    return clean(f"{vendor} {' + '.join(names)}")
 
 
 def main_gpu(gpus: list[Gpu]) -> Gpu | None:

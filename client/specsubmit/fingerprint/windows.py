@@ -82,7 +82,7 @@ def video_controllers(items: list[dict[str, Any]], smi: list[Gpu]) -> list[Gpu]:
                 name_raw=raw,
                 name=name,
                 vendor=vendor,  # type: ignore[arg-type]
-                memory_bytes=ram if ram and 0 < ram < ADAPTER_RAM_CAP else None,
+                memory_bytes=names.bounded(ram, 1, ADAPTER_RAM_CAP - 1),
                 driver=names.clean(item.get("DriverVersion")),
             )
         )
@@ -136,9 +136,10 @@ def build(host: HostInfo, cim: dict[str, list[dict[str, Any]]], smi: list[Gpu]) 
     return Fingerprint(
         chip=main.name if main else cpu_name,
         machine_model=model,
-        cpu=Cpu(brand_raw=brand, name=cpu_name, arch=arch, cores_total=cores or None,
-                threads=threads or None),
-        memory_bytes=memory or None,
+        cpu=Cpu(brand_raw=brand, name=cpu_name, arch=arch,
+                cores_total=names.bounded(cores, 1, names.MAX_CORES),
+                threads=names.bounded(threads, 1, names.MAX_THREADS)),
+        memory_bytes=names.bounded(memory, 1, names.MAX_BYTES),
         memory_gb=names.marketed_gb(memory),
         unified_memory=False if main else None,
         gpus=gpus,
