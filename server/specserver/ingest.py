@@ -363,6 +363,23 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def nul_characters(value: Any, path: str = "") -> Iterator[Violation]:
+    """Every string (or key) holding U+0000: PostgreSQL cannot store it, so no store takes
+    it (added by the reliability tests: on PostgreSQL it was an endless 503)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield Violation("strings_storable", path or "$", "strings must not contain U+0000")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                yield Violation("strings_storable", where, "keys must not contain U+0000")
+            yield from nul_characters(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from nul_characters(item, f"{path}.{index}")
+
+
 def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
     found: list[Violation] = []
     for rule in RULES:
@@ -401,6 +418,12 @@ def check_submission(
     envelope = parse_envelope_json(body)
     verified = verify_envelope(envelope, PAYLOAD_TYPE)  # EnvelopeError 400, SignatureInvalid 401
     submission = parse_submission(verified.payload)  # PayloadParseError 400, SchemaError 422
+    if b"\\u0000" in verified.payload:  # strict JSON can carry U+0000 only as this escape
+        found = list(nul_characters(submission.model_dump(mode="json")))
+        if found:
+            raise ConsistencyError(f"strings_storable: {found[0].path}: {found[0].message}",
+                                   [{"rule": v.rule, "path": v.path, "message": v.message}
+                                    for v in found[:MAX_VIOLATIONS]])
     protocol = check_protocol(submission)
     check_consistency(submission, RuleContext(protocol, now, max_age, max_future_skew))
     return Checked(

@@ -459,6 +459,19 @@ def hostile_cases() -> list[HostileCase]:
         ),
         HostileCase("config_missing", 422, "consistency", body=_mutated(35, _drop_config)),
         HostileCase(
+            "nul_character_in_string",
+            422,
+            "consistency",
+            body=_mutated(37, _set("note", "a\u0000b")),
+            why="PostgreSQL cannot store U+0000; every store must refuse it alike",
+        ),
+        HostileCase(
+            "nul_character_in_option_key",
+            422,
+            "consistency",
+            body=_mutated(38, _set("configs.0.request_options.x\u0000", 1)),
+        ),
+        HostileCase(
             "options_differ_from_protocol", 422, "consistency", body=_mutated(36, _other_options)
         ),
     ]

@@ -16,17 +16,14 @@ import shutil
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
-from tests.conftest import POSTGRES_ADMIN_DSN, _postgres_or_fail
 from tests.reliability.load import drive_until_acked, make_items
+from tests.reliability.pg import private_schema_url
 from tests.reliability.servers import ServerProcess
 from tests.reliability.storecount import audit_url
 
@@ -37,23 +34,9 @@ RESTART_AFTER_ACKS = 60
 
 @pytest.fixture
 def restart_safe_postgres_url() -> Iterator[str]:
-    """Like the shared ``postgres_url`` fixture, but holds no connection across the test:
-    the restart kills every open connection, so the schema is dropped on a new one."""
-    connection: Any = _postgres_or_fail()
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with connection:
-        connection.execute(f'CREATE SCHEMA "{schema}"')
-    base = POSTGRES_ADMIN_DSN.replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        yield f"{base}?options=-csearch_path%3D{schema}"
-    finally:
-        for _attempt in range(30):
-            try:
-                with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True) as cleanup:
-                    cleanup.execute(f'DROP SCHEMA "{schema}" CASCADE')
-                break
-            except psycopg.OperationalError:
-                time.sleep(0.5)
+    """The restart kills every open connection: this schema holds none while in use."""
+    with private_schema_url() as url:
+        yield url
 
 
 def _cluster_version() -> str:

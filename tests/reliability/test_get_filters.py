@@ -10,6 +10,7 @@ Run with ``-s`` for the figures (requests sent, statuses seen).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +18,13 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from specserver.app import create_app
 
 from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specserver.app import create_app
 from tests.reliability.hostile import signing_key
 from tests.reliability.inprocess import InProcessClient
+from tests.reliability.pg import private_schema_url
 from tests.reliability.test_hostile_inputs import make_settings
 
 SQL_CHIP = "Robert'); DROP TABLE submissions;--"
@@ -50,7 +52,7 @@ HOSTILE_VALUES = [
     "NaN",
     "0x10",
     "A" * 5_000,
-    "A" * 100_000,
+    "A" * 60_000,  # httpx refuses URLs over 64 KiB; uvicorn stops at its own limit
     "芯片",
     "🍎",
     "\u202egnp.exe",
@@ -75,26 +77,42 @@ def _store(client: InProcessClient, seed: int, chip: str) -> str:
     return str(sub.submission_id)
 
 
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessClient, Any]]:
+STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def loaded(tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[tuple[InProcessClient, Any]]:
     tmp: Path = tmp_path_factory.mktemp("getfilters")
-    app = create_app(make_settings(tmp))
-    with InProcessClient(app) as client:
+    with contextlib.ExitStack() as stack:
+        overrides = {}
+        if request.param == "postgres":
+            overrides["database_url"] = stack.enter_context(private_schema_url())
+        app = create_app(make_settings(tmp, **overrides))
+        client = stack.enter_context(InProcessClient(app))
         ids = {
             "plain": [_store(client, 100 + i, "Apple M2") for i in range(3)],
             "sql": [_store(client, 200, SQL_CHIP)],
             "unicode": [_store(client, 300, UNICODE_CHIP)],
         }
-        yield client, {"app": app, "ids": ids}
+        yield client, {"app": app, "ids": ids, "store": request.param}
+
+
+def _walk(routes: Any, prefix: str = "") -> Iterator[tuple[str, set[str]]]:
+    """(path, methods) of every route, including those of included routers."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            context = getattr(route, "include_context", None)
+            yield from _walk(inner.routes, prefix + (getattr(context, "prefix", "") or ""))
+        elif getattr(route, "path", None) is not None:
+            yield prefix + route.path, set(getattr(route, "methods", None) or ())
 
 
 def _get_routes(app: Any) -> list[str]:
-    paths = []
-    for route in app.routes:
-        methods = getattr(route, "methods", None) or set()
-        if "GET" in methods and route.path not in ("/docs", "/redoc", "/docs/oauth2-redirect"):
-            paths.append(route.path)
-    return sorted(set(paths))
+    skip = {"/docs", "/redoc", "/docs/oauth2-redirect"}
+    return sorted({path for path, methods in _walk(app.routes)
+                   if "GET" in methods and path not in skip})
 
 
 def _fill(path: str, value: str) -> str:
@@ -135,7 +153,10 @@ def test_every_get_route_survives_hostile_values(loaded: tuple[InProcessClient, 
                 sent += 1
             continue
         for name in KNOWN_PARAMS:
-            for value in HOSTILE_VALUES:
+            probe = client.get(route, params={name: "x"})
+            unknown = probe.status_code == 422 and "unknown_parameter" in probe.text
+            # A parameter the route refuses by name gets a few values, not all of them.
+            for value in HOSTILE_VALUES[:3] if unknown else HOSTILE_VALUES:
                 response = client.get(route, params={name: value})
                 _check(response, f"{route}?{name}={value[:40]!r}")
                 statuses[response.status_code] += 1
@@ -145,7 +166,8 @@ def test_every_get_route_survives_hostile_values(loaded: tuple[InProcessClient, 
             _check(response, f"{route}?{raw}")
             statuses[response.status_code] += 1
             sent += 1
-    print(f"GET filters: {len(routes)} routes, {sent} requests, statuses {dict(statuses)}")
+    print(f"GET filters ({ctx['store']}): {len(routes)} routes, {sent} requests, "
+          f"statuses {dict(statuses)}")
     assert not any(status >= 500 for status in statuses)
 
 
@@ -174,12 +196,15 @@ def test_chip_filter_returns_exactly_the_matching_submissions(
     assert found == sorted(ctx["ids"][which])
     board = client.get("/v1/leaderboard", params={"chip": chip})
     assert board.status_code == 200, board.text
-    assert board.json()["groups"], "the leaderboard shows the matching group"
+    # Groups need several contributors to be shown, and the speedup view leaves out drafts
+    # that were never applied; the verdict counts cover every matched draft result: two
+    # draft configs per hardnumbers-m2 submission.
+    assert sum(board.json()["verdict_counts"].values()) == 2 * len(ctx["ids"][which])
     export = client.get("/v1/export", params={"chip": chip, "format": "jsonl"})
     assert export.status_code == 200
     lines = [line for line in export.text.splitlines() if line.strip()]
-    assert lines and all(ctx["ids"][which][0] in line or any(i in line for i in ctx["ids"][which])
-                         for line in lines)
+    assert len(lines) == 3 * len(ctx["ids"][which])  # one row per submission x config
+    assert all(any(i in line for i in ctx["ids"][which]) for line in lines)
 
 
 def test_store_intact_after_injection_attempts(loaded: tuple[InProcessClient, Any]) -> None:

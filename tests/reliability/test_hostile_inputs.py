@@ -6,6 +6,7 @@ Run with ``-s`` to see the table of cases, statuses and error codes (RELIABILITY
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from tests.reliability.hostile import (
     valid_payload,
 )
 from tests.reliability.inprocess import InProcessClient
+from tests.reliability.pg import private_schema_url
 from tests.reliability.storecount import app_engine, count_rows
 
 URL = "/v1/submissions"
@@ -61,11 +63,18 @@ def assert_error_shape(response: httpx.Response) -> dict[str, Any]:
     return error  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[InProcessClient, Any]]:
-    app = create_app(make_settings(tmp_path_factory.mktemp("hostile")))
-    with InProcessClient(app) as client:
-        yield client, app
+STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=STORES)
+def served(tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Iterator[tuple[InProcessClient, Any]]:
+    with contextlib.ExitStack() as stack:
+        overrides = {}
+        if request.param == "postgres":
+            overrides["database_url"] = stack.enter_context(private_schema_url())
+        app = create_app(make_settings(tmp_path_factory.mktemp("hostile"), **overrides))
+        yield stack.enter_context(InProcessClient(app)), app
 
 
 def _counted_stream(case: HostileCase, pulled: list[int]) -> Iterator[bytes]:
