@@ -65,9 +65,8 @@ def consent_lines(submission: Submission, server: str, key_id: str) -> list[str]
     ]
     for summary in summarize(submission):
         tps = f"median {summary.median_tps:.1f} tok/s" if summary.median_tps else "no tok/s"
-        lines.append(
-            f"  config    {summary.name}: {summary.trials} trials, {tps}, "
-            f"speculation {summary.observed}")
+        speculation = f", speculation {summary.observed}" if summary.role == "draft" else ""
+        lines.append(f"  config    {summary.name}: {summary.trials} trials, {tps}{speculation}")
     lines.append(
         f"  run       id {submission.submission_id}, {submission.created_at:%Y-%m-%d %H:%M} UTC, "
         f"{submission.client.name} {submission.client.version}"

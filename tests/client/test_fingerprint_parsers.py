@@ -342,3 +342,12 @@ def test_values_outside_the_wire_bounds_become_not_detected():
     fingerprint = linux.build(HostInfo("Linux", "x86_64"), linux.parse_cpuinfo(cpuinfo), None, [],
                               kernel=None, vendor=None, product=None, power_source=None, virt=None)
     assert fingerprint.cpu.threads is None
+
+
+def test_public_surface_is_pinned():
+    import specsubmit.fingerprint as fingerprint
+
+    assert sorted(fingerprint.__all__) == [
+        "HostInfo", "Probe", "SystemProbe", "backend_from_ps", "collect_fingerprint"]
+    for name in fingerprint.__all__:
+        assert getattr(fingerprint, name) is not None
