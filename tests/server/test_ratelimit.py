@@ -1,0 +1,57 @@
+"""Token buckets (pure step and in-memory limiter) and the client address behind proxies."""
+
+from ipaddress import ip_network
+
+import pytest
+
+from specserver.ratelimit import Limit, MemoryRateLimiter, client_address, take_token
+
+
+def test_token_bucket_step_by_hand() -> None:
+    limit = Limit(per_minute=60, burst=2)  # one token per second
+    tokens, wait = take_token(2.0, 0.0, 0.0, limit)
+    assert (tokens, wait) == (1.0, None)
+    tokens, wait = take_token(0.25, 0.0, 0.0, limit)
+    assert tokens == 0.25 and wait == pytest.approx(0.75)
+    tokens, wait = take_token(0.0, 0.0, 10.0, limit)  # refilled, capped at the burst
+    assert tokens == 1.0 and wait is None
+
+
+def test_memory_limiter_per_scope_and_key() -> None:
+    now = [0.0]
+    limiter = MemoryRateLimiter({"key": Limit(60, 2), "address": Limit(0, 1)},
+                                clock=lambda: now[0])
+    assert [limiter.hit("key", "a") for _ in range(2)] == [None, None]
+    wait = limiter.hit("key", "a")
+    assert wait == pytest.approx(1.0)
+    assert limiter.hit("key", "b") is None  # another key has its own bucket
+    assert all(limiter.hit("address", "x") is None for _ in range(100))  # 0 = off
+    now[0] = 1.0
+    assert limiter.hit("key", "a") is None
+
+
+def test_memory_limiter_forgets_least_recent_keys() -> None:
+    limiter = MemoryRateLimiter({"key": Limit(1, 1)}, clock=lambda: 0.0, max_keys=2)
+    limiter.hit("key", "a")
+    limiter.hit("key", "b")
+    limiter.hit("key", "c")  # evicts a
+    assert limiter.hit("key", "a") is None
+    assert limiter.hit("key", "c") is not None
+
+
+PROXIES = [ip_network("10.0.0.0/8"), ip_network("fd00::/8")]
+
+
+@pytest.mark.parametrize(("peer", "header", "expected"), [
+    ("198.51.100.1", None, "198.51.100.1"),
+    ("198.51.100.1", "1.2.3.4", "198.51.100.1"),  # untrusted peer: header ignored
+    ("10.0.0.5", "1.2.3.4", "1.2.3.4"),
+    ("10.0.0.5", "6.6.6.6, 1.2.3.4", "1.2.3.4"),  # right-most untrusted hop
+    ("10.0.0.5", "1.2.3.4, 10.0.0.9", "1.2.3.4"),  # skipping our own proxies
+    ("10.0.0.5", "garbage", "10.0.0.5"),
+    ("10.0.0.5", "10.1.1.1", "10.0.0.5"),  # only proxies: the peer
+    ("fd00::1", "2001:db8::7", "2001:db8::7"),
+    (None, "1.2.3.4", "unknown"),
+])
+def test_client_address(peer: str | None, header: str | None, expected: str) -> None:
+    assert client_address(peer, header, PROXIES) == expected

@@ -1,0 +1,59 @@
+"""Server settings: env prefix, database locations, validation, and docs that cover them."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from specserver.settings import ServerSettings, database_url_for, default_database_path
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "server.md"
+
+
+def test_env_prefix_and_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECSERVER_DATABASE_URL", str(tmp_path / "x.duckdb"))
+    monkeypatch.setenv("SPECSERVER_MAX_BODY_BYTES", "4096")
+    monkeypatch.setenv("SPECSERVER_TRUSTED_PROXIES", '["10.0.0.0/8"]')
+    settings = ServerSettings()
+    assert settings.max_body_bytes == 4096
+    assert settings.resolved_database_url == f"duckdb:///{tmp_path / 'x.duckdb'}"
+    assert [str(n) for n in settings.proxy_networks()] == ["10.0.0.0/8"]
+    assert ServerSettings(max_body_bytes=300_000).max_body_bytes == 300_000  # explicit wins
+
+
+def test_defaults_match_the_issue() -> None:
+    settings = ServerSettings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.max_body_bytes == 256 * 1024
+    assert settings.max_future_skew_s == 300
+    assert settings.store_enabled is True
+
+
+def test_default_store_is_an_embedded_duckdb_file_in_the_data_folder(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SPECSERVER_DATABASE_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_database_path().is_relative_to(tmp_path)
+    assert ServerSettings().resolved_database_url.startswith("duckdb:///")
+    assert ServerSettings().resolved_database_url.endswith("specbench.duckdb")
+
+
+def test_database_url_or_path() -> None:
+    assert database_url_for("postgresql+psycopg://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert database_url_for("/tmp/a.duckdb") == "duckdb:////tmp/a.duckdb"
+
+
+def test_invalid_proxy_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        ServerSettings(trusted_proxies=["not-a-network"])
+
+
+def test_public_url() -> None:
+    settings = ServerSettings(public_base_url="https://bench.example/")
+    assert settings.public_url("abc") == "https://bench.example/submissions/abc"
+
+
+def test_docs_cover_every_setting() -> None:
+    text = DOCS.read_text()
+    missing = [name for name in ServerSettings.model_fields
+               if f"SPECSERVER_{name.upper()}" not in text]
+    assert missing == []

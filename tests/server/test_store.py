@@ -1,0 +1,248 @@
+"""The store below the API: group commit, idempotency in the database, migrations, reads.
+
+Parametrized over DuckDB (a tmp file) and PostgreSQL (a fresh schema; skipped when the
+server is missing, except under CI=true).
+"""
+
+import base64
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, insert, select, text
+from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
+
+from specschema.envelope import verify_envelope
+from specserver import migrations, tables
+from specserver.ingest import check_submission
+from specserver.rows import INGEST_TABLES, submission_rows
+from specserver.store import Store
+from specserver.writer import GroupCommitWriter, WriteRequest, duckdb_append, is_conflict
+
+NOW = datetime.now(UTC)
+
+
+def checked(body: bytes) -> Any:
+    return check_submission(body, now=NOW, max_age=timedelta(days=30),
+                            max_future_skew=timedelta(minutes=5))
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "duckdb":
+        return f"duckdb:///{tmp_path / 'store.duckdb'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> Any:
+    s = Store(store_url, group_commit_s=0.02)
+    s.open()
+    yield s
+    s.close()
+
+
+def count(s: Store, table: Any) -> int:
+    with s.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def test_one_commit_for_many_concurrent_submissions(store: Store) -> None:
+    bodies = [valid_body(seed=100 + i, key_seed=i % 3) for i in range(40)]
+    futures = [store.submit_future(checked(b), NOW) for b in bodies]
+    outcomes = [f.result(30) for f in futures]
+    assert {o.status for o in outcomes} == {"created"}
+    assert count(store, tables.submissions) == 40
+    assert count(store, tables.trials) == 40 * 15
+    assert store.writer.batches < 40  # grouped, not one transaction each
+
+
+def test_idempotency_lives_in_the_database(store: Store) -> None:
+    body = valid_body(seed=150)
+    first = store.submit_future(checked(body), NOW).result(30)
+    later = NOW + timedelta(seconds=5)
+    again = store.submit_future(checked(body), later).result(30)
+    assert (first.status, again.status) == ("created", "duplicate")
+    assert again.received_at.replace(tzinfo=None) == NOW.replace(tzinfo=None)  # the original
+    data = payload_dict(150)
+    data["note"] = "other bytes"
+    conflict = store.submit_future(checked(sign_dict(data)), NOW).result(30)
+    assert conflict.status == "conflict"
+    assert count(store, tables.submissions) == 1
+    assert count(store, tables.envelopes) == 1
+
+
+def test_a_refused_batch_is_retried_one_by_one(store: Store) -> None:
+    stored = valid_body(seed=160)
+    store.submit_future(checked(stored), NOW).result(30)
+    # In one batch: a duplicate of a stored id (the optimistic append fails) + new ones.
+    futures = [store.submit_future(checked(b), NOW)
+               for b in [valid_body(seed=161), stored, valid_body(seed=162)]]
+    assert [f.result(30).status for f in futures] == ["created", "duplicate", "created"]
+    assert count(store, tables.submissions) == 3
+    assert count(store, tables.trials) == 45
+
+
+def test_writes_through_the_writer_and_reads_by_id(store: Store) -> None:
+    body = valid_body(seed=170)
+    c = checked(body)
+    store.submit_future(c, NOW).result(30)
+    store.write(lambda conn: conn.execute(tables.submissions.update().where(
+        tables.submissions.c.submission_id == c.submission_id).values(hidden=True)))
+    view = store.get_submission(c.submission_id)
+    assert view is not None
+    assert view["submission"]["hidden"] is True
+    assert verify_envelope(json.loads(base64.b64decode(view["envelope"]["body"]))).key_id == (
+        c.key_id)
+    assert store.get_submission("00000000-0000-4000-8000-000000000000") is None
+    with pytest.raises(ZeroDivisionError):
+        store.write(lambda conn: 1 / 0)
+    assert store.healthy()
+
+
+def test_bans_are_cached_and_invalidated(store_url: str) -> None:
+    s = Store(store_url, ban_cache_s=3600)
+    s.open()
+    try:
+        assert not s.is_banned("k" * 64)
+        s.write(lambda conn: conn.execute(insert(tables.bans).values(
+            key_id="k" * 64, reason="r", banned_at=datetime(2026, 1, 1))))
+        assert not s.is_banned("k" * 64)
+        s.invalidate_bans()
+        assert s.is_banned("k" * 64)
+    finally:
+        s.close()
+
+
+def test_closing_drains_the_queue(store_url: str) -> None:
+    s = Store(store_url, group_commit_s=0.05)
+    s.open()
+    futures = [s.submit_future(checked(valid_body(seed=180 + i)), NOW) for i in range(10)]
+    s.close()
+    assert all(f.result(1).status == "created" for f in futures)
+    s2 = Store(store_url)
+    s2.open()
+    try:
+        assert count(s2, tables.submissions) == 10
+        late = s2.submit_future(checked(valid_body(seed=199)), NOW)
+    finally:
+        s2.close()
+    assert late.result(5).status == "created"
+
+
+def test_submit_after_close_is_unavailable(tmp_path: Path) -> None:
+    from specserver.errors import Unavailable
+
+    s = Store(f"duckdb:///{tmp_path / 's.duckdb'}")
+    s.open()
+    s.close()
+    with pytest.raises(Unavailable):
+        s.submit_future(checked(valid_body(seed=1)), NOW).result(5)
+
+
+# --- migrations ------------------------------------------------------------------------
+
+
+def test_migrations_stamp_a_fresh_store_and_are_idempotent(store_url: str) -> None:
+    engine = create_engine(store_url)
+    try:
+        assert migrations.migrate(engine) == migrations.LATEST
+        assert migrations.migrate(engine) == migrations.LATEST
+        with engine.connect() as conn:
+            versions = conn.execute(select(tables.schema_version.c.version)).scalars().all()
+        assert versions == [migrations.LATEST]
+    finally:
+        engine.dispose()
+
+
+def test_forward_migrations_run_in_order_once(tmp_path: Path) -> None:
+    engine = create_engine(f"duckdb:///{tmp_path / 'm.duckdb'}")
+    applied: list[int] = []
+
+    def add_column(conn: Any) -> None:
+        applied.append(2)
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN extra_note VARCHAR"))
+
+    try:
+        migrations.migrate(engine)  # version 1
+        steps = migrations.MIGRATIONS + (migrations.Migration(2, "extra note", add_column),)
+        assert migrations.migrate(engine, steps) == 2
+        assert migrations.migrate(engine, steps) == 2
+        assert applied == [2]
+        with engine.connect() as conn:
+            conn.execute(text("SELECT extra_note FROM submissions")).all()
+        with pytest.raises(migrations.SchemaTooNew):
+            migrations.migrate(engine)  # this server only knows version 1
+    finally:
+        engine.dispose()
+
+
+def test_a_store_without_version_table_is_migrated_from_zero(tmp_path: Path) -> None:
+    engine = create_engine(f"duckdb:///{tmp_path / 'old.duckdb'}")
+    try:
+        wanted = [t for t in tables.metadata.sorted_tables if t.name != "schema_version"]
+        tables.metadata.create_all(engine, tables=wanted)
+        assert migrations.migrate(engine) == migrations.LATEST
+        with engine.connect() as conn:
+            assert migrations.current_version(conn) == migrations.LATEST
+    finally:
+        engine.dispose()
+
+
+# --- rows and dialect pieces -------------------------------------------------------------
+
+
+def test_rows_cover_every_not_null_column() -> None:
+    rows = submission_rows(checked(valid_body(seed=5)), NOW)
+    for table in INGEST_TABLES:
+        names = [c.name for c in table.columns]
+        for row in rows.rows[table.name]:
+            assert len(row) == len(names)
+            for column, value in zip(table.columns, row, strict=True):
+                assert value is not None or column.nullable, (table.name, column.name)
+
+
+def test_is_conflict_recognises_duckdb_constraint_errors(tmp_path: Path) -> None:
+    engine = create_engine(f"duckdb:///{tmp_path / 'c.duckdb'}")
+    try:
+        migrations.migrate(engine)
+        rows = submission_rows(checked(valid_body(seed=6)), NOW)
+        with engine.connect() as conn:
+            with conn.begin():
+                duckdb_append(conn, tables.submissions, rows.rows["submissions"])
+            with pytest.raises(Exception) as caught, conn.begin():
+                duckdb_append(conn, tables.submissions, rows.rows["submissions"])
+        assert is_conflict(caught.value)
+        assert not is_conflict(RuntimeError("disk full"))
+    finally:
+        engine.dispose()
+
+
+def test_writer_thread_resolves_from_other_threads(tmp_path: Path) -> None:
+    engine = create_engine(f"duckdb:///{tmp_path / 'w.duckdb'}")
+    migrations.migrate(engine)
+    writer = GroupCommitWriter(engine, window_s=0.01)
+    writer.start()
+    results: list[str] = []
+
+    def one(seed: int) -> None:
+        from concurrent.futures import Future
+
+        c = checked(valid_body(seed=seed))
+        future: Future[Any] = Future()
+        writer.submit(WriteRequest(c.submission_id, c.body_sha256, NOW,
+                                   submission_rows(c, NOW), future))
+        results.append(future.result(30).status)
+
+    threads = [threading.Thread(target=one, args=(300 + i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.stop()
+    engine.dispose()
+    assert results == ["created"] * 8
