@@ -169,6 +169,11 @@ def post_envelope(
                 status = response.status_code
                 if status in (200, 201):
                     return _receipt(response, server, submission_id)
+                if 300 <= status < 400:
+                    location = response.headers.get("Location", "another URL")
+                    raise SubmissionRejected(
+                        f"server at {server} answered {status} (moved to {location}): "
+                        "use the new address as --server", status)
                 message = error_message(response)
                 if status == 429 or status >= 500:
                     last_problem = f"server answered {status}: {message}"

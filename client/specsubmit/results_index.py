@@ -76,5 +76,11 @@ def list_results(folder: Path | None = None) -> list[ResultEntry]:
             url=url,
             detail=detail,
         ))
+    seen = {entry.submission_id for entry in entries}
+    for item in outbox.list_pending():
+        if item.submission_id not in seen:  # its result file was moved or deleted
+            entries.append(ResultEntry(item.submission_id, str(item.path), PENDING,
+                                       detail="signed envelope only (no result file); retry "
+                                              "with `specsubmit submit --pending`"))
     entries.sort(key=lambda entry: entry.created_at or "")
     return entries

@@ -103,6 +103,9 @@ def test_pending_without_a_result_file_still_counts_when_sent(capsys, monkeypatc
         code, _, err = run_cli(["submit", "--pending"], capsys, monkeypatch)
         assert code == 1 and "1 of 1 pending results were not delivered" in err
         assert len(outbox.list_pending()) == 1
+        code, out, _ = run_cli(["results", "list", "--json"], capsys, monkeypatch)
+        assert [(e["submission_id"], e["status"]) for e in json.loads(out)] == [
+            (str(submission.submission_id), "pending")]
         code, out, _ = run_cli(["submit", "--pending"], capsys, monkeypatch)
         assert code == 0 and f"submitted: {submission.submission_id}" in out
         assert len(server.stored) == 1 and outbox.list_pending() == []

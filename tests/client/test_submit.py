@@ -161,6 +161,13 @@ def test_422_is_final_and_its_message_is_kept_verbatim(server, policy, sleeps):
     assert outbox.rejected_record(str(submission.submission_id))["message"].endswith(message)
 
 
+def test_a_redirect_is_not_followed_and_says_where(server, policy):
+    server.then(308, {"moved": True}, Location="https://new.example/v1/submissions")
+    with pytest.raises(SubmissionRejected, match=r"answered 308 \(moved to https://new\.example"):
+        submit.send_submission(example_submission(seed=30), server.url, policy)
+    assert len(server.posts) == 1
+
+
 def test_signature_is_checked_by_the_server(server, policy):
     submission = example_submission(seed=8)
     envelope = json.loads(submit.sign(submission, keys.load_or_create()))
