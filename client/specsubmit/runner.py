@@ -1,4 +1,4 @@
-"""The trial protocol against one Ollama: preflight, warm-ups, trials, evidence, result.
+"""The trial protocol against one Ollama: warm-ups, trials, evidence, result.
 
 Pure orchestration over an ``OllamaClient`` (passed in); nothing here prints. Progress
 and warnings go to a ``RunListener``; a ``threading.Event`` asks the run to stop after
@@ -8,15 +8,12 @@ the current request (Ctrl-C), which yields an incomplete result rather than noth
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
-from pathlib import Path
 from typing import Any
 
 from specschema import (
@@ -30,53 +27,30 @@ from specschema import (
     Submission,
     Trial,
     Warmup,
-    engine_can_honor,
 )
 from specschema.protocol import ProtocolConfig
 from specsubmit import __version__
-from specsubmit.errors import ModelMissing, OllamaError, SpecSubmitError, UsageError
+from specsubmit.errors import OllamaError, UsageError
 from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
-from specsubmit.ollama import GenerateRequest, Generation, OllamaClient, PullProgress
+from specsubmit.ollama import GenerateRequest, Generation, OllamaClient
+from specsubmit.preflight import Preflight, preflight
+from specsubmit.run_settings import COLD_LOAD_NS, RunListener, RunSettings
 from specsubmit.serverlog import DraftCounters, Segment, log_size, read_counters
-from specsubmit.speculation import build_evidence, capability_reason, outputs_match_baseline
+from specsubmit.speculation import build_evidence, outputs_match_baseline
 
-# A warm request's load_duration is queueing + scheduling: tens of milliseconds. Reading
-# weights from disk takes far longer, so a load above this threshold means a (re)load.
-COLD_LOAD_NS = 250_000_000
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-
-class RunListener:
-    """Receives progress; every method is a no-op here. The CLI overrides them."""
-
-    def warning(self, message: str) -> None: ...
-
-    def phase(self, message: str) -> None: ...
-
-    def pull_progress(self, model: str, progress: PullProgress) -> None: ...
-
-    def trial_started(self, position: int, total: int, config: str, index: int) -> None: ...
-
-    def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    protocol: Protocol
-    target: str | None = None
-    pull: bool = False
-    assume_yes: bool = False
-    log_path: Path | None = None
-    cold_load_ns: int = COLD_LOAD_NS
-
-
-@dataclass(frozen=True)
-class Preflight:
-    engine_version: str
-    models: list[ModelInfo]
-    can_honor: dict[str, bool | None]
-    memory_needed: int | None
-    memory_available: int | None
+__all__ = [
+    "COLD_LOAD_NS",
+    "Preflight",
+    "RunListener",
+    "RunOutcome",
+    "RunSettings",
+    "build_submission",
+    "default_fingerprint",
+    "preflight",
+    "protocol_ref",
+    "resolve_target",
+    "run_protocol",
+]
 
 
 @dataclass
@@ -99,10 +73,9 @@ class _ConfigState:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def normalize_model_name(name: str) -> str:
-    """Ollama's `name:tag` with the default tag made explicit."""
-    last = name.rsplit("/", 1)[-1]
-    return name if ":" in last else f"{name}:latest"
+def default_fingerprint() -> Fingerprint:
+    """This machine's fingerprint (``specsubmit.fingerprint``, issue 4)."""
+    return collect_fingerprint()
 
 
 def resolve_target(protocol: Protocol, target: str | None) -> str | None:
@@ -121,135 +94,9 @@ def protocol_ref(protocol: Protocol, target: str | None) -> ProtocolRef:
                        parameters=parameters)
 
 
-def default_fingerprint() -> Fingerprint:
-    """This machine's fingerprint (``specsubmit.fingerprint``, issue 4)."""
-    return collect_fingerprint()
-
-
-def _physical_memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def available_memory(fingerprint: Fingerprint) -> int | None:
-    """RAM (unified on Apple) plus discrete GPU memory: what a model can spread over."""
-    ram = fingerprint.memory_bytes or _physical_memory()
-    if ram is None:
-        return None
-    if fingerprint.unified_memory:
-        return ram
-    return ram + sum(g.memory_bytes or 0 for g in fingerprint.gpus)
-
-
-def _str_or_none(value: object, limit: int = 200) -> str | None:
-    return value[:limit] if isinstance(value, str) and value else None
-
-
-def model_identity(name: str, tag: dict[str, Any], show: dict[str, Any]) -> ModelInfo:
-    details: dict[str, Any] = {}
-    for source in (tag.get("details"), show.get("details")):
-        if isinstance(source, dict):
-            details.update({k: v for k, v in source.items() if v})
-    digest = str(tag.get("digest") or "").removeprefix("sha256:").lower()
-    size = tag.get("size")
-    return ModelInfo(
-        name=name,
-        digest=digest if _DIGEST.match(digest) else None,
-        quantization=_str_or_none(details.get("quantization_level")),
-        parameter_size=_str_or_none(details.get("parameter_size")),
-        family=_str_or_none(details.get("family")),
-        size_bytes=size if isinstance(size, int) and not isinstance(size, bool) and size > 0
-        else None,
-    )
-
-
 def _engine_version(text: str) -> str:
     cleaned = re.sub(r"[^0-9A-Za-z.+\-]", "", text)[:40]
     return cleaned or "unknown"
-
-
-# --- preflight ----------------------------------------------------------------------------
-
-
-def preflight(client: OllamaClient, settings: RunSettings, fingerprint: Fingerprint,
-              listener: RunListener, stop: threading.Event | None = None) -> Preflight:
-    protocol, target = settings.protocol, settings.target
-    version = client.version()
-    listener.phase(f"Ollama {version}")
-    can_honor: dict[str, bool | None] = {}
-    for config in protocol.configs:
-        can_honor[config.name] = engine_can_honor(config.mechanism, version)
-        if config.role == "draft" and can_honor[config.name] is False:
-            listener.warning(
-                f"{config.name}: {capability_reason(config.mechanism, version)}, so this "
-                "draft cannot be applied; it is measured anyway (an A/A comparison)"
-            )
-    needed_models: list[str] = []
-    optional_models: list[str] = []
-    for config in protocol.configs:
-        model = protocol.model_for(config, target)
-        if model not in needed_models:
-            needed_models.append(model)
-        if config.draft_model and config.draft_model not in needed_models:
-            if can_honor[config.name] is False:
-                optional_models.append(config.draft_model)
-            else:
-                needed_models.append(config.draft_model)
-    tags = {normalize_model_name(str(t.get("name") or t.get("model"))): t for t in client.tags()}
-    for model in needed_models:
-        if normalize_model_name(model) in tags:
-            continue
-        if not settings.pull:
-            raise ModelMissing(
-                f"model '{model}' is not installed in Ollama — run `ollama pull {model}` "
-                "or rerun with --pull"
-            )
-        listener.phase(f"pulling {model}")
-        client.pull(model, partial(_pull_progress, listener, model, stop=stop))
-        tags = {normalize_model_name(str(t.get("name") or t.get("model"))): t
-                for t in client.tags()}
-        if normalize_model_name(model) not in tags:
-            raise ModelMissing(f"model '{model}' is still missing after pulling it")
-    models: list[ModelInfo] = []
-    for model in needed_models + [m for m in optional_models if m not in needed_models]:
-        tag = tags.get(normalize_model_name(model))
-        if tag is None:
-            listener.warning(f"{model} is not installed; Ollama ignores it in this protocol, "
-                             "so the measurement is the same without it")
-            continue
-        models.append(model_identity(model, tag, client.show(model)))
-    sizes = [m.size_bytes for m in models if m.name in needed_models]
-    needed = sum(s for s in sizes if s) or None
-    if protocol.requirements.memory_bytes:
-        needed = max(needed or 0, protocol.requirements.memory_bytes)
-    available = available_memory(fingerprint)
-    _check_memory(needed, available, settings.assume_yes, listener)
-    return Preflight(version, models, can_honor, needed, available)
-
-
-def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,
-                   stop: threading.Event | None) -> None:
-    if stop is not None and stop.is_set():
-        raise KeyboardInterrupt
-    listener.pull_progress(model, progress)
-
-
-def _check_memory(needed: int | None, available: int | None, assume_yes: bool,
-                  listener: RunListener) -> None:
-    if needed is None:
-        return
-    if available is None:
-        listener.warning("could not read this machine's memory; skipping the memory check")
-        return
-    if needed <= available:
-        return
-    message = (f"the models need about {needed / 1e9:.1f} GB but this machine has "
-               f"{available / 1e9:.1f} GB: expect swapping, slow trials or a failed load")
-    if not assume_yes:
-        raise SpecSubmitError(message + " (rerun with --yes to try anyway)")
-    listener.warning(message)
 
 
 # --- trials -------------------------------------------------------------------------------
