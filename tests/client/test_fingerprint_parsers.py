@@ -351,3 +351,22 @@ def test_public_surface_is_pinned():
         "HostInfo", "Probe", "SystemProbe", "backend_from_ps", "collect_fingerprint"]
     for name in fingerprint.__all__:
         assert getattr(fingerprint, name) is not None
+
+
+def test_a_missing_sysctl_key_cannot_hide_the_others():
+    from pathlib import Path
+
+    recorded = Path(__file__).parent / "fixtures" / "fingerprint" / "macos-intel" / "sysctl.txt"
+    values = macos.parse_sysctl(recorded.read_text())
+    assert "hw.perflevel0.physicalcpu" not in values and "kern.hv_vmm_present" in values
+
+    def aborting_sysctl(argv):  # a sysctl that stops at the first unknown oid
+        lines = []
+        for key in argv[1:]:
+            if key not in values:
+                break
+            lines.append(f"{key}: {values[key]}")
+        return "\n".join(lines)
+
+    merged = macos.parse_sysctl("\n".join(aborting_sysctl(a) for a in macos.SYSCTL_ARGVS))
+    assert merged == values

@@ -16,19 +16,26 @@ from specschema import Cpu, Fingerprint, Gpu, OsInfo
 from specsubmit.fingerprint import names
 from specsubmit.fingerprint.probe import HostInfo, Probe
 
-SYSCTL_KEYS = (
+# Present on every macOS: asked for in one call.
+SYSCTL_KEYS_ALWAYS = (
     "machdep.cpu.brand_string",
     "hw.memsize",
     "hw.model",
     "hw.physicalcpu",
     "hw.logicalcpu",
+)
+# Missing on Intel Macs or older systems ("sysctl: unknown oid"): one call each, so that
+# a missing one cannot take the others down with it.
+SYSCTL_KEYS_OPTIONAL = (
     "hw.perflevel0.physicalcpu",
     "hw.perflevel1.physicalcpu",
     "hw.optional.arm64",
     "sysctl.proc_translated",
     "kern.hv_vmm_present",
 )
-SYSCTL_ARGV = ("sysctl", *SYSCTL_KEYS)
+SYSCTL_KEYS = SYSCTL_KEYS_ALWAYS + SYSCTL_KEYS_OPTIONAL
+SYSCTL_ARGVS = (("sysctl", *SYSCTL_KEYS_ALWAYS),) + tuple(
+    ("sysctl", key) for key in SYSCTL_KEYS_OPTIONAL)
 SYSTEM_PROFILER_ARGV = ("system_profiler", "SPHardwareDataType", "SPDisplaysDataType", "-json")
 SW_VERS_ARGV = ("sw_vers",)
 PMSET_ARGV = ("pmset", "-g", "batt")
@@ -233,7 +240,7 @@ def build(
 def collect(probe: Probe, host: HostInfo) -> Fingerprint:
     del host  # under Rosetta Python reports x86_64: sysctl knows better
     return build(
-        parse_sysctl(probe.run(SYSCTL_ARGV)),
+        parse_sysctl("\n".join(probe.run(argv) or "" for argv in SYSCTL_ARGVS)),
         parse_system_profiler(probe.run(SYSTEM_PROFILER_ARGV)),
         parse_sw_vers(probe.run(SW_VERS_ARGV)),
         parse_pmset(probe.run(PMSET_ARGV)),
