@@ -176,4 +176,4 @@ def render_result(submission: Submission, console: Console) -> None:
         console.print(f"[bold yellow]Incomplete result[/]: {submission.note or 'stopped early'}")
     console.print(summary_table(submission, summaries))
     console.print(trial_table(submission))
-    console.print(conclusion(submission, summaries), soft_wrap=False)
+    console.print(conclusion(submission, summaries), soft_wrap=False, highlight=False)
