@@ -174,6 +174,8 @@ def render_result(submission: Submission, console: Console) -> None:
     summaries = summarize(submission)
     if not submission.complete:
         console.print(f"[bold yellow]Incomplete result[/]: {submission.note or 'stopped early'}")
+    elif submission.note:
+        console.print(f"[yellow]Note[/]: {submission.note}", highlight=False)
     console.print(summary_table(submission, summaries))
     console.print(trial_table(submission))
     console.print(conclusion(submission, summaries), soft_wrap=False, highlight=False)

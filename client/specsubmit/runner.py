@@ -206,7 +206,7 @@ def run_protocol(
     submission = build_submission(
         settings, pre, run.states, run.ps_after, counters, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
-        note=_note(error, interrupted, done, planned),
+        note=_note(error, interrupted, done, planned, _unrequested(settings, pre, counters)),
     )
     return RunOutcome(submission, interrupted, error, done, planned, log_read)
 
@@ -227,17 +227,39 @@ def _counters(settings: RunSettings, segments: Sequence[Segment], pre: Preflight
             listener.warning(f"cannot read the Ollama server log at {settings.log_path}: "
                              "speculation can be neither confirmed nor ruled out")
         return {}, False
+    for name in _unrequested(settings, pre, found):
+        listener.warning(
+            f"the server log shows speculation during {name} ({found[name].drafted} tokens "
+            "drafted), which this config does not ask for: the model speculates by itself "
+            "(MTP layers or a DRAFT), so every config may include it"
+        )
     return found, True
 
 
-def _note(error: OllamaError | None, interrupted: bool, done: int, planned: int) -> str | None:
+def _unrequested(settings: RunSettings, pre: Preflight,
+                 counters: dict[str, DraftCounters]) -> list[str]:
+    """Configs whose trials speculated although their mechanism cannot have caused it."""
+    return [
+        c.name for c in settings.protocol.configs
+        if (seen := counters.get(c.name)) and seen.drafted
+        and (c.role == "baseline" or pre.can_honor[c.name] is False)
+    ]
+
+
+def _note(error: OllamaError | None, interrupted: bool, done: int, planned: int,
+          unrequested: Sequence[str]) -> str | None:
     # Never the error text itself: it carries the Ollama URL (an address is private).
+    parts: list[str] = []
     if error is not None:
-        return (f"stopped early: Ollama failed ({type(error).__name__}) after {done} of "
-                f"{planned} trials")
-    if interrupted:
-        return f"stopped early: interrupted by the contributor after {done} of {planned} trials"
-    return None
+        parts.append(f"stopped early: Ollama failed ({type(error).__name__}) after {done} of "
+                     f"{planned} trials")
+    elif interrupted:
+        parts.append(f"stopped early: interrupted by the contributor after {done} of {planned} "
+                     "trials")
+    if unrequested:
+        parts.append("speculation counters seen in configs that do not request it: "
+                     + ", ".join(unrequested))
+    return "; ".join(parts)[:500] or None
 
 
 def build_submission(

@@ -131,6 +131,21 @@ def test_ollama_draft_mlx_counters(tmp_path: Path) -> None:
     assert {c.speculation.counters_source for c in sub.configs if c.role == "draft"} == {"mlx_log"}
 
 
+def test_speculation_the_config_did_not_ask_for_is_flagged(tmp_path: Path) -> None:
+    # hardnumbers-m2 on 0.33 with an MTP target: Ollama speculates in every config (the
+    # option defaults to 4) although the protocol's drafts are ignored.
+    log = tmp_path / "server.log"
+    recorder = Recorder()
+    with FakeOllama(version="0.33.1", models=[FakeModel(MTP, mtp=True)], log_path=log) as fake:
+        sub = _run(fake, target=MTP, listener=recorder, log_path=log).submission
+    assert [c.speculation.observed for c in sub.configs] == ["not_applied"] * 3
+    assert all(c.speculation.drafted_tokens is None for c in sub.configs)
+    flagged = [w for w in recorder.warnings if "the model speculates by itself" in w]
+    assert len(flagged) == 3 and "during no_draft" in flagged[0]
+    assert sub.note == ("speculation counters seen in configs that do not request it: "
+                        "no_draft, draft_qwen2.5_0.5b, draft_qwen2.5_1.5b")
+
+
 def test_ollama_draft_on_0_12_8_is_not_applied(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     with FakeOllama(version="0.12.8", models=[FakeModel(MTP, mtp=True)], log_path=log) as fake:
