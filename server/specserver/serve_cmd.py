@@ -46,4 +46,7 @@ def register(app: typer.Typer) -> None:
             log_level=log_level,
             access_log=False,
             server_header=False,
+            # X-Forwarded-For is believed only from SPECSERVER_TRUSTED_PROXIES (ratelimit.py),
+            # not uvicorn's default of any loopback peer.
+            proxy_headers=False,
         )

@@ -434,3 +434,28 @@ def test_data_survives_a_restart(tmp_path: Path) -> None:
     with Served(settings_for(tmp_path)) as s:
         assert s.post(body).status_code == 200
         assert s.counts()["trials"] == 15
+
+
+def test_documented_route_answers_like_the_fast_path(tmp_path: Path) -> None:
+    """The FastAPI route (what OpenAPI documents) and the bare ASGI fast path share one
+    implementation; drive the route by calling FastAPI's own __call__."""
+    import asyncio
+
+    import httpx
+    from fastapi import FastAPI
+
+    with Served(settings_for(tmp_path)) as s:
+        async def plain(scope: Any, receive: Any, send: Any) -> None:
+            await FastAPI.__call__(s.app, scope, receive, send)
+
+        async def post(body: bytes) -> httpx.Response:
+            transport = httpx.ASGITransport(app=plain)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+                return await c.post(URL, content=body)
+
+        body = valid_body(seed=80)
+        first = s.runner.run(post(body))
+        assert first.status_code == 201
+        assert s.post(body).json() == first.json()  # fast path: 200, same receipt
+        bad = s.runner.run(post(b"[]"))
+        assert bad.status_code == 400 and error_of(bad)["code"] == "bad_envelope"
