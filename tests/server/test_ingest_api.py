@@ -439,7 +439,6 @@ def test_data_survives_a_restart(tmp_path: Path) -> None:
 def test_documented_route_answers_like_the_fast_path(tmp_path: Path) -> None:
     """The FastAPI route (what OpenAPI documents) and the bare ASGI fast path share one
     implementation; drive the route by calling FastAPI's own __call__."""
-    import asyncio
 
     import httpx
     from fastapi import FastAPI
