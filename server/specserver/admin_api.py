@@ -22,10 +22,16 @@ from starlette.concurrency import run_in_threadpool
 from specserver import hardnumbers, moderation, queries
 from specserver.errors import Forbidden, Unauthorized
 from specserver.hardnumbers import OS_NAMES
+from specserver.ingest_api import ErrorBody
 from specserver.settings import ServerSettings
 from specserver.store import Store
 
-router = APIRouter(prefix="/admin/v1", tags=["admin"])
+router = APIRouter(prefix="/admin/v1", tags=["admin"], responses={
+    400: {"model": ErrorBody, "description": "the body is not JSON"},
+    401: {"model": ErrorBody, "description": "no or wrong bearer token"},
+    403: {"model": ErrorBody, "description": "the admin API is off (no token configured)"},
+    404: {"model": ErrorBody, "description": "no such submission"},
+})
 
 
 def require_admin(request: Request) -> str:

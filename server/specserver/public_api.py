@@ -24,6 +24,7 @@ from specschema.protocol import shipped_protocols
 from specserver import aggregate, exporting, queries
 from specserver.aggregate import GroupAggregate, View
 from specserver.errors import NotFound, Unprocessable
+from specserver.ingest_api import ErrorBody
 from specserver.leaderboard import Board, ReadService
 from specserver.queries import Filters
 
@@ -49,12 +50,24 @@ def reads_of(request: Request) -> ReadService:
 
 Reads = Annotated[ReadService, Depends(reads_of)]
 
+# Statuses every public GET can answer besides 200, for the OpenAPI document.
+_ERROR = {"model": ErrorBody}
+REFUSED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "not modified (If-None-Match matched the ETag)"},
+    422: {**_ERROR, "description": "unknown or invalid query parameter (details list them)"},
+}
+
 
 # --- query parameters ---------------------------------------------------------------------
 
 
 def query_params(request: Request, allowed: Iterable[str]) -> dict[str, list[str]]:
     allowed = tuple(allowed)
+    # U+0000 cannot reach PostgreSQL (DataError -> 500); no stored value holds one anyway.
+    for name, value in (*request.query_params.multi_items(), *request.path_params.items()):
+        if "\x00" in name or "\x00" in str(value):
+            raise QueryRejected("bad_parameter", "parameters must not contain U+0000",
+                                {"name": name.replace("\x00", "")})
     names = list(dict.fromkeys(request.query_params.keys()))
     unknown = [n for n in names if n not in allowed]
     if unknown:
@@ -254,19 +267,19 @@ EXPORT_DOCS = FILTER_DOCS + [
 ]
 
 
-@router.get("/v1/leaderboard", openapi_extra={"parameters": BOARD_DOCS})
+@router.get("/v1/leaderboard", openapi_extra={"parameters": BOARD_DOCS}, responses=REFUSED)
 def leaderboard(request: Request, reads: Reads) -> Response:
     """Speedup by group; the protocol, target and draft config are always part of a group."""
     return _board_response(request, reads, leaderboard=True)
 
 
-@router.get("/v1/aggregates", openapi_extra={"parameters": BOARD_DOCS})
+@router.get("/v1/aggregates", openapi_extra={"parameters": BOARD_DOCS}, responses=REFUSED)
 def aggregates(request: Request, reads: Reads) -> Response:
     """The same statistics grouped by exactly the whitelisted dimensions in group_by."""
     return _board_response(request, reads, leaderboard=False)
 
 
-@router.get("/v1/submissions", openapi_extra={"parameters": LIST_DOCS})
+@router.get("/v1/submissions", openapi_extra={"parameters": LIST_DOCS}, responses=REFUSED)
 def submissions(request: Request, reads: Reads) -> Response:
     """Visible submissions, newest first; follow next_cursor for the next page."""
     params = query_params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
@@ -290,7 +303,7 @@ def submissions(request: Request, reads: Reads) -> Response:
     return conditional(request, version, build)
 
 
-@router.get("/v1/protocols")
+@router.get("/v1/protocols", responses=REFUSED)
 def protocols(request: Request, reads: Reads) -> Response:
     """The protocols this server accepts, with their identities and submission counts."""
     query_params(request, ())
@@ -313,7 +326,7 @@ def protocols(request: Request, reads: Reads) -> Response:
     return conditional(request, version, build)
 
 
-@router.get("/v1/stats")
+@router.get("/v1/stats", responses=REFUSED)
 def stats(request: Request, reads: Reads) -> Response:
     """Counts over the whole store."""
     query_params(request, ())
@@ -326,7 +339,8 @@ def stats(request: Request, reads: Reads) -> Response:
     return conditional(request, version, build)
 
 
-@router.get("/v1/submissions/{submission_id}/envelope")
+@router.get("/v1/submissions/{submission_id}/envelope",
+            responses={**REFUSED, 404: {**_ERROR, "description": "no such submission"}})
 def envelope(submission_id: str, request: Request, reads: Reads) -> Response:
     """The exact bytes stored for a submission (the signed DSSE envelope), to re-verify."""
     query_params(request, ())
@@ -359,7 +373,15 @@ def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
         os.unlink(path)
 
 
-@router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS})
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **REFUSED,
+    200: {"description": "the rows, in the requested format",
+          "content": {"text/csv": {}, "application/x-ndjson": {},
+                      "application/vnd.apache.parquet": {}}},
+}
+
+
+@router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
 def export(request: Request, reads: Reads) -> Response:
     """One row per visible submission x config, as csv, jsonl or parquet, streamed."""
     params = query_params(request, (*queries.FILTER_NAMES, "format"))
