@@ -35,3 +35,7 @@ class RunSettings:
     assume_yes: bool = False
     log_path: Path | None = None
     cold_load_ns: int = COLD_LOAD_NS
+    # After each request, wait until the server log has been quiet this long (at most
+    # LOG_SETTLE_MAX_S): counter lines that Ollama forwards late still land before the
+    # next request starts, so they are attributed to the request that produced them.
+    log_settle_s: float = 0.05

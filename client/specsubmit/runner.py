@@ -35,7 +35,13 @@ from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
 from specsubmit.ollama import GenerateRequest, Generation, OllamaClient
 from specsubmit.preflight import Preflight, preflight
 from specsubmit.run_settings import COLD_LOAD_NS, RunListener, RunSettings
-from specsubmit.serverlog import DraftCounters, Segment, log_size, read_counters
+from specsubmit.serverlog import (
+    DraftCounters,
+    Segment,
+    log_size,
+    read_counters,
+    wait_for_quiet_log,
+)
 from specsubmit.speculation import build_evidence, outputs_match_baseline
 
 __all__ = [
@@ -123,7 +129,10 @@ class _Run:
     def send(self, config: ProtocolConfig, counted: bool) -> Generation:
         offset = log_size(self.settings.log_path) if self.settings.log_path else None
         self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
-        return self.client.generate(self.request(config))
+        generation = self.client.generate(self.request(config))
+        if self.settings.log_path is not None and self.settings.log_settle_s > 0:
+            wait_for_quiet_log(self.settings.log_path, self.settings.log_settle_s)
+        return generation
 
     def warmups(self) -> bool:
         for config in self.protocol.configs:

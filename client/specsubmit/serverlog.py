@@ -14,8 +14,10 @@ The Ollama API returns no draft counters; the log does, in two forms:
 
 The runner records, for every request it sends, where the log ended (byte offset) and the
 UTC time when the request started. A counter line belongs to the request whose start is
-the last one before it: only that request was running (a line flushed just after its
-response still lands before the next request starts). Byte offsets are exact and need no
+the last one before it: only that request was running. Ollama forwards llama-server's
+output asynchronously, so after each request the runner waits until the log has been
+quiet for a moment (``wait_for_quiet_log``): a line flushed just after its response
+still lands before the next request starts. Byte offsets are exact and need no
 clock; timestamps are the fallback when the log was rotated or unreadable at the start.
 Lines without a timestamp inherit the last timestamp seen above them.
 """
@@ -23,7 +25,8 @@ Lines without a timestamp inherit the last timestamp seen above them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -146,6 +149,20 @@ def log_size(path: Path) -> int | None:
             return path.stat().st_size
     except OSError:
         return None
+
+
+def wait_for_quiet_log(path: Path, quiet_s: float, max_s: float = 0.5,
+                       sleep: Callable[[float], None] = time.sleep) -> None:
+    """Return once the log has not grown for ``quiet_s`` (or after ``max_s``)."""
+    waited = 0.0
+    size = log_size(path)
+    while waited < max_s:
+        sleep(quiet_s)
+        waited += quiet_s
+        now = log_size(path)
+        if now == size:
+            return
+        size = now
 
 
 def read_counters(path: Path, segments: Sequence[Segment]) -> dict[str, DraftCounters] | None:

@@ -123,6 +123,20 @@ def test_ollama_draft_confirmed_with_acceptance_counts_from_the_log(tmp_path: Pa
     assert "faster than the baseline" in conclusion(sub)
 
 
+@pytest.mark.parametrize("settle_s", [0.15, 0.0])
+def test_late_log_lines_are_still_attributed_to_their_request(tmp_path: Path,
+                                                             settle_s: float) -> None:
+    log = tmp_path / "server.log"
+    with FakeOllama(version="0.33.1", models=[FakeModel(MTP, mtp=True)], log_path=log,
+                    log_delay_s=0.03) as fake:
+        sub = _run(fake, "ollama-draft", target=MTP, log_path=log,
+                   log_settle_s=settle_s).submission
+    drafted = {c.name: c.speculation.drafted_tokens for c in sub.configs if c.role == "draft"}
+    exact = {"spec_4": 5 * 50 * 4, "spec_8": 5 * 29 * 8}  # 5 trials x iterations x depth
+    # without waiting for the log, interleaved configs swap each other's late lines
+    assert (drafted == exact) is (settle_s > 0), drafted
+
+
 def test_ollama_draft_mlx_counters(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     models = [FakeModel(MTP, mtp=True, format="safetensors")]

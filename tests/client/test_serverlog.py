@@ -110,3 +110,32 @@ def test_rotated_log_falls_back_to_time(tmp_path: Path) -> None:
 def test_unreadable_log_is_none(tmp_path: Path) -> None:
     assert read_counters(tmp_path / "missing.log", _segments([0])) is None
     assert read_counters(tmp_path / "missing.log", []) == {}
+
+
+def test_wait_for_quiet_log_waits_while_the_log_grows(tmp_path: Path) -> None:
+    from specsubmit.serverlog import wait_for_quiet_log
+
+    log = tmp_path / "server.log"
+    log.write_text("start\n")
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the log grows during the first two naps
+        naps.append(seconds)
+        if len(naps) <= 2:
+            with log.open("a") as handle:
+                handle.write(LLAMA + "\n")
+
+    wait_for_quiet_log(log, 0.05, sleep=sleep)
+    assert naps == [0.05, 0.05, 0.05]
+    naps.clear()
+    wait_for_quiet_log(tmp_path / "missing.log", 0.05, sleep=naps.append)
+    assert naps == [0.05]
+
+    def always_growing(seconds: float) -> None:
+        naps.append(seconds)
+        with log.open("a") as handle:
+            handle.write("x\n")
+
+    naps.clear()
+    wait_for_quiet_log(log, 0.1, max_s=0.3, sleep=always_growing)
+    assert len(naps) == 3  # gives up after max_s

@@ -128,6 +128,7 @@ class FakeOllama:
     end_without_done: bool = False
     stall_s: float = 0.0
     die_after_generates: int | None = None
+    log_delay_s: float = 0.0  # speculation lines reach the log this long after the response
 
     def __post_init__(self) -> None:
         self.requests: list[tuple[str, str, Any]] = []
@@ -599,6 +600,14 @@ class _Handler(BaseHTTPRequestHandler):
                          iterations: int, dnp: int) -> None:
         if not speculating:
             return
+        if self.fake.log_delay_s > 0:  # like Ollama forwarding llama-server's output late
+            threading.Timer(self.fake.log_delay_s, self._write_speculation,
+                            (model, count, iterations, dnp)).start()
+        else:
+            self._write_speculation(model, count, iterations, dnp)
+
+    def _write_speculation(self, model: FakeModel, count: int, iterations: int,
+                           dnp: int) -> None:
         fake = self.fake
         drafted = iterations * dnp
         accepted = max(0, count - iterations)
