@@ -168,6 +168,10 @@ class OllamaClient:
                 f"Ollama at {self.base_url} did not accept a connection in time — "
                 "is `ollama serve` running and reachable?"
             )
+        if isinstance(exc, httpx.ConnectError) and "ssl" in str(exc).lower():
+            return OllamaUnreachable(
+                f"the TLS handshake with {self.base_url} failed: {str(exc)[:160]}"
+            )
         if isinstance(exc, httpx.ConnectError):
             return OllamaUnreachable(
                 f"Ollama is not running at {self.base_url} — start it with `ollama serve`"

@@ -85,6 +85,9 @@ def default_fingerprint() -> Fingerprint:
 
 
 def resolve_target(protocol: Protocol, target: str | None) -> str | None:
+    if target is not None and not (0 < len(target) <= 120 and target.strip() == target
+                                   and target.isprintable()):
+        raise UsageError(f"--target {target!r} is not a model name (1 to 120 characters)")
     if target is None and protocol.target is None:
         note = protocol.requirements.target_note
         raise UsageError(
@@ -178,9 +181,8 @@ class _Run:
     def record_ps(self, name: str) -> None:
         ps = self.client.ps()
         self.ps_after[name] = ps
-        self.states[name].models_loaded = [
-            str(m.get("name") or m.get("model")) for m in ps if m.get("name") or m.get("model")
-        ][:16]
+        names = (str(m.get("name") or m.get("model") or "") for m in ps)
+        self.states[name].models_loaded = [n for n in names if 0 < len(n) <= 120][:16]
 
 
 def run_protocol(

@@ -235,3 +235,10 @@ def test_non_json_line_in_stream() -> None:
     with OllamaClient("http://example.invalid", transport=httpx.MockTransport(handler)) as c, \
             pytest.raises(OllamaStreamError, match="not JSON"):
         c.generate(_request())
+
+
+def test_tls_failure_is_not_called_not_running(fake: FakeOllama) -> None:
+    https_url = fake.url.replace("http://", "https://")  # the fake speaks plain HTTP
+    with OllamaClient(https_url) as client, pytest.raises(OllamaUnreachable) as info:
+        client.version()
+    assert info.value.message.startswith(f"the TLS handshake with {https_url} failed")

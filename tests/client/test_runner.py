@@ -183,8 +183,12 @@ def test_ollama_draft_without_a_readable_log_is_not_observed(tmp_path: Path) -> 
 
 
 def test_ollama_draft_needs_a_target() -> None:
-    with FakeOllama() as fake, pytest.raises(UsageError, match="--target"):
-        _run(fake, "ollama-draft")
+    with FakeOllama() as fake:
+        with pytest.raises(UsageError, match="--target"):
+            _run(fake, "ollama-draft")
+        for bad in ("", "x" * 121, " padded", "new\nline"):
+            with pytest.raises(UsageError, match="is not a model name"):
+                _run(fake, "ollama-draft", target=bad)
 
 
 def test_missing_model_without_pull() -> None:
