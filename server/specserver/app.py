@@ -89,7 +89,8 @@ def create_app(
     from specserver import admin_api, public_api
     from specserver.leaderboard import ReadService
 
-    public_api.install(app, ReadService(store.engine))  # /v1 reads, the page, CORS for GET
+    reads = ReadService(store.engine, min_contributors=settings.min_contributors)
+    public_api.install(app, reads)  # /v1 reads, the page, CORS for GET
     admin_api.install(app)  # /admin/v1, bearer token from settings.admin_token
     # --- end of read side -------------------------------------------------------------
 

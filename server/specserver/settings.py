@@ -73,6 +73,9 @@ class ServerSettings(BaseSettings):
         default=4.0, ge=0, le=1000, description="how long the writer gathers a batch"
     )
     group_commit_max: int = Field(default=512, ge=1, description="most submissions per commit")
+    min_contributors: int = Field(
+        default=3, ge=1, description="contributors a group needs for percentiles on the board"
+    )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
     )

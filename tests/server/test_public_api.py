@@ -263,3 +263,17 @@ def test_export_jsonl_and_parquet_agree(client, tmp_path):
     unknown = client.get("/v1/export", params={"format": "xlsx"})
     assert unknown.status_code == 422
     assert unknown.json()["error"]["details"]["allowed"] == ["csv", "jsonl", "parquet"]
+
+
+def test_min_contributors_comes_from_settings(store):
+    from specserver.app import create_app
+    from specserver.settings import ServerSettings
+
+    engine, _ = store
+    url = str(engine.url).removeprefix("duckdb:///")
+    engine.dispose()
+    app = create_app(ServerSettings(database_url=url, min_contributors=1))
+    with AsgiClient(app) as client:
+        body = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
+    assert body["min_contributors"] == 1
+    assert all(not g["few_results"] and g["p25_speedup"] is not None for g in body["groups"])
