@@ -161,11 +161,16 @@ def check_read_only(sql: str) -> str:
 
 
 def run_read_only(conn: Connection, sql: str, limit: int = QUERY_ROW_LIMIT) -> dict[str, Any]:
-    """Columns and rows (at most ``limit``); nothing the query does is kept."""
+    """Columns and rows (at most ``limit``); nothing the query does is kept.
+
+    Runs in its own transaction on ``conn`` (which must have none open), rolled back.
+    """
     from sqlalchemy import text
 
     statement = check_read_only(sql)
-    transaction = conn.begin() if not conn.in_transaction() else None
+    if conn.in_transaction():
+        raise ValueError("run_read_only needs a connection without an open transaction")
+    transaction = conn.begin()
     try:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SET TRANSACTION READ ONLY"))
@@ -173,6 +178,5 @@ def run_read_only(conn: Connection, sql: str, limit: int = QUERY_ROW_LIMIT) -> d
         columns = list(result.keys())
         rows = [list(r) for r in result.fetchmany(limit + 1)]
     finally:
-        if transaction is not None:
-            transaction.rollback()
+        transaction.rollback()
     return {"columns": columns, "rows": rows[:limit], "truncated": len(rows) > limit}

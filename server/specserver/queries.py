@@ -450,6 +450,6 @@ def export_select(filters: Filters) -> Select[Any]:
 
 
 def export_rows(conn: Connection, filters: Filters, batch: int = 2000) -> Iterator[tuple[Any, ...]]:
-    result = conn.execution_options(yield_per=batch).execute(export_select(filters))
+    result = conn.execute(export_select(filters), execution_options={"yield_per": batch})
     for row in result:
         yield tuple(row)

@@ -308,3 +308,43 @@ def test_while_a_server_process_holds_the_file_the_cli_goes_through_its_api(tmp_
     # Once the server is gone, the CLI opens the file itself and sees the import.
     stats = cli("stats", "--json", "--database", str(db))
     assert stats.exit_code == 0 and json.loads(stats.output)["imported"] == 1
+
+
+# --- the same tools on PostgreSQL ---------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
+    from boardfill import fill
+    from sqlalchemy import create_engine, text
+
+    from specserver import exporting, tables
+    from specserver.queries import Filters
+
+    engine = create_engine(postgres_url)
+    tables.metadata.create_all(engine)
+    try:
+        fill(engine, 5)
+        with engine.connect() as conn:
+            path = tmp_path / "pg.parquet"
+            exporting.write_export(conn, Filters(), "parquet", path)
+            exporting.write_export(conn, Filters(), "csv", tmp_path / "pg.csv")
+            table = pq.read_table(path).to_pylist()
+            rows = list(csv.DictReader(io.StringIO((tmp_path / "pg.csv").read_text())))
+            assert len(table) == len(rows) == 5 * 3
+            assert [r["speedup_tps"] for r in table if r["role"] == "draft"] == [
+                float(r["speedup_tps"]) for r in rows if r["role"] == "draft"]
+        with engine.connect() as conn:
+            result = moderation.run_read_only(conn, "SELECT count(*) AS n FROM trials")
+            assert result == {"columns": ["n"], "rows": [[75]], "truncated": False}
+            # Past the keyword screen the transaction is still READ ONLY on PostgreSQL.
+            monkey = pytest.MonkeyPatch()
+            monkey.setattr(moderation, "check_read_only", lambda sql: sql)
+            try:
+                with pytest.raises(Exception, match="read-only transaction"):
+                    moderation.run_read_only(conn, "DELETE FROM trials")
+            finally:
+                monkey.undo()
+            assert conn.execute(text("SELECT count(*) FROM trials")).scalar() == 75
+    finally:
+        engine.dispose()
