@@ -48,12 +48,13 @@ def _action_line(result: dict[str, Any]) -> str:
 
 ServerOpt = Annotated[str | None, typer.Option(
     "--server", envvar="SPECSERVER_ADMIN_URL",
-    help="URL of the running server (uses its admin API) [env SPECSERVER_ADMIN_URL]")]
+    help="URL of the running server (uses its admin API)")]
 TokenOpt = Annotated[str | None, typer.Option(
     "--token", envvar="SPECSERVER_ADMIN_TOKEN", show_default=False,
-    help="admin bearer token [env SPECSERVER_ADMIN_TOKEN]")]
+    help="admin bearer token")]
 DatabaseOpt = Annotated[str | None, typer.Option(
-    "--database", help="store to open when no --server [env SPECSERVER_DATABASE_URL]")]
+    "--database", help="store to open when no --server (default: SPECSERVER_DATABASE_URL, "
+    "else the data folder)")]
 ActorOpt = Annotated[str, typer.Option(
     "--actor", envvar="SPECSERVER_ADMIN_ACTOR", help="name recorded in the audit log")]
 
