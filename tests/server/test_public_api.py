@@ -277,3 +277,16 @@ def test_min_contributors_comes_from_settings(store):
         body = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert body["min_contributors"] == 1
     assert all(not g["few_results"] and g["p25_speedup"] is not None for g in body["groups"])
+
+
+def test_the_page_escapes_what_contributors_send(client, store):
+    engine, _ = store
+    machine = dict(EXAMPLE_MACHINES[0], chip='<script>alert("x")</script> & M2')
+    sub = example_submission("ollama-draft", seed=31337, engine_version="0.30.1", machine=machine,
+                             counters_seen=True, created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    sid = insert_submission(engine, sub, key(9), received_at=BASE_TIME + timedelta(days=3))
+    for path in ("/", f"/submissions/{sid}"):
+        page = client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert "<script>" not in page.text
+        assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; M2" in page.text
