@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -83,7 +84,7 @@ def submission_id(body: bytes) -> str:
 def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> None:
     started = time.monotonic()
     database = tmp_path / "store.duckdb"
-    bodies = [valid_body(seed=5000 + i, key_seed=i % 7) for i in range(360)]
+    bodies = [valid_body(seed=5000 + i, key_seed=i % 7) for i in range(240)]
     ids = [submission_id(b) for b in bodies]
     server = Server(database, tmp_path / "server.log")
     print(f"generated in {time.monotonic() - started:.1f} s")
@@ -109,14 +110,14 @@ def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> 
     for t in threads:
         t.start()
     deadline = time.monotonic() + 60
-    while len(acked) < 120 and time.monotonic() < deadline:
+    while len(acked) < 80 and time.monotonic() < deadline:
         time.sleep(0.005)
     server.kill()  # mid-load: the clients are still sending
     for t in threads:
         t.join()
     acknowledged = set(acked)
     print(f"killed after {len(acknowledged)} acks at {time.monotonic() - started:.1f} s")
-    assert 120 <= len(acknowledged) < len(bodies)
+    assert 80 <= len(acknowledged) < len(bodies)
 
     server.start()
     with httpx.Client(base_url=server.url, timeout=10) as http:
@@ -128,7 +129,9 @@ def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> 
             assert len(data["summary"]) == 3
         # Re-send everything that was not acknowledged: each is stored exactly once.
         resent = [i for i in range(len(bodies)) if i not in acknowledged]
-        statuses = [http.post("/v1/submissions", content=bodies[i]).status_code for i in resent]
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(
+                lambda i: http.post("/v1/submissions", content=bodies[i]).status_code, resent))
         assert set(statuses) <= {200, 201}
         assert statuses.count(201) >= 1  # some had never reached the store
         # An acknowledged one sent again is a 200, not a second copy.
