@@ -222,3 +222,22 @@ def test_postgres_batches_use_copy_and_one_insert_per_batch(postgres_url: str) -
     # One COPY per table per batch: the staging table and the five child tables.
     assert len(copies) == 6 * batches
     assert sum(store_postgres.STAGE in c for c in copies) == batches
+
+
+def test_a_postgres_url_selects_the_replica_safe_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`SPECSERVER_DATABASE_URL` (or --database) with a PostgreSQL URL: the insert-or-
+    conflict writer and bounded connection waits; a path: DuckDB's writer. Nothing connects."""
+    from specserver.app import build_store
+    from specserver.settings import get_settings
+    from specserver.store_postgres import PostgresWriter
+
+    monkeypatch.setenv("SPECSERVER_DATABASE_URL",
+                       "postgresql+psycopg://nobody@127.0.0.1:1/nowhere")
+    store = build_store(get_settings())
+    assert store.dialect == "postgresql" and isinstance(store.writer, PostgresWriter)
+    assert store.engine.pool.timeout() <= 10  # type: ignore[attr-defined]
+    store.engine.dispose()
+    monkeypatch.setenv("SPECSERVER_DATABASE_URL", "/tmp/never-opened.duckdb")
+    store = build_store(get_settings())
+    assert store.dialect == "duckdb" and not isinstance(store.writer, PostgresWriter)
+    store.engine.dispose()
