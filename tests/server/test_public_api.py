@@ -290,3 +290,32 @@ def test_the_page_escapes_what_contributors_send(client, store):
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
         assert "<script>" not in page.text
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; M2" in page.text
+
+
+@pytest.mark.postgres
+def test_the_public_api_on_postgres(postgres_url):
+    engine = create_engine(postgres_url)
+    tables.metadata.create_all(engine)
+    try:
+        ids = fill(engine, 9)
+        app = FastAPI()
+        install_error_handlers(app)
+        public_api.install(app, ReadService(engine))
+        with AsgiClient(app) as client:
+            seen, cursor = [], None
+            while True:
+                params = {"limit": 4} | ({"cursor": cursor} if cursor else {})
+                body = client.get("/v1/submissions", params=params).json()
+                seen += [i["submission_id"] for i in body["items"]]
+                if not (cursor := body["next_cursor"]):
+                    break
+            assert seen == list(reversed(ids))
+            board = client.get("/v1/leaderboard").json()
+            assert sum(g["submissions"] for g in board["groups"]) == 2 * 9
+            assert client.get("/v1/stats").json()["trials"] == 9 * 15
+            rows = list(csv.DictReader(io.StringIO(client.get("/v1/export").text)))
+            assert len(rows) == 9 * 3
+            page = client.get("/", params={"chip": "Apple M2"})
+            assert page.status_code == 200 and 'class="group"' in page.text
+    finally:
+        engine.dispose()
