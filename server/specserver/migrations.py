@@ -38,10 +38,20 @@ def _create_v1(conn: Connection) -> None:
     tables.metadata.create_all(conn, checkfirst=True)
 
 
+def _received_at_index(conn: Connection) -> None:
+    """PostgreSQL only (see tables.py): an index for the newest receipt and the list."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(
+            "CREATE INDEX IF NOT EXISTS ix_submissions_received_at "
+            "ON submissions (received_at, submission_id)"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
                  "summaries, bans, audit_log", _create_v1),
+    Migration(2, "PostgreSQL: index submissions (received_at, submission_id)",
+              _received_at_index),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Double,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
@@ -65,6 +66,14 @@ submissions = Table(
     Column("hidden_reason", Text, nullable=True),
     Column("note", Text, nullable=True),
 )
+
+# PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
+# the data version every public GET reads, and the submission list's newest-first pages.
+# Schema version 2 (migrations.py); measured: the data version at 100k submissions on
+# PostgreSQL went from ~44 ms to ~15 ms (docs/deploying.md).
+Index(
+    "ix_submissions_received_at", submissions.c.received_at, submissions.c.submission_id
+).ddl_if(dialect="postgresql")
 
 # The exact bytes that were POSTed, so anyone can re-verify the signature later.
 envelopes = Table(

@@ -25,7 +25,7 @@ from tests.server.ingesthelp import (
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
 from specschema.summary import summarize
-from specserver import tables
+from specserver import migrations, tables
 
 
 @pytest.fixture
@@ -404,7 +404,8 @@ def test_unexpected_exception_is_500_json(tmp_path: Path, monkeypatch: pytest.Mo
 def test_healthz_and_openapi(served: Served) -> None:
     health = served.get("/healthz")
     assert health.status_code == 200
-    assert health.json() == {"status": "ok", "store": "duckdb", "schema_version": 1}
+    assert health.json() == {"status": "ok", "store": "duckdb",
+                             "schema_version": migrations.LATEST}
     spec = served.get("/openapi.json").json()
     post = spec["paths"][URL]["post"]
     assert {"200", "201", "400", "401", "403", "409", "413", "422", "429"} <= set(post["responses"])

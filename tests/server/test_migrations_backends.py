@@ -1,18 +1,23 @@
 """Upgrading a store created by the previous schema version, on DuckDB and PostgreSQL.
 
-The real schema has one version so far, so the "previous version" is a store that this
-code (schema version 1) creates and fills through the real ingest path, and the "next
-version" is this code's migrations plus a version-2 migration of the kind the schema will
-get (add a column with a backfill, add a table, add an index), run by the real
-``migrate``. That exercises what an upgrade must do on both stores: apply only what is
-missing, in one transaction with its stamp, keep every stored row and byte, be idempotent,
-and on PostgreSQL let several replicas start at once and apply it exactly once.
+Two upgrades, both by the real ``migrate``:
+
+- the real one, version 1 -> 2 (PostgreSQL gets an index on submissions.received_at;
+  DuckDB only the stamp): a store filled through the real ingest path is turned back
+  into exactly what the version-1 code wrote, then upgraded;
+- this code's store -> a next version of the kind the schema will get (add a column with
+  a backfill, add a table, add an index).
+
+What an upgrade must do on both stores: apply only what is missing, in one transaction
+with its stamp, keep every stored row and byte, be idempotent, and on PostgreSQL let
+several replicas start at once and apply it exactly once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,8 @@ from sqlalchemy import (
     String,
     Table,
     create_engine,
+    delete,
+    insert,
     inspect,
     select,
     text,
@@ -56,7 +63,7 @@ def _to_v2(conn: Connection) -> None:
         "ELSE 'other' END"))
     submission_labels.create(conn)
     # Plain DDL: an Index() on tables.submissions would attach itself to the real schema.
-    conn.execute(text("CREATE INDEX ix_submissions_received_at ON submissions (received_at)"))
+    conn.execute(text("CREATE INDEX ix_submissions_created_at ON submissions (created_at)"))
 
 
 NEXT = (*MIGRATIONS, Migration(LATEST + 1, "region column, labels table, received_at index",
@@ -88,6 +95,51 @@ def _versions(url: str) -> list[int]:
         engine.dispose()
 
 
+def _has_received_at_index(url: str) -> bool:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                found = conn.execute(text(
+                    "SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() "
+                    "AND indexname = 'ix_submissions_received_at'")).scalar()
+            else:
+                found = conn.execute(text(
+                    "SELECT count(*) FROM duckdb_indexes() "
+                    "WHERE index_name = 'ix_submissions_received_at'")).scalar()
+        return found == 1
+    finally:
+        engine.dispose()
+
+
+def test_real_upgrade_from_version_1(store_url: str, tmp_path: Path) -> None:
+    assert LATEST >= 2
+    bodies = _previous_version_store(store_url, tmp_path)
+    postgres = store_url.startswith("postgresql")
+    assert _has_received_at_index(store_url) == postgres  # a fresh store has it (PG only)
+    engine = make_engine(store_url)
+    try:
+        # Exactly what the version-1 code wrote: the same tables, no index, stamped 1.
+        with engine.begin() as conn:
+            conn.execute(text("DROP INDEX IF EXISTS ix_submissions_received_at"))
+            conn.execute(delete(tables.schema_version))
+            conn.execute(insert(tables.schema_version).values(version=1, applied_at=datetime(
+                2026, 11, 1)))
+        assert _versions(store_url) == [1] and not _has_received_at_index(store_url)
+        before = stored_envelope_sha(engine)
+        assert migrate(engine) == LATEST
+        assert _versions(store_url) == list(range(1, LATEST + 1))
+        assert _has_received_at_index(store_url) == postgres
+        assert stored_envelope_sha(engine) == before
+        assert set(before) == {submission_id_of(b) for b in bodies}
+    finally:
+        engine.dispose()
+    # The upgraded store serves: the same submissions come back as duplicates.
+    with Served(settings_for(tmp_path / "app", database_url=store_url)) as served:
+        assert served.store.schema_version == LATEST
+        assert served.post(bodies[0]).status_code == 200
+
+
 def test_upgrade_from_the_previous_version_keeps_every_row(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -95,8 +147,9 @@ def test_upgrade_from_the_previous_version_keeps_every_row(
     engine = make_engine(store_url)
     try:
         before = stored_envelope_sha(engine)
+        assert _versions(store_url) == [LATEST]  # a fresh store is stamped with the newest
         assert migrate(engine, NEXT) == LATEST + 1
-        assert _versions(store_url) == list(range(1, LATEST + 2))
+        assert _versions(store_url) == [LATEST, LATEST + 1]
         with engine.connect() as conn:
             assert inspect(conn).has_table("submission_labels")
             regions = dict(conn.execute(text(
@@ -107,7 +160,7 @@ def test_upgrade_from_the_previous_version_keeps_every_row(
         assert before == {submission_id_of(b): hashlib.sha256(b).hexdigest() for b in bodies}
         # Idempotent: a restart applies nothing and stamps nothing.
         assert migrate(engine, NEXT) == LATEST + 1
-        assert _versions(store_url) == list(range(1, LATEST + 2))
+        assert _versions(store_url) == [LATEST, LATEST + 1]
     finally:
         engine.dispose()
 
@@ -124,7 +177,7 @@ def test_a_server_refuses_a_store_newer_than_it_knows(store_url: str, tmp_path: 
         store.open()
     store.engine.dispose()
     # Refusing changed nothing.
-    assert _versions(store_url) == list(range(1, LATEST + 2))
+    assert _versions(store_url) == [LATEST, LATEST + 1]
 
 
 @pytest.mark.postgres
@@ -150,4 +203,4 @@ def test_replicas_starting_together_upgrade_once(postgres_url: str, tmp_path: Pa
         engine.dispose()
     # ALTER TABLE ADD COLUMN twice would have failed one of them: it ran once.
     assert results == [LATEST + 1] * len(engines)
-    assert _versions(postgres_url) == list(range(1, LATEST + 2))
+    assert _versions(postgres_url) == [LATEST, LATEST + 1]

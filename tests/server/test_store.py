@@ -169,14 +169,15 @@ def test_forward_migrations_run_in_order_once(tmp_path: Path) -> None:
 
     try:
         migrations.migrate(engine)  # version 1
-        steps = migrations.MIGRATIONS + (migrations.Migration(2, "extra note", add_column),)
-        assert migrations.migrate(engine, steps) == 2
-        assert migrations.migrate(engine, steps) == 2
+        nxt = migrations.LATEST + 1
+        steps = migrations.MIGRATIONS + (migrations.Migration(nxt, "extra note", add_column),)
+        assert migrations.migrate(engine, steps) == nxt
+        assert migrations.migrate(engine, steps) == nxt
         assert applied == [2]
         with engine.connect() as conn:
             conn.execute(text("SELECT extra_note FROM submissions")).all()
         with pytest.raises(migrations.SchemaTooNew):
-            migrations.migrate(engine)  # this server only knows version 1
+            migrations.migrate(engine)  # this server only knows up to LATEST
     finally:
         engine.dispose()
 
