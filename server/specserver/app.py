@@ -89,7 +89,8 @@ def create_app(
     from specserver import admin_api, public_api
     from specserver.leaderboard import ReadService
 
-    reads = ReadService(store.engine, min_contributors=settings.min_contributors)
+    reads = ReadService(store.engine, min_contributors=settings.min_contributors,
+                        max_stale_s=settings.read_max_stale_s)
     public_api.install(app, reads)  # /v1 reads, the page, CORS for GET
     admin_api.install(app)  # /admin/v1, bearer token from settings.admin_token
     # --- end of read side -------------------------------------------------------------

@@ -6,6 +6,11 @@ a write (an ingested submission, a hide, a ban) invalidates them without any hoo
 writer, and this works the same with several server processes on PostgreSQL. The same
 version makes the ETag of every public GET, so a 304 costs one tiny query.
 
+Under heavy ingest the version changes all the time; ``max_stale_s`` (setting
+``SPECSERVER_READ_MAX_STALE_S``, default 0 = always exact) lets reads reuse a version for
+that long, so the leaderboard is recomputed at most that often. ETags, cached aggregates
+and bodies all follow the version used, so a response is never labelled newer than it is.
+
 Cold aggregation reduces each contributor's draft results per group in SQL (one row per
 group and contributor, never trials; ``queries.contributor_results``) and applies the pure
 rules of ``aggregate`` to those rows; concurrent cold requests wait for one computation
@@ -15,6 +20,7 @@ instead of repeating it.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,9 +77,13 @@ class ReadService:
         *,
         min_contributors: int = aggregate.DEFAULT_MIN_CONTRIBUTORS,
         cache_size: int = 256,
+        max_stale_s: float = 0.0,
     ) -> None:
         self.engine = engine
         self.min_contributors = min_contributors
+        self.max_stale_s = max_stale_s
+        self._version: str | None = None
+        self._version_at = float("-inf")
         self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
             cache_size)
         # Rendered bodies by ETag (which covers the data version and the whole URL).
@@ -90,8 +100,17 @@ class ReadService:
             self._bodies.put(key, (status, body, media_type))
 
     def version(self) -> str:
+        """The store's data version; reused for ``max_stale_s`` seconds when that is > 0."""
+        if self.max_stale_s > 0:
+            with self._cache_lock:
+                if (self._version is not None
+                        and time.monotonic() - self._version_at < self.max_stale_s):
+                    return self._version
         with self.engine.connect() as conn:
-            return queries.data_version(conn)
+            version = queries.data_version(conn)
+        with self._cache_lock:
+            self._version, self._version_at = version, time.monotonic()
+        return version
 
     def clear_cache(self) -> None:
         with self._cache_lock:

@@ -76,6 +76,10 @@ class ServerSettings(BaseSettings):
     min_contributors: int = Field(
         default=3, ge=1, description="contributors a group needs for percentiles on the board"
     )
+    read_max_stale_s: float = Field(
+        default=0.0, ge=0, le=300,
+        description="public reads may reuse the store's data version this long (0 = exact)",
+    )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
     )

@@ -319,3 +319,19 @@ def test_the_public_api_on_postgres(postgres_url):
             assert page.status_code == 200 and 'class="group"' in page.text
     finally:
         engine.dispose()
+
+
+def test_reads_may_reuse_a_version_for_max_stale_s(store):
+    engine, _ = store
+    app = FastAPI()
+    install_error_handlers(app)
+    public_api.install(app, ReadService(engine, max_stale_s=3600))
+    with AsgiClient(app) as client:
+        before = client.get("/v1/stats")
+        sub = example_submission("ollama-draft", seed=2024, engine_version="0.30.1",
+                                 created_at=datetime(2026, 11, 1, tzinfo=UTC))
+        insert_submission(engine, sub, key(5), received_at=BASE_TIME + timedelta(days=4))
+        after = client.get("/v1/stats")
+        # Same version, so the same ETag and the same (consistent) body.
+        assert after.headers["etag"] == before.headers["etag"]
+        assert after.json()["submissions"] == before.json()["submissions"] == COUNT + 1
