@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Engine
 
@@ -83,6 +83,7 @@ class ReadService:
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
         self._version: str | None = None
+        self._known: tuple[str, dict[str, list[Any]]] | None = None
         self._version_at = float("-inf")
         self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
             cache_size)
@@ -112,10 +113,22 @@ class ReadService:
             self._version, self._version_at = version, time.monotonic()
         return version
 
+    def known_values(self, version: str) -> dict[str, list[Any]]:
+        """``queries.known_filter_values`` for this data version (cached for the latest)."""
+        with self._cache_lock:
+            if self._known is not None and self._known[0] == version:
+                return self._known[1]
+        with self.engine.connect() as conn:
+            known = queries.known_filter_values(conn)
+        with self._cache_lock:
+            self._known = (version, known)
+        return known
+
     def clear_cache(self) -> None:
         with self._cache_lock:
             self._boards.clear()
             self._bodies.clear()
+            self._known = None
 
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
               version: str | None = None) -> Board:

@@ -129,6 +129,25 @@ def parse_filters(params: dict[str, list[str]]) -> Filters:
     )
 
 
+MAX_LISTED = 200
+
+
+def check_known(reads: ReadService, version: str, filters: Filters) -> None:
+    """Refuse (422) a free-text filter value no visible submission has, listing those there are."""
+    asked = {"chip": filters.chip, "target": filters.target, "draft": filters.draft,
+             "ollama_version": filters.ollama_version, "memory_gb": filters.memory_gb}
+    if all(v is None for v in asked.values()):
+        return
+    known = reads.known_values(version)
+    for name, value in asked.items():
+        if value is not None and value not in known[name]:
+            allowed = known[name]
+            raise QueryRejected(
+                f"unknown_{name}", f"no visible submission has {name} {value!r}",
+                {"value": value, "allowed": allowed[:MAX_LISTED],
+                 "more": max(0, len(allowed) - MAX_LISTED)})
+
+
 def parse_group_by(params: dict[str, list[str]]) -> list[str]:
     group_by = _listed(params, "group_by") or list(aggregate.DEFAULT_GROUP_BY)
     unknown = aggregate.check_dimensions(group_by)
@@ -220,6 +239,7 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     limit = _int(_one(params, "limit"), "limit", 1, MAX_LIMIT) or 100
     offset = _int(_one(params, "offset"), "offset", 0, 10**9) or 0
     version = reads.version()
+    check_known(reads, version, filters)
 
     def build() -> Response:
         board = reads.board(filters, dimensions, view, version)
@@ -292,6 +312,7 @@ def submissions(request: Request, reads: Reads) -> Response:
         except queries.BadCursor as exc:
             raise QueryRejected("bad_cursor", str(exc), {"cursor": cursor}) from None
     version = reads.version()
+    check_known(reads, version, filters)
 
     def build() -> Response:
         with reads.engine.connect() as conn:
@@ -388,6 +409,7 @@ def export(request: Request, reads: Reads) -> Response:
     filters = parse_filters(params)
     fmt = _choice(_one(params, "format"), "format", EXPORT_FORMATS) or "csv"
     version = reads.version()
+    check_known(reads, version, filters)
     filename = f"specbench-export.{fmt}"
     disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
 

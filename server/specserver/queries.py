@@ -390,6 +390,22 @@ def distinct_values(conn: Connection, column: str, filters: Filters | None = Non
     return [r[0] for r in conn.execute(stmt)]
 
 
+def known_filter_values(conn: Connection) -> dict[str, list[Any]]:
+    """The values each free-text filter can take: those of the visible submissions."""
+    known = {name: distinct_values(conn, column) for name, column in (
+        ("chip", "chip"), ("target", "target_model"), ("ollama_version", "ollama_version"),
+        ("memory_gb", "memory_gb"))}
+    draft = summ.alias("d")
+    names: set[str] = set()
+    for column in (draft.c.config_name, draft.c.draft_model):
+        stmt = (select(column).distinct()
+                .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+                .where(draft.c.role == "draft", column.is_not(None), visible_clause()))
+        names.update(str(r[0]) for r in conn.execute(stmt).all())
+    known["draft"] = sorted(names)
+    return known
+
+
 def stats(conn: Connection) -> dict[str, Any]:
     trials = tables.trials
     total = conn.execute(select(

@@ -88,7 +88,7 @@ def test_filters_narrow_the_leaderboard(client):
     assert len(body["groups"]) == 1
     assert body["groups"][0]["key"]["chip"] == {"chip": "Apple M2"}
     assert body["filters"]["chip"] == "Apple M2"
-    assert client.get("/v1/leaderboard", params={"memory_gb": 999}).json()["groups"] == []
+    assert client.get("/v1/leaderboard", params={"memory_gb": 36}).json()["total_groups"] == 2
     assert client.get("/v1/leaderboard", params={"os": "linux"}).json()["total_groups"] == 4
     unknown_only = client.get("/v1/leaderboard", params={"verdict": "unknown"}).json()
     assert unknown_only["groups"] == []
@@ -335,3 +335,20 @@ def test_reads_may_reuse_a_version_for_max_stale_s(store):
         # Same version, so the same ETag and the same (consistent) body.
         assert after.headers["etag"] == before.headers["etag"]
         assert after.json()["submissions"] == before.json()["submissions"] == COUNT + 1
+
+
+@pytest.mark.parametrize(("path", "params", "code", "allowed_contains"), [
+    ("/v1/leaderboard", {"chip": "Apple M9"}, "unknown_chip", "Apple M2"),
+    ("/v1/leaderboard", {"memory_gb": 999}, "unknown_memory_gb", 24),
+    ("/v1/aggregates", {"target": "llama3:8b"}, "unknown_target", "qwen3.5:9b-mtp"),
+    ("/v1/submissions", {"draft": "spec_16"}, "unknown_draft", "spec_4"),
+    ("/v1/export", {"ollama_version": "9.9.9"}, "unknown_ollama_version", "0.30.1"),
+])
+def test_filter_values_no_submission_has_are_422_listing_those_there_are(
+        client, path, params, code, allowed_contains):
+    response = client.get(path, params=params)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == code and allowed_contains in error["details"]["allowed"]
+    # Draft models count as draft values too.
+    assert client.get("/v1/leaderboard", params={"draft": "qwen2.5:0.5b"}).status_code == 200
