@@ -74,11 +74,14 @@ def test_every_operation_survives_generated_inputs(tmp_path: Path) -> None:
     failures: list[str] = []
     for operation in operations:
         seen: Counter[int] = Counter()
-        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        inputs = (len(operation.path_parameters) + len(operation.query)
+                  + len(operation.headers) + len(operation.body))
+        modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if inputs else [])
+        for mode in modes:
             try:
                 _runner(operation, mode, seen)()
             except Unsatisfiable:
-                continue  # no input violates the schema (an operation without parameters)
+                continue  # nothing can violate the schema (a free-form string path parameter)
             except (Exception, BaseExceptionGroup) as exc:  # noqa: BLE001 - reported below
                 failures.append(f"{operation.label} ({mode}): {_summary(exc)}")
         figures[operation.label] = seen
