@@ -50,7 +50,7 @@ class InProcessClient:
         *,
         content: bytes | None = None,
         stream: Iterator[bytes] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, Any] | None = None,
         peer: tuple[str, int] = DEFAULT_PEER,
         params: Any = None,
     ) -> httpx.Response:

@@ -298,3 +298,18 @@ def test_trusted_proxy_forwarded_address_is_used(tmp_path: Path) -> None:
                  for i in range(4)]
     assert all(status == 201 for _, status in statuses), statuses
     assert flood == [201, 201, 429, 429]
+
+
+@pytest.mark.parametrize("forwarded", [
+    "", "garbage", "1.2.3.4, garbage", "999.1.1.1", "::1, ::ffff:1.2.3.4", "[::1]:80",
+    "1.2.3.4\u0000", "🍎", ",,,,", "1.2.3.4, " * 2000,
+])
+def test_garbage_forwarded_for_from_a_trusted_proxy(tmp_path: Path, forwarded: str) -> None:
+    """X-Forwarded-For is parsed, never trusted blindly and never a 5xx."""
+    settings = make_settings(tmp_path, trusted_proxies=["10.0.0.0/8"], rate_addr_per_minute=60,
+                             rate_addr_burst=50)
+    app = create_app(settings)
+    with InProcessClient(app) as client:
+        response = client.post(URL, content=valid_envelope(9500), peer=("10.0.0.3", 40000),
+                               headers={"x-forwarded-for": forwarded.encode("utf-8")})
+    assert response.status_code == 201, response.text
