@@ -313,3 +313,36 @@ def test_garbage_forwarded_for_from_a_trusted_proxy(tmp_path: Path, forwarded: s
         response = client.post(URL, content=valid_envelope(9500), peer=("10.0.0.3", 40000),
                                headers={"x-forwarded-for": forwarded.encode("utf-8")})
     assert response.status_code == 201, response.text
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_concurrent_duplicates_are_stored_once(tmp_path: Path, store: str) -> None:
+    """The same envelope 20 times at once: one 201, nineteen 200. The same id with ten
+    different bodies at once: one 201, nine 409. Stored once each, complete."""
+    with contextlib.ExitStack() as stack:
+        overrides = {}
+        if store == "postgres":
+            overrides["database_url"] = stack.enter_context(private_schema_url())
+        _concurrent_duplicates(make_settings(tmp_path, **overrides))
+
+
+def _concurrent_duplicates(settings: ServerSettings) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    app = create_app(settings)
+    same = valid_envelope(9600)
+    rivals = []
+    for i in range(10):
+        data = payload_dict(9601)
+        data["note"] = f"variant {i}"
+        rivals.append(signed(dict_bytes(data), signing_key(9601)))
+    with InProcessClient(app) as client, ThreadPoolExecutor(20) as pool:
+        first = list(pool.map(lambda body: client.post(URL, content=body).status_code,
+                              [same] * 20))
+        second = list(pool.map(lambda body: client.post(URL, content=body).status_code, rivals))
+        rows = count_rows(app_engine(app))
+    print(f"concurrent duplicates: same bytes x20 -> {sorted(first)}; same id, 10 bodies -> "
+          f"{sorted(second)}")
+    assert sorted(first) == [200] * 19 + [201]
+    assert sorted(second) == [201] + [409] * 9
+    assert rows["submissions"] == 2 and rows["trials"] == 30 and rows["envelopes"] == 2
