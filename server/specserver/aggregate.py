@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from specschema.stats import median, percentile
 
@@ -185,9 +185,11 @@ def _median_or_none(values: list[float]) -> float | None:
     return median(values) if values else None
 
 
-@dataclass(frozen=True, slots=True)
-class ContributorResult:
-    """Rule 3, first step: one contributor's rows in one group, reduced to medians."""
+class ContributorResult(NamedTuple):
+    """Rule 3, first step: one contributor's rows in one group, reduced to medians.
+
+    A NamedTuple: tens of thousands are built per cold aggregation, and tuples build fast.
+    """
 
     key: tuple[KeyValue, ...]  # the group's values, in the order of its dimensions' fields
     contributor: str
