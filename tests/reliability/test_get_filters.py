@@ -218,3 +218,26 @@ def test_store_intact_after_injection_attempts(loaded: tuple[InProcessClient, An
     listing = client.get("/v1/submissions", params={"limit": "500"}).json()["items"]
     expected = {i for ids in ctx["ids"].values() for i in ids}
     assert {item["submission_id"] for item in listing} >= expected
+
+
+def test_parquet_export_filters_are_not_injectable(loaded: tuple[InProcessClient, Any]) -> None:
+    """The parquet export renders its filters into SQL text (DuckDB COPY): SQL-looking values
+    must still only match themselves."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    client, ctx = loaded
+    for value in HOSTILE_VALUES:
+        response = client.get("/v1/export", params={"chip": value, "format": "parquet"})
+        _check(response, f"/v1/export?format=parquet&chip={value[:40]!r}")
+        if response.status_code != 200:
+            continue
+        table = pq.read_table(io.BytesIO(response.content))
+        ids = set(table.column("submission_id").to_pylist()) if table.num_rows else set()
+        if not value.strip():  # a blank filter is no filter
+            wanted = {i for group in ctx["ids"].values() for i in group}
+        else:
+            which = {SQL_CHIP: "sql", UNICODE_CHIP: "unicode"}.get(value)
+            wanted = set(ctx["ids"][which]) if which else set()
+        assert ids == wanted, value[:40]
