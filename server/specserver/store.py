@@ -48,7 +48,9 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         from specserver import store_postgres  # timeouts and pool bounds (issue 7)
 
-        return create_engine(url, **store_postgres.engine_options())
+        engine = create_engine(url, **store_postgres.engine_options())
+        store_postgres.configure_engine(engine)
+        return engine
     return create_engine(url)
 
 
