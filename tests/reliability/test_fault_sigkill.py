@@ -10,9 +10,11 @@ is stored exactly once. Run with ``-s`` for the per-round figures.
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.reliability.load import drive, make_items
@@ -35,6 +37,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     try:
         for round_no in range(ROUNDS):
             server.start()
+            _served_after_restart(server.url, acked)
             fresh = items[round_no * PER_ROUND:(round_no + 1) * PER_ROUND]
             batch = list(pending.items()) + fresh
             killed = threading.Event()
@@ -60,6 +63,7 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
             assert audit["acked_found"] == len(acked)
         # Final: everything again, as a client that never got (or lost) its receipts.
         server.start()
+        _served_after_restart(server.url, acked)
         result = drive(server.url, items, concurrency=16)
         server.stop()
         assert set(result.statuses) <= {"200", "201"}, result.statuses
@@ -76,3 +80,13 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path) -> None:
     finally:
         server.stop()
 
+
+
+def _served_after_restart(url: str, acked: dict[str, bytes]) -> None:
+    """The restarted server itself serves what was acknowledged, byte for byte."""
+    for sid in random.Random(len(acked)).sample(sorted(acked), min(20, len(acked))):
+        response = httpx.get(f"{url}/v1/submissions/{sid}/envelope", timeout=10)
+        assert response.status_code == 200, (sid, response.status_code)
+        assert response.content == acked[sid]
+    stats = httpx.get(f"{url}/v1/stats", timeout=10).json()
+    assert stats["submissions"] >= len(acked)
