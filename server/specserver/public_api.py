@@ -208,7 +208,7 @@ def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
 
 
 def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offset: int,
-               filters: Filters) -> dict[str, Any]:
+               filters: Filters, min_contributors: int) -> dict[str, Any]:
     groups = aggregate.sort_groups(board.groups, sort)
     page = groups[offset:offset + limit]
     return {
@@ -216,7 +216,7 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "group_by": dimensions,
         "filters": filters_json(filters),
         "sort": sort,
-        "min_contributors": None,
+        "min_contributors": min_contributors,
         "total_groups": len(groups),
         "offset": offset,
         "limit": limit,
@@ -233,8 +233,8 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     filters = parse_filters(params)
     group_by = parse_group_by(params)
     dimensions = aggregate.leaderboard_dimensions(group_by) if leaderboard else group_by
-    view: View = "noise_floor" if _choice(_one(params, "view"), "view", VIEWS) == "noise_floor" \
-        else "speedup"
+    chosen = _choice(_one(params, "view"), "view", VIEWS)
+    view: View = "noise_floor" if chosen == "noise_floor" else "speedup"
     sort = _choice(_one(params, "sort"), "sort", aggregate.SORTS) or aggregate.DEFAULT_SORT
     limit = _int(_one(params, "limit"), "limit", 1, MAX_LIMIT) or 100
     offset = _int(_one(params, "offset"), "offset", 0, 10**9) or 0
@@ -243,9 +243,8 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
 
     def build() -> Response:
         board = reads.board(filters, dimensions, view, version)
-        body = board_json(board, dimensions, sort, limit, offset, filters)
-        body["min_contributors"] = reads.min_contributors
-        return JSONResponse(body)
+        return JSONResponse(board_json(board, dimensions, sort, limit, offset, filters,
+                                       reads.min_contributors))
 
     return conditional(request, version, build)
 
