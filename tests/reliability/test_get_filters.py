@@ -10,7 +10,6 @@ Run with ``-s`` for the figures (requests sent, statuses seen).
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +20,9 @@ import pytest
 
 from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specserver.app import create_app
+from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import signing_key
 from tests.reliability.inprocess import InProcessClient
-from tests.reliability.pg import private_schema_url
-from tests.reliability.test_hostile_inputs import make_settings
 
 SQL_CHIP = "Robert'); DROP TABLE submissions;--"
 UNICODE_CHIP = "芯片 M2 ✓ 🍎 Ｐｒｏ"
@@ -77,19 +74,11 @@ def _store(client: InProcessClient, seed: int, chip: str) -> str:
     return str(sub.submission_id)
 
 
-STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
 @pytest.fixture(scope="module", params=STORES)
 def loaded(tmp_path_factory: pytest.TempPathFactory,
            request: pytest.FixtureRequest) -> Iterator[tuple[InProcessClient, Any]]:
     tmp: Path = tmp_path_factory.mktemp("getfilters")
-    with contextlib.ExitStack() as stack:
-        overrides = {}
-        if request.param == "postgres":
-            overrides["database_url"] = stack.enter_context(private_schema_url())
-        app = create_app(make_settings(tmp, **overrides))
-        client = stack.enter_context(InProcessClient(app))
+    with app_on(request.param, tmp) as app, InProcessClient(app) as client:
         ids = {
             "plain": [_store(client, 100 + i, "Apple M2") for i in range(3)],
             "sql": [_store(client, 200, SQL_CHIP)],

@@ -1,4 +1,5 @@
-"""Hostile submissions against the in-process app on a tmp DuckDB file.
+"""Hostile submissions against the in-process app, on a tmp DuckDB file and on a private
+PostgreSQL schema.
 
 Each case asserts its status, the one JSON error shape, and that no table gained a row.
 Run with ``-s`` to see the table of cases, statuses and error codes (RELIABILITY.md).
@@ -6,9 +7,9 @@ Run with ``-s`` to see the table of cases, statuses and error codes (RELIABILITY
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from specschema import envelope_bytes, key_id_of, sign_envelope, submission_bytes
 from specschema.examples import example_submission
 from specserver.app import create_app
-from specserver.settings import ServerSettings
+from tests.reliability.apps import STORES, app_on, make_settings
 from tests.reliability.hostile import (
     BODY_LIMIT,
     HostileCase,
@@ -31,24 +32,10 @@ from tests.reliability.hostile import (
     valid_payload,
 )
 from tests.reliability.inprocess import InProcessClient
-from tests.reliability.pg import private_schema_url
 from tests.reliability.storecount import app_engine, count_rows
 
 URL = "/v1/submissions"
 CASES = hostile_cases()
-
-
-def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
-    values: dict[str, Any] = {
-        "database_url": str(tmp / "store.duckdb"),
-        "max_body_bytes": BODY_LIMIT,
-        "rate_key_per_minute": 0,
-        "rate_addr_per_minute": 0,
-        "ban_cache_s": 0,
-        "public_base_url": "http://testserver",
-    }
-    values.update(overrides)
-    return ServerSettings(**values)
 
 
 def assert_error_shape(response: httpx.Response) -> dict[str, Any]:
@@ -63,18 +50,12 @@ def assert_error_shape(response: httpx.Response) -> dict[str, Any]:
     return error  # type: ignore[no-any-return]
 
 
-STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
 @pytest.fixture(scope="module", params=STORES)
 def served(tmp_path_factory: pytest.TempPathFactory,
            request: pytest.FixtureRequest) -> Iterator[tuple[InProcessClient, Any]]:
-    with contextlib.ExitStack() as stack:
-        overrides = {}
-        if request.param == "postgres":
-            overrides["database_url"] = stack.enter_context(private_schema_url())
-        app = create_app(make_settings(tmp_path_factory.mktemp("hostile"), **overrides))
-        yield stack.enter_context(InProcessClient(app)), app
+    with app_on(request.param, tmp_path_factory.mktemp("hostile")) as app, \
+            InProcessClient(app) as client:
+        yield client, app
 
 
 def _counted_stream(case: HostileCase, pulled: list[int]) -> Iterator[bytes]:
@@ -319,17 +300,11 @@ def test_garbage_forwarded_for_from_a_trusted_proxy(tmp_path: Path, forwarded: s
 def test_concurrent_duplicates_are_stored_once(tmp_path: Path, store: str) -> None:
     """The same envelope 20 times at once: one 201, nineteen 200. The same id with ten
     different bodies at once: one 201, nine 409. Stored once each, complete."""
-    with contextlib.ExitStack() as stack:
-        overrides = {}
-        if store == "postgres":
-            overrides["database_url"] = stack.enter_context(private_schema_url())
-        _concurrent_duplicates(make_settings(tmp_path, **overrides))
+    with app_on(store, tmp_path) as app:
+        _concurrent_duplicates(app)
 
 
-def _concurrent_duplicates(settings: ServerSettings) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    app = create_app(settings)
+def _concurrent_duplicates(app: Any) -> None:
     same = valid_envelope(9600)
     rivals = []
     for i in range(10):

@@ -28,7 +28,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from specserver.app import create_app
-from tests.reliability.test_hostile_inputs import make_settings
+from tests.reliability.apps import make_settings
 
 EXAMPLES = 100
 TOKEN = "reliability-admin-token"

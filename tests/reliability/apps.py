@@ -1,0 +1,41 @@
+"""The app under test: settings for a tmp store, on DuckDB or a private PostgreSQL schema."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specserver.app import create_app
+from specserver.settings import ServerSettings
+from tests.reliability.hostile import BODY_LIMIT
+from tests.reliability.pg import private_schema_url
+
+# Parametrize over these; the PostgreSQL half carries the `postgres` marker.
+STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
+    """A DuckDB file in ``tmp``, rate limits off, bans not cached (tests turn them on)."""
+    values: dict[str, Any] = {
+        "database_url": str(tmp / "store.duckdb"),
+        "max_body_bytes": BODY_LIMIT,
+        "rate_key_per_minute": 0,
+        "rate_addr_per_minute": 0,
+        "ban_cache_s": 0,
+        "public_base_url": "http://testserver",
+    }
+    values.update(overrides)
+    return ServerSettings(**values)
+
+
+@contextlib.contextmanager
+def app_on(store: str, tmp: Path, **overrides: Any) -> Iterator[Any]:
+    """An app on ``store`` ("duckdb" or "postgres"); not started (use InProcessClient)."""
+    with contextlib.ExitStack() as stack:
+        if store == "postgres":
+            overrides["database_url"] = stack.enter_context(private_schema_url())
+        yield create_app(make_settings(tmp, **overrides))
