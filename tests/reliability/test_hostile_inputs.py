@@ -321,3 +321,27 @@ def _concurrent_duplicates(app: Any) -> None:
     assert sorted(first) == [200] * 19 + [201]
     assert sorted(second) == [201] + [409] * 9
     assert rows["submissions"] == 2 and rows["trials"] == 30 and rows["envelopes"] == 2
+
+
+def test_ten_mb_string_past_a_raised_limit_reaches_the_parser(tmp_path: Path) -> None:
+    """With the body limit raised to 16 MiB, a signed payload whose note is a 10 MB string
+    gets through size, envelope and signature, and is refused by the schema (note <= 500
+    characters): 422, nothing stored."""
+    import time
+
+    payload = payload_dict(9700)
+    payload["note"] = "x" * (10 * 1024 * 1024)
+    body = signed(dict_bytes(payload), signing_key(9700))
+    with app_on("duckdb", tmp_path, max_body_bytes=16 * 1024 * 1024) as app, \
+            InProcessClient(app) as client:
+        before = count_rows(app_engine(app))
+        started = time.monotonic()
+        response = client.post(URL, content=body)
+        took = time.monotonic() - started
+        after = count_rows(app_engine(app))
+    error = assert_error_shape(response)
+    print(f"10 MB string, limit 16 MiB: {len(body)} bytes -> {response.status_code} "
+          f"{error['code']} in {took:.2f}s")
+    assert response.status_code == 422 and error["code"] == "schema_invalid"
+    assert "note" in error["message"]
+    assert after == before
