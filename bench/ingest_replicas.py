@@ -168,33 +168,33 @@ def main() -> None:
     print(f"pre-generated {len(bodies):,} distinct signed submissions in "
           f"{time.perf_counter() - started:.1f} s")
     schema = f"bench_{uuid.uuid4().hex[:12]}"
-    admin = psycopg.connect(args.postgres, autocommit=True)
-    admin.execute(f'CREATE SCHEMA "{schema}"')
+    with psycopg.connect(args.postgres, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
     pg_url = (args.postgres.replace("postgresql://", "postgresql+psycopg://", 1)
               + f"?options=-csearch_path%3D{schema}")
-    results: list[Result] = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="bench-replicas-") as folder:
-            tmp = Path(folder)
-            duck = [Proc(str(tmp / "bench.duckdb"), tmp / "duckdb.log", {})]
-            results.append(measure("1 server, DuckDB file", duck, bodies, args))
-            replicas = [Proc(pg_url, tmp / f"pg-{i}.log", {"SPECSERVER_REDIS_URL": args.redis})
-                        for i in range(args.replicas)]
-            # Start one first so that the others do not all wait on the migration lock.
-            results.append(measure(f"{args.replicas} replicas, PostgreSQL + Redis", replicas,
-                                   bodies, args))
-            stored = admin.execute(f'SELECT count(*) FROM "{schema}".submissions').fetchone()
-    finally:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.close()
     print(f"\n{args.connections} connections, {args.duration:g} s measured after "
           f"{args.warmup:g} s warm-up, loopback, {os.cpu_count()} cores, Python "
           f"{sys.version.split()[0]}")
     print(f"{'run':36} {'accepted/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'server CPU':>11} "
-          f"{'machine busy':>13}  statuses")
-    for r in results:
+          f"{'machine busy':>13}  statuses", flush=True)
+
+    def show(r: Result) -> None:
         print(f"{r.label:36} {r.accepted_per_s:11,.0f} {r.p50_ms:8.1f} {r.p99_ms:8.1f} "
-              f"{r.server_cpu:10.2f}c {r.machine_busy:12.0%}  {r.statuses}")
+              f"{r.server_cpu:10.2f}c {r.machine_busy:12.0%}  {r.statuses}", flush=True)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-replicas-") as folder:
+            tmp = Path(folder)
+            duck = [Proc(str(tmp / "bench.duckdb"), tmp / "duckdb.log", {})]
+            show(measure("1 server, DuckDB file", duck, bodies, args))
+            replicas = [Proc(pg_url, tmp / f"pg-{i}.log", {"SPECSERVER_REDIS_URL": args.redis})
+                        for i in range(args.replicas)]
+            show(measure(f"{args.replicas} replicas, PostgreSQL + Redis", replicas, bodies,
+                         args))
+    finally:
+        with psycopg.connect(args.postgres, autocommit=True) as admin:
+            stored = admin.execute(f'SELECT count(*) FROM "{schema}".submissions').fetchone()
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
     print(f"\nrows in PostgreSQL after the replica run: {stored[0] if stored else 0:,}")
 
 
