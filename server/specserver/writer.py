@@ -41,6 +41,7 @@ log = logging.getLogger("specserver.writer")
 Status = Literal["created", "duplicate", "conflict"]
 BulkInsert = Callable[[Connection, Table, list[tuple[Any, ...]]], None]
 RETRY_AFTER_S = 5.0
+MAX_WINDOW_S = 0.05  # the longest a submission waits for its batch to gather
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,8 @@ class GroupCommitWriter:
     ) -> None:
         self.engine = engine
         self.window_s = window_s
+        self.max_window_s = max(window_s, MAX_WINDOW_S)
+        self.last_commit_s = 0.0
         self.max_batch = max_batch
         self.bulk_insert = bulk_insert or bulk_insert_for(engine.dialect.name)
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -194,7 +197,7 @@ class GroupCommitWriter:
             if first is _STOP:
                 break
             batch: list[object] = [first]
-            deadline = time.monotonic() + self.window_s
+            deadline = time.monotonic() + self.gather_window()
             while len(batch) < self.max_batch:
                 remaining = deadline - time.monotonic()
                 try:
@@ -251,9 +254,19 @@ class GroupCommitWriter:
         if self.engine.dialect.name == "duckdb":
             self.engine.dispose()
 
+    def gather_window(self) -> float:
+        """How long to gather a batch: ``window_s``, or as long as the last commit took
+        (up to ``MAX_WINDOW_S``). A commit has a fixed cost (~7 ms of CPU for six table
+        appends and the WAL sync here); under load, gathering for about one commit time
+        makes batches grow with the load instead of committing a few submissions at a
+        time, while a lone submission still waits only ``window_s``."""
+        return min(max(self.window_s, self.last_commit_s), self.max_window_s)
+
     def _process(self, batch: list[WriteRequest]) -> None:
+        started = time.monotonic()
         try:
             outcomes = self._write_batch(batch)
+            self.last_commit_s = time.monotonic() - started
         except Exception as exc:  # noqa: BLE001 - any refusal: retry one by one
             log.info("batch of %d refused (%s); retrying one by one", len(batch), exc)
             self._forget_bulk_state()
