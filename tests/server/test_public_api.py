@@ -352,3 +352,15 @@ def test_filter_values_no_submission_has_are_422_listing_those_there_are(
     assert error["code"] == code and allowed_contains in error["details"]["allowed"]
     # Draft models count as draft values too.
     assert client.get("/v1/leaderboard", params={"draft": "qwen2.5:0.5b"}).status_code == 200
+
+
+def test_a_hidden_submission_keeps_its_page_with_a_banner(client, store):
+    engine, ids = store
+    with engine.begin() as conn:
+        conn.execute(update(tables.submissions).where(
+            tables.submissions.c.submission_id == ids[0]).values(hidden=True))
+    page = client.get(f"/submissions/{ids[0]}").text
+    assert "Hidden by a maintainer" in page
+    listed = client.get("/v1/submissions", params={"limit": 100}).json()["items"]
+    assert ids[0] not in {i["submission_id"] for i in listed}
+    assert "Hidden by a maintainer" not in client.get(f"/submissions/{ids[1]}").text
