@@ -37,8 +37,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"specserver: invalid settings: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(2) from None
         url = f"http://{host}:{port}"
-        store_url = settings.resolved_database_url
-        typer.echo(f"specserver {url} (store: {store_url})")
+        from specserver.store import display_url
+
+        typer.echo(f"specserver {url} (store: {display_url(settings.resolved_database_url)})")
         uvicorn.run(
             create_app(settings),
             host=host,

@@ -54,6 +54,11 @@ def make_engine(url: str) -> Engine:
     return create_engine(url)
 
 
+def display_url(url: str) -> str:
+    """The store URL for logs and messages: a PostgreSQL password is never printed."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def make_writer(engine: Engine, *, window_s: float, max_batch: int) -> GroupCommitWriter:
     """The single writer for this dialect (PostgreSQL: insert-or-conflict, for replicas)."""
     if engine.dialect.name == "postgresql":

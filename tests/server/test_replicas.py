@@ -41,9 +41,15 @@ CONFLICTS = 6
 CLIENTS = 12
 
 
+PASSWORD = "never-in-the-logs"
+
+
 @pytest.fixture
 def replicas(postgres_url: str, tmp_path: Path) -> Iterator[list[ServerProcess]]:
-    servers = [ServerProcess(postgres_url, tmp_path, env={"SPECSERVER_GROUP_COMMIT_MS": "5"})
+    # Trust authentication ignores the password; the servers must not print it.
+    with_password = postgres_url.replace("postgres@", f"postgres:{PASSWORD}@", 1)
+    assert PASSWORD in with_password
+    servers = [ServerProcess(with_password, tmp_path, env={"SPECSERVER_GROUP_COMMIT_MS": "5"})
                for _ in range(REPLICAS)]
     starters = [threading.Thread(target=s.start) for s in servers]
     try:
@@ -60,6 +66,10 @@ def replicas(postgres_url: str, tmp_path: Path) -> Iterator[list[ServerProcess]]
             if s.proc is not None and s.proc.poll() is None:
                 s.proc.terminate()
                 s.proc.wait(30)
+    for s in servers:
+        log = s.log()
+        assert "(store: postgresql+psycopg://postgres:***@" in log
+        assert PASSWORD not in log
 
 
 def test_replicas_store_each_submission_once_and_agree(
