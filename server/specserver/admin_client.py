@@ -191,7 +191,9 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
             raise AdminError(
                 f"the store {settings.resolved_database_url} is held by another process (a "
                 "running server?): use --server URL with SPECSERVER_ADMIN_TOKEN") from None
-        raise AdminError(f"cannot open the store {settings.resolved_database_url}: "
+        from specserver.store import display_url  # never print a PostgreSQL password
+
+        raise AdminError(f"cannot open the store {display_url(settings.resolved_database_url)}: "
                          f"{str(exc).splitlines()[0]}") from None
     try:
         yield DirectAdmin(store, actor)

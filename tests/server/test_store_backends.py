@@ -262,3 +262,21 @@ def test_postgres_envelopes_are_stored_verbatim_and_lz4_compressed(postgres_url:
         assert methods == {"lz4"}
     finally:
         store.close()
+
+
+def test_no_command_prints_a_database_password(tmp_path: Any) -> None:
+    """A maintainer command that cannot reach PostgreSQL names the store without its
+    password (`serve`'s startup line is checked in test_replicas)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECSERVER_")}
+    env["SPECSERVER_DATABASE_URL"] = "postgresql+psycopg://someone:hunter2@127.0.0.1:1/x"
+    specserver = str(Path(sys.executable).with_name("specserver"))
+    result = subprocess.run([specserver, "stats"], env=env, capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path, check=False)
+    assert result.returncode == 1
+    assert "someone:***@127.0.0.1:1/x" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
