@@ -24,6 +24,7 @@ vanished server turns into errors, never a hang.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from sqlalchemy import (
@@ -226,8 +227,10 @@ class PostgresWriter(GroupCommitWriter):
 
     def _process(self, batch: list[WriteRequest]) -> None:
         for attempt in range(1, BATCH_ATTEMPTS + 1):
+            started = time.monotonic()
             try:
                 outcomes = self._write_batch(batch)
+                self.last_commit_s = time.monotonic() - started  # the adaptive window
             except Exception as exc:  # noqa: BLE001 - decided below
                 self._reset()
                 if attempt < BATCH_ATTEMPTS:

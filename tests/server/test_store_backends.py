@@ -214,6 +214,7 @@ def test_postgres_batches_use_copy_and_one_insert_per_batch(postgres_url: str) -
         psycopg.Cursor.copy = original_copy  # type: ignore[method-assign]
         store.close()
     assert [o.status for o in outcomes] == ["created"] * 40
+    assert store.writer.last_commit_s > 0  # feeds the writer's adaptive gather window
     batches = store.writer.batches
     assert 1 <= batches <= 3
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
