@@ -34,7 +34,7 @@ from specserver.errors import (
     response_for,
 )
 from specserver.ingest import Checked, check_submission
-from specserver.ratelimit import RateLimiter, client_address
+from specserver.ratelimit import RateLimiter, client_address, first_refusal
 from specserver.settings import ServerSettings
 from specserver.store import Store
 
@@ -189,11 +189,11 @@ async def accept_submission(
     if store.is_banned(checked.key_id):
         raise Forbidden("this key id is banned", {"key_id": checked.key_id}, code="key_banned")
     address = client_address(peer, forwarded_for, settings.proxy_networks())
-    for scope, key in (("key", checked.key_id), ("address", address)):
-        wait = limiter.hit(scope, key)
-        if wait is not None:
-            raise RateLimited(f"too many submissions from this {scope}; retry later",
-                              {"scope": scope}, retry_after=wait)
+    refused = first_refusal(limiter, (("key", checked.key_id), ("address", address)))
+    if refused is not None:
+        scope, wait = refused
+        raise RateLimited(f"too many submissions from this {scope}; retry later",
+                          {"scope": scope}, retry_after=wait)
     if not settings.store_enabled:
         receipt = _receipt(settings, checked, now)
         return Answer(201, receipt.model_dump_json().encode(), {"Location": receipt.url})

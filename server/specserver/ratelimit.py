@@ -36,6 +36,23 @@ class RateLimiter(Protocol):
         ...
 
 
+def first_refusal(
+    limiter: RateLimiter, checks: Sequence[tuple[str, str]]
+) -> tuple[str, float] | None:
+    """Run the (scope, key) checks in order: None if all passed, else the first refusing
+    scope and its wait. A limiter with ``hit_many`` (the shared Redis one) answers them all
+    in one round trip instead."""
+    many = getattr(limiter, "hit_many", None)
+    if many is not None:
+        answer: tuple[str, float] | None = many(checks)
+        return answer
+    for scope, key in checks:
+        wait = limiter.hit(scope, key)
+        if wait is not None:
+            return scope, wait
+    return None
+
+
 def take_token(
     tokens: float, updated: float, now: float, limit: Limit
 ) -> tuple[float, float | None]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -27,6 +27,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter
+from specserver.ratelimit import first_refusal as _first_refusal
 
 log = logging.getLogger("specserver.ratelimit")
 
@@ -69,6 +70,40 @@ def redis_client(url: str, *, socket_timeout: float = 0.25) -> redis.Redis:
     )
 
 
+# KEYS = buckets; ARGV = rate, burst per bucket. All or nothing: tokens are taken from
+# every bucket only if each has one; else none is taken and the answer names the first
+# bucket that refused. Returns {index of the refusing bucket (0 = none), wait as text}.
+TOKEN_BUCKETS_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local levels = {}
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', key, 'tokens', 'updated')
+  local tokens = tonumber(state[1])
+  local updated = tonumber(state[2])
+  if tokens == nil or updated == nil then
+    tokens = burst
+    updated = now
+  end
+  tokens = math.min(burst, tokens + math.max(0, now - updated) * rate)
+  if tokens < 1 then
+    return {i, tostring((1 - tokens) / rate)}
+  end
+  levels[i] = tokens
+end
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local burst = tonumber(ARGV[2 * i])
+  local tokens = levels[i] - 1
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'updated', tostring(now))
+  redis.call('PEXPIRE', key, math.ceil((burst - tokens) / rate * 1000) + 1000)
+end
+return {0, '0'}
+"""
+
+
 class RedisRateLimiter:
     """``RateLimiter`` on Redis; see the module docstring for the failure behaviour."""
 
@@ -89,6 +124,7 @@ class RedisRateLimiter:
         self.retry_s = retry_s
         self.clock = clock
         self._script: Any = client.register_script(TOKEN_BUCKET_LUA)
+        self._scripts: Any = client.register_script(TOKEN_BUCKETS_LUA)
         self._down_until = float("-inf")
 
     @classmethod
@@ -123,6 +159,32 @@ class RedisRateLimiter:
             return None
         seconds = float(wait)
         return seconds if math.isfinite(seconds) and seconds > 0 else 1.0
+
+    def hit_many(self, checks: Sequence[tuple[str, str]]) -> tuple[str, float] | None:
+        """Every (scope, key) in ONE round trip, all or nothing: None when each bucket had a
+        token (all taken), else the first refusing scope and its wait (none taken)."""
+        enabled = [(scope, key, self.limits[scope]) for scope, key in checks
+                   if scope in self.limits and self.limits[scope].enabled]
+        if not enabled:
+            return None
+        if self.degraded:
+            return _first_refusal(self.fallback, checks)
+        args: list[str] = []
+        for _, _, limit in enabled:
+            args += [repr(limit.per_minute / 60.0), str(limit.burst)]
+        try:
+            index, wait = self._scripts(
+                keys=[f"{self.prefix}{scope}:{key}" for scope, key, _ in enabled], args=args)
+        except redis.RedisError as exc:
+            log.warning("Redis rate limiter unavailable (%s); using in-process limits for "
+                        "%g s", type(exc).__name__, self.retry_s)
+            self._down_until = self.clock() + self.retry_s
+            return _first_refusal(self.fallback, checks)
+        if int(index) == 0:
+            return None
+        seconds = float(wait)
+        return enabled[int(index) - 1][0], (
+            seconds if math.isfinite(seconds) and seconds > 0 else 1.0)
 
     def close(self) -> None:
         self.client.close()

@@ -136,3 +136,41 @@ def test_replicas_answer_429_from_the_shared_bucket(
         assert statuses == [201, 201, 201, 429, 429, 429]
         # Another key is not affected.
         assert a.post(valid_body(seed=310, key_seed=8)).status_code == 201
+
+
+def test_both_scopes_in_one_round_trip_all_or_nothing(
+    redis_client: redis.Redis, prefix: str
+) -> None:
+    limits = {"key": Limit(per_minute=6.0, burst=3), "address": Limit(per_minute=6.0, burst=1)}
+    limiter = RedisRateLimiter(redis_client, limits, prefix=prefix)
+    calls: list[int] = []
+    script = limiter._scripts
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return script(*args, **kwargs)
+
+    limiter._scripts = counted
+    limiter._script = None  # the one-bucket script must not be used
+    assert limiter.hit_many([("key", "alice"), ("address", "10.0.0.1")]) is None
+    refused = limiter.hit_many([("key", "alice"), ("address", "10.0.0.1")])
+    assert refused is not None and refused[0] == "address" and 9.0 < refused[1] <= 10.0
+    assert len(calls) == 2
+    # The refused call took nothing: alice still has 2 of her 3 tokens.
+    assert limiter.hit_many([("key", "alice"), ("address", "10.0.0.2")]) is None
+    assert limiter.hit_many([("key", "alice"), ("address", "10.0.0.3")]) is None
+    refused = limiter.hit_many([("key", "alice"), ("address", "10.0.0.4")])
+    assert refused is not None and refused[0] == "key"
+    # Disabled scopes are skipped; nothing enabled means no round trip at all.
+    off = RedisRateLimiter(redis_client, {"key": Limit(0, 1)}, prefix=prefix)
+    off._scripts = None
+    assert off.hit_many([("key", "x"), ("address", "y")]) is None
+
+
+def test_first_refusal_uses_one_call_per_scope_for_local_limits() -> None:
+    from specserver.ratelimit import first_refusal
+
+    local = MemoryRateLimiter({"key": Limit(6.0, 1), "address": Limit(6.0, 5)})
+    assert first_refusal(local, [("key", "k"), ("address", "a")]) is None
+    refused = first_refusal(local, [("key", "k"), ("address", "a")])
+    assert refused is not None and refused[0] == "key"
