@@ -41,7 +41,7 @@ log = logging.getLogger("specserver.writer")
 Status = Literal["created", "duplicate", "conflict"]
 BulkInsert = Callable[[Connection, Table, list[tuple[Any, ...]]], None]
 RETRY_AFTER_S = 5.0
-MAX_WINDOW_S = 0.05  # the longest a submission waits for its batch to gather
+MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
 
 
 @dataclass(frozen=True)
