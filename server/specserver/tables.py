@@ -7,6 +7,8 @@ Timestamps are stored as timezone-naive UTC (DuckDB and PostgreSQL agree on that
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -22,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.types import UserDefinedType
 
 metadata = MetaData()
 
@@ -75,12 +78,24 @@ Index(
     "ix_submissions_received_at", submissions.c.received_at, submissions.c.submission_id
 ).ddl_if(dialect="postgresql")
 
+class _DuckDBUncompressedBlob(UserDefinedType[bytes]):
+    """DuckDB's BLOB without compression. Compressing ~12 KB envelopes at each checkpoint
+    cost ~1 ms of CPU per submission and stalled the writer's commit for seconds (~40 %
+    smaller envelopes on disk); uncompressed the checkpoint is ~20x cheaper."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "BLOB USING COMPRESSION uncompressed"
+
+
 # The exact bytes that were POSTed, so anyone can re-verify the signature later.
 envelopes = Table(
     "envelopes",
     metadata,
     Column("submission_id", String(36), nullable=False),
-    Column("body", LargeBinary, nullable=False),
+    Column("body", LargeBinary().with_variant(_DuckDBUncompressedBlob(), "duckdb"),
+           nullable=False),
     PrimaryKeyConstraint("submission_id").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 
