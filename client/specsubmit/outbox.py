@@ -13,13 +13,12 @@ All writes are atomic (temp file, fsync, rename).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from specsubmit.atomicfile import atomic_write
 from specsubmit.errors import SubmitError
 from specsubmit.paths import state_home
 
@@ -36,16 +35,7 @@ def folder(name: str, home: Path | None = None) -> Path:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, data)
     except OSError as exc:
         raise SubmitError(f"cannot write {path}: {exc.strerror or exc}") from None
 

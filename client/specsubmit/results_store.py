@@ -6,12 +6,11 @@ with it, so that nothing a run measured is lost to a later failure.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from specschema import PayloadParseError, PayloadSchemaError, Submission, parse_submission
 from specschema.payload import submission_bytes
+from specsubmit.atomicfile import atomic_write
 from specsubmit.errors import ResultFileError
 from specsubmit.paths import state_home
 
@@ -31,16 +30,7 @@ def write_result(submission: Submission, path: Path) -> Path:
     data = submission_bytes(submission)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, data)
     except OSError as exc:
         raise ResultFileError(f"cannot write the result to {path}: {exc.strerror or exc}") from None
     return path
