@@ -16,14 +16,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from typing import Annotated, Any
 
+import duckdb
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.middleware.cors import CORSMiddleware
 
 from specschema.protocol import shipped_protocols
 from specserver import aggregate, exporting, queries
 from specserver.aggregate import GroupAggregate, View
-from specserver.errors import NotFound, Unprocessable
+from specserver.errors import NotFound, Unavailable, Unprocessable
 from specserver.ingest_api import ErrorBody
 from specserver.leaderboard import Board, ReadService
 from specserver.queries import Filters
@@ -395,10 +397,30 @@ def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
 
 EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **REFUSED,
+    503: {**_ERROR, "description": "the Parquet file cannot be written now (see Retry-After)"},
     200: {"description": "the rows, in the requested format",
           "content": {"text/csv": {}, "application/x-ndjson": {},
                       "application/vnd.apache.parquet": {}}},
 }
+
+
+def _parquet_file(reads: ReadService, filters: Filters) -> str:
+    """Write the Parquet export to a temporary file; a full disk is a 503, not a 500."""
+    path: str | None = None
+    try:
+        handle, path = tempfile.mkstemp(suffix=".parquet")
+        os.close(handle)
+        with reads.engine.connect() as conn:
+            exporting.write_parquet(conn, filters, path)
+        return path
+    except BaseException as exc:
+        if path is not None:
+            os.unlink(path)
+        cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        if isinstance(cause, OSError | duckdb.IOException):
+            raise Unavailable("the export file cannot be written right now",
+                              {"reason": str(cause)[:200]}, retry_after=30) from None
+        raise
 
 
 @router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
@@ -419,14 +441,7 @@ def export(request: Request, reads: Reads) -> Response:
         if fmt == "jsonl":
             return StreamingResponse(exporting.jsonl_chunks(_streamed_rows(reads, filters)),
                                      media_type="application/x-ndjson", headers=disposition)
-        handle, path = tempfile.mkstemp(suffix=".parquet")
-        os.close(handle)
-        try:
-            with reads.engine.connect() as conn:
-                exporting.write_parquet(conn, filters, path)
-        except BaseException:
-            os.unlink(path)
-            raise
+        path = _parquet_file(reads, filters)
         return StreamingResponse(_file_chunks(path), media_type="application/vnd.apache.parquet",
                                  headers=disposition)
 

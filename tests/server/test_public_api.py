@@ -265,6 +265,31 @@ def test_export_jsonl_and_parquet_agree(client, tmp_path):
     assert unknown.json()["error"]["details"]["allowed"] == ["csv", "jsonl", "parquet"]
 
 
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
+                                     public_api.duckdb.IOException("could not write file")])
+def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failure):
+    def full_disk(conn, filters, path):
+        with open(path, "wb") as handle:
+            handle.write(b"PAR1")
+        raise failure
+
+    monkeypatch.setattr(public_api.exporting, "write_parquet", full_disk)
+    before = set(_tmp_parquet_files())
+    response = client.get("/v1/export", params={"format": "parquet"})
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "30"
+    assert response.json()["error"]["code"] == "store_unavailable"
+    assert set(_tmp_parquet_files()) == before  # the half-written file is gone
+    assert client.get("/v1/export", params={"format": "csv"}).status_code == 200
+
+
+def _tmp_parquet_files():
+    import glob
+    import tempfile
+
+    return glob.glob(f"{tempfile.gettempdir()}/*.parquet")
+
+
 def test_min_contributors_comes_from_settings(store):
     from specserver.app import create_app
     from specserver.settings import ServerSettings
