@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any
 
 from specschema.errors import PayloadParseError
@@ -50,35 +51,46 @@ def _finite_float(text: str) -> float:
     return value
 
 
-# A string runs to its closing quote, or (unterminated) to the end of the text. The match
-# can never fail once it starts at a quote, so the scan stays linear on hostile input.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 # Tokens outside strings that one of the number/constant hooks could refuse: NaN and
 # Infinity, integers of 16+ digits (2^53 has 16), exponents of 3+ digits (overflow). A
-# text without any of them parses to the same value with or without those hooks.
-_SUSPECT = re.compile(r"NaN|Infinity|\d{16,}|[eE][+-]?\d{3,}")
+# text without any of them parses to the same value with or without those hooks. Digits
+# are folded to 0 first so that plain substring tests (C speed) find them; a regex
+# restarting at every digit of every number cost ~6x more.
+_FOLD_DIGITS = str.maketrans("123456789", "000000000")
+_SUSPECT_MARKERS = ("NaN", "Infinity", "0" * 16) + tuple(
+    f"{e}{sign}000" for e in "eE" for sign in ("", "+", "-")
+)
+
+
+def _suspect(outside: str) -> bool:
+    folded = outside.translate(_FOLD_DIGITS)
+    return any(marker in folded for marker in _SUSPECT_MARKERS)
+
+
+def _outside_strings(text: str) -> str:
+    """The text with every string literal cut out, in a few C-speed passes.
+
+    Escaped backslashes are removed first, then escaped quotes; every quote left opens or
+    closes a string, so the even-numbered pieces between quotes are the text outside
+    strings. Exact for valid JSON; invalid JSON is refused by the parser right after.
+    """
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    return "".join(unescaped.split('"')[::2])
 
 
 def _check_depth(data: bytes | str) -> str:
     """Refuse deep nesting before the recursive parser sees it; return the text outside
-    strings.
-
-    Strings are cut out first (one linear regex pass, in C), then only the brackets are
-    counted. Same answers as a character-by-character scan, ~20x faster.
-    """
+    strings (only brackets there count)."""
     text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
-    outside = _STRING.sub("", text)
-    depth = 0
-    for bracket in _BRACKETS.findall(outside):
-        if bracket in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise PayloadParseError(f"JSON nesting deeper than {MAX_DEPTH} levels")
-        else:
-            depth -= 1
+    outside = _outside_strings(text)
+    # Running depth over the brackets, folded in C (map, accumulate, max): no Python loop.
+    depths = accumulate(map(_BRACKET_STEP.__getitem__, _BRACKETS.findall(outside)))
+    if max(depths, default=0) > MAX_DEPTH:
+        raise PayloadParseError(f"JSON nesting deeper than {MAX_DEPTH} levels")
     return outside
 
 
@@ -92,7 +104,7 @@ def loads_strict(data: bytes) -> Any:
         raise PayloadParseError("payload starts with a byte-order mark")
     outside = _check_depth(text)
     try:
-        if not _SUSPECT.search(outside):  # fast path: only the duplicate-key hook can refuse
+        if not _suspect(outside):  # fast path: only the duplicate-key hook can refuse
             return json.loads(text, object_pairs_hook=_pairs_no_duplicates)
         return json.loads(
             text,
