@@ -7,7 +7,28 @@ from typing import Annotated
 
 import typer
 
+from specserver.settings import ServerSettings
+
 GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def _preflight_store(settings: ServerSettings) -> None:
+    """Open (and migrate) the store once before uvicorn starts, so that a store that
+    cannot be opened (PostgreSQL down, a DuckDB file held by another process, no
+    permission) is one line and exit 1, not uvicorn's lifespan traceback."""
+    from specserver.app import build_store
+    from specserver.store import display_url
+
+    store = build_store(settings)
+    try:
+        store.open()
+    except Exception as exc:  # every cause is reported the same way: one line, exit 1
+        store.engine.dispose()
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        typer.echo(f"specserver: cannot open the store "
+                   f"{display_url(settings.resolved_database_url)}: {reason}", err=True)
+        raise typer.Exit(1) from None
+    store.close()
 
 
 def register(app: typer.Typer) -> None:
@@ -46,6 +67,7 @@ def register(app: typer.Typer) -> None:
         url = f"http://{host}:{port}"
         from specserver.store import display_url
 
+        _preflight_store(settings)
         typer.echo(f"specserver {url} (store: {display_url(settings.resolved_database_url)})")
         uvicorn.run(
             create_app(settings),
