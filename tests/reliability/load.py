@@ -42,8 +42,38 @@ class LoadResult:
     retry_after: Counter[str] = field(default_factory=Counter)
     timeline: list[tuple[float, str]] = field(default_factory=list)
 
-    def merge_status(self, key: str) -> None:
-        self.statuses[key] += 1
+    def record(self, sid: str, body: bytes, status: str, retry: str | None,
+               elapsed: float) -> int:
+        """Record one attempt (callers hold the lock); the number acknowledged so far, or
+        -1 when this attempt was not acknowledged."""
+        self.statuses[status] += 1
+        self.timeline.append((elapsed, status))
+        if retry is not None:
+            self.retry_after[retry] += 1
+        if status in ("200", "201"):
+            self.acked[sid] = body
+            self.unacked.pop(sid, None)
+            return len(self.acked)
+        self.unacked[sid] = body
+        return -1
+
+
+def _post(client: httpx.Client, body: bytes) -> tuple[str, str | None]:
+    """One POST: its status (or the transport error's name) and its Retry-After."""
+    try:
+        response = client.post("/v1/submissions", content=body,
+                               headers={"content-type": "application/json"})
+    except httpx.HTTPError as exc:
+        return type(exc).__name__, None
+    return str(response.status_code), response.headers.get("retry-after")
+
+
+def _run_threads(worker: Callable[[], None], count: int) -> None:
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def drive(
@@ -69,34 +99,15 @@ def drive(
                     sid, body = todo.get_nowait()
                 except queue.Empty:
                     return
-                try:
-                    response = client.post("/v1/submissions", content=body,
-                                           headers={"content-type": "application/json"})
-                    status = str(response.status_code)
-                    retry = response.headers.get("retry-after")
-                except httpx.HTTPError as exc:
-                    status, retry = type(exc).__name__, None
+                status, retry = _post(client, body)
                 with lock:
-                    result.statuses[status] += 1
-                    result.timeline.append((time.monotonic() - start, status))
-                    if retry is not None:
-                        result.retry_after[retry] += 1
-                    if status in ("200", "201"):
-                        result.acked[sid] = body
-                        acked = len(result.acked)
-                    else:
-                        result.unacked[sid] = body
-                        acked = -1
+                    acked = result.record(sid, body, status, retry, time.monotonic() - start)
                 if acked >= 0 and on_ack is not None:
                     on_ack(acked)
                 if pause_s:
                     time.sleep(pause_s)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_threads(worker, concurrency)
     return result
 
 
@@ -127,28 +138,10 @@ def drive_until_acked(
                 except queue.Empty:
                     return
                 while time.monotonic() - start < deadline_s:
-                    wait = 0.2
-                    try:
-                        response = client.post("/v1/submissions", content=body,
-                                               headers={"content-type": "application/json"})
-                        status = str(response.status_code)
-                        retry = response.headers.get("retry-after")
-                        if retry is not None and retry.isdigit():
-                            wait = min(float(retry), max_wait_s)
-                    except httpx.HTTPError as exc:
-                        status, retry = type(exc).__name__, None
+                    status, retry = _post(client, body)
+                    wait = min(float(retry), max_wait_s) if retry and retry.isdigit() else 0.2
                     with lock:
-                        result.statuses[status] += 1
-                        result.timeline.append((time.monotonic() - start, status))
-                        if retry is not None:
-                            result.retry_after[retry] += 1
-                        if status in ("200", "201"):
-                            result.acked[sid] = body
-                            result.unacked.pop(sid, None)
-                            acked = len(result.acked)
-                        else:
-                            result.unacked[sid] = body
-                            acked = -1
+                        acked = result.record(sid, body, status, retry, time.monotonic() - start)
                     if acked >= 0:
                         if on_ack is not None:
                             on_ack(acked)
@@ -157,9 +150,5 @@ def drive_until_acked(
                         break  # final, as in the client
                     time.sleep(wait)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _run_threads(worker, concurrency)
     return result
