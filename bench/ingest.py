@@ -88,6 +88,7 @@ def free_port() -> int:
 class Server:
     store_enabled: bool
     folder: Path
+    check_workers: int | None = None
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -98,6 +99,8 @@ class Server:
             "SPECSERVER_RATE_ADDR_PER_MINUTE": "0",
             "SPECSERVER_STORE_ENABLED": "true" if self.store_enabled else "false",
         })
+        if self.check_workers is not None:
+            env["SPECSERVER_CHECK_WORKERS"] = str(self.check_workers)
         self.proc = subprocess.Popen(
             [SPECSERVER, "serve", "--port", str(self.port),
              "--database", str(self.folder / "bench.duckdb")],
@@ -112,15 +115,40 @@ class Server:
                 time.sleep(0.05)
         raise RuntimeError("server did not start")
 
-    def cpu_seconds(self) -> float:
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds of (the server process, its check worker processes)."""
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        stats = _proc_stats()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _cpu) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+        descendants, todo = [], list(children.get(self.proc.pid, []))
+        while todo:
+            pid = todo.pop()
+            descendants.append(pid)
+            todo.extend(children.get(pid, []))
+        main = stats.get(self.proc.pid, (0, 0.0))[1]
+        return main, sum(stats[pid][1] for pid in descendants)
 
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(30)
+
+
+def _proc_stats() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, user + system CPU seconds) of every process (Linux /proc)."""
+    out: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        out[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    return out
 
 
 # --- the load ---------------------------------------------------------------------------
@@ -180,21 +208,24 @@ class Result:
     p99_ms: float
     statuses: dict[int, int]
     client_cpu: float  # share of one core
-    server_cpu: float  # share of one core
+    server_cpu: float  # share of one core: the server process and its check workers
+    worker_cpu: float  # share of one core: the check workers alone
 
 
 def run(label: str, store_enabled: bool, bodies: list[bytes], args: argparse.Namespace) -> Result:
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as folder:
-        server = Server(store_enabled, Path(folder))
+        server = Server(store_enabled, Path(folder), args.check_workers)
         server.start()
         try:
-            cpu_server0 = server.cpu_seconds()
+            main0, workers0 = server.cpu_seconds()
             cpu0, wall0 = time.process_time(), time.perf_counter()
             tally = asyncio.run(drive(server.port, bodies, args.connections, args.warmup,
                                       args.duration))
             wall = time.perf_counter() - wall0
             client_cpu = (time.process_time() - cpu0) / wall
-            server_cpu = (server.cpu_seconds() - cpu_server0) / wall
+            main1, workers1 = server.cpu_seconds()
+            worker_cpu = (workers1 - workers0) / wall
+            server_cpu = (main1 - main0) / wall + worker_cpu
         finally:
             server.stop()
     lat = sorted(tally.latencies) or [float("nan")]
@@ -206,6 +237,7 @@ def run(label: str, store_enabled: bool, bodies: list[bytes], args: argparse.Nam
         statuses=dict(sorted(tally.statuses.items())),
         client_cpu=client_cpu,
         server_cpu=server_cpu,
+        worker_cpu=worker_cpu,
     )
 
 
@@ -217,6 +249,9 @@ def main() -> None:
     parser.add_argument("--max-rate", type=float, default=1500.0,
                         help="submissions/s to pre-generate for (pool = rate x time; past it "
                              "the pool repeats and repeats answer 200, not counted)")
+    parser.add_argument("--check-workers", type=int, default=None,
+                        help="SPECSERVER_CHECK_WORKERS for the server (default: serve's, one "
+                             "per core; 0 = checks in the server process)")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = parser.parse_args()
     try:
@@ -238,11 +273,12 @@ def main() -> None:
     print(f"\n{args.connections} connections, {args.duration:g} s measured after "
           f"{args.warmup:g} s warm-up, loopback, {os.cpu_count()} cores, load average {load}")
     print(f"{'run':40} {'accepted/s':>11} {'p50 ms':>8} {'p99 ms':>8} {'client CPU':>11} "
-          f"{'server CPU':>11} {'CPU ms/sub':>11}  statuses")
+          f"{'server CPU':>11} {'(workers)':>10} {'CPU ms/sub':>11}  statuses")
     for r in results:
         per_sub = r.server_cpu / r.accepted_per_s * 1000 if r.accepted_per_s else float("nan")
         print(f"{r.label:40} {r.accepted_per_s:11,.0f} {r.p50_ms:8.1f} {r.p99_ms:8.1f} "
-              f"{r.client_cpu:10.0%} {r.server_cpu:11.0%} {per_sub:11.2f}  {r.statuses}")
+              f"{r.client_cpu:10.0%} {r.server_cpu:11.0%} {r.worker_cpu:10.0%} {per_sub:11.2f}"
+              f"  {r.statuses}")
     ceiling, stored = results
     share = stored.accepted_per_s / ceiling.accepted_per_s if ceiling.accepted_per_s else 0.0
     # On a shared machine the two runs may get different CPU shares; per server CPU-second

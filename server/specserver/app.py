@@ -1,7 +1,8 @@
 """The app factory: ``create_app(settings) -> FastAPI``. Nothing connects at import time.
 
 The store is built here (its engine is lazy) and opened by the lifespan: migrations run,
-the single writer starts; at shutdown the writer drains and the engine is disposed.
+the single writer starts, then the check workers (``settings.check_workers``); at shutdown
+the workers stop, the writer drains and the engine is disposed.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from specserver import __version__, ingest_api
+from specserver.checkpool import CheckPool
 from specserver.errors import install_error_handlers
 from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter
 from specserver.settings import ServerSettings, get_settings
@@ -66,9 +68,17 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(store.open)
+        pool = None
         try:
+            if settings.check_workers:
+                pool = CheckPool(settings.check_workers, ingest_api.check_limits(settings))
+                await pool.start()
+                app.state.check_pool = pool
             yield
         finally:
+            app.state.check_pool = None
+            if pool is not None:
+                await pool.stop()
             await run_in_threadpool(store.close)
 
     app = SpecServer(
@@ -81,6 +91,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.rate_limiter = limiter
+    app.state.check_pool = None
     install_error_handlers(app)
     app.include_router(ingest_api.router)
 

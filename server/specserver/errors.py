@@ -186,21 +186,32 @@ def is_store_down(exc: BaseException) -> bool:
     return isinstance(exc, store_down_errors())
 
 
-def response_for(exc: Exception) -> JSONResponse:
-    """The one mapping from an exception to the JSON error response."""
+def as_server_error(exc: Exception) -> SpecServerError:
+    """The one mapping from an exception to what the API answers (status, code, message,
+    details, Retry-After), as a ``SpecServerError``; unexpected ones are logged here."""
     if is_store_down(exc):  # PostgreSQL restarting, a pool exhausted: retry later
         log.warning("store unavailable: %s", str(exc).strip().splitlines()[:1])
-        return error_response(503, "store_unavailable", "the store does not answer right now",
-                              retry_after=STORE_DOWN_RETRY_AFTER_S)
+        return Unavailable("the store does not answer right now",
+                           retry_after=STORE_DOWN_RETRY_AFTER_S)
     if isinstance(exc, SpecServerError):
-        return error_response(
-            exc.status, exc.code, exc.message, exc.details, retry_after=exc.retry_after
-        )
+        return exc
     if isinstance(exc, SpecSchemaError):
         status = next((s for cls, s in SCHEMA_STATUS.items() if isinstance(exc, cls)), 400)
-        return error_response(status, exc.code, exc.message, exc.details)
+        return with_status(SpecServerError(exc.message, exc.details, code=exc.code), status)
     log.exception("unexpected error", exc_info=exc)
-    return error_response(500, "internal", "internal server error")
+    return SpecServerError("internal server error")
+
+
+def with_status(error: SpecServerError, status: int) -> SpecServerError:
+    error.status = status
+    return error
+
+
+def response_for(exc: Exception) -> JSONResponse:
+    """The JSON error response for any exception."""
+    error = as_server_error(exc)
+    return error_response(error.status, error.code, error.message, error.details,
+                          retry_after=error.retry_after)
 
 
 async def _ours(request: Request, exc: Exception) -> JSONResponse:

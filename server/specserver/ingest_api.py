@@ -1,8 +1,9 @@
 """The ingestion API: POST /v1/submissions, GET /v1/submissions/{id}, GET /healthz.
 
 Routes are thin: read the body under the size limit and a deadline, run the pure checks
-(``ingest.check_submission``), the ban and rate-limit gates, then hand the rows to the
-store's single writer and answer only after the commit that holds them.
+(``prepared.prepare_submission``, in a check worker process when the server has them), the
+ban and rate-limit gates, then hand the rows to the store's single writer and answer only
+after the commit that holds them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from specschema.summary import ConfigSummary
+from specserver.checkpool import CheckPool
 from specserver.errors import (
     BadRequest,
     Conflict,
@@ -33,7 +35,7 @@ from specserver.errors import (
     error_body,
     response_for,
 )
-from specserver.ingest import Checked, check_submission
+from specserver.prepared import CheckLimits, Prepared, prepare_submission, receipt_json
 from specserver.ratelimit import RateLimiter, client_address, first_refusal
 from specserver.settings import ServerSettings
 from specserver.store import Store
@@ -148,22 +150,24 @@ async def read_body(
 # --- POST /v1/submissions ---------------------------------------------------------------
 
 
-def _receipt(settings: ServerSettings, checked: Checked, received_at: datetime) -> Receipt:
-    return Receipt(
-        submission_id=checked.submission_id,
-        key_id=checked.key_id,
-        received_at=received_at.replace(tzinfo=UTC) if received_at.tzinfo is None
-        else received_at,
-        url=settings.public_url(checked.submission_id),
-        summary=checked.summaries,
-    )
-
-
 @dataclass(frozen=True)
 class Answer:
     status: int
     body: bytes
     headers: dict[str, str]
+
+
+def check_limits(settings: ServerSettings) -> CheckLimits:
+    return CheckLimits(max_age=timedelta(days=settings.max_submission_age_days),
+                       max_future_skew=timedelta(seconds=settings.max_future_skew_s))
+
+
+async def prepare(state: Any, body: bytes, received_at: datetime) -> Prepared:
+    """Checks 2-5 and the rows: in a check worker process when the server has them."""
+    pool: CheckPool | None = getattr(state, "check_pool", None)
+    if pool is not None:
+        return await pool.prepare(body, received_at)
+    return prepare_submission(body, received_at, check_limits(state.settings))
 
 
 async def accept_submission(
@@ -179,33 +183,26 @@ async def accept_submission(
     limiter: RateLimiter = state.rate_limiter
     body = await read_body(receive, content_length, settings.max_body_bytes,
                            settings.body_read_timeout_s)
-    now = datetime.now(UTC)
-    checked = check_submission(
-        body,
-        now=now,
-        max_age=timedelta(days=settings.max_submission_age_days),
-        max_future_skew=timedelta(seconds=settings.max_future_skew_s),
-    )
-    if store.is_banned(checked.key_id):
-        raise Forbidden("this key id is banned", {"key_id": checked.key_id}, code="key_banned")
+    prepared = await prepare(state, body, datetime.now(UTC))
+    if store.is_banned(prepared.key_id):
+        raise Forbidden("this key id is banned", {"key_id": prepared.key_id}, code="key_banned")
     address = client_address(peer, forwarded_for, settings.proxy_networks())
-    refused = first_refusal(limiter, (("key", checked.key_id), ("address", address)))
+    refused = first_refusal(limiter, (("key", prepared.key_id), ("address", address)))
     if refused is not None:
         scope, wait = refused
         raise RateLimited(f"too many submissions from this {scope}; retry later",
                           {"scope": scope}, retry_after=wait)
+    url = settings.public_url(prepared.submission_id)
     if not settings.store_enabled:
-        receipt = _receipt(settings, checked, now)
-        return Answer(201, receipt.model_dump_json().encode(), {"Location": receipt.url})
-    outcome = await store.submit(checked, now)
+        return Answer(201, receipt_json(prepared, prepared.received_at, url), {"Location": url})
+    outcome = await store.submit(prepared)
     if outcome.status == "conflict":
         raise Conflict(
             "this submission id is already stored with other bytes",
-            {"submission_id": checked.submission_id},
+            {"submission_id": prepared.submission_id},
         )
-    receipt = _receipt(settings, checked, outcome.received_at)
     status = 201 if outcome.status == "created" else 200
-    return Answer(status, receipt.model_dump_json().encode(), {"Location": receipt.url})
+    return Answer(status, receipt_json(prepared, outcome.received_at, url), {"Location": url})
 
 
 @router.post(

@@ -1,15 +1,15 @@
-"""`specserver serve`: run the server with uvicorn (one process: DuckDB has one writer)."""
+"""`specserver serve`: run the server with uvicorn: one server process (DuckDB has one
+writer) plus check worker processes (``checkpool``)."""
 
 from __future__ import annotations
 
 import gc
+import os
 from typing import Annotated
 
 import typer
 
-from specserver.settings import ServerSettings
-
-GC_THRESHOLDS = (50_000, 20, 100)
+from specserver.settings import GC_THRESHOLDS, ServerSettings
 
 
 def _preflight_store(settings: ServerSettings) -> None:
@@ -41,6 +41,12 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="DuckDB file path or SQLAlchemy URL [env SPECSERVER_DATABASE_URL]"),
         ] = None,
         log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "warning",
+        check_workers: Annotated[
+            int | None,
+            typer.Option(min=0, max=64, help="processes that verify and check submissions "
+                         "(0 = in the server process) [default: one per core; env "
+                         "SPECSERVER_CHECK_WORKERS]"),
+        ] = None,
     ) -> None:
         """Start the server; prints its URL."""
         import uvicorn
@@ -57,13 +63,15 @@ def register(app: typer.Typer) -> None:
             if "public_base_url" not in settings.model_fields_set:
                 settings = settings.model_copy(
                     update={"public_base_url": f"http://{host}:{port}"})
+            if check_workers is not None:
+                settings = settings.model_copy(update={"check_workers": check_workers})
+            elif "check_workers" not in settings.model_fields_set:
+                # Checks in worker processes: one Python process computes on one core.
+                settings = settings.model_copy(update={"check_workers": os.cpu_count() or 1})
         except ValidationError as exc:
             typer.echo(f"specserver: invalid settings: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(2) from None
-        # Each submission allocates tens of thousands of short-lived objects; with the
-        # default 700-allocation threshold the cyclic collector ran constantly (~6 % of
-        # the event loop in py-spy). 50,000 measured +10-30 % accepted/s (BENCHMARKS.md).
-        gc.set_threshold(*GC_THRESHOLDS)
+        gc.set_threshold(*GC_THRESHOLDS)  # why: settings.GC_THRESHOLDS
         url = f"http://{host}:{port}"
         from specserver.store import display_url
 

@@ -15,6 +15,10 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 APP_NAME = "specserver"
+# Each submission allocates tens of thousands of short-lived objects; with the default
+# 700-allocation threshold the cyclic collector ran constantly (~6 % of the event loop in
+# py-spy). 50,000 measured +10-30 % accepted/s (BENCHMARKS.md). Server and check workers.
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def default_database_path() -> Path:
@@ -79,6 +83,11 @@ class ServerSettings(BaseSettings):
     read_max_stale_s: float = Field(
         default=0.0, ge=0, le=300,
         description="public reads may reuse the store's data version this long (0 = exact)",
+    )
+    check_workers: int = Field(
+        default=0, ge=0, le=64,
+        description="processes that verify and check submissions beside the server "
+                    "(0 = in the server process; `specserver serve` defaults to one per core)",
     )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"

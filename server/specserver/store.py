@@ -7,7 +7,8 @@ API for the rest of the server (docs/server.md, "Store API"):
 - ``store.engine``: the SQLAlchemy Engine for reads (``with store.engine.connect()``).
   On DuckDB every connection shares the one in-process database; reads never block the
   writer (MVCC). Another *process* cannot open the file while the server runs.
-- ``await store.submit(checked, received_at)`` -> ``WriteOutcome`` after the commit.
+- ``await store.submit(prepared)`` -> ``WriteOutcome`` after the commit; ``enqueue(...)`` /
+  ``submit_future(checked, received_at)``: the same with a concurrent Future.
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
   its own transaction (moderation, imports): all writes go through the one writer.
 - ``store.get_submission(id)``: the public view of one stored submission, or None.
@@ -35,7 +36,8 @@ from specserver import tables
 from specserver.errors import Unavailable
 from specserver.ingest import Checked
 from specserver.migrations import migrate
-from specserver.rows import submission_rows
+from specserver.prepared import Prepared
+from specserver.rows import RowSet, submission_rows
 from specserver.writer import GroupCommitWriter, WriteOutcome, WriteRequest
 
 T = TypeVar("T")
@@ -117,20 +119,29 @@ class Store:
 
     # writes -------------------------------------------------------------------------------
 
-    def submit_future(self, checked: Checked, received_at: datetime) -> Future[WriteOutcome]:
+    def enqueue(
+        self, submission_id: str, body_sha256: str, received_at: datetime, rows: RowSet
+    ) -> Future[WriteOutcome]:
+        """Hand one submission's rows to the writer; the future resolves after the commit."""
         future: Future[WriteOutcome] = Future()
         self.writer.submit(WriteRequest(
-            submission_id=checked.submission_id,
-            body_sha256=checked.body_sha256,
+            submission_id=submission_id,
+            body_sha256=body_sha256,
             received_at=received_at,
-            rows=submission_rows(checked, received_at),
+            rows=rows,
             future=future,
         ))
         return future
 
-    async def submit(self, checked: Checked, received_at: datetime) -> WriteOutcome:
+    def submit_future(self, checked: Checked, received_at: datetime) -> Future[WriteOutcome]:
+        """``enqueue`` for a ``Checked`` submission (rows built here, on this thread)."""
+        return self.enqueue(checked.submission_id, checked.body_sha256, received_at,
+                            submission_rows(checked, received_at))
+
+    async def submit(self, prepared: Prepared) -> WriteOutcome:
         """Resolves only after the transaction holding the submission has committed."""
-        return await asyncio.wrap_future(self.submit_future(checked, received_at))
+        return await asyncio.wrap_future(self.enqueue(
+            prepared.submission_id, prepared.body_sha256, prepared.received_at, prepared.rows))
 
     def write(self, fn: Callable[[Connection], T], timeout: float | None = 60.0) -> T:
         result: T = self.writer.run_job(fn).result(timeout)

@@ -1,5 +1,6 @@
 """POST /v1/submissions in-process: every check's status and error, receipts, idempotency,
-stored rows, and the envelope kept verbatim. Each test has its own DuckDB file."""
+stored rows, and the envelope kept verbatim. Each test has its own DuckDB file; the tests
+on the ``served`` fixture run with and without a check worker process."""
 
 import base64
 import hashlib
@@ -28,9 +29,11 @@ from specschema.summary import summarize
 from specserver import migrations, tables
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Any:
-    with Served(settings_for(tmp_path)) as s:
+@pytest.fixture(params=[0, 1], ids=["checks-in-process", "check-worker"])
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Every test with this fixture runs twice: checks in the server process, and in a
+    check worker process (``checkpool``): the answers must not differ."""
+    with Served(settings_for(tmp_path, check_workers=request.param)) as s:
         yield s
 
 
@@ -389,7 +392,7 @@ def test_unexpected_exception_is_500_json(tmp_path: Path, monkeypatch: pytest.Mo
     def explode(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(ingest_api, "check_submission", explode)
+    monkeypatch.setattr(ingest_api, "prepare_submission", explode)
     with Served(settings_for(tmp_path)) as s:
         response = s.post(valid_body(seed=70))
         assert response.status_code == 500

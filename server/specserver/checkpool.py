@@ -1,0 +1,228 @@
+"""Check workers: processes that run ``prepare_submission`` beside the server process.
+
+Why: a Python process computes on one core at a time (the GIL), and verifying, parsing,
+checking and turning a submission into rows is most of the CPU a submission costs. The
+store cannot follow them out: an embedded DuckDB file is opened by one process only. So
+the server process keeps HTTP, the ban and rate gates and the single writer, and hands
+each body to the least busy of N worker processes (BENCHMARKS.md, "Ingest").
+
+Wire, over one socket pair per worker (length-prefixed frames, the framing of
+``multiprocessing.connection``, which the worker side uses):
+    server -> worker   8-byte received_at (microseconds since the epoch, UTC) + body
+    worker -> server   pickle of ("ok", Prepared) or ("error", (status, code, message,
+                       details, retry_after))
+A worker answers its frames in order, so each worker's waiting requests are a FIFO.
+
+A worker that dies fails the requests it held with 503 (Retry-After) and is replaced. A
+worker whose server dies sees end-of-file and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import socket
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from specserver.errors import SpecServerError, Unavailable, as_server_error, with_status
+from specserver.prepared import CheckLimits, Prepared, prepare_submission
+from specserver.settings import GC_THRESHOLDS
+
+log = logging.getLogger("specserver.checkpool")
+
+READY = b"ready"
+RETRY_AFTER_S = 1.0
+RESPAWN_DELAY_S = 0.5  # a worker that cannot start must not be respawned in a tight loop
+START_TIMEOUT_S = 60.0
+_HEADER = struct.Struct("!i")  # multiprocessing.connection's frame header (< 2 GiB)
+_MICROS = struct.Struct("!q")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --- the frames ---------------------------------------------------------------------------
+
+
+def encode_request(body: bytes, received_at: datetime) -> bytes:
+    micros = (received_at - _EPOCH) // timedelta(microseconds=1)
+    return _MICROS.pack(micros) + body
+
+
+def decode_request(frame: bytes) -> tuple[bytes, datetime]:
+    (micros,) = _MICROS.unpack_from(frame)
+    return frame[_MICROS.size:], _EPOCH + timedelta(microseconds=micros)
+
+
+def error_parts(exc: Exception) -> tuple[int, str, str, Any, float | None]:
+    error = as_server_error(exc)
+    return (error.status, error.code, error.message, error.details, error.retry_after)
+
+
+def error_from_parts(parts: tuple[int, str, str, Any, float | None]) -> SpecServerError:
+    status, code, message, details, retry_after = parts
+    return with_status(SpecServerError(message, details, code=code, retry_after=retry_after),
+                       status)
+
+
+def answer_for(frame: bytes, limits: CheckLimits) -> bytes:
+    """A worker's answer to one request frame (pure apart from logging a bug)."""
+    body, received_at = decode_request(frame)
+    try:
+        result: tuple[str, Any] = ("ok", prepare_submission(body, received_at, limits))
+    except Exception as exc:  # noqa: BLE001 - every refusal crosses back as its parts
+        result = ("error", error_parts(exc))
+    return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def worker_main(conn: Connection, limits: CheckLimits) -> None:
+    """A worker process: answer frames until the server closes its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
+    gc.set_threshold(*GC_THRESHOLDS)
+    conn.send_bytes(READY)
+    while True:
+        try:
+            frame = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        conn.send_bytes(answer_for(frame, limits))
+
+
+# --- the server side ----------------------------------------------------------------------
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    pending: deque[asyncio.Future[Prepared]] = field(default_factory=deque)
+    task: asyncio.Task[None] | None = None
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+    return await reader.readexactly(size)
+
+
+class CheckPool:
+    """N worker processes running ``prepare_submission``; ``await prepare(...)``."""
+
+    def __init__(self, workers: int, limits: CheckLimits) -> None:
+        if workers < 1:
+            raise ValueError("a check pool needs at least one worker")
+        self.size = workers
+        self.limits = limits
+        self._context = multiprocessing.get_context("spawn")  # no fork of a threaded server
+        self._workers: list[_Worker] = []
+        self._stopping = False
+
+    async def start(self) -> None:
+        """Start every worker and wait until each has imported everything and said so."""
+        started = await asyncio.gather(*(self._spawn() for _ in range(self.size)),
+                                       return_exceptions=True)
+        failures = [s for s in started if isinstance(s, BaseException)]
+        for worker in (s for s in started if isinstance(s, _Worker)):
+            self._adopt(worker)
+        if failures:
+            await self.stop()
+            raise RuntimeError(f"a check worker did not start: {failures[0]}")
+
+    async def _spawn(self) -> _Worker:
+        ours, theirs = self._context.Pipe(duplex=True)
+        process = self._context.Process(target=worker_main, args=(theirs, self.limits),
+                                        name="specserver-check", daemon=True)
+        process.start()
+        theirs.close()
+        sock = socket.socket(fileno=os.dup(ours.fileno()))
+        ours.close()
+        reader, writer = await asyncio.open_connection(sock=sock)
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                ready = await _read_frame(reader)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            writer.close()
+            process.kill()
+            raise RuntimeError(f"no ready signal ({type(exc).__name__})") from None
+        if ready != READY:
+            raise RuntimeError(f"unexpected first frame {ready[:20]!r}")
+        return _Worker(process, reader, writer)
+
+    def _adopt(self, worker: _Worker) -> None:
+        self._workers.append(worker)
+        worker.task = asyncio.create_task(self._answers(worker), name="check-pool-reader")
+
+    async def prepare(self, body: bytes, received_at: datetime) -> Prepared:
+        """``prepare_submission`` in the least busy worker; its refusals are raised here."""
+        if not self._workers:
+            raise Unavailable("the server is not ready for submissions",
+                              retry_after=RETRY_AFTER_S)
+        worker = min(self._workers, key=lambda w: len(w.pending))
+        future: asyncio.Future[Prepared] = asyncio.get_running_loop().create_future()
+        worker.pending.append(future)
+        frame = encode_request(body, received_at)
+        worker.writer.write(_HEADER.pack(len(frame)) + frame)
+        return await future
+
+    async def _answers(self, worker: _Worker) -> None:
+        """Resolve the worker's waiting requests in order; replace it when it dies."""
+        try:
+            while True:
+                answer = pickle.loads(await _read_frame(worker.reader))
+                future = worker.pending.popleft()
+                if future.done():  # the request was cancelled (client gone)
+                    continue
+                if answer[0] == "ok":
+                    future.set_result(answer[1])
+                else:
+                    future.set_exception(error_from_parts(answer[1]))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            await self._retire(worker)
+
+    async def _retire(self, worker: _Worker) -> None:
+        if worker in self._workers:
+            self._workers.remove(worker)
+        while worker.pending:
+            future = worker.pending.popleft()
+            if not future.done():
+                future.set_exception(Unavailable(
+                    "a check worker stopped while holding this submission; retry",
+                    retry_after=RETRY_AFTER_S))
+        worker.writer.close()
+        with contextlib.suppress(Exception):
+            await worker.writer.wait_closed()
+        await asyncio.to_thread(worker.process.join, 5)
+        if worker.process.is_alive():
+            worker.process.kill()
+        if not self._stopping:
+            log.warning("check worker %s exited (%s); starting another",
+                        worker.process.pid, worker.process.exitcode)
+            await asyncio.sleep(RESPAWN_DELAY_S)
+            try:
+                self._adopt(await self._spawn())
+            except RuntimeError:
+                log.exception("could not replace a check worker")
+
+    async def stop(self) -> None:
+        """Close every worker's pipe (they exit on end-of-file) and wait for them."""
+        self._stopping = True
+        workers, self._workers = list(self._workers), []
+        for worker in workers:
+            worker.writer.close()
+        tasks = [w.task for w in workers if w.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w.process.pid is not None]
