@@ -1,0 +1,225 @@
+"""Check workers (``specserver.checkpool``): real worker processes give the same answers as
+checks in the server process, a worker that dies costs only the submissions it held (503)
+and is replaced, and workers do not outlive the server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import TypeAdapter
+from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
+from tests.server.liveserver import free_port
+
+from specschema.summary import ConfigSummary
+from specserver.checkpool import (
+    _HEADER,
+    CheckPool,
+    _read_frame,
+    answer_for,
+    decode_request,
+    encode_request,
+    error_from_parts,
+)
+from specserver.errors import SpecServerError, Unavailable, response_for
+from specserver.ingest_api import Receipt
+from specserver.prepared import CheckLimits, Prepared, prepare_submission, receipt_json
+
+LIMITS = CheckLimits(max_age=timedelta(days=30), max_future_skew=timedelta(minutes=5))
+NOW = datetime.now(UTC)
+
+
+def refusal_in_process(body: bytes) -> tuple[int, bytes]:
+    """(status, JSON body) that the server answers when the checks run in its process."""
+    try:
+        prepare_submission(body, NOW, LIMITS)
+    except Exception as exc:  # noqa: BLE001 - what the server would answer
+        response = response_for(exc)
+        return response.status_code, bytes(response.body)
+    raise AssertionError("expected a refusal")
+
+
+BAD_BODIES = {
+    "not json": b"{nope",
+    "bad signature": valid_body(seed=3)[:-20] + b'AAAAAAAAAAAAAAAAA="}]}',
+    "schema": sign_dict({**payload_dict(seed=4), "created_at": "yesterday"}),
+    "rule": sign_dict({**payload_dict(seed=5), "created_at": "2001-01-01T00:00:00Z"}),
+}
+
+
+def test_request_frames_round_trip_to_the_microsecond() -> None:
+    when = datetime(2026, 11, 30, 10, 48, 2, 123456, tzinfo=UTC)
+    assert decode_request(encode_request(b"body", when)) == (b"body", when)
+
+
+def test_frames_are_those_of_multiprocessing_connection() -> None:
+    """The worker side uses Connection.send_bytes/recv_bytes; the server side our framing."""
+    import multiprocessing
+
+    ours, theirs = multiprocessing.get_context("spawn").Pipe(duplex=True)
+
+    async def exchange() -> bytes:
+        reader, writer = await asyncio.open_connection(
+            sock=socket.socket(fileno=os.dup(ours.fileno())))
+        writer.write(_HEADER.pack(5) + b"hello")
+        await writer.drain()
+        assert theirs.recv_bytes() == b"hello"
+        theirs.send_bytes(b"x" * 100_000)
+        frame = await _read_frame(reader)
+        writer.close()
+        return frame
+
+    try:
+        assert asyncio.run(exchange()) == b"x" * 100_000
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_answer_for_a_valid_body_is_the_in_process_result() -> None:
+    body = valid_body(seed=1)
+    status, prepared = pickle.loads(answer_for(encode_request(body, NOW), LIMITS))
+    assert status == "ok"
+    assert prepared == prepare_submission(body, NOW, LIMITS)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_BODIES))
+def test_refusals_cross_the_process_boundary_unchanged(name: str) -> None:
+    body = BAD_BODIES[name]
+    kind, parts = pickle.loads(answer_for(encode_request(body, NOW), LIMITS))
+    assert kind == "error"
+    response = response_for(error_from_parts(parts))
+    assert (response.status_code, bytes(response.body)) == refusal_in_process(body)
+
+
+def test_receipt_json_is_the_receipt_model_byte_for_byte() -> None:
+    prepared = prepare_submission(valid_body(seed=2), NOW, LIMITS)
+    summaries = TypeAdapter(list[ConfigSummary]).validate_json(prepared.summary_json)
+    for received_at in (NOW, NOW.replace(microsecond=0), NOW.replace(tzinfo=None)):
+        url = f"https://bench.example/submissions/{prepared.submission_id}"
+        model = Receipt(submission_id=prepared.submission_id, key_id=prepared.key_id,
+                        received_at=received_at.replace(tzinfo=UTC), url=url,
+                        summary=summaries)
+        assert receipt_json(prepared, received_at, url) == model.model_dump_json().encode()
+
+
+# --- real worker processes ------------------------------------------------------------
+
+
+def run_with_pool(workers: int, test: Any) -> Any:
+    async def main() -> Any:
+        pool = CheckPool(workers, LIMITS)
+        await pool.start()
+        try:
+            return await test(pool)
+        finally:
+            await pool.stop()
+
+    return asyncio.run(main())
+
+
+def test_pool_answers_like_the_server_process() -> None:
+    bodies = [valid_body(seed=20 + i) for i in range(12)]
+
+    async def test(pool: CheckPool) -> None:
+        assert len(pool.pids()) == 2 and os.getpid() not in pool.pids()
+        results = await asyncio.gather(*(pool.prepare(b, NOW) for b in bodies))
+        assert results == [prepare_submission(b, NOW, LIMITS) for b in bodies]
+        for name, body in BAD_BODIES.items():
+            with pytest.raises(SpecServerError) as caught:
+                await pool.prepare(body, NOW)
+            response = response_for(caught.value)
+            assert (response.status_code, bytes(response.body)) == refusal_in_process(body), name
+
+    run_with_pool(2, test)
+
+
+def test_a_killed_worker_fails_what_it_held_with_503_and_is_replaced() -> None:
+    body = valid_body(seed=30)
+
+    async def test(pool: CheckPool) -> None:
+        (victim,) = pool.pids()
+        os.kill(victim, signal.SIGKILL)
+        outcome: Prepared | SpecServerError
+        try:  # held by the dead worker, or no worker yet: both are a retryable 503
+            outcome = await asyncio.wait_for(pool.prepare(body, NOW), 30)
+        except Unavailable as exc:
+            outcome = exc
+        if isinstance(outcome, SpecServerError):
+            assert outcome.status == 503 and outcome.retry_after
+        deadline = time.monotonic() + 60
+        while True:  # a replacement takes over
+            try:
+                prepared = await asyncio.wait_for(pool.prepare(body, NOW), 30)
+                break
+            except Unavailable:
+                assert time.monotonic() < deadline, "no replacement worker"
+                await asyncio.sleep(0.2)
+        assert prepared.submission_id
+        assert pool.pids() and victim not in pool.pids()
+
+    run_with_pool(1, test)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # an orphan's zombie is not running
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "SPECSERVER_CHECK_WORKERS": "2"}
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("specserver")), "serve", "--port", str(port),
+         "--database", str(tmp_path / "store.duckdb")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+        response = httpx.post(f"http://127.0.0.1:{port}/v1/submissions",
+                              content=valid_body(seed=40))
+        assert response.status_code == 201, response.text
+        workers = _children(server.pid)  # the check workers (and spawn's resource tracker)
+        assert len(workers) >= 2
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in workers):
+        assert time.monotonic() < deadline, "check workers outlived the server"
+        time.sleep(0.1)
