@@ -11,6 +11,13 @@ import typer
 
 from specserver.settings import GC_THRESHOLDS, ServerSettings
 
+MAX_DEFAULT_CHECK_WORKERS = 8  # each worker holds its own interpreter (~60 MB)
+
+
+def default_check_workers() -> int:
+    """One check worker per core, up to ``MAX_DEFAULT_CHECK_WORKERS``."""
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_CHECK_WORKERS))
+
 
 def _preflight_store(settings: ServerSettings) -> None:
     """Open (and migrate) the store once before uvicorn starts, so that a store that
@@ -44,7 +51,7 @@ def register(app: typer.Typer) -> None:
         check_workers: Annotated[
             int | None,
             typer.Option(min=0, max=64, help="processes that verify and check submissions "
-                         "(0 = in the server process) [default: one per core; env "
+                         "(0 = in the server process) [default: one per core, at most 8; env "
                          "SPECSERVER_CHECK_WORKERS]"),
         ] = None,
     ) -> None:
@@ -67,7 +74,7 @@ def register(app: typer.Typer) -> None:
                 settings = settings.model_copy(update={"check_workers": check_workers})
             elif "check_workers" not in settings.model_fields_set:
                 # Checks in worker processes: one Python process computes on one core.
-                settings = settings.model_copy(update={"check_workers": os.cpu_count() or 1})
+                settings = settings.model_copy(update={"check_workers": default_check_workers()})
         except ValidationError as exc:
             typer.echo(f"specserver: invalid settings: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(2) from None

@@ -87,7 +87,7 @@ class ServerSettings(BaseSettings):
     check_workers: int = Field(
         default=0, ge=0, le=64,
         description="processes that verify and check submissions beside the server "
-                    "(0 = in the server process; `specserver serve` defaults to one per core)",
+                    "(0 = in the server process; `specserver serve`: one per core, at most 8)",
     )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
