@@ -1,0 +1,268 @@
+"""``submission_rows`` builds the very rows of the definition it replaced (kept here).
+
+The rows used to be built as one dict per row, then read in ``tables.py``'s column order;
+they are now tuples in ``rows.BUILT_COLUMNS`` order, which must be the tables' order. The
+stored values are compared in the store tests; here the rows themselves are held equal to
+the reference, value by value and type by type, over example submissions with optional
+fields switched off, other machines, protocols and notes (Hypothesis).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Column, Integer, MetaData, String, Table
+
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specschema.models import Cpu, Fingerprint, Gpu, OsInfo, Submission
+from specschema.summary import summarize
+from specserver import rows as rows_module
+from specserver import tables
+from specserver.ingest import Checked
+from specserver.rows import (
+    BUILT_COLUMNS,
+    INGEST_TABLES,
+    RowSet,
+    naive_utc,
+    sorted_json,
+    submission_rows,
+)
+
+# --- the reference: the dict-per-row definition ------------------------------------------
+
+_COLUMNS = {t.name: tuple(c.name for c in t.columns) for t in INGEST_TABLES}
+
+
+def _row(table: Table, values: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(map(values.get, _COLUMNS[table.name]))
+
+
+def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tuple[Any, ...]]]:
+    sub = checked.submission
+    sid = checked.submission_id
+    fp = sub.fingerprint
+    baseline = next((c for c in sub.configs if c.role == "baseline"), sub.configs[0])
+    target = baseline.model
+    digest = next((m.digest for m in sub.models if m.name == target), None)
+    out: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in INGEST_TABLES}
+    out["submissions"].append(_row(tables.submissions, {
+        "submission_id": sid, "key_id": checked.key_id, "source": "signed",
+        "source_note": None, "created_at": naive_utc(sub.created_at),
+        "received_at": naive_utc(received_at), "envelope_sha256": checked.body_sha256,
+        "protocol_id": sub.protocol.id, "protocol_version": sub.protocol.version,
+        "protocol_sha256": sub.protocol.sha256, "target_model": target,
+        "target_digest": digest, "chip": fp.chip, "memory_gb": fp.memory_gb,
+        "ollama_version": sub.engine.version, "os_name": fp.os.name,
+        "backend": sub.engine.backend, "client_name": sub.client.name,
+        "client_version": sub.client.version, "complete": sub.complete,
+        "hidden": False, "hidden_reason": None, "note": sub.note,
+    }))
+    out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
+                                                    "body": checked.body}))
+    out["fingerprints"].append(_row(tables.fingerprints, {
+        "submission_id": sid, "chip": fp.chip, "cpu_name": fp.cpu.name,
+        "cpu_brand_raw": fp.cpu.brand_raw, "cores_total": fp.cpu.cores_total,
+        "cores_performance": fp.cpu.cores_performance,
+        "cores_efficiency": fp.cpu.cores_efficiency, "memory_bytes": fp.memory_bytes,
+        "memory_gb": fp.memory_gb, "unified_memory": fp.unified_memory,
+        "gpu_names": "; ".join(g.name for g in fp.gpus if g.name) or None,
+        "gpu_count": len(fp.gpus), "os_name": fp.os.name, "os_version": fp.os.version,
+        "arch": fp.os.arch, "virtualization": fp.virtualization,
+        "power_source": fp.power_source, "json": fp.model_dump_json(),
+    }))
+    for config in sub.configs:
+        s = config.speculation
+        out["configs"].append(_row(tables.configs, {
+            "submission_id": sid, "config_name": config.name, "role": config.role,
+            "model": config.model, "draft_model": config.draft_model, "mechanism": s.mechanism,
+            "request_options": json.dumps(config.request_options, sort_keys=True),
+            "requested": s.requested, "engine_can_honor": s.engine_can_honor,
+            "observed": s.observed, "drafted_tokens": s.drafted_tokens,
+            "accepted_tokens": s.accepted_tokens, "counters_source": s.counters_source,
+            "outputs_match_baseline": s.outputs_match_baseline,
+        }))
+        for t in config.trials:
+            out["trials"].append(_row(tables.trials, {
+                "submission_id": sid, "config_name": config.name, "trial_index": t.index,
+                "position": t.position, "wall_s": t.wall_s, "ttft_s": t.ttft_s,
+                "total_duration_ns": t.total_duration_ns,
+                "load_duration_ns": t.load_duration_ns,
+                "prompt_eval_count": t.prompt_eval_count,
+                "prompt_eval_duration_ns": t.prompt_eval_duration_ns,
+                "eval_count": t.eval_count, "eval_duration_ns": t.eval_duration_ns,
+                "done_reason": t.done_reason, "output_chars": t.output_chars,
+                "output_sha256": t.output_sha256, "cold": t.cold,
+            }))
+    for summary in checked.summaries:
+        values = summary.model_dump()
+        values["config_name"] = values.pop("name")
+        values["submission_id"] = sid
+        out["summaries"].append(_row(tables.summaries, values))
+    return out
+
+
+def typed(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[list[tuple[type, str]]]]:
+    """Every value with its type and repr: 1 == 1.0 == True and 0.0 == -0.0 must not pass."""
+    return {name: [[(type(v), repr(v)) for v in row] for row in table_rows]
+            for name, table_rows in rows.items()}
+
+
+def as_checked(sub: Submission, key_id: str = "k" * 64, body: bytes = b"{}") -> Checked:
+    return Checked(submission=sub, submission_id=str(sub.submission_id), key_id=key_id,
+                   body=body, body_sha256="ab" * 32, summaries=summarize(sub))
+
+
+def assert_same(checked: Checked, received_at: datetime) -> None:
+    got = submission_rows(checked, received_at)
+    assert isinstance(got, RowSet)
+    assert typed(got.rows) == typed(reference_rows(checked, received_at))
+
+
+# --- the column orders ---------------------------------------------------------------------
+
+
+def test_built_columns_are_the_tables_columns_in_order() -> None:
+    # If this fails after a change to tables.py, update BUILT_COLUMNS and submission_rows
+    # (ingestion still works meanwhile, through the slower rearranging path).
+    for table in INGEST_TABLES:
+        assert BUILT_COLUMNS[table.name] == _COLUMNS[table.name], table.name
+    assert rows_module._REARRANGE == {}
+
+
+def test_a_table_in_another_order_gets_its_rows_rearranged() -> None:
+    metadata = MetaData()
+    table = Table("t", metadata, Column("b", String), Column("new", Integer),
+                  Column("a", String))
+    rearrange = rows_module._rearrange(table, ("a", "b", "gone"))
+    assert rearrange is not None
+    # unknown column -> NULL, a column the table no longer has -> dropped (the old dict path)
+    assert rearrange(("A", "B", "G")) == ("B", None, "A")
+    assert rows_module._rearrange(table, ("b", "new", "a")) is None
+
+
+def test_rows_follow_a_changed_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    built = BUILT_COLUMNS["envelopes"]
+    metadata = MetaData()
+    changed = Table("envelopes", metadata, Column("body", String), Column("extra", Integer),
+                    Column("submission_id", String))
+    rearrange = rows_module._rearrange(changed, built)
+    assert rearrange is not None
+    monkeypatch.setattr(rows_module, "_REARRANGE", {"envelopes": rearrange})
+    checked = as_checked(example_submission(seed=3), body=b"raw bytes")
+    got = submission_rows(checked, datetime.now(UTC))
+    assert got.rows["envelopes"] == [(b"raw bytes", None, checked.submission_id)]
+
+
+# --- same rows as the reference ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["hardnumbers-m2", "ollama-draft"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 7])
+def test_example_submissions(protocol: str, seed: int) -> None:
+    sub = example_submission(protocol, seed=seed, counters_seen=bool(seed % 2),
+                             complete=seed != 2)
+    assert_same(as_checked(sub), datetime.now(UTC))
+
+
+def _blank_fingerprint(fp: Fingerprint, blanks: set[str]) -> Fingerprint:
+    update: dict[str, Any] = {}
+    if "cpu" in blanks:
+        update["cpu"] = Cpu()
+    if "os" in blanks:
+        update["os"] = OsInfo()
+    if "gpus" in blanks:
+        update["gpus"] = []
+    if "gpu_names" in blanks:
+        update["gpus"] = [Gpu(name=None), Gpu(name="GPU A"), Gpu(name="GPU B")]
+    for name in ("chip", "memory_bytes", "memory_gb", "unified_memory", "virtualization",
+                 "power_source"):
+        if name in blanks:
+            update[name] = None
+    return fp.model_copy(update=update)
+
+
+FP_BLANKS = ["cpu", "os", "gpus", "gpu_names", "chip", "memory_bytes", "memory_gb",
+             "unified_memory", "virtualization", "power_source"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    protocol=st.sampled_from(["hardnumbers-m2", "ollama-draft"]),
+    seed=st.integers(0, 10_000),
+    machine=st.sampled_from(EXAMPLE_MACHINES),
+    blanks=st.sets(st.sampled_from(FP_BLANKS)),
+    note=st.none() | st.text(max_size=40),
+    no_digest=st.booleans(),
+    no_baseline=st.booleans(),
+    backend=st.none() | st.text(min_size=1, max_size=20),
+    offset_minutes=st.integers(-600, 600),
+    naive=st.booleans(),
+)
+def test_varied_submissions(protocol: str, seed: int, machine: dict[str, object],
+                            blanks: set[str], note: str | None, no_digest: bool,
+                            no_baseline: bool, backend: str | None, offset_minutes: int,
+                            naive: bool) -> None:
+    sub = example_submission(protocol, seed=seed, machine=machine,
+                             counters_seen=seed % 3 == 0, complete=seed % 5 != 0)
+    configs = sub.configs
+    if no_baseline:  # no config has the baseline role: the first config is the target
+        configs = [c.model_copy(update={"role": "draft"}) for c in configs]
+    models = sub.models
+    if no_digest:
+        models = [m.model_copy(update={"digest": None}) for m in models]
+    sub = sub.model_copy(update={
+        "fingerprint": _blank_fingerprint(sub.fingerprint, blanks),
+        "note": note, "configs": configs, "models": models,
+        "engine": sub.engine.model_copy(update={"backend": backend}),
+    })
+    zone = timezone(timedelta(minutes=offset_minutes))
+    received_at = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=zone)
+    if naive:
+        received_at = received_at.replace(tzinfo=None)
+    checked = as_checked(sub, body=b"body %d" % seed)
+    assert_same(checked, received_at)
+    assert_same(replace(checked, summaries=[]), received_at)
+
+
+def test_a_checked_body_from_the_real_checks() -> None:
+    from tests.server.ingesthelp import valid_body
+
+    from specserver.ingest import check_submission
+
+    now = datetime.now(UTC)
+    checked = check_submission(valid_body(seed=11), now=now, max_age=timedelta(days=30),
+                               max_future_skew=timedelta(minutes=5))
+    assert_same(checked, now)
+
+
+def test_rowset_pickles_to_equal_plain_rows() -> None:
+    checked = as_checked(example_submission(seed=5), body=b"x" * 100)
+    got = submission_rows(checked, datetime.now(UTC))
+    back = pickle.loads(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == got
+    assert typed(back.rows) == typed(got.rows)
+
+
+# --- request_options as JSON -----------------------------------------------------------------
+
+OPTION_VALUES = (st.integers(-(2**70), 2**70) | st.floats(allow_nan=True, allow_infinity=True)
+                 | st.booleans() | st.text())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), OPTION_VALUES, max_size=12))
+def test_sorted_json_is_json_dumps_sort_keys(options: dict[str, Any]) -> None:
+    assert sorted_json(options) == json.dumps(options, sort_keys=True)
+
+
+def test_sorted_json_edge_values() -> None:
+    for value in ({}, {"a": -0.0, "b": 0.0}, {"é": "ü\u2028\x00"}, {"b": True, "a": 1, "c": 1.0},
+                  {"x": float("nan"), "y": float("-inf")}, {"big": 2**64}):
+        assert sorted_json(value) == json.dumps(value, sort_keys=True)
