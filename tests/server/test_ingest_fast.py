@@ -1,0 +1,304 @@
+"""The fast verdict of the consistency rules (``plainly_consistent``) equals the rules'.
+
+``violations`` skips the rules when ``plainly_consistent`` says no rule can fire, so the
+two must agree on every submission: honest ones (the fast path is taken) and broken ones,
+with values right at each rule's bounds (the fast path repeats the rules' arithmetic).
+"""
+
+import json
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from tests.server.test_ingest_rules import CASES, ctx_for, fresh
+
+from specschema.errors import PayloadSchemaError
+from specschema.payload import parse_submission
+from specserver import ingest
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+PROTOCOLS = [
+    ("hardnumbers-m2", "0.12.8", False),
+    ("ollama-draft", "0.30.1", True),
+    ("ollama-draft", "0.30.1", False),
+    ("ollama-draft", "0.29.0", False),
+    ("ollama-draft", "weird-build", False),
+]
+
+def _verdicts(data: dict[str, Any]) -> tuple[bool, list[ingest.Violation]] | None:
+    try:
+        submission = parse_submission(json.dumps(data).encode())
+    except PayloadSchemaError:
+        return None  # a mutation the schema refuses never reaches the rules
+    ctx = ctx_for(data)
+    return ingest.plainly_consistent(submission, ctx), ingest.rule_violations(submission, ctx)
+
+
+def _agree(data: dict[str, Any]) -> bool | None:
+    found = _verdicts(data)
+    if found is None:
+        return None
+    fast, slow = found
+    assert fast == (slow == []), slow
+    return fast
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(("protocol", "version", "counters"), PROTOCOLS)
+def test_honest_submissions_take_the_fast_path(seed: int, protocol: str, version: str,
+                                               counters: bool) -> None:
+    data = fresh(seed, protocol, engine_version=version, counters_seen=counters)
+    assert _agree(data) is True
+
+
+@pytest.mark.parametrize(("name", "rule", "breaker"), CASES, ids=[c[0] for c in CASES])
+def test_every_broken_case_leaves_the_fast_path(name: str, rule: str, breaker: Any) -> None:
+    data = fresh(3)
+    breaker(data)
+    assert _agree(data) is False, name
+
+
+def test_violations_still_reports_through_the_rules() -> None:
+    data = fresh(1)
+    data["configs"][0]["trials"][2]["eval_count"] = 999
+    submission = parse_submission(json.dumps(data).encode())
+    found = ingest.violations(submission, ctx_for(data))
+    assert found == ingest.rule_violations(submission, ctx_for(data))
+    assert found[0].rule == "eval_count_fits_num_predict"
+
+
+# --- edges: a trial set right at one rule's bound, each way ------------------------------
+
+EDGES: list[tuple[str, Callable[[dict[str, Any]], None]]] = []
+
+
+def _edges(name: str, values: list[Any]) -> Callable[[Callable[[dict[str, Any], Any], None]],
+                                                      None]:
+    def register(fn: Callable[[dict[str, Any], Any], None]) -> None:
+        for value in values:
+            EDGES.append((f"{name}={value!r}", lambda d, v=value: fn(d, v)))
+    return register
+
+
+def _t(d: dict[str, Any]) -> dict[str, Any]:
+    trial: dict[str, Any] = d["configs"][1]["trials"][2]
+    return trial
+
+
+def _set_eval_ns(t: dict[str, Any], eval_ns: int) -> None:
+    """eval_duration_ns, with total and wall grown to hold it (only the rate rules see it)."""
+    t["eval_duration_ns"] = eval_ns
+    parts = t["load_duration_ns"] + (t["prompt_eval_duration_ns"] or 0) + eval_ns
+    t["total_duration_ns"] = max(t["total_duration_ns"], parts)
+    t["wall_s"] = max(t["wall_s"], t["total_duration_ns"] / 1e9 + 0.01)
+
+
+@_edges("eval_count", [(c, r) for c in (198, 199, 200, 201) for r in ("length", "stop", None)])
+def _eval_count(d: dict[str, Any], value: tuple[int, str | None]) -> None:
+    _t(d)["eval_count"], _t(d)["done_reason"] = value
+
+
+@_edges("done_reason", ["stop", "length", "unload", None])
+def _done_reason(d: dict[str, Any], value: str | None) -> None:
+    _t(d)["done_reason"] = value
+
+
+@_edges("eval_ns_minus_total", [-1, 0, 1])
+def _eval_vs_total(d: dict[str, Any], value: int) -> None:
+    t = _t(d)
+    t["load_duration_ns"], t["prompt_eval_duration_ns"] = 0, None
+    t["eval_duration_ns"] = t["total_duration_ns"] + value
+
+
+@_edges("parts_minus_allowed", [-1, 0, 1])
+def _parts(d: dict[str, Any], value: int) -> None:
+    t = _t(d)
+    total = t["total_duration_ns"]
+    slack = ingest.DURATION_TOLERANCE_NS + int(total * ingest.DURATION_TOLERANCE_FRACTION)
+    t["prompt_eval_duration_ns"] = total + slack - t["eval_duration_ns"] - t["load_duration_ns"]
+    t["prompt_eval_duration_ns"] += value
+
+
+@_edges("wall_steps_from_floor", [-2, -1, 0, 1, 2])
+def _wall(d: dict[str, Any], value: int) -> None:
+    t = _t(d)
+    wall = t["total_duration_ns"] / 1e9 * (1 - ingest.DURATION_TOLERANCE_FRACTION)
+    wall -= ingest.WALL_TOLERANCE_S
+    for _ in range(abs(value)):
+        wall = math.nextafter(wall, math.copysign(math.inf, value))
+    t["wall_s"] = wall
+
+
+@_edges("ttft_steps_from_wall", [None, -1, 0, 1])
+def _ttft(d: dict[str, Any], value: int | None) -> None:
+    t = _t(d)
+    t["ttft_s"] = None if value is None else (
+        t["wall_s"] if value == 0 else math.nextafter(t["wall_s"], value * math.inf)
+    )
+
+
+@_edges("eval_count_ns", [(0, 1000), (0, 0), (1, 0), (15, 0), (200, 0)])
+def _zero(d: dict[str, Any], value: tuple[int, int]) -> None:
+    _t(d)["eval_count"], _t(d)["done_reason"] = value[0], "stop"
+    _set_eval_ns(_t(d), value[1])
+
+
+@_edges("rate_edge", [(c, e, n) for c in (15, 16, 17) for e in ("max", "min") for n in (-1, 0, 1)])
+def _rate(d: dict[str, Any], value: tuple[int, str, int]) -> None:
+    count, edge, step = value
+    t = _t(d)
+    t["eval_count"], t["done_reason"] = count, "stop"
+    per_token = 100_000 if edge == "max" else 100_000_000_000  # 10,000 and 0.01 tok/s
+    _set_eval_ns(t, count * per_token + step)
+
+
+@_edges("created_at", [(e, s) for e in ("future", "past") for s in (-1, 0, 1)])
+def _created(d: dict[str, Any], value: tuple[str, int]) -> None:
+    edge = timedelta(minutes=5) if value[0] == "future" else -timedelta(days=30)
+    when = NOW + edge + value[1] * timedelta(microseconds=1)
+    d["created_at"] = when.isoformat().replace("+00:00", "Z")
+
+
+@_edges("warmups", [(n, load) for n in (0, 1, 2, 3) for load in (None, 10, 11)])
+def _warmups(d: dict[str, Any], value: tuple[int, int | None]) -> None:
+    count, load = value
+    d["configs"][0]["warmups"] = [
+        {"wall_s": 1.0, "load_duration_ns": load, "total_duration_ns": 10}
+    ] * count
+
+
+@_edges("trials", ["reversed", "swap_index", "index_gap", "position", "drop", "incomplete"])
+def _trials(d: dict[str, Any], value: str) -> None:
+    trials = d["configs"][1]["trials"]
+    if value == "reversed":
+        trials.reverse()
+    elif value == "swap_index":
+        trials[0]["index"], trials[1]["index"] = trials[1]["index"], trials[0]["index"]
+    elif value == "index_gap":
+        trials[-1]["index"] += 1
+    elif value == "position":
+        trials[0]["position"] += 1
+    elif value == "drop":
+        trials.pop()
+    else:
+        trials.pop()
+        d["complete"] = False
+
+
+@_edges("options", ["int_for_float", "float_for_int", "bool_for_int", "false_for_zero",
+                    "int_for_bool_less",
+                    "extra", "missing", "request_field"])
+def _options(d: dict[str, Any], value: str) -> None:
+    options = d["configs"][0]["request_options"]
+    if value == "int_for_float":
+        options["temperature"] = int(options["temperature"])
+    elif value == "float_for_int":
+        options["seed"] = float(options["seed"])
+    elif value == "bool_for_int":
+        options["seed"] = True
+    elif value == "false_for_zero":  # False == 0.0 in Python, not as JSON values
+        options["temperature"] = False
+    elif value == "int_for_bool_less":
+        options["num_predict"] = 200.0
+    elif value == "extra":
+        options["mirostat"] = 0
+    elif value == "missing":
+        options.pop("top_k", None)
+    else:
+        d["configs"][0]["request_fields"]["keep_alive"] = "5m"
+
+
+@_edges("configs", ["reversed", "duplicate", "drop", "drop_incomplete", "rename"])
+def _configs(d: dict[str, Any], value: str) -> None:
+    configs = d["configs"]
+    if value == "reversed":
+        configs.reverse()
+    elif value == "duplicate":
+        configs.append(json.loads(json.dumps(configs[1])))
+    elif value.startswith("drop"):
+        configs.pop()
+        d["complete"] = value == "drop"
+    else:
+        configs[1]["name"] = "draft_mystery"
+
+
+@_edges("speculation", [
+    (k, v) for k, values in {
+        "requested": [True, False],
+        "mechanism": ["none", "draft_model_field", "draft_num_predict"],
+        "engine_can_honor": [None, True, False],
+        "observed": ["confirmed", "not_applied", "not_observed", "unknown"],
+        "drafted_tokens": [None, 0, 100],
+        "accepted_tokens": [None, 0, 100, 101],
+        "counters_source": [None, "llama_server_log"],
+    }.items() for v in values
+])
+def _speculation(d: dict[str, Any], value: tuple[str, Any]) -> None:
+    d["configs"][-1]["speculation"][value[0]] = value[1]
+
+
+@_edges("counters_on_config", [0, 1, 2])
+def _counters(d: dict[str, Any], value: int) -> None:
+    d["configs"][value]["speculation"].update(
+        drafted_tokens=100, accepted_tokens=50, counters_source="llama_server_log"
+    )
+
+
+@_edges("head", [("role", "baseline"), ("role", "draft"), ("model", "llama3:8b"),
+                 ("draft_model", None), ("draft_model", "other:1b")])
+def _head(d: dict[str, Any], value: tuple[str, Any]) -> None:
+    d["configs"][-1][value[0]] = value[1]
+
+
+@_edges("engine_version", ["0.12.8", "0.29.9", "0.30.0", "x-build"])
+def _engine(d: dict[str, Any], value: str) -> None:
+    d["engine"]["version"] = value
+
+
+@_edges("target", [None, "llama3:8b"])
+def _target(d: dict[str, Any], value: str | None) -> None:
+    d["protocol"]["parameters"] = {} if value is None else {"target": value}
+
+
+@pytest.mark.parametrize("setup", PROTOCOLS[:3], ids=["m2", "draft-counters", "draft"])
+@pytest.mark.parametrize(("name", "edge"), EDGES, ids=[e[0] for e in EDGES])
+def test_fast_verdict_equals_the_rules_at_each_edge(
+    name: str, edge: Callable[[dict[str, Any]], None], setup: tuple[str, str, bool]
+) -> None:
+    protocol, version, counters = setup
+    data = fresh(2, protocol, engine_version=version, counters_seen=counters)
+    edge(data)
+    _agree(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 7),
+    st.sampled_from(PROTOCOLS),
+    st.lists(st.sampled_from(EDGES), max_size=4),
+)
+def test_fast_verdict_equals_the_rules_for_combined_edges(
+    seed: int, setup: tuple[str, str, bool], edges: list[tuple[str, Any]]
+) -> None:
+    protocol, version, counters = setup
+    data = fresh(seed, protocol, engine_version=version, counters_seen=counters)
+    for _name, edge in edges:
+        try:
+            edge(data)
+        except (IndexError, KeyError, TypeError):
+            continue  # an edge that an earlier one made impossible (a config or trial gone)
+    event(f"plainly consistent: {_agree(data)}")
+
+
+def test_a_protocol_not_shipped_goes_to_the_rules() -> None:
+    data = fresh(0)
+    submission = parse_submission(json.dumps(data).encode())
+    shipped = ctx_for(data)
+    ctx = ingest.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
+                             shipped.max_future_skew)
+    assert not ingest.plainly_consistent(submission, ctx)
+    assert ingest.violations(submission, ctx) == []
