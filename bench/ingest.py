@@ -252,6 +252,9 @@ def main() -> None:
     parser.add_argument("--check-workers", type=int, default=None,
                         help="SPECSERVER_CHECK_WORKERS for the server (default: serve's, one "
                              "per core; 0 = checks in the server process)")
+    parser.add_argument("--stored-only", action="store_true",
+                        help="only the DuckDB run (A/B of the write path), --repeat times")
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     args = parser.parse_args()
     try:
@@ -265,6 +268,12 @@ def main() -> None:
     print(f"pre-generated {len(bodies):,} distinct signed submissions "
           f"({statistics.mean(len(b) for b in bodies[:100]) / 1024:.1f} KiB each) "
           f"in {time.perf_counter() - started:.1f} s")
+    if args.stored_only:  # A/B runs of the write path; no ceiling, no verdict
+        for _ in range(args.repeat):
+            r = run("DuckDB file, group commit", True, bodies, args)
+            print(f"stored: {r.accepted_per_s:,.0f}/s p50 {r.p50_ms:.0f} ms p99 {r.p99_ms:.0f} ms "
+                  f"server CPU {r.server_cpu:.0%} (workers {r.worker_cpu:.0%}) {r.statuses}")
+        return
     results = [
         run("no storage (verify + validate ceiling)", False, bodies, args),
         run("DuckDB file, group commit", True, bodies, args),

@@ -6,8 +6,10 @@ store cannot follow them out: an embedded DuckDB file is opened by one process o
 the server process keeps HTTP, the ban and rate gates and the single writer, and hands
 each body to the least busy of N worker processes (BENCHMARKS.md, "Ingest").
 
-Wire, over one socket pair per worker (length-prefixed frames, the framing of
-``multiprocessing.connection``, which the worker side uses):
+A worker is ``python -m specserver.checkpool --fd N ...``, a plain subprocess holding one
+end of a socket pair (not ``multiprocessing``, whose spawn re-imports the parent's main
+module: a script without a ``__main__`` guard would start workers recursively). Frames
+are length-prefixed (4-byte big-endian size):
     server -> worker   8-byte received_at (microseconds since the epoch, UTC) + body
     worker -> server   pickle of ("ok", Prepared) or ("error", (status, code, message,
                        details, retry_after))
@@ -19,22 +21,21 @@ worker whose server dies sees end-of-file and exits.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import gc
 import logging
-import multiprocessing
-import os
 import pickle
 import signal
 import socket
 import struct
+import subprocess
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import Any, BinaryIO
 
 from specserver.errors import SpecServerError, Unavailable, as_server_error, with_status
 from specserver.prepared import CheckLimits, Prepared, prepare_submission
@@ -46,7 +47,7 @@ READY = b"ready"
 RETRY_AFTER_S = 1.0
 RESPAWN_DELAY_S = 0.5  # a worker that cannot start must not be respawned in a tight loop
 START_TIMEOUT_S = 60.0
-_HEADER = struct.Struct("!i")  # multiprocessing.connection's frame header (< 2 GiB)
+_HEADER = struct.Struct("!I")
 _MICROS = struct.Struct("!q")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -85,17 +86,38 @@ def answer_for(frame: bytes, limits: CheckLimits) -> bytes:
     return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def worker_main(conn: Connection, limits: CheckLimits) -> None:
-    """A worker process: answer frames until the server closes its end."""
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def serve_frames(sock: socket.socket, limits: CheckLimits) -> None:
+    """A worker's loop: answer frames until the server closes its end."""
+    stream = sock.makefile("rb")
+    sock.sendall(_HEADER.pack(len(READY)) + READY)
+    while True:
+        head = _read_exactly(stream, _HEADER.size)
+        if head is None:
+            return
+        frame = _read_exactly(stream, _HEADER.unpack(head)[0])
+        if frame is None:
+            return
+        answer = answer_for(frame, limits)
+        sock.sendall(_HEADER.pack(len(answer)) + answer)
+
+
+def worker_main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m specserver.checkpool")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--max-age-s", type=float, required=True)
+    parser.add_argument("--max-future-skew-s", type=float, required=True)
+    args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle
     gc.set_threshold(*GC_THRESHOLDS)
-    conn.send_bytes(READY)
-    while True:
-        try:
-            frame = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        conn.send_bytes(answer_for(frame, limits))
+    limits = CheckLimits(max_age=timedelta(seconds=args.max_age_s),
+                         max_future_skew=timedelta(seconds=args.max_future_skew_s))
+    with contextlib.suppress(ConnectionError), socket.socket(fileno=args.fd) as sock:
+        serve_frames(sock, limits)
 
 
 # --- the server side ----------------------------------------------------------------------
@@ -103,7 +125,7 @@ def worker_main(conn: Connection, limits: CheckLimits) -> None:
 
 @dataclass
 class _Worker:
-    process: BaseProcess
+    process: subprocess.Popen[bytes]
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     pending: deque[asyncio.Future[Prepared]] = field(default_factory=deque)
@@ -123,7 +145,6 @@ class CheckPool:
             raise ValueError("a check pool needs at least one worker")
         self.size = workers
         self.limits = limits
-        self._context = multiprocessing.get_context("spawn")  # no fork of a threaded server
         self._workers: list[_Worker] = []
         self._stopping = False
 
@@ -139,14 +160,15 @@ class CheckPool:
             raise RuntimeError(f"a check worker did not start: {failures[0]}")
 
     async def _spawn(self) -> _Worker:
-        ours, theirs = self._context.Pipe(duplex=True)
-        process = self._context.Process(target=worker_main, args=(theirs, self.limits),
-                                        name="specserver-check", daemon=True)
-        process.start()
-        theirs.close()
-        sock = socket.socket(fileno=os.dup(ours.fileno()))
-        ours.close()
-        reader, writer = await asyncio.open_connection(sock=sock)
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "specserver.checkpool", "--fd", str(theirs.fileno()),
+                 "--max-age-s", str(self.limits.max_age.total_seconds()),
+                 "--max-future-skew-s", str(self.limits.max_future_skew.total_seconds())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            )
+        reader, writer = await asyncio.open_connection(sock=ours)
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
                 ready = await _read_frame(reader)
@@ -203,12 +225,14 @@ class CheckPool:
         worker.writer.close()
         with contextlib.suppress(Exception):
             await worker.writer.wait_closed()
-        await asyncio.to_thread(worker.process.join, 5)
-        if worker.process.is_alive():
+        try:
+            await asyncio.to_thread(worker.process.wait, 5)
+        except subprocess.TimeoutExpired:
             worker.process.kill()
+            await asyncio.to_thread(worker.process.wait)
         if not self._stopping:
             log.warning("check worker %s exited (%s); starting another",
-                        worker.process.pid, worker.process.exitcode)
+                        worker.process.pid, worker.process.returncode)
             await asyncio.sleep(RESPAWN_DELAY_S)
             try:
                 self._adopt(await self._spawn())
@@ -225,4 +249,8 @@ class CheckPool:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def pids(self) -> list[int]:
-        return [w.process.pid for w in self._workers if w.process.pid is not None]
+        return [w.process.pid for w in self._workers]
+
+
+if __name__ == "__main__":
+    worker_main()

@@ -181,21 +181,25 @@ async def accept_submission(
     settings: ServerSettings = state.settings
     store: Store = state.store
     limiter: RateLimiter = state.rate_limiter
-    body = await read_body(receive, content_length, settings.max_body_bytes,
-                           settings.body_read_timeout_s)
-    prepared = await prepare(state, body, datetime.now(UTC))
-    if store.is_banned(prepared.key_id):
-        raise Forbidden("this key id is banned", {"key_id": prepared.key_id}, code="key_banned")
-    address = client_address(peer, forwarded_for, settings.proxy_networks())
-    refused = first_refusal(limiter, (("key", prepared.key_id), ("address", address)))
-    if refused is not None:
-        scope, wait = refused
-        raise RateLimited(f"too many submissions from this {scope}; retry later",
-                          {"scope": scope}, retry_after=wait)
-    url = settings.public_url(prepared.submission_id)
-    if not settings.store_enabled:
-        return Answer(201, receipt_json(prepared, prepared.received_at, url), {"Location": url})
-    outcome = await store.submit(prepared)
+    with store.arriving():
+        body = await read_body(receive, content_length, settings.max_body_bytes,
+                               settings.body_read_timeout_s)
+        prepared = await prepare(state, body, datetime.now(UTC))
+        if store.is_banned(prepared.key_id):
+            raise Forbidden("this key id is banned", {"key_id": prepared.key_id},
+                            code="key_banned")
+        address = client_address(peer, forwarded_for, settings.proxy_networks())
+        refused = first_refusal(limiter, (("key", prepared.key_id), ("address", address)))
+        if refused is not None:
+            scope, wait = refused
+            raise RateLimited(f"too many submissions from this {scope}; retry later",
+                              {"scope": scope}, retry_after=wait)
+        url = settings.public_url(prepared.submission_id)
+        if not settings.store_enabled:
+            return Answer(201, receipt_json(prepared, prepared.received_at, url),
+                          {"Location": url})
+        committed = store.submit_prepared(prepared)
+    outcome = await asyncio.wrap_future(committed)
     if outcome.status == "conflict":
         raise Conflict(
             "this submission id is already stored with other bytes",

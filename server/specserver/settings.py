@@ -7,6 +7,7 @@ Every field is documented in docs/server.md (a test checks that the table is com
 
 from __future__ import annotations
 
+import os
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
@@ -89,6 +90,10 @@ class ServerSettings(BaseSettings):
         description="processes that verify and check submissions beside the server "
                     "(0 = in the server process; `specserver serve`: one per core, at most 8)",
     )
+    duckdb_threads: int = Field(
+        default=0, ge=0, le=1024,
+        description="DuckDB worker threads (0 = the cores the check workers leave, at least 1)",
+    )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
     )
@@ -105,6 +110,14 @@ class ServerSettings(BaseSettings):
         if self.database_url:
             return database_url_for(self.database_url)
         return database_url_for(str(default_database_path()))
+
+    def effective_duckdb_threads(self) -> int:
+        """DuckDB's threads compete with the check workers for cores; each commit of a
+        small batch also spends CPU coordinating them (1 thread instead of 2: ~15 % more
+        accepted/s with two check workers on two cores, BENCHMARKS.md)."""
+        if self.duckdb_threads:
+            return self.duckdb_threads
+        return max(1, (os.cpu_count() or 1) - self.check_workers)
 
     def proxy_networks(self) -> list[IPv4Network | IPv6Network]:
         return [ip_network(entry, strict=False) for entry in self.trusted_proxies]

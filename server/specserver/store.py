@@ -7,8 +7,10 @@ API for the rest of the server (docs/server.md, "Store API"):
 - ``store.engine``: the SQLAlchemy Engine for reads (``with store.engine.connect()``).
   On DuckDB every connection shares the one in-process database; reads never block the
   writer (MVCC). Another *process* cannot open the file while the server runs.
-- ``await store.submit(prepared)`` -> ``WriteOutcome`` after the commit; ``enqueue(...)`` /
-  ``submit_future(checked, received_at)``: the same with a concurrent Future.
+- ``await store.submit(prepared)`` -> ``WriteOutcome`` after the commit; ``submit_prepared``,
+  ``enqueue(...)``, ``submit_future(checked, received_at)``: the same with a concurrent Future.
+- ``with store.arriving():`` around a request that may submit: when none is left in
+  progress the writer commits what it has instead of gathering longer.
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
   its own transaction (moderation, imports): all writes go through the one writer.
 - ``store.get_submission(id)``: the public view of one stored submission, or None.
@@ -23,8 +25,9 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,8 +88,10 @@ class Store:
         group_commit_s: float = 0.004,
         group_commit_max: int = 512,
         ban_cache_s: float = 5.0,
+        duckdb_threads: int = 0,
     ) -> None:
         self.url = url
+        self.duckdb_threads = duckdb_threads
         self.engine: Engine = make_engine(url)
         self.writer = make_writer(
             self.engine, window_s=group_commit_s, max_batch=group_commit_max
@@ -96,6 +101,7 @@ class Store:
         self._bans_loaded_at = float("-inf")
         self._bans_lock = threading.Lock()
         self.schema_version: int | None = None
+        self._arriving = 0
 
     @property
     def dialect(self) -> str:
@@ -111,6 +117,8 @@ class Store:
                 # A checkpoint blocks the commit that triggers it; at the default 16 MiB of
                 # WAL that is every ~800 submissions, each a stall of up to a second.
                 conn.exec_driver_sql(f"SET checkpoint_threshold = '{DUCKDB_CHECKPOINT}'")
+                if self.duckdb_threads:
+                    conn.exec_driver_sql(f"SET threads = {int(self.duckdb_threads)}")
         self.writer.start()
 
     def close(self) -> None:
@@ -118,6 +126,18 @@ class Store:
         self.engine.dispose()
 
     # writes -------------------------------------------------------------------------------
+
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """Around a request that may submit (event-loop thread only): when the last one in
+        progress has submitted or failed, the writer need not gather any longer."""
+        self._arriving += 1
+        try:
+            yield
+        finally:
+            self._arriving -= 1
+            if self._arriving == 0:
+                self.writer.nothing_more_coming()
 
     def enqueue(
         self, submission_id: str, body_sha256: str, received_at: datetime, rows: RowSet
@@ -138,10 +158,13 @@ class Store:
         return self.enqueue(checked.submission_id, checked.body_sha256, received_at,
                             submission_rows(checked, received_at))
 
+    def submit_prepared(self, prepared: Prepared) -> Future[WriteOutcome]:
+        return self.enqueue(prepared.submission_id, prepared.body_sha256,
+                            prepared.received_at, prepared.rows)
+
     async def submit(self, prepared: Prepared) -> WriteOutcome:
         """Resolves only after the transaction holding the submission has committed."""
-        return await asyncio.wrap_future(self.enqueue(
-            prepared.submission_id, prepared.body_sha256, prepared.received_at, prepared.rows))
+        return await asyncio.wrap_future(self.submit_prepared(prepared))
 
     def write(self, fn: Callable[[Connection], T], timeout: float | None = 60.0) -> T:
         result: T = self.writer.run_job(fn).result(timeout)

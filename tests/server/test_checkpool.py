@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -25,12 +26,14 @@ from tests.server.liveserver import free_port
 from specschema.summary import ConfigSummary
 from specserver.checkpool import (
     _HEADER,
+    READY,
     CheckPool,
     _read_frame,
     answer_for,
     decode_request,
     encode_request,
     error_from_parts,
+    serve_frames,
 )
 from specserver.errors import SpecServerError, Unavailable, response_for
 from specserver.ingest_api import Receipt
@@ -63,28 +66,31 @@ def test_request_frames_round_trip_to_the_microsecond() -> None:
     assert decode_request(encode_request(b"body", when)) == (b"body", when)
 
 
-def test_frames_are_those_of_multiprocessing_connection() -> None:
-    """The worker side uses Connection.send_bytes/recv_bytes; the server side our framing."""
-    import multiprocessing
+def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
+    """``serve_frames`` (the worker's loop, here in a thread) against the server side's
+    framing: ready first, then one answer per request in order, and it returns on EOF."""
+    ours, theirs = socket.socketpair()
+    worker = threading.Thread(target=serve_frames, args=(theirs, LIMITS))
+    worker.start()
+    bodies = [valid_body(seed=50), BAD_BODIES["schema"], valid_body(seed=51)]
 
-    ours, theirs = multiprocessing.get_context("spawn").Pipe(duplex=True)
-
-    async def exchange() -> bytes:
-        reader, writer = await asyncio.open_connection(
-            sock=socket.socket(fileno=os.dup(ours.fileno())))
-        writer.write(_HEADER.pack(5) + b"hello")
-        await writer.drain()
-        assert theirs.recv_bytes() == b"hello"
-        theirs.send_bytes(b"x" * 100_000)
-        frame = await _read_frame(reader)
+    async def exchange() -> list[Any]:
+        reader, writer = await asyncio.open_connection(sock=ours)
+        assert await _read_frame(reader) == READY
+        for body in bodies:
+            frame = encode_request(body, NOW)
+            writer.write(_HEADER.pack(len(frame)) + frame)
+        answers = [pickle.loads(await _read_frame(reader)) for _ in bodies]
         writer.close()
-        return frame
+        return answers
 
-    try:
-        assert asyncio.run(exchange()) == b"x" * 100_000
-    finally:
-        ours.close()
-        theirs.close()
+    answers = asyncio.run(exchange())
+    worker.join(10)
+    assert not worker.is_alive()
+    theirs.close()
+    assert [kind for kind, _ in answers] == ["ok", "error", "ok"]
+    assert answers[0][1] == prepare_submission(bodies[0], NOW, LIMITS)
+    assert answers[1][1][0] == 422
 
 
 def test_answer_for_a_valid_body_is_the_in_process_result() -> None:
@@ -214,8 +220,8 @@ def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
         response = httpx.post(f"http://127.0.0.1:{port}/v1/submissions",
                               content=valid_body(seed=40))
         assert response.status_code == 201, response.text
-        workers = _children(server.pid)  # the check workers (and spawn's resource tracker)
-        assert len(workers) >= 2
+        workers = _children(server.pid)  # the check workers
+        assert len(workers) == 2
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait(10)

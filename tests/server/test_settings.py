@@ -57,3 +57,28 @@ def test_docs_cover_every_setting() -> None:
     missing = [name for name in ServerSettings.model_fields
                if f"SPECSERVER_{name.upper()}" not in text]
     assert missing == []
+
+
+def test_duckdb_threads_leave_the_check_workers_their_cores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert ServerSettings(check_workers=0).effective_duckdb_threads() == 8
+    assert ServerSettings(check_workers=6).effective_duckdb_threads() == 2
+    assert ServerSettings(check_workers=8).effective_duckdb_threads() == 1
+    assert ServerSettings(check_workers=8, duckdb_threads=3).effective_duckdb_threads() == 3
+
+
+def test_store_applies_duckdb_threads(tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    from specserver.store import Store
+
+    for threads in (1, 3):
+        store = Store(f"duckdb:///{tmp_path / f'{threads}.duckdb'}", duckdb_threads=threads)
+        store.open()
+        try:
+            with store.engine.connect() as conn:
+                value = conn.execute(text("SELECT current_setting('threads')")).scalar()
+            assert int(value) == threads
+        finally:
+            store.close()

@@ -249,3 +249,22 @@ def test_writer_thread_resolves_from_other_threads(tmp_path: Path) -> None:
     writer.stop()
     engine.dispose()
     assert results == ["created"] * 8
+
+
+def test_writer_commits_when_nothing_more_is_coming(tmp_path: Path) -> None:
+    """With a 5 s gather window, a submission waits for the window unless the request side
+    says nothing more is coming (``store.arriving`` left by the last request in progress)."""
+    s = Store(f"duckdb:///{tmp_path / 'hint.duckdb'}", group_commit_s=5.0)
+    s.open()
+    try:
+        with s.arriving():
+            with s.arriving():
+                first = s.submit_future(checked(valid_body(seed=210)), NOW)
+            second = s.submit_future(checked(valid_body(seed=211)), NOW)
+            threading.Event().wait(0.5)  # one request is still in progress: keep gathering
+            assert not first.done()
+        assert first.result(2.0).status == "created"  # well before the 5 s window
+        assert second.result(2.0).status == "created"
+        assert count(s, tables.submissions) == 2
+    finally:
+        s.close()
