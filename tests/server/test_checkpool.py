@@ -34,6 +34,7 @@ from specserver.checkpool import (
     encode_request,
     error_from_parts,
     serve_frames,
+    split_frames,
 )
 from specserver.errors import SpecServerError, Unavailable, response_for
 from specserver.ingest_api import Receipt
@@ -229,3 +230,16 @@ def test_workers_exit_when_the_server_is_killed(tmp_path: Path) -> None:
     while any(_running(pid) for pid in workers):
         assert time.monotonic() < deadline, "check workers outlived the server"
         time.sleep(0.1)
+
+
+def test_split_frames_takes_complete_frames_and_keeps_the_rest() -> None:
+    frames = [b"a", b"", b"x" * 70_000]
+    wire = b"".join(_HEADER.pack(len(f)) + f for f in frames)
+    buffer = bytearray()
+    taken: list[bytes] = []
+    for cut in range(0, len(wire), 4_999):  # arriving in odd pieces
+        buffer += wire[cut:cut + 4_999]
+        taken += split_frames(buffer)
+    assert taken == frames and buffer == bytearray()
+    partial = bytearray(wire[:-1])
+    assert split_frames(partial) == frames[:2] and len(partial) == _HEADER.size + 69_999
