@@ -10,8 +10,10 @@ from specschema import strictjson
 from specschema.errors import PayloadParseError
 
 
-def _reference_too_deep(text: str) -> bool:
-    depth = 0
+def reference_depth(text: str) -> int:
+    """The deepest bracket nesting outside strings, character by character (the
+    definition the fast checks are held to)."""
+    depth = deepest = 0
     in_string = escaped = False
     for ch in text:
         if in_string:
@@ -25,11 +27,14 @@ def _reference_too_deep(text: str) -> bool:
             in_string = True
         elif ch in "[{":
             depth += 1
-            if depth > strictjson.MAX_DEPTH:
-                return True
+            deepest = max(deepest, depth)
         elif ch in "]}":
             depth -= 1
-    return False
+    return deepest
+
+
+def _reference_too_deep(text: str) -> bool:
+    return reference_depth(text) > strictjson.MAX_DEPTH
 
 
 def _fast_too_deep(text: str) -> bool:

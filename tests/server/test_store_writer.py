@@ -70,6 +70,20 @@ def stored(conn: Connection, table: Table, sid: str) -> list[list[tuple[type, st
     return [[(type(v), repr(v)) for v in row[1:]] for row in found]
 
 
+def assert_same_as_plain_appender(engine: Engine, appenders: DuckDBAppenders,
+                                  base: list[tuple[Any, ...]],
+                                  batches: list[list[int | None]]) -> None:
+    """Each batch of values appended both ways, one transaction each: same stored rows."""
+    with engine.connect() as conn:
+        for values in batches:
+            ours, plain = str(uuid.uuid4()), str(uuid.uuid4())
+            with conn.begin():
+                appenders(conn, tables.trials, with_values(base, ours, values))
+                duckdb_append(conn, tables.trials, with_values(base, plain, values))
+            assert stored(conn, tables.trials, ours) == stored(conn, tables.trials, plain)
+            assert stored(conn, tables.trials, ours)
+
+
 def test_small_big_and_missing_integers_store_as_the_plain_appender(engine: Engine) -> None:
     base = trial_rows(1)
     appenders = DuckDBAppenders()
@@ -80,14 +94,7 @@ def test_small_big_and_missing_integers_store_as_the_plain_appender(engine: Engi
         [3, 4, None],                            # narrow values into widened columns
         [BIGINT_LIMIT, -BIGINT_LIMIT - 1, 2**53 - 1],
     ]
-    with engine.connect() as conn:
-        for values in batches:
-            ours, plain = str(uuid.uuid4()), str(uuid.uuid4())
-            with conn.begin():
-                appenders(conn, tables.trials, with_values(base, ours, values))
-                duckdb_append(conn, tables.trials, with_values(base, plain, values))
-            assert stored(conn, tables.trials, ours) == stored(conn, tables.trials, plain)
-            assert stored(conn, tables.trials, ours)
+    assert_same_as_plain_appender(engine, appenders, base, batches)
     # Columns that met a 64-bit value stay BIGINT for the connection; the batch with only
     # small values afterwards still stored the same (checked above).
     assert appenders._narrow["trials"] < {c.name for c in tables.trials.columns
@@ -104,13 +111,7 @@ def test_any_batches_store_as_the_plain_appender(engine: Engine,
                                                  batches: list[list[int | None]]) -> None:
     base = trial_rows(2)
     appenders = DuckDBAppenders()
-    with engine.connect() as conn:
-        for values in batches:
-            ours, plain = str(uuid.uuid4()), str(uuid.uuid4())
-            with conn.begin():
-                appenders(conn, tables.trials, with_values(base, ours, values))
-                duckdb_append(conn, tables.trials, with_values(base, plain, values))
-            assert stored(conn, tables.trials, ours) == stored(conn, tables.trials, plain)
+    assert_same_as_plain_appender(engine, appenders, base, batches)
 
 
 def test_a_value_no_column_takes_still_fails_and_leaves_nothing_buffered(engine: Engine) -> None:
