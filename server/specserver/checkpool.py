@@ -189,6 +189,8 @@ class CheckPool:
             process.kill()
             raise RuntimeError(f"no ready signal ({type(exc).__name__})") from None
         if ready != READY:
+            writer.close()
+            process.kill()
             raise RuntimeError(f"unexpected first frame {ready[:20]!r}")
         return _Worker(process, reader, writer)
 
