@@ -40,14 +40,15 @@ from specserver.errors import SpecServerError, Unavailable, response_for
 from specserver.ingest_api import Receipt
 from specserver.prepared import CheckLimits, Prepared, prepare_submission, receipt_json
 
+# Each test reads its own clock (`when`): the bodies are created "now", so a clock read at
+# import would put them in the future of a long test session.
 LIMITS = CheckLimits(max_age=timedelta(days=30), max_future_skew=timedelta(minutes=5))
-NOW = datetime.now(UTC)
 
 
 def refusal_in_process(body: bytes) -> tuple[int, bytes]:
     """(status, JSON body) that the server answers when the checks run in its process."""
     try:
-        prepare_submission(body, NOW, LIMITS)
+        prepare_submission(body, datetime.now(UTC), LIMITS)
     except Exception as exc:  # noqa: BLE001 - what the server would answer
         response = response_for(exc)
         return response.status_code, bytes(response.body)
@@ -70,6 +71,7 @@ def test_request_frames_round_trip_to_the_microsecond() -> None:
 def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
     """``serve_frames`` (the worker's loop, here in a thread) against the server side's
     framing: ready first, then one answer per request in order, and it returns on EOF."""
+    when = datetime.now(UTC)
     ours, theirs = socket.socketpair()
     worker = threading.Thread(target=serve_frames, args=(theirs, LIMITS))
     worker.start()
@@ -79,7 +81,7 @@ def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
         reader, writer = await asyncio.open_connection(sock=ours)
         assert await _read_frame(reader) == READY
         for body in bodies:
-            frame = encode_request(body, NOW)
+            frame = encode_request(body, when)
             writer.write(_HEADER.pack(len(frame)) + frame)
         answers = [pickle.loads(await _read_frame(reader)) for _ in bodies]
         writer.close()
@@ -90,30 +92,33 @@ def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
     assert not worker.is_alive()
     theirs.close()
     assert [kind for kind, _ in answers] == ["ok", "error", "ok"]
-    assert answers[0][1] == prepare_submission(bodies[0], NOW, LIMITS)
+    assert answers[0][1] == prepare_submission(bodies[0], when, LIMITS)
     assert answers[1][1][0] == 422
 
 
 def test_answer_for_a_valid_body_is_the_in_process_result() -> None:
+    when = datetime.now(UTC)
     body = valid_body(seed=1)
-    status, prepared = pickle.loads(answer_for(encode_request(body, NOW), LIMITS))
+    status, prepared = pickle.loads(answer_for(encode_request(body, when), LIMITS))
     assert status == "ok"
-    assert prepared == prepare_submission(body, NOW, LIMITS)
+    assert prepared == prepare_submission(body, when, LIMITS)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_BODIES))
 def test_refusals_cross_the_process_boundary_unchanged(name: str) -> None:
+    when = datetime.now(UTC)
     body = BAD_BODIES[name]
-    kind, parts = pickle.loads(answer_for(encode_request(body, NOW), LIMITS))
+    kind, parts = pickle.loads(answer_for(encode_request(body, when), LIMITS))
     assert kind == "error"
     response = response_for(error_from_parts(parts))
     assert (response.status_code, bytes(response.body)) == refusal_in_process(body)
 
 
 def test_receipt_json_is_the_receipt_model_byte_for_byte() -> None:
-    prepared = prepare_submission(valid_body(seed=2), NOW, LIMITS)
+    when = datetime.now(UTC)
+    prepared = prepare_submission(valid_body(seed=2), when, LIMITS)
     summaries = TypeAdapter(list[ConfigSummary]).validate_json(prepared.summary_json)
-    for received_at in (NOW, NOW.replace(microsecond=0), NOW.replace(tzinfo=None)):
+    for received_at in (when, when.replace(microsecond=0), when.replace(tzinfo=None)):
         url = f"https://bench.example/submissions/{prepared.submission_id}"
         model = Receipt(submission_id=prepared.submission_id, key_id=prepared.key_id,
                         received_at=received_at.replace(tzinfo=UTC), url=url,
@@ -137,15 +142,16 @@ def run_with_pool(workers: int, test: Any) -> Any:
 
 
 def test_pool_answers_like_the_server_process() -> None:
+    when = datetime.now(UTC)
     bodies = [valid_body(seed=20 + i) for i in range(12)]
 
     async def test(pool: CheckPool) -> None:
         assert len(pool.pids()) == 2 and os.getpid() not in pool.pids()
-        results = await asyncio.gather(*(pool.prepare(b, NOW) for b in bodies))
-        assert results == [prepare_submission(b, NOW, LIMITS) for b in bodies]
+        results = await asyncio.gather(*(pool.prepare(b, when) for b in bodies))
+        assert results == [prepare_submission(b, when, LIMITS) for b in bodies]
         for name, body in BAD_BODIES.items():
             with pytest.raises(SpecServerError) as caught:
-                await pool.prepare(body, NOW)
+                await pool.prepare(body, when)
             response = response_for(caught.value)
             assert (response.status_code, bytes(response.body)) == refusal_in_process(body), name
 
@@ -153,6 +159,7 @@ def test_pool_answers_like_the_server_process() -> None:
 
 
 def test_a_killed_worker_fails_what_it_held_with_503_and_is_replaced() -> None:
+    when = datetime.now(UTC)
     body = valid_body(seed=30)
 
     async def test(pool: CheckPool) -> None:
@@ -160,7 +167,7 @@ def test_a_killed_worker_fails_what_it_held_with_503_and_is_replaced() -> None:
         os.kill(victim, signal.SIGKILL)
         outcome: Prepared | SpecServerError
         try:  # held by the dead worker, or no worker yet: both are a retryable 503
-            outcome = await asyncio.wait_for(pool.prepare(body, NOW), 30)
+            outcome = await asyncio.wait_for(pool.prepare(body, when), 30)
         except Unavailable as exc:
             outcome = exc
         if isinstance(outcome, SpecServerError):
@@ -168,7 +175,7 @@ def test_a_killed_worker_fails_what_it_held_with_503_and_is_replaced() -> None:
         deadline = time.monotonic() + 60
         while True:  # a replacement takes over
             try:
-                prepared = await asyncio.wait_for(pool.prepare(body, NOW), 30)
+                prepared = await asyncio.wait_for(pool.prepare(body, when), 30)
                 break
             except Unavailable:
                 assert time.monotonic() < deadline, "no replacement worker"
