@@ -7,8 +7,8 @@ API for the rest of the server (docs/server.md, "Store API"):
 - ``store.engine``: the SQLAlchemy Engine for reads (``with store.engine.connect()``).
   On DuckDB every connection shares the one in-process database; reads never block the
   writer (MVCC). Another *process* cannot open the file while the server runs.
-- ``await store.submit(prepared)`` -> ``WriteOutcome`` after the commit; ``submit_prepared``,
-  ``enqueue(...)``, ``submit_future(checked, received_at)``: the same with a concurrent Future.
+- ``store.submit_prepared(prepared)`` -> a Future of the ``WriteOutcome``, resolved after the
+  commit; ``enqueue(...)`` and ``submit_future(checked, received_at)`` do the same.
 - ``with store.arriving():`` around a request that may submit: when none is left in
   progress the writer commits what it has instead of gathering longer.
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
@@ -159,12 +159,9 @@ class Store:
                             submission_rows(checked, received_at))
 
     def submit_prepared(self, prepared: Prepared) -> Future[WriteOutcome]:
+        """Resolves only after the transaction holding the submission has committed."""
         return self.enqueue(prepared.submission_id, prepared.body_sha256,
                             prepared.received_at, prepared.rows)
-
-    async def submit(self, prepared: Prepared) -> WriteOutcome:
-        """Resolves only after the transaction holding the submission has committed."""
-        return await asyncio.wrap_future(self.submit_prepared(prepared))
 
     def write(self, fn: Callable[[Connection], T], timeout: float | None = 60.0) -> T:
         result: T = self.writer.run_job(fn).result(timeout)
