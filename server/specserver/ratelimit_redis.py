@@ -31,34 +31,6 @@ from specserver.ratelimit import first_refusal as _first_refusal
 
 log = logging.getLogger("specserver.ratelimit")
 
-# KEYS[1] = bucket; ARGV = rate (tokens/s), burst. Returns {allowed, wait seconds as text}.
-TOKEN_BUCKET_LUA = """
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
-local tokens = tonumber(state[1])
-local updated = tonumber(state[2])
-if tokens == nil or updated == nil then
-  tokens = burst
-  updated = now
-end
-tokens = math.min(burst, tokens + math.max(0, now - updated) * rate)
-local allowed = 0
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
-  wait = (1 - tokens) / rate
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
-return {allowed, tostring(wait)}
-"""
-
-
 def redis_client(url: str, *, socket_timeout: float = 0.25) -> redis.Redis:
     """A client that fails fast: bounded connect and read times, no retries (the caller
     falls back to local limits instead of holding a request)."""
@@ -123,7 +95,6 @@ class RedisRateLimiter:
         self.fallback: RateLimiter = fallback or MemoryRateLimiter(limits)
         self.retry_s = retry_s
         self.clock = clock
-        self._script: Any = client.register_script(TOKEN_BUCKET_LUA)
         self._scripts: Any = client.register_script(TOKEN_BUCKETS_LUA)
         self._down_until = float("-inf")
 
@@ -140,25 +111,8 @@ class RedisRateLimiter:
         return self.clock() < self._down_until
 
     def hit(self, scope: str, key: str) -> float | None:
-        limit = self.limits.get(scope)
-        if limit is None or not limit.enabled:
-            return None
-        if self.degraded:
-            return self.fallback.hit(scope, key)
-        try:
-            allowed, wait = self._script(
-                keys=[f"{self.prefix}{scope}:{key}"],
-                args=[repr(limit.per_minute / 60.0), str(limit.burst)],
-            )
-        except redis.RedisError as exc:
-            log.warning("Redis rate limiter unavailable (%s); using in-process limits for "
-                        "%g s", type(exc).__name__, self.retry_s)
-            self._down_until = self.clock() + self.retry_s
-            return self.fallback.hit(scope, key)
-        if int(allowed) == 1:
-            return None
-        seconds = float(wait)
-        return seconds if math.isfinite(seconds) and seconds > 0 else 1.0
+        refused = self.hit_many([(scope, key)])
+        return None if refused is None else refused[1]
 
     def hit_many(self, checks: Sequence[tuple[str, str]]) -> tuple[str, float] | None:
         """Every (scope, key) in ONE round trip, all or nothing: None when each bucket had a

@@ -122,16 +122,21 @@ def _binary_types(table: Table) -> list[str]:
 _COPY_TYPES = {t.name: _binary_types(t) for t in INGEST_TABLES}
 
 
-def binary_copy(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-    """COPY ... FROM STDIN (FORMAT BINARY) of rows in the table's column order."""
+def _copy_binary(conn: Connection, target: str, columns: str, types: list[str],
+                 rows: list[tuple[Any, ...]]) -> None:
     raw: Any = conn.connection.driver_connection
-    columns = ", ".join(f'"{c.name}"' for c in table.columns)
     with raw.cursor() as cursor, cursor.copy(
-        f'COPY "{table.name}" ({columns}) FROM STDIN (FORMAT BINARY)'
+        f"COPY {target} ({columns}) FROM STDIN (FORMAT BINARY)"
     ) as copy:
-        copy.set_types(_COPY_TYPES[table.name])
+        copy.set_types(types)
         for row in rows:
             copy.write_row(row)
+
+
+def binary_copy(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+    """COPY ... FROM STDIN (FORMAT BINARY) of rows in the table's column order."""
+    columns = ", ".join(f'"{c.name}"' for c in table.columns)
+    _copy_binary(conn, f'"{table.name}"', columns, _COPY_TYPES[table.name], rows)
 
 
 _SUB = tables.submissions
@@ -156,13 +161,7 @@ def _insert_new(conn: Connection, rows: list[tuple[Any, ...]]) -> set[str]:
     if not rows:
         return set()
     conn.exec_driver_sql(_CREATE_STAGE)
-    raw: Any = conn.connection.driver_connection
-    with raw.cursor() as cursor, cursor.copy(
-        f"COPY {STAGE} ({_COLUMN_LIST}) FROM STDIN (FORMAT BINARY)"
-    ) as copy:
-        copy.set_types(_COPY_TYPES[_SUB.name])
-        for row in rows:
-            copy.write_row(row)
+    _copy_binary(conn, STAGE, _COLUMN_LIST, _COPY_TYPES[_SUB.name], rows)
     return {str(sid) for sid in conn.exec_driver_sql(_MOVE_NEW).scalars()}
 
 

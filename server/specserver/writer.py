@@ -13,8 +13,8 @@ concurrent replica on PostgreSQL), the batch is rolled back and each request is 
 alone with an explicit lookup: same id and same bytes -> ``duplicate`` (200 with the
 original receipt), other bytes -> ``conflict`` (409), still failing -> ``Unavailable``.
 
-Bulk appends per dialect: DuckDB's native appender; PostgreSQL's COPY; anything else
-SQLAlchemy Core ``insert()`` with executemany.
+Bulk appends per dialect: DuckDB's native appender; PostgreSQL's binary COPY
+(``store_postgres``); anything else SQLAlchemy Core ``insert()`` with executemany.
 """
 
 from __future__ import annotations
@@ -175,16 +175,6 @@ def _not_int32(table: Table, narrow: frozenset[str], rows: list[tuple[Any, ...]]
     return frozenset(out)
 
 
-def postgres_copy(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-    raw: Any = conn.connection.driver_connection
-    columns = ", ".join(f'"{c.name}"' for c in table.columns)
-    with raw.cursor() as cursor, cursor.copy(
-        f'COPY "{table.name}" ({columns}) FROM STDIN'
-    ) as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
 def core_insert(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
     names = [c.name for c in table.columns]
     conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
@@ -193,7 +183,11 @@ def core_insert(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> 
 def bulk_insert_for(dialect_name: str) -> BulkInsert:
     if dialect_name == "duckdb":
         return DuckDBAppenders()
-    return {"postgresql": postgres_copy}.get(dialect_name, core_insert)
+    if dialect_name == "postgresql":
+        from specserver.store_postgres import binary_copy  # imports this module
+
+        return binary_copy
+    return core_insert
 
 
 def is_conflict(exc: BaseException) -> bool:

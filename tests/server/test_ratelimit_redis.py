@@ -99,7 +99,7 @@ def test_redis_down_falls_back_to_local_limits_then_recovers(
     assert answers[:2] == [None, None] and answers[2] is not None  # the local bucket holds
     # Redis is back: after retry_s the shared bucket is used again.
     limiter.client = redis_client
-    limiter._script = redis_client.register_script(limiter._script.script)
+    limiter._scripts = redis_client.register_script(limiter._scripts.script)
     now[0] += 5.0
     assert not limiter.degraded
     assert limiter.hit("key", "k") is None
