@@ -44,7 +44,13 @@ from specserver.rows import RowSet, submission_rows
 from specserver.writer import GroupCommitWriter, WriteOutcome, WriteRequest
 
 T = TypeVar("T")
-DUCKDB_CHECKPOINT = "256MB"  # WAL size that triggers a checkpoint (global to the database)
+# DuckDB settings of the store's database (global to it). A checkpoint runs inside the
+# commit that crosses checkpoint_threshold (DuckDB's default, 16 MiB here: ~900 submissions)
+# and blocks every writer meanwhile. Its "vacuum" tasks re-write not yet full row groups at
+# checkpoints; with ~12 KB envelopes in a row group of up to 122,880 rows that grew to
+# 0.5-9 s stalls as the file grew (and doubled the file), so they are off: the store never
+# deletes rows but bans, the only thing vacuum reclaims. BENCHMARKS.md, "Ingest".
+DUCKDB_SETTINGS = {"max_vacuum_tasks": "0"}
 
 
 def make_engine(url: str) -> Engine:
@@ -114,9 +120,8 @@ class Store:
         self.schema_version = migrate(self.engine)
         if self.dialect == "duckdb":
             with self.engine.connect() as conn:
-                # A checkpoint blocks the commit that triggers it; at the default 16 MiB of
-                # WAL that is every ~800 submissions, each a stall of up to a second.
-                conn.exec_driver_sql(f"SET checkpoint_threshold = '{DUCKDB_CHECKPOINT}'")
+                for name, value in DUCKDB_SETTINGS.items():
+                    conn.exec_driver_sql(f"SET {name} = {value}")
                 if self.duckdb_threads:
                     conn.exec_driver_sql(f"SET threads = {int(self.duckdb_threads)}")
         self.writer.start()

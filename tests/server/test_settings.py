@@ -82,3 +82,26 @@ def test_store_applies_duckdb_threads(tmp_path: Path) -> None:
             assert int(value) == threads
         finally:
             store.close()
+
+
+def test_store_turns_duckdb_vacuum_off_on_every_open(tmp_path: Path) -> None:
+    """Vacuum tasks at checkpoints re-wrote partly filled row groups of envelopes: stalls
+    of seconds inside a commit (store.DUCKDB_SETTINGS). The setting is not kept in the
+    file, so each open applies it again, for the writer's connection too."""
+    from sqlalchemy import text
+
+    from specserver.store import Store
+
+    url = f"duckdb:///{tmp_path / 'v.duckdb'}"
+    for _ in range(2):
+        store = Store(url)
+        store.open()
+        try:
+            with store.engine.connect() as conn:
+                assert conn.execute(text("SELECT current_setting('max_vacuum_tasks')")
+                                    ).scalar() == 0
+            seen = store.write(lambda conn: conn.execute(
+                text("SELECT current_setting('max_vacuum_tasks')")).scalar())
+            assert seen == 0
+        finally:
+            store.close()
