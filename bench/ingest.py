@@ -246,7 +246,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=60.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
-    parser.add_argument("--connections", default="64",
+    parser.add_argument("--connections", default="64,192",
                         help="concurrent connections; a comma-separated list runs each in turn")
     parser.add_argument("--max-rate", type=float, default=3000.0,
                         help="submissions/s to pre-generate for (pool = rate x time; past it "
