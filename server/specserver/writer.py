@@ -146,7 +146,8 @@ class DuckDBAppenders:
         """Append ``rows`` without flushing: they reach the table at ``flush_all`` (or when
         the appender's buffer fills), inside the transaction open on ``conn``. A value too
         wide for a narrow column raises instead of widening it, since rows staged earlier
-        in the buffer would be lost; the caller rolls back and ``reset()``s."""
+        in the buffer would be lost; the caller rolls back, ``discard()``s and writes the
+        batch through ``__call__``, which widens."""
         self._append(conn, table, rows, widen=False)
 
     def flush_all(self) -> None:
