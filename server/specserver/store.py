@@ -120,10 +120,11 @@ class Store:
         self.schema_version = migrate(self.engine)
         if self.dialect == "duckdb":
             with self.engine.connect() as conn:
-                for name, value in DUCKDB_SETTINGS.items():
-                    conn.exec_driver_sql(f"SET {name} = {value}")
+                settings = dict(DUCKDB_SETTINGS)
                 if self.duckdb_threads:
-                    conn.exec_driver_sql(f"SET threads = {int(self.duckdb_threads)}")
+                    settings["threads"] = str(int(self.duckdb_threads))
+                for name, value in settings.items():
+                    conn.exec_driver_sql(f"SET {name} = {value}")
         self.writer.start()
 
     def close(self) -> None:

@@ -440,15 +440,14 @@ class GroupCommitWriter:
         try:
             conn = self._connection()
             if self._staging is None:
-                self._staging = Staging(None, ids)
-                self._staging.transaction = conn.begin()
+                self._staging = Staging(conn.begin(), ids)
             for table in INGEST_TABLES:
                 table_rows = rows.rows[table.name]
                 if table_rows:
                     stager.stage(conn, table, table_rows)
         except Exception as exc:  # noqa: BLE001 - the batch is written the plain way
             log.info("staging a batch failed (%s); it will be written at once", exc)
-            if self._staging is None:
+            if self._staging is None:  # the transaction could not even begin
                 self._staging = Staging(None, ids)
             self._staging.failed = True
 

@@ -270,87 +270,79 @@ def test_writer_commits_when_nothing_more_is_coming(tmp_path: Path) -> None:
         s.close()
 
 
-def staged_store(tmp_path: Path) -> Store:
+@pytest.fixture
+def staged(tmp_path: Path) -> Any:
     """A DuckDB store whose writer gathers for up to 5 s unless told nothing more is coming,
     after one first submission: its memory_bytes (24 GiB) does not fit the INTEGER that
     staging first tries for BIGINT columns, so that batch was written the plain way, which
     widened the column for the connection's later batches."""
     s = Store(f"duckdb:///{tmp_path / 'staged.duckdb'}", group_commit_s=5.0)
     s.open()
-    with s.arriving():
-        first = s.submit_future(checked(valid_body(seed=219)), NOW)
-    assert first.result(5.0).status == "created"
-    assert s.writer.staged_commits == 0
-    return s
-
-
-def test_a_gathering_batch_is_staged_but_invisible_until_its_commit(tmp_path: Path) -> None:
-    s = staged_store(tmp_path)
     try:
         with s.arriving():
-            first = s.submit_future(checked(valid_body(seed=220)), NOW)
-            threading.Event().wait(0.5)  # the writer has staged it while waiting for more
-            assert s.writer._staging is not None and s.writer._staging.transaction is not None
-            assert count(s, tables.submissions) == 1  # appended, not committed
-            assert count(s, tables.trials) == 15
-            assert not first.done()
-            second = s.submit_future(checked(valid_body(seed=221)), NOW)
-        assert [first.result(2.0).status, second.result(2.0).status] == ["created"] * 2
-        assert s.writer.staged_commits == 1
-        assert count(s, tables.submissions) == 3
-        assert count(s, tables.trials) == 45
-        assert count(s, tables.envelopes) == 3
+            first = s.submit_future(checked(valid_body(seed=219)), NOW)
+        assert first.result(5.0).status == "created"
+        assert s.writer.staged_commits == 0
+        yield s
     finally:
         s.close()
 
 
-def test_a_staged_batch_refused_at_its_commit_is_retried_one_by_one(tmp_path: Path) -> None:
-    s = staged_store(tmp_path)
-    try:
-        stored = valid_body(seed=230)
-        with s.arriving():
-            s.submit_future(checked(stored), NOW)
-        new = valid_body(seed=231)
-        with s.arriving():
-            futures = [s.submit_future(checked(new), NOW)]
-            threading.Event().wait(0.3)  # staged; the duplicate of a stored id comes later
-            futures += [s.submit_future(checked(b), NOW)
-                        for b in [stored, valid_body(seed=232), new]]
-        assert [f.result(5.0).status for f in futures] == [
-            "created", "duplicate", "created", "duplicate"]
-        assert count(s, tables.submissions) == 4
-        assert count(s, tables.trials) == 60
-        assert count(s, tables.envelopes) == 4
-    finally:
-        s.close()
+def test_a_gathering_batch_is_staged_but_invisible_until_its_commit(staged: Store) -> None:
+    with staged.arriving():
+        first = staged.submit_future(checked(valid_body(seed=220)), NOW)
+        threading.Event().wait(0.5)  # the writer has staged it while waiting for more
+        assert staged.writer._staging is not None and staged.writer._staging.transaction is not None
+        assert count(staged, tables.submissions) == 1  # appended, not committed
+        assert count(staged, tables.trials) == 15
+        assert not first.done()
+        second = staged.submit_future(checked(valid_body(seed=221)), NOW)
+    assert [first.result(2.0).status, second.result(2.0).status] == ["created"] * 2
+    assert staged.writer.staged_commits == 1
+    assert count(staged, tables.submissions) == 3
+    assert count(staged, tables.trials) == 45
+    assert count(staged, tables.envelopes) == 3
 
 
-def test_a_value_too_wide_to_stage_is_written_the_plain_way(tmp_path: Path) -> None:
+def test_a_staged_batch_refused_at_its_commit_is_retried_one_by_one(staged: Store) -> None:
+    stored = valid_body(seed=230)
+    with staged.arriving():
+        staged.submit_future(checked(stored), NOW)
+    new = valid_body(seed=231)
+    with staged.arriving():
+        futures = [staged.submit_future(checked(new), NOW)]
+        threading.Event().wait(0.3)  # staged; the duplicate of a stored id comes later
+        futures += [staged.submit_future(checked(b), NOW)
+                    for b in [stored, valid_body(seed=232), new]]
+    assert [f.result(5.0).status for f in futures] == [
+        "created", "duplicate", "created", "duplicate"]
+    assert count(staged, tables.submissions) == 4
+    assert count(staged, tables.trials) == 60
+    assert count(staged, tables.envelopes) == 4
+
+
+def test_a_value_too_wide_to_stage_is_written_the_plain_way(staged: Store) -> None:
     """Staging appends BIGINT columns as INTEGER while values fit (writer.DuckDBAppenders);
     a longer duration cannot widen a buffer holding earlier rows, so that batch is rolled
     back and written at once, and the exact value is stored. (The first submission widened
     the duration columns already: its trials last longer than 2**31 ns.)"""
     from concurrent.futures import Future
 
-    s = staged_store(tmp_path)
-    try:
-        long_output = 3 * 10**9  # more characters than an INTEGER holds
-        column = [c.name for c in tables.trials.columns].index("output_chars")
-        c = checked(valid_body(seed=240))
-        rows = submission_rows(c, NOW)
-        rows.rows["trials"] = [row[:column] + (long_output,) + row[column + 1:]
-                               for row in rows.rows["trials"]]
-        with s.arriving():
-            short = s.submit_future(checked(valid_body(seed=241)), NOW)
-            threading.Event().wait(0.3)  # the short one is staged first
-            future: Future[Any] = Future()
-            s.writer.submit(WriteRequest(c.submission_id, c.body_sha256, NOW, rows, future))
-        assert [short.result(5.0).status, future.result(5.0).status] == ["created"] * 2
-        assert s.writer.staged_commits == 0
-        with s.engine.connect() as conn:
-            stored = conn.execute(select(tables.trials.c.output_chars).where(
-                tables.trials.c.submission_id == c.submission_id)).scalars().all()
-        assert stored == [long_output] * 15
-        assert count(s, tables.submissions) == 3
-    finally:
-        s.close()
+    long_output = 3 * 10**9  # more characters than an INTEGER holds
+    column = [c.name for c in tables.trials.columns].index("output_chars")
+    c = checked(valid_body(seed=240))
+    rows = submission_rows(c, NOW)
+    rows.rows["trials"] = [row[:column] + (long_output,) + row[column + 1:]
+                           for row in rows.rows["trials"]]
+    with staged.arriving():
+        short = staged.submit_future(checked(valid_body(seed=241)), NOW)
+        threading.Event().wait(0.3)  # the short one is staged first
+        future: Future[Any] = Future()
+        staged.writer.submit(WriteRequest(c.submission_id, c.body_sha256, NOW, rows, future))
+    assert [short.result(5.0).status, future.result(5.0).status] == ["created"] * 2
+    assert staged.writer.staged_commits == 0
+    with staged.engine.connect() as conn:
+        stored = conn.execute(select(tables.trials.c.output_chars).where(
+            tables.trials.c.submission_id == c.submission_id)).scalars().all()
+    assert stored == [long_output] * 15
+    assert count(staged, tables.submissions) == 3
