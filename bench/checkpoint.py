@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from ingest import generate
-from specserver.ingest import check_submission
-from specserver.rows import INGEST_TABLES, RowSet, submission_rows
-from specserver.store import Store
+from specserver.ingest.checks import check_submission
+from specserver.ingest.rows import submission_rows
+from specserver.store.database import Store
+from specserver.store.tables import INGEST_TABLES, RowSet
 
 DUCKDB_DEFAULT_VACUUM_TASKS = 100
 

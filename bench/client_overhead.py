@@ -29,7 +29,7 @@ import ollama  # noqa: E402
 from tests.fakeollama import FakeModel, FakeOllama  # noqa: E402
 
 from specschema.stats import median, percentile  # noqa: E402
-from specsubmit.ollama import GenerateRequest, OllamaClient  # noqa: E402
+from specsubmit.engines.ollama.client import GenerateRequest, OllamaClient  # noqa: E402
 
 PROMPT = ("Write a Python function `merge_dicts(*dicts)` that takes any number of dicts and "
           "returns a single dict with all keys merged.")

@@ -30,9 +30,11 @@ import httpx
 from sqlalchemy import create_engine
 
 from specschema.protocol import get_protocol
-from specserver import aggregate, queries, tables
-from specserver.leaderboard import ReadService
-from specserver.migrations import migrate
+from specserver.board import aggregate
+from specserver.board import sql as board_sql
+from specserver.board.leaderboard import ReadService
+from specserver.store import queries, tables
+from specserver.store.migrations import migrate
 
 CHIPS = [
     "Apple M1", "Apple M1 Pro", "Apple M1 Max", "Apple M2", "Apple M2 Pro", "Apple M2 Max",
@@ -163,7 +165,7 @@ def cold_aggregation(path: Path, repeats: int = 3) -> dict[str, float]:
         cpu.append(time.process_time() - cpu_started)  # all threads, DuckDB's included
         started = time.perf_counter()
         with engine.connect() as conn:
-            reduced = queries.contributor_results(conn, queries.Filters(), dims,
+            reduced = board_sql.contributor_results(conn, queries.Filters(), dims,
                                                   aggregate.BOARD_VERDICTS)
         sql.append(time.perf_counter() - started)
         started = time.perf_counter()

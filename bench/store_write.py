@@ -30,10 +30,10 @@ from pathlib import Path
 import psycopg
 
 from ingest import generate
-from specserver.ingest import Checked, check_submission
-from specserver.rows import submission_rows
-from specserver.store import Store
-from specserver.writer import WriteRequest
+from specserver.ingest.checks import Checked, check_submission
+from specserver.ingest.rows import submission_rows
+from specserver.store.database import Store
+from specserver.store.writer import WriteRequest
 
 
 def requests(checked: list[Checked]) -> list[WriteRequest]:

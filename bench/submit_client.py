@@ -24,9 +24,10 @@ from tests.client.submit_server import RealServer  # noqa: E402
 
 from specschema.examples import example_submission  # noqa: E402
 from specschema.stats import median, percentile  # noqa: E402
-from specsubmit import keys, submit  # noqa: E402
-from specsubmit.delivery import RetryPolicy  # noqa: E402
 from specsubmit.fingerprint import collect_fingerprint  # noqa: E402
+from specsubmit.local import keys
+from specsubmit.send import submit  # noqa: E402
+from specsubmit.send.delivery import RetryPolicy  # noqa: E402
 
 
 def timed_ms(samples: list[float]) -> str:

@@ -1,37 +1,27 @@
-"""The one exception hierarchy of specserver, and the one place that turns errors into JSON.
+"""The one exception hierarchy of specserver: what went wrong, in the domain's words.
 
-    SpecServerError                 500 internal
-    ├── BadRequest                  400 (bad_envelope, bad_json, bad_request)
-    ├── Unauthorized                401 (bad_signature, admin_token)
-    ├── Forbidden                   403 (key_banned)
-    ├── NotFound                    404 (not_found)
-    ├── RequestTimeout              408 (body_timeout)
-    ├── Conflict                    409 (submission_conflict)
-    ├── PayloadTooLarge             413 (body_too_large)
-    ├── Unprocessable               422 (schema_invalid, unknown_protocol, inconsistent,
-    │                                    invalid_request)
-    ├── RateLimited                 429 (rate_limited; Retry-After)
-    └── Unavailable                 503 (store_unavailable, storage_off; Retry-After)
+    SpecServerError                 internal
+    ├── Malformed                   bad_envelope, bad_json, bad_request
+    ├── NotAuthenticated            bad_signature, admin_token
+    ├── NotPermitted                key_banned, admin_off
+    ├── NotFound                    not_found
+    ├── BodyTimeout                 body_timeout
+    ├── Conflict                    submission_conflict
+    ├── BodyTooLarge                body_too_large
+    ├── Invalid                     schema_invalid, unknown_protocol, inconsistent,
+    │                               invalid_request
+    ├── RateLimited                 rate_limited (retry_after)
+    └── Unavailable                 store_unavailable, storage_off (retry_after)
 
-A lost or unreachable database (``is_store_down``: SQLAlchemy/psycopg OperationalError,
-a pool timeout) is 503 ``store_unavailable`` with Retry-After, never a 500.
-
-specschema's own errors map by class (``SCHEMA_STATUS``). Every response error body is
-``{"error": {"code": str, "message": str, "details": any}}``: ours, FastAPI's 404/405/422,
-and unexpected exceptions (500, without internals).
+No class here knows HTTP: ``specserver.http.errors`` is the one place that maps each to a
+status and the one JSON error shape, so the pure checks, the store and the check workers
+never import FastAPI. specschema's errors become ours in ``from_schema_error``.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
-
-from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from specschema.errors import (
     EnvelopeError,
@@ -46,7 +36,6 @@ log = logging.getLogger("specserver")
 
 
 class SpecServerError(Exception):
-    status = 500
     code = "internal"
 
     def __init__(
@@ -65,189 +54,85 @@ class SpecServerError(Exception):
         self.retry_after = retry_after
 
 
-class BadRequest(SpecServerError):
-    status = 400
+class Malformed(SpecServerError):
+    """The request cannot be read at all (not JSON, not an envelope)."""
+
     code = "bad_request"
 
 
-class Unauthorized(SpecServerError):
-    status = 401
+class NotAuthenticated(SpecServerError):
+    """No valid signature or token."""
+
     code = "unauthorized"
 
 
-class Forbidden(SpecServerError):
-    status = 403
+class NotPermitted(SpecServerError):
+    """Authenticated, but not allowed (a banned key, an admin API that is off)."""
+
     code = "forbidden"
 
 
 class NotFound(SpecServerError):
-    status = 404
     code = "not_found"
 
 
-class RequestTimeout(SpecServerError):
-    status = 408
+class BodyTimeout(SpecServerError):
+    """The client did not send its body within the deadline."""
+
     code = "body_timeout"
 
 
 class Conflict(SpecServerError):
-    status = 409
     code = "submission_conflict"
 
 
-class PayloadTooLarge(SpecServerError):
-    status = 413
+class BodyTooLarge(SpecServerError):
     code = "body_too_large"
 
 
-class Unprocessable(SpecServerError):
-    status = 422
+class Invalid(SpecServerError):
+    """Readable, but breaks a rule (schema, protocol, consistency, a query parameter)."""
+
     code = "invalid_request"
 
 
 class RateLimited(SpecServerError):
-    status = 429
     code = "rate_limited"
 
 
 class Unavailable(SpecServerError):
-    status = 503
+    """Try again later (the store does not answer, storage is off, a worker died)."""
+
     code = "store_unavailable"
 
 
-# specschema's errors, by class: the status each one means at the API.
-SCHEMA_STATUS: dict[type[SpecSchemaError], int] = {
-    EnvelopeError: 400,
-    SignatureInvalid: 401,
-    PayloadParseError: 400,
-    PayloadSchemaError: 422,
-    ProtocolError: 422,
-}
+# specschema's errors, by class: which of ours each one is.
+_FROM_SCHEMA: tuple[tuple[type[SpecSchemaError], type[SpecServerError]], ...] = (
+    (EnvelopeError, Malformed),
+    (SignatureInvalid, NotAuthenticated),
+    (PayloadParseError, Malformed),
+    (PayloadSchemaError, Invalid),
+    (ProtocolError, Invalid),
+)
 
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    413: "body_too_large",
-    415: "unsupported_media_type",
-    422: "invalid_request",
-    429: "rate_limited",
+# By name, for errors that cross a process boundary (check workers send the kind's name).
+KINDS: dict[str, type[SpecServerError]] = {
+    cls.__name__: cls
+    for cls in (SpecServerError, Malformed, NotAuthenticated, NotPermitted, NotFound,
+                BodyTimeout, Conflict, BodyTooLarge, Invalid, RateLimited, Unavailable)
 }
 
 
-def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "details": details}}
+def from_schema_error(exc: SpecSchemaError) -> SpecServerError:
+    kind = next((ours for theirs, ours in _FROM_SCHEMA if isinstance(exc, theirs)), Malformed)
+    return kind(exc.message, exc.details, code=exc.code)
 
 
-def error_response(
-    status: int,
-    code: str,
-    message: str,
-    details: Any = None,
-    *,
-    retry_after: float | None = None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    all_headers = dict(headers or {})
-    if retry_after is not None:
-        all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    return JSONResponse(
-        jsonable_encoder(error_body(code, message, details)), status_code=status,
-        headers=all_headers or None,
-    )
-
-
-STORE_DOWN_RETRY_AFTER_S = 5.0
-
-
-def store_down_errors() -> tuple[type[Exception], ...]:
-    """Exception classes that mean "the database cannot be reached" (503, not a bug)."""
-    from sqlalchemy.exc import OperationalError
-    from sqlalchemy.exc import TimeoutError as PoolTimeout
-
-    classes: list[type[Exception]] = [OperationalError, PoolTimeout]
-    try:
-        import psycopg
-    except ImportError:  # pragma: no cover - psycopg comes with the server extra
-        pass
-    else:
-        classes.append(psycopg.OperationalError)
-    return tuple(classes)
-
-
-def is_store_down(exc: BaseException) -> bool:
-    from sqlalchemy.exc import DBAPIError
-
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, store_down_errors())
-
-
-def as_server_error(exc: Exception) -> SpecServerError:
-    """The one mapping from an exception to what the API answers (status, code, message,
-    details, Retry-After), as a ``SpecServerError``; unexpected ones are logged here."""
-    if is_store_down(exc):  # PostgreSQL restarting, a pool exhausted: retry later
-        log.warning("store unavailable: %s", str(exc).strip().splitlines()[:1])
-        return Unavailable("the store does not answer right now",
-                           retry_after=STORE_DOWN_RETRY_AFTER_S)
+def as_domain_error(exc: Exception) -> SpecServerError:
+    """Any exception as one of ours; an unexpected one is logged here and becomes internal."""
     if isinstance(exc, SpecServerError):
         return exc
     if isinstance(exc, SpecSchemaError):
-        status = next((s for cls, s in SCHEMA_STATUS.items() if isinstance(exc, cls)), 400)
-        return with_status(SpecServerError(exc.message, exc.details, code=exc.code), status)
+        return from_schema_error(exc)
     log.exception("unexpected error", exc_info=exc)
     return SpecServerError("internal server error")
-
-
-def with_status(error: SpecServerError, status: int) -> SpecServerError:
-    error.status = status
-    return error
-
-
-def response_for(exc: Exception) -> JSONResponse:
-    """The JSON error response for any exception."""
-    error = as_server_error(exc)
-    return error_response(error.status, error.code, error.message, error.details,
-                          retry_after=error.retry_after)
-
-
-async def _ours(request: Request, exc: Exception) -> JSONResponse:
-    return response_for(exc)
-
-
-async def _http(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
-    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-    details = None if isinstance(exc.detail, str) else exc.detail
-    headers = dict(exc.headers) if exc.headers else None
-    return error_response(exc.status_code, code, message, details, headers=headers)
-
-
-async def _validation(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    paths = [
-        {"path": ".".join(str(p) for p in err.get("loc", ())), "message": str(err.get("msg"))}
-        for err in exc.errors()[:50]
-    ]
-    first = paths[0] if paths else {"path": "$", "message": "invalid request"}
-    return error_response(
-        422, "invalid_request", f"invalid request: {first['path']}: {first['message']}", paths
-    )
-
-
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    return response_for(exc)
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(SpecServerError, _ours)
-    app.add_exception_handler(SpecSchemaError, _ours)
-    app.add_exception_handler(StarletteHTTPException, _http)
-    app.add_exception_handler(RequestValidationError, _validation)
-    for down in store_down_errors():
-        app.add_exception_handler(down, _ours)
-    app.add_exception_handler(Exception, _unexpected)

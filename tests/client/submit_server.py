@@ -128,7 +128,7 @@ class RealServer:
     def __init__(self, tmp_path: Path, **overrides: Any) -> None:
         import uvicorn
 
-        from specserver.app import create_app
+        from specserver.http.app import create_app
         from specserver.settings import ServerSettings
 
         self.port = free_port()

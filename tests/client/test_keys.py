@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from specsubmit import keys
 from specsubmit.errors import KeyStoreError
+from specsubmit.local import keys
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from specsubmit.engines.ollama.client import GenerateRequest, OllamaClient, PullProgress
 from specsubmit.errors import (
     ModelMissing,
     OllamaError,
@@ -16,7 +17,6 @@ from specsubmit.errors import (
     OllamaTimeout,
     OllamaUnreachable,
 )
-from specsubmit.ollama import GenerateRequest, OllamaClient, PullProgress
 from tests.fakeollama import FakeModel, FakeOllama
 
 OPTIONS = {"num_predict": 50, "temperature": 0.0, "seed": 42, "top_k": 40, "top_p": 0.9,

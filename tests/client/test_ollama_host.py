@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specsubmit.engines.ollama.host import parse_ollama_host
 from specsubmit.errors import UsageError
-from specsubmit.ollama_host import parse_ollama_host
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from specschema import summarize
 from specschema.examples import example_submission
-from specsubmit.report import conclusion, render_result, verdict_label, vs_baseline
+from specsubmit.run.report import conclusion, render_result, verdict_label, vs_baseline
 
 EFFECT_WORDS = ("faster", "slower", "speedup", "slowdown", "speeds up", "slows down")
 

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from specschema.examples import example_submission
-from specsubmit import outbox, submit
-from specsubmit.delivery import RetryPolicy
 from specsubmit.errors import SubmissionRejected, SubmissionUndelivered
-from specsubmit.results_store import save_result
+from specsubmit.local import outbox
+from specsubmit.local.results import save_result
+from specsubmit.send import submit
+from specsubmit.send.delivery import RetryPolicy
 from tests.client.submit_server import ScriptedServer, error_body, free_port
 
 

@@ -9,12 +9,12 @@ import pytest
 
 from specschema import Fingerprint, get_protocol, summarize
 from specschema.payload import parse_submission, submission_bytes
+from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.errors import ModelMissing, OllamaStreamError, SpecSubmitError, UsageError
-from specsubmit.ollama import OllamaClient
-from specsubmit.report import conclusion, verdict_label
-from specsubmit.results_store import load_result, results_dir, save_result
-from specsubmit.runner import RunListener, RunSettings, run_protocol
-from specsubmit.speculation import outputs_match_baseline
+from specsubmit.local.results import load_result, results_dir, save_result
+from specsubmit.run.evidence import outputs_match_baseline
+from specsubmit.run.report import conclusion, verdict_label
+from specsubmit.run.runner import RunListener, RunSettings, run_protocol
 from tests.fakeollama import FakeModel, FakeOllama, default_models
 
 MACHINE = Fingerprint(memory_bytes=24 * 1024**3, memory_gb=24, unified_memory=True)

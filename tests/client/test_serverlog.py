@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from specsubmit.serverlog import (
+from specsubmit.engines.ollama.serverlog import (
     Segment,
     attribute,
     parse_events,
@@ -113,7 +113,7 @@ def test_unreadable_log_is_none(tmp_path: Path) -> None:
 
 
 def test_wait_for_quiet_log_waits_while_the_log_grows(tmp_path: Path) -> None:
-    from specsubmit.serverlog import wait_for_quiet_log
+    from specsubmit.engines.ollama.serverlog import wait_for_quiet_log
 
     log = tmp_path / "server.log"
     log.write_text("start\n")

@@ -21,10 +21,11 @@ from specschema import (
     verify_envelope,
 )
 from specschema.examples import example_submission
-from specsubmit import delivery, keys, outbox, submit
-from specsubmit.delivery import RetryPolicy
 from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, UsageError
-from specsubmit.results_store import save_result
+from specsubmit.local import keys, outbox
+from specsubmit.local.results import save_result
+from specsubmit.send import delivery, submit
+from specsubmit.send.delivery import RetryPolicy
 from tests.client.submit_server import ScriptedServer, error_body, free_port
 
 
@@ -359,7 +360,7 @@ def test_offer_rejection_raises_with_the_message(server, tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory):
-    pytest.importorskip("specserver.app")
+    pytest.importorskip("specserver.http.app")
     from tests.client.submit_server import RealServer
 
     server = RealServer(tmp_path_factory.mktemp("specserver")).start()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specserver.app import create_app
+from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 from tests.reliability.hostile import BODY_LIMIT
 from tests.reliability.pg import private_schema_url

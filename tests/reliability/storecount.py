@@ -8,7 +8,7 @@ from typing import Any
 import duckdb
 from sqlalchemy import Engine, create_engine, func, select, text
 
-from specserver import tables
+from specserver.store import tables
 
 
 def count_rows(engine: Engine) -> dict[str, int]:

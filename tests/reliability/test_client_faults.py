@@ -39,7 +39,7 @@ def _specsubmit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _pending(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "state" / "pending").glob("*.json"))  # specsubmit.outbox
+    return sorted((tmp_path / "state" / "pending").glob("*.json"))  # specsubmit.local.outbox
 
 
 def test_server_down_then_pending_delivered_exactly_once(tmp_path: Path) -> None:

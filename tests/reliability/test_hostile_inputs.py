@@ -18,7 +18,7 @@ import pytest
 
 from specschema import envelope_bytes, key_id_of, sign_envelope, submission_bytes
 from specschema.examples import example_submission
-from specserver.app import create_app
+from specserver.http.app import create_app
 from tests.reliability.apps import STORES, app_on, make_settings
 from tests.reliability.hostile import (
     BODY_LIMIT,
@@ -173,7 +173,7 @@ def _ban(app: Any, key_id: str) -> None:
 
     from sqlalchemy import insert
 
-    from specserver import tables
+    from specserver.store import tables
 
     app.state.store.write(lambda conn: conn.execute(insert(tables.bans).values(
         key_id=key_id, reason="reliability test",

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from specserver.app import create_app
+from specserver.http.app import create_app
 from tests.reliability.apps import make_settings
 
 EXAMPLES = 100

@@ -26,8 +26,8 @@ from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
-from specserver import tables
-from specserver.rows import INGEST_TABLES
+from specserver.store import tables
+from specserver.store.tables import INGEST_TABLES
 
 BACKENDS = ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
 

@@ -19,7 +19,7 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
 from specschema.summary import summarize
-from specserver import tables
+from specserver.store import tables
 
 BASE_TIME = datetime(2026, 11, 1, 12, 0, 0)
 

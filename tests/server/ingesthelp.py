@@ -22,9 +22,9 @@ from sqlalchemy import func, select
 from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.examples import example_submission
 from specschema.payload import submission_bytes
-from specserver import tables
-from specserver.app import create_app
+from specserver.http.app import create_app
 from specserver.settings import ServerSettings
+from specserver.store import tables
 
 URL = "/v1/submissions"
 PEER = ("203.0.113.5", 40000)

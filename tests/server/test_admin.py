@@ -26,9 +26,11 @@ from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.payload import submission_bytes
 from specschema.stats import median
-from specserver import admin_cli, hardnumbers, moderation
-from specserver.app import create_app
+from specserver.cli import admin
+from specserver.http.app import create_app
+from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
+from specserver.store import moderation
 
 FIXTURE = Path(__file__).parent / "data" / "hardnumbers_spec_decode_m2.json"
 TOKEN = "test-admin-token"
@@ -45,7 +47,7 @@ def _no_admin_env(monkeypatch):
 
 def cli(*args: str):
     app = typer.Typer()
-    admin_cli.register(app)
+    admin.register(app)
     return CliRunner().invoke(app, list(args))
 
 
@@ -318,8 +320,8 @@ def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
     from boardfill import fill
     from sqlalchemy import create_engine, text
 
-    from specserver import exporting, tables
-    from specserver.queries import Filters
+    from specserver.store import exporting, tables
+    from specserver.store.queries import Filters
 
     engine = create_engine(postgres_url)
     tables.metadata.create_all(engine)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specschema.stats import median, percentile
-from specserver.aggregate import (
+from specserver.board.aggregate import (
     DraftResult,
     aggregate,
     in_view,
@@ -166,13 +166,14 @@ def _sql_vs_pure(engine):
     from boardfill import fill, insert_submission, key
 
     from specschema.examples import EXAMPLE_MACHINES, example_submission
-    from specserver import queries
-    from specserver.aggregate import (
+    from specserver.board import sql as board_sql
+    from specserver.board.aggregate import (
         BOARD_VERDICTS,
         NOISE_VERDICTS,
         aggregate_contributors,
         reduce_contributors,
     )
+    from specserver.store import queries
 
     fill(engine, 14, contributors=5)
     for seed in range(3):
@@ -183,11 +184,11 @@ def _sql_vs_pure(engine):
     cases = [["protocol", "target", "draft", "chip", "memory_gb"], ["chip"], ["os", "verdict"],
              ["ollama_version", "backend", "draft"], []]
     with engine.connect() as conn:
-        rows = queries.draft_results(conn, queries.Filters())
+        rows = board_sql.draft_results(conn, queries.Filters())
         assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown"}
         for dims in cases:
             for verdicts in (BOARD_VERDICTS, NOISE_VERDICTS, frozenset({"unknown"})):
-                sql = queries.contributor_results(conn, queries.Filters(), dims, verdicts)
+                sql = board_sql.contributor_results(conn, queries.Filters(), dims, verdicts)
                 pure = reduce_contributors([r for r in rows if r.verdict in verdicts], dims)
                 by_key = {(c.key, c.contributor): c for c in pure}
                 assert len(sql) == len(pure)
@@ -205,7 +206,7 @@ def _sql_vs_pure(engine):
                 from_pure = aggregate_contributors(pure, dims)
                 assert [g.key for g in from_sql] == [g.key for g in from_pure]
                 assert [g.contributors for g in from_sql] == [g.contributors for g in from_pure]
-        totals = queries.verdict_totals(conn, queries.Filters())
+        totals = board_sql.verdict_totals(conn, queries.Filters())
         assert totals == verdict_counts(rows)
 
 
@@ -223,7 +224,7 @@ def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path):
 def test_sql_reduction_matches_the_pure_rules_on_postgres(postgres_url):
     from sqlalchemy import create_engine
 
-    from specserver import tables
+    from specserver.store import tables
 
     engine = create_engine(postgres_url)
     tables.metadata.create_all(engine)

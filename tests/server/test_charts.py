@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from specserver.charts import Bar, axis_max, speedup_chart
+from specserver.http.page.charts import Bar, axis_max, speedup_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -1,4 +1,4 @@
-"""Check workers (``specserver.checkpool``): real worker processes give the same answers as
+"""Check workers (``specserver.ingest.workers``): real worker processes give the same answers as
 checks in the server process, a worker that dies costs only the submissions it held (503)
 and is replaced, and workers do not outlive the server."""
 
@@ -24,7 +24,11 @@ from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
 from tests.server.liveserver import free_port
 
 from specschema.summary import ConfigSummary
-from specserver.checkpool import (
+from specserver.errors import SpecServerError, Unavailable
+from specserver.http.errors import response_for
+from specserver.http.submissions import Receipt
+from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
+from specserver.ingest.workers import (
     _HEADER,
     READY,
     CheckPool,
@@ -36,9 +40,6 @@ from specserver.checkpool import (
     serve_frames,
     split_frames,
 )
-from specserver.errors import SpecServerError, Unavailable, response_for
-from specserver.ingest_api import Receipt
-from specserver.prepared import CheckLimits, Prepared, prepare_submission, receipt_json
 
 # Each test reads its own clock (`when`): the bodies are created "now", so a clock read at
 # import would put them in the future of a long test session.

@@ -26,7 +26,7 @@ from tests.server.ingesthelp import (
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
 from specschema.summary import summarize
-from specserver import migrations, tables
+from specserver.store import migrations, tables
 
 
 @pytest.fixture(params=[0, 1], ids=["checks-in-process", "check-worker"])
@@ -387,12 +387,12 @@ def test_framework_errors_use_the_one_shape(served: Served) -> None:
 
 
 def test_unexpected_exception_is_500_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specserver import ingest_api
+    from specserver.http import submissions
 
     def explode(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(ingest_api, "prepare_submission", explode)
+    monkeypatch.setattr(submissions, "prepare_submission", explode)
     with Served(settings_for(tmp_path)) as s:
         response = s.post(valid_body(seed=70))
         assert response.status_code == 500
@@ -425,7 +425,7 @@ def test_store_disabled_validates_but_stores_nothing(tmp_path: Path) -> None:
 
 
 def test_nothing_connects_at_import_and_create_app(tmp_path: Path) -> None:
-    from specserver.app import create_app
+    from specserver.http.app import create_app
 
     create_app(settings_for(tmp_path / "never"))
     assert not (tmp_path / "never").exists()

@@ -18,7 +18,7 @@ from tests.server.test_ingest_rules import CASES, ctx_for, fresh
 
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
-from specserver import ingest
+from specserver.ingest import checks
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROTOCOLS = [
@@ -29,13 +29,13 @@ PROTOCOLS = [
     ("ollama-draft", "weird-build", False),
 ]
 
-def _verdicts(data: dict[str, Any]) -> tuple[bool, list[ingest.Violation]] | None:
+def _verdicts(data: dict[str, Any]) -> tuple[bool, list[checks.Violation]] | None:
     try:
         submission = parse_submission(json.dumps(data).encode())
     except PayloadSchemaError:
         return None  # a mutation the schema refuses never reaches the rules
     ctx = ctx_for(data)
-    return ingest.plainly_consistent(submission, ctx), ingest.rule_violations(submission, ctx)
+    return checks.plainly_consistent(submission, ctx), checks.rule_violations(submission, ctx)
 
 
 def _agree(data: dict[str, Any]) -> bool | None:
@@ -66,8 +66,8 @@ def test_violations_still_reports_through_the_rules() -> None:
     data = fresh(1)
     data["configs"][0]["trials"][2]["eval_count"] = 999
     submission = parse_submission(json.dumps(data).encode())
-    found = ingest.violations(submission, ctx_for(data))
-    assert found == ingest.rule_violations(submission, ctx_for(data))
+    found = checks.violations(submission, ctx_for(data))
+    assert found == checks.rule_violations(submission, ctx_for(data))
     assert found[0].rule == "eval_count_fits_num_predict"
 
 
@@ -118,7 +118,7 @@ def _eval_vs_total(d: dict[str, Any], value: int) -> None:
 def _parts(d: dict[str, Any], value: int) -> None:
     t = _t(d)
     total = t["total_duration_ns"]
-    slack = ingest.DURATION_TOLERANCE_NS + int(total * ingest.DURATION_TOLERANCE_FRACTION)
+    slack = checks.DURATION_TOLERANCE_NS + int(total * checks.DURATION_TOLERANCE_FRACTION)
     t["prompt_eval_duration_ns"] = total + slack - t["eval_duration_ns"] - t["load_duration_ns"]
     t["prompt_eval_duration_ns"] += value
 
@@ -126,8 +126,8 @@ def _parts(d: dict[str, Any], value: int) -> None:
 @_edges("wall_steps_from_floor", [-2, -1, 0, 1, 2])
 def _wall(d: dict[str, Any], value: int) -> None:
     t = _t(d)
-    wall = t["total_duration_ns"] / 1e9 * (1 - ingest.DURATION_TOLERANCE_FRACTION)
-    wall -= ingest.WALL_TOLERANCE_S
+    wall = t["total_duration_ns"] / 1e9 * (1 - checks.DURATION_TOLERANCE_FRACTION)
+    wall -= checks.WALL_TOLERANCE_S
     for _ in range(abs(value)):
         wall = math.nextafter(wall, math.copysign(math.inf, value))
     t["wall_s"] = wall
@@ -298,7 +298,7 @@ def test_a_protocol_not_shipped_goes_to_the_rules() -> None:
     data = fresh(0)
     submission = parse_submission(json.dumps(data).encode())
     shipped = ctx_for(data)
-    ctx = ingest.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
+    ctx = checks.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
                              shipped.max_future_skew)
-    assert not ingest.plainly_consistent(submission, ctx)
-    assert ingest.violations(submission, ctx) == []
+    assert not checks.plainly_consistent(submission, ctx)
+    assert checks.violations(submission, ctx) == []

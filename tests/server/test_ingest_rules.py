@@ -9,19 +9,19 @@ from tests.server.ingesthelp import payload_dict
 
 from specschema.payload import parse_submission
 from specschema.protocol import get_protocol
-from specserver import ingest
+from specserver.ingest import checks
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def ctx_for(data: dict[str, Any]) -> ingest.RuleContext:
-    return ingest.RuleContext(get_protocol(data["protocol"]["id"]), NOW, timedelta(days=30),
+def ctx_for(data: dict[str, Any]) -> checks.RuleContext:
+    return checks.RuleContext(get_protocol(data["protocol"]["id"]), NOW, timedelta(days=30),
                               timedelta(minutes=5))
 
 
 def rules_broken(data: dict[str, Any]) -> set[str]:
     submission = parse_submission(json.dumps(data).encode())
-    return {v.rule for v in ingest.violations(submission, ctx_for(data))}
+    return {v.rule for v in checks.violations(submission, ctx_for(data))}
 
 
 def fresh(seed: int = 0, protocol: str = "hardnumbers-m2", **kwargs: Any) -> dict[str, Any]:
@@ -231,8 +231,8 @@ def test_check_consistency_names_the_rule_and_lists_all() -> None:
     _first_trial(data)["eval_count"] = 999
     _first_trial(data, 1)["wall_s"] = 0.001
     submission = parse_submission(json.dumps(data).encode())
-    with pytest.raises(ingest.ConsistencyError) as caught:
-        ingest.check_consistency(submission, ctx_for(data))
+    with pytest.raises(checks.ConsistencyError) as caught:
+        checks.check_consistency(submission, ctx_for(data))
     assert caught.value.message.startswith("eval_count_fits_num_predict: configs.0.trials.0")
     rules = {d["rule"] for d in caught.value.details}
     assert {"eval_count_fits_num_predict", "durations_coherent"} <= rules

@@ -44,9 +44,9 @@ from sqlalchemy import (
     text,
 )
 
-from specserver import tables
-from specserver.migrations import LATEST, MIGRATIONS, Migration, SchemaTooNew, migrate
-from specserver.store import Store, make_engine
+from specserver.store import tables
+from specserver.store.database import Store, make_engine
+from specserver.store.migrations import LATEST, MIGRATIONS, Migration, SchemaTooNew, migrate
 
 _V2 = MetaData()
 submission_labels = Table(

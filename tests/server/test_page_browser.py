@@ -16,7 +16,7 @@ from boardfill import fill, insert_submission, new_engine
 from liveserver import serve
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specserver.app import create_app
+from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")

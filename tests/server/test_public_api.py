@@ -16,9 +16,10 @@ from fastapi import FastAPI
 from sqlalchemy import create_engine, insert, update
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specserver import public_api, tables
-from specserver.errors import install_error_handlers
-from specserver.leaderboard import ReadService
+from specserver.board.leaderboard import ReadService
+from specserver.http import public
+from specserver.http.errors import install_error_handlers
+from specserver.store import tables
 
 COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
 
@@ -51,7 +52,7 @@ def store(template, tmp_path):
 def client(store):
     app = FastAPI()
     install_error_handlers(app)
-    public_api.install(app, ReadService(store[0]))
+    public.install(app, ReadService(store[0]))
     with AsgiClient(app) as test_client:
         yield test_client
 
@@ -266,14 +267,14 @@ def test_export_jsonl_and_parquet_agree(client, tmp_path):
 
 
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
-                                     public_api.duckdb.IOException("could not write file")])
+                                     public.duckdb.IOException("could not write file")])
 def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failure):
     def full_disk(conn, filters, path):
         with open(path, "wb") as handle:
             handle.write(b"PAR1")
         raise failure
 
-    monkeypatch.setattr(public_api.exporting, "write_parquet", full_disk)
+    monkeypatch.setattr(public.exporting, "write_parquet", full_disk)
     before = set(_tmp_parquet_files())
     response = client.get("/v1/export", params={"format": "parquet"})
     assert response.status_code == 503
@@ -291,7 +292,7 @@ def _tmp_parquet_files():
 
 
 def test_min_contributors_comes_from_settings(store):
-    from specserver.app import create_app
+    from specserver.http.app import create_app
     from specserver.settings import ServerSettings
 
     engine, _ = store
@@ -325,7 +326,7 @@ def test_the_public_api_on_postgres(postgres_url):
         ids = fill(engine, 9)
         app = FastAPI()
         install_error_handlers(app)
-        public_api.install(app, ReadService(engine))
+        public.install(app, ReadService(engine))
         with AsgiClient(app) as client:
             seen, cursor = [], None
             while True:
@@ -350,7 +351,7 @@ def test_reads_may_reuse_a_version_for_max_stale_s(store):
     engine, _ = store
     app = FastAPI()
     install_error_handlers(app)
-    public_api.install(app, ReadService(engine, max_stale_s=3600))
+    public.install(app, ReadService(engine, max_stale_s=3600))
     with AsgiClient(app) as client:
         before = client.get("/v1/stats")
         sub = example_submission("ollama-draft", seed=2024, engine_version="0.30.1",

@@ -4,7 +4,7 @@ from ipaddress import ip_network
 
 import pytest
 
-from specserver.ratelimit import Limit, MemoryRateLimiter, client_address, take_token
+from specserver.ratelimit.memory import Limit, MemoryRateLimiter, client_address, take_token
 
 
 def test_token_bucket_step_by_hand() -> None:

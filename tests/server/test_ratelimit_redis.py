@@ -16,10 +16,10 @@ import pytest
 import redis
 from ingesthelp import Served, settings_for, valid_body
 
-from specserver.app import default_rate_limiter
-from specserver.ratelimit import Limit, MemoryRateLimiter
-from specserver.ratelimit_redis import RedisRateLimiter
-from specserver.ratelimit_redis import redis_client as fail_fast_client
+from specserver.http.app import default_rate_limiter
+from specserver.ratelimit.memory import Limit, MemoryRateLimiter
+from specserver.ratelimit.redis import RedisRateLimiter
+from specserver.ratelimit.redis import redis_client as fail_fast_client
 from specserver.settings import ServerSettings
 
 REDIS_URL = os.environ.get("SPECBENCH_TEST_REDIS", "redis://127.0.0.1:6379/0")
@@ -168,7 +168,7 @@ def test_both_scopes_in_one_round_trip_all_or_nothing(
 
 
 def test_first_refusal_uses_one_call_per_scope_for_local_limits() -> None:
-    from specserver.ratelimit import first_refusal
+    from specserver.ratelimit.memory import first_refusal
 
     local = MemoryRateLimiter({"key": Limit(6.0, 1), "address": Limit(6.0, 5)})
     assert first_refusal(local, [("key", "k"), ("address", "a")]) is None

@@ -31,7 +31,7 @@ from backends import (
 )
 from tests.reliability.servers import ServerProcess
 
-from specserver.store import make_engine
+from specserver.store.database import make_engine
 
 pytestmark = pytest.mark.postgres
 

@@ -71,7 +71,7 @@ def test_duckdb_threads_leave_the_check_workers_their_cores(
 def test_store_applies_duckdb_threads(tmp_path: Path) -> None:
     from sqlalchemy import text
 
-    from specserver.store import Store
+    from specserver.store.database import Store
 
     for threads in (1, 3):
         store = Store(f"duckdb:///{tmp_path / f'{threads}.duckdb'}", duckdb_threads=threads)
@@ -90,7 +90,7 @@ def test_store_turns_duckdb_vacuum_off_on_every_open(tmp_path: Path) -> None:
     file, so each open applies it again, for the writer's connection too."""
     from sqlalchemy import text
 
-    from specserver.store import Store
+    from specserver.store.database import Store
 
     url = f"duckdb:///{tmp_path / 'v.duckdb'}"
     for _ in range(2):

@@ -14,13 +14,15 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, insert, select, text
 from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
+from tests.support.stores import submit_checked
 
 from specschema.envelope import verify_envelope
-from specserver import migrations, tables
-from specserver.ingest import check_submission
-from specserver.rows import INGEST_TABLES, submission_rows
-from specserver.store import Store
-from specserver.writer import GroupCommitWriter, WriteRequest, duckdb_append, is_conflict
+from specserver.ingest.checks import check_submission
+from specserver.ingest.rows import submission_rows
+from specserver.store import migrations, tables
+from specserver.store.database import Store
+from specserver.store.tables import INGEST_TABLES
+from specserver.store.writer import GroupCommitWriter, WriteRequest, duckdb_append, is_conflict
 
 NOW = datetime.now(UTC)  # a fixed receipt time; the bodies themselves are created "now"
 
@@ -55,7 +57,7 @@ def count(s: Store, table: Any) -> int:
 
 def test_one_commit_for_many_concurrent_submissions(store: Store) -> None:
     bodies = [valid_body(seed=100 + i, key_seed=i % 3) for i in range(40)]
-    futures = [store.submit_future(checked(b), NOW) for b in bodies]
+    futures = [submit_checked(store, checked(b), NOW) for b in bodies]
     outcomes = [f.result(30) for f in futures]
     assert {o.status for o in outcomes} == {"created"}
     assert count(store, tables.submissions) == 40
@@ -65,14 +67,14 @@ def test_one_commit_for_many_concurrent_submissions(store: Store) -> None:
 
 def test_idempotency_lives_in_the_database(store: Store) -> None:
     body = valid_body(seed=150)
-    first = store.submit_future(checked(body), NOW).result(30)
+    first = submit_checked(store, checked(body), NOW).result(30)
     later = NOW + timedelta(seconds=5)
-    again = store.submit_future(checked(body), later).result(30)
+    again = submit_checked(store, checked(body), later).result(30)
     assert (first.status, again.status) == ("created", "duplicate")
     assert again.received_at.replace(tzinfo=None) == NOW.replace(tzinfo=None)  # the original
     data = payload_dict(150)
     data["note"] = "other bytes"
-    conflict = store.submit_future(checked(sign_dict(data)), NOW).result(30)
+    conflict = submit_checked(store, checked(sign_dict(data)), NOW).result(30)
     assert conflict.status == "conflict"
     assert count(store, tables.submissions) == 1
     assert count(store, tables.envelopes) == 1
@@ -80,9 +82,9 @@ def test_idempotency_lives_in_the_database(store: Store) -> None:
 
 def test_a_refused_batch_is_retried_one_by_one(store: Store) -> None:
     stored = valid_body(seed=160)
-    store.submit_future(checked(stored), NOW).result(30)
+    submit_checked(store, checked(stored), NOW).result(30)
     # In one batch: a duplicate of a stored id (the optimistic append fails) + new ones.
-    futures = [store.submit_future(checked(b), NOW)
+    futures = [submit_checked(store, checked(b), NOW)
                for b in [valid_body(seed=161), stored, valid_body(seed=162)]]
     assert [f.result(30).status for f in futures] == ["created", "duplicate", "created"]
     assert count(store, tables.submissions) == 3
@@ -92,7 +94,7 @@ def test_a_refused_batch_is_retried_one_by_one(store: Store) -> None:
 def test_writes_through_the_writer_and_reads_by_id(store: Store) -> None:
     body = valid_body(seed=170)
     c = checked(body)
-    store.submit_future(c, NOW).result(30)
+    submit_checked(store, c, NOW).result(30)
     store.write(lambda conn: conn.execute(tables.submissions.update().where(
         tables.submissions.c.submission_id == c.submission_id).values(hidden=True)))
     view = store.get_submission(c.submission_id)
@@ -123,14 +125,14 @@ def test_bans_are_cached_and_invalidated(store_url: str) -> None:
 def test_closing_drains_the_queue(store_url: str) -> None:
     s = Store(store_url, group_commit_s=0.05)
     s.open()
-    futures = [s.submit_future(checked(valid_body(seed=180 + i)), NOW) for i in range(10)]
+    futures = [submit_checked(s, checked(valid_body(seed=180 + i)), NOW) for i in range(10)]
     s.close()
     assert all(f.result(1).status == "created" for f in futures)
     s2 = Store(store_url)
     s2.open()
     try:
         assert count(s2, tables.submissions) == 10
-        late = s2.submit_future(checked(valid_body(seed=199)), NOW)
+        late = submit_checked(s2, checked(valid_body(seed=199)), NOW)
     finally:
         s2.close()
     assert late.result(5).status == "created"
@@ -143,7 +145,7 @@ def test_submit_after_close_is_unavailable(tmp_path: Path) -> None:
     s.open()
     s.close()
     with pytest.raises(Unavailable):
-        s.submit_future(checked(valid_body(seed=1)), NOW).result(5)
+        submit_checked(s, checked(valid_body(seed=1)), NOW).result(5)
 
 
 # --- migrations ------------------------------------------------------------------------
@@ -259,8 +261,8 @@ def test_writer_commits_when_nothing_more_is_coming(tmp_path: Path) -> None:
     try:
         with s.arriving():
             with s.arriving():
-                first = s.submit_future(checked(valid_body(seed=210)), NOW)
-            second = s.submit_future(checked(valid_body(seed=211)), NOW)
+                first = submit_checked(s, checked(valid_body(seed=210)), NOW)
+            second = submit_checked(s, checked(valid_body(seed=211)), NOW)
             threading.Event().wait(0.5)  # one request is still in progress: keep gathering
             assert not first.done()
         assert first.result(2.0).status == "created"  # well before the 5 s window
@@ -280,7 +282,7 @@ def staged(tmp_path: Path) -> Any:
     s.open()
     try:
         with s.arriving():
-            first = s.submit_future(checked(valid_body(seed=219)), NOW)
+            first = submit_checked(s, checked(valid_body(seed=219)), NOW)
         assert first.result(5.0).status == "created"
         assert s.writer.staged_commits == 0
         yield s
@@ -290,13 +292,13 @@ def staged(tmp_path: Path) -> Any:
 
 def test_a_gathering_batch_is_staged_but_invisible_until_its_commit(staged: Store) -> None:
     with staged.arriving():
-        first = staged.submit_future(checked(valid_body(seed=220)), NOW)
+        first = submit_checked(staged, checked(valid_body(seed=220)), NOW)
         threading.Event().wait(0.5)  # the writer has staged it while waiting for more
         assert staged.writer._staging is not None and staged.writer._staging.transaction is not None
         assert count(staged, tables.submissions) == 1  # appended, not committed
         assert count(staged, tables.trials) == 15
         assert not first.done()
-        second = staged.submit_future(checked(valid_body(seed=221)), NOW)
+        second = submit_checked(staged, checked(valid_body(seed=221)), NOW)
     assert [first.result(2.0).status, second.result(2.0).status] == ["created"] * 2
     assert staged.writer.staged_commits == 1
     assert count(staged, tables.submissions) == 3
@@ -307,12 +309,12 @@ def test_a_gathering_batch_is_staged_but_invisible_until_its_commit(staged: Stor
 def test_a_staged_batch_refused_at_its_commit_is_retried_one_by_one(staged: Store) -> None:
     stored = valid_body(seed=230)
     with staged.arriving():
-        staged.submit_future(checked(stored), NOW)
+        submit_checked(staged, checked(stored), NOW)
     new = valid_body(seed=231)
     with staged.arriving():
-        futures = [staged.submit_future(checked(new), NOW)]
+        futures = [submit_checked(staged, checked(new), NOW)]
         threading.Event().wait(0.3)  # staged; the duplicate of a stored id comes later
-        futures += [staged.submit_future(checked(b), NOW)
+        futures += [submit_checked(staged, checked(b), NOW)
                     for b in [stored, valid_body(seed=232), new]]
     assert [f.result(5.0).status for f in futures] == [
         "created", "duplicate", "created", "duplicate"]
@@ -335,7 +337,7 @@ def test_a_value_too_wide_to_stage_is_written_the_plain_way(staged: Store) -> No
     rows.rows["trials"] = [row[:column] + (long_output,) + row[column + 1:]
                            for row in rows.rows["trials"]]
     with staged.arriving():
-        short = staged.submit_future(checked(valid_body(seed=241)), NOW)
+        short = submit_checked(staged, checked(valid_body(seed=241)), NOW)
         threading.Event().wait(0.3)  # the short one is staged first
         future: Future[Any] = Future()
         staged.writer.submit(WriteRequest(c.submission_id, c.body_sha256, NOW, rows, future))

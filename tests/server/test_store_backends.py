@@ -28,12 +28,13 @@ from backends import (
     submission_id_of,
 )
 from sqlalchemy import inspect, select
+from tests.support.stores import submit_checked
 
-from specserver import tables
-from specserver.ingest import Checked, check_submission
-from specserver.migrations import LATEST
-from specserver.store import Store
-from specserver.writer import WriteOutcome
+from specserver.ingest.checks import Checked, check_submission
+from specserver.store import tables
+from specserver.store.database import Store
+from specserver.store.migrations import LATEST
+from specserver.store.writer import WriteOutcome
 
 RECEIVED = datetime(2026, 11, 30, 8, 0, 0)
 
@@ -62,7 +63,7 @@ def store(store_url: str) -> Any:
 def submit_all(store: Store, bodies: list[bytes]) -> list[WriteOutcome]:
     """Queue every body at once (so they share batches), then wait for all."""
     futures: list[Future[WriteOutcome]] = [
-        store.submit_future(checked(b), RECEIVED) for b in bodies
+        submit_checked(store, checked(b), RECEIVED) for b in bodies
     ]
     return [f.result(30) for f in futures]
 
@@ -77,7 +78,7 @@ def test_fresh_store_is_migrated_to_the_latest_version(store: Store) -> None:
     # Opening again (a restart, another replica) migrates nothing and stamps nothing.
     again = Store(store.url)
     again.engine.dispose()
-    from specserver.migrations import migrate
+    from specserver.store.migrations import migrate
 
     assert migrate(again.engine) == LATEST
     with again.engine.connect() as conn:
@@ -90,10 +91,10 @@ def test_created_duplicate_conflict_and_exact_rows(store: Store) -> None:
     first = submit_all(store, bodies)
     assert [o.status for o in first] == ["created"] * 6
     # Same bytes again: duplicate with the original received_at; other bytes: conflict.
-    again = store.submit_future(checked(bodies[0]), RECEIVED + timedelta(hours=1)).result(30)
+    again = submit_checked(store, checked(bodies[0]), RECEIVED + timedelta(hours=1)).result(30)
     assert again.status == "duplicate" and again.received_at == RECEIVED
     other = signed(board_submission(0), key_seed=99)  # same id, another signer
-    assert store.submit_future(checked(other), RECEIVED).result(30).status == "conflict"
+    assert submit_checked(store, checked(other), RECEIVED).result(30).status == "conflict"
     ids = [submission_id_of(b) for b in bodies]
     counts = stored_counts(store.engine, ids)
     for body, sid in zip(bodies, ids, strict=True):
@@ -188,7 +189,7 @@ def test_postgres_batches_use_copy_and_one_insert_per_batch(postgres_url: str) -
     driver's cursor)."""
     from sqlalchemy import event
 
-    from specserver import store_postgres
+    from specserver.store import postgres
 
     store = Store(postgres_url, group_commit_s=0.2, group_commit_max=512)
     store.open()
@@ -218,19 +219,19 @@ def test_postgres_batches_use_copy_and_one_insert_per_batch(postgres_url: str) -
     batches = store.writer.batches
     assert 1 <= batches <= 3
     inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
-    assert inserts == [store_postgres._MOVE_NEW] * batches
+    assert inserts == [postgres._MOVE_NEW] * batches
     assert "ON CONFLICT (submission_id) DO NOTHING" in inserts[0]
     # One COPY per table per batch: the staging table and the five child tables.
     assert len(copies) == 6 * batches
-    assert sum(store_postgres.STAGE in c for c in copies) == batches
+    assert sum(postgres.STAGE in c for c in copies) == batches
 
 
 def test_a_postgres_url_selects_the_replica_safe_store(monkeypatch: pytest.MonkeyPatch) -> None:
     """`SPECSERVER_DATABASE_URL` (or --database) with a PostgreSQL URL: the insert-or-
     conflict writer and bounded connection waits; a path: DuckDB's writer. Nothing connects."""
-    from specserver.app import build_store
+    from specserver.http.app import build_store
     from specserver.settings import get_settings
-    from specserver.store_postgres import PostgresWriter
+    from specserver.store.postgres import PostgresWriter
 
     monkeypatch.setenv("SPECSERVER_DATABASE_URL",
                        "postgresql+psycopg://nobody@127.0.0.1:1/nowhere")

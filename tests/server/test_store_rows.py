@@ -1,7 +1,7 @@
 """``submission_rows`` builds the very rows of the definition it replaced (kept here).
 
 The rows used to be built as one dict per row, then read in ``tables.py``'s column order;
-they are now tuples in ``rows.BUILT_COLUMNS`` order, which must be the tables' order. The
+they are now built directly as tuples, which must be in the tables' order. The
 stored values are compared in the store tests; here the rows themselves are held equal to
 the reference, value by value and type by type, over example submissions with optional
 fields switched off, other machines, protocols and notes (Hypothesis).
@@ -15,25 +15,17 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Column, Integer, MetaData, String, Table
+from sqlalchemy import Table
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Cpu, Fingerprint, Gpu, OsInfo, Submission
 from specschema.summary import summarize
-from specserver import rows as rows_module
-from specserver import tables
-from specserver.ingest import Checked
-from specserver.rows import (
-    BUILT_COLUMNS,
-    INGEST_TABLES,
-    RowSet,
-    naive_utc,
-    sorted_json,
-    submission_rows,
-)
+from specserver.ingest.checks import Checked
+from specserver.ingest.rows import naive_utc, submission_rows
+from specserver.store import tables
+from specserver.store.tables import INGEST_TABLES, RowSet
 
 # --- the reference: the dict-per-row definition ------------------------------------------
 
@@ -125,46 +117,6 @@ def assert_same(checked: Checked, received_at: datetime) -> None:
     assert typed(got.rows) == typed(reference_rows(checked, received_at))
 
 
-# --- the column orders ---------------------------------------------------------------------
-
-
-def test_built_columns_are_the_tables_columns_in_order() -> None:
-    # If this fails after a change to tables.py, update BUILT_COLUMNS and submission_rows
-    # (ingestion still works meanwhile, through the slower rearranging path).
-    for table in INGEST_TABLES:
-        assert BUILT_COLUMNS[table.name] == _COLUMNS[table.name], table.name
-    assert rows_module._REARRANGE == {}
-
-
-def test_a_table_in_another_order_gets_its_rows_rearranged() -> None:
-    metadata = MetaData()
-    table = Table("t", metadata, Column("b", String), Column("new", Integer),
-                  Column("a", String))
-    rearrange = rows_module._rearrange(table, ("a", "b", "gone"))
-    assert rearrange is not None
-    # unknown column -> NULL, a column the table no longer has -> dropped (the old dict path)
-    assert rearrange(("A", "B", "G")) == ("B", None, "A")
-    assert rows_module._rearrange(table, ("b", "new", "a")) is None
-
-
-def test_rows_follow_a_changed_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    built = BUILT_COLUMNS["envelopes"]
-    metadata = MetaData()
-    changed = Table("envelopes", metadata, Column("body", String), Column("extra", Integer),
-                    Column("submission_id", String))
-    rearrange = rows_module._rearrange(changed, built)
-    assert rearrange is not None
-    monkeypatch.setattr(rows_module, "_REARRANGE", {"envelopes": rearrange})
-    checked = as_checked(example_submission(seed=3), body=b"raw bytes")
-    got = submission_rows(checked, datetime.now(UTC))
-    assert got.rows["envelopes"] == [(b"raw bytes", None, checked.submission_id)]
-
-
-# --- same rows as the reference ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("protocol", ["hardnumbers-m2", "ollama-draft"])
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 7])
 def test_example_submissions(protocol: str, seed: int) -> None:
     sub = example_submission(protocol, seed=seed, counters_seen=bool(seed % 2),
                              complete=seed != 2)
@@ -234,7 +186,7 @@ def test_varied_submissions(protocol: str, seed: int, machine: dict[str, object]
 def test_a_checked_body_from_the_real_checks() -> None:
     from tests.server.ingesthelp import valid_body
 
-    from specserver.ingest import check_submission
+    from specserver.ingest.checks import check_submission
 
     now = datetime.now(UTC)
     checked = check_submission(valid_body(seed=11), now=now, max_age=timedelta(days=30),
@@ -248,21 +200,3 @@ def test_rowset_pickles_to_equal_plain_rows() -> None:
     back = pickle.loads(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
     assert back == got
     assert typed(back.rows) == typed(got.rows)
-
-
-# --- request_options as JSON -----------------------------------------------------------------
-
-OPTION_VALUES = (st.integers(-(2**70), 2**70) | st.floats(allow_nan=True, allow_infinity=True)
-                 | st.booleans() | st.text())
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.text(), OPTION_VALUES, max_size=12))
-def test_sorted_json_is_json_dumps_sort_keys(options: dict[str, Any]) -> None:
-    assert sorted_json(options) == json.dumps(options, sort_keys=True)
-
-
-def test_sorted_json_edge_values() -> None:
-    for value in ({}, {"a": -0.0, "b": 0.0}, {"é": "ü\u2028\x00"}, {"b": True, "a": 1, "c": 1.0},
-                  {"x": float("nan"), "y": float("-inf")}, {"big": 2**64}):
-        assert sorted_json(value) == json.dumps(value, sort_keys=True)

@@ -1,4 +1,5 @@
-"""The specsubmit command line. Commands are grouped by noun in sibling modules; this
+"""The specsubmit command line. Commands are grouped by noun in sibling modules (``run``,
+``fingerprint``, ``keys``, ``submit``, ``results``), each with a ``register(app)``; this
 module wires them together and is the one place where errors become messages."""
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ def _root() -> None:
 
 
 def _register() -> None:
-    # Imported here so that each module can import `app` helpers without cycles.
-    from specsubmit.cli import commands
+    # Imported here, not at the top: `import specsubmit.cli` stays cheap for what only needs
+    # `main`, and the command modules never import this one.
+    from specsubmit.cli import fingerprint, keys, results, run, submit
 
-    commands.register(app)
+    if not app.registered_commands:  # once, however often main() runs in one process
+        for group in (run, fingerprint, keys, submit, results):
+            group.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

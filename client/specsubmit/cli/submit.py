@@ -1,0 +1,66 @@
+"""`specsubmit submit FILE` and `specsubmit submit --pending`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from specsubmit.errors import SubmitError, UsageError
+
+ServerOption = Annotated[str | None, typer.Option(
+    "--server", envvar="SPECSUBMIT_SERVER", help="The specbench server, e.g. https://host.")]
+
+
+def submit_file(path: Path, server: str | None, *, yes: bool, print_payload: bool) -> None:
+    from specsubmit.local.results import load_result
+    from specsubmit.send import submit
+
+    submission = load_result(path)
+    submit.check_submittable(submission, path)
+    target = submit.require_server(server)
+    previous = submit.receipt_from_record(str(submission.submission_id))
+    if previous is None:
+        if not submit.ask_consent(submission, target, assume_yes=yes,
+                                  print_payload=print_payload,
+                                  say=lambda line: typer.echo(line, err=True)):
+            raise typer.Exit(1)
+    receipt, again = submit.send_submission(submission, target)
+    for line in submit.receipt_lines(receipt, again=again):
+        typer.echo(line)
+
+
+def submit_pending(server: str | None) -> None:
+    from specsubmit.local import outbox
+    from specsubmit.send import submit
+
+    waiting = outbox.list_pending()
+    if not waiting:
+        typer.echo("nothing pending")
+        return
+    target = submit.require_server(server)
+    failures = submit.send_pending(target)
+    if failures:
+        raise SubmitError(f"{failures} of {len(waiting)} pending results were not delivered")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("submit")
+    def submit_command(
+        file: Annotated[Path | None, typer.Argument(help="A saved result (JSON).")] = None,
+        pending: Annotated[bool, typer.Option(
+            "--pending", help="Retry every signed result waiting in the pending folder.")]
+        = False,
+        server: ServerOption = None,
+        yes: Annotated[bool, typer.Option("--yes", help="Send without asking.")] = False,
+        print_payload: Annotated[bool, typer.Option(
+            "--print-payload", help="Show the exact JSON before asking.")] = False,
+    ) -> None:
+        """Sign and send a saved result, or retry the pending ones."""
+        if pending == (file is not None):
+            raise UsageError("give either a result FILE or --pending")
+        if file is not None:
+            submit_file(file.expanduser(), server, yes=yes, print_payload=print_payload)
+        else:
+            submit_pending(server)

@@ -1,0 +1,116 @@
+"""Where signed envelopes wait and where deliveries are recorded.
+
+    state_home()/pending/<submission_id>.json     the exact envelope bytes, not yet delivered
+    state_home()/submitted/<submission_id>.json   {"server", "delivered_at", "status", "receipt"}
+    state_home()/rejected/<submission_id>.json    {"server", "rejected_at", "status", "message"}
+
+An envelope is written to pending/ *before* the first attempt, so a crash or Ctrl-C while
+sending loses nothing; it leaves pending/ only once a receipt (or a final refusal) is
+recorded. Re-sending the same bytes is safe: the server is idempotent by submission id.
+All writes are atomic (temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from specsubmit.errors import SubmitError
+from specsubmit.local.atomicfile import atomic_write
+from specsubmit.local.paths import state_home
+
+PENDING = "pending"
+SUBMITTED = "submitted"
+REJECTED = "rejected"
+
+
+def folder(name: str, home: Path | None = None) -> Path:
+    path = (home or state_home()) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        raise SubmitError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class PendingEnvelope:
+    submission_id: str
+    path: Path
+
+    def read(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise SubmitError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+
+def pending_path(submission_id: str, home: Path | None = None) -> Path:
+    return folder(PENDING, home) / f"{submission_id}.json"
+
+
+def put_pending(submission_id: str, envelope: bytes, home: Path | None = None) -> Path:
+    path = pending_path(submission_id, home)
+    _atomic_write(path, envelope)
+    return path
+
+
+def get_pending(submission_id: str, home: Path | None = None) -> bytes | None:
+    path = pending_path(submission_id, home)
+    return PendingEnvelope(submission_id, path).read() if path.is_file() else None
+
+
+def list_pending(home: Path | None = None) -> list[PendingEnvelope]:
+    return [
+        PendingEnvelope(path.stem, path)
+        for path in sorted(folder(PENDING, home).glob("*.json"))
+    ]
+
+
+def _record(name: str, submission_id: str, record: dict[str, Any], home: Path | None) -> Path:
+    path = folder(name, home) / f"{submission_id}.json"
+    _atomic_write(path, json.dumps(record, indent=2, sort_keys=True).encode("utf-8") + b"\n")
+    pending_path(submission_id, home).unlink(missing_ok=True)
+    return path
+
+
+def record_submitted(
+    submission_id: str, server: str, status: int, receipt: dict[str, Any], home: Path | None = None
+) -> Path:
+    record = {"server": server, "delivered_at": _now(), "status": status, "receipt": receipt}
+    return _record(SUBMITTED, submission_id, record, home)
+
+
+def record_rejected(
+    submission_id: str, server: str, status: int, message: str, home: Path | None = None
+) -> Path:
+    record = {"server": server, "rejected_at": _now(), "status": status, "message": message}
+    return _record(REJECTED, submission_id, record, home)
+
+
+def _read_record(name: str, submission_id: str, home: Path | None) -> dict[str, Any] | None:
+    path = folder(name, home) / f"{submission_id}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def submitted_record(submission_id: str, home: Path | None = None) -> dict[str, Any] | None:
+    return _read_record(SUBMITTED, submission_id, home)
+
+
+def rejected_record(submission_id: str, home: Path | None = None) -> dict[str, Any] | None:
+    return _read_record(REJECTED, submission_id, home)

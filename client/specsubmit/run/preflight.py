@@ -1,0 +1,155 @@
+"""Before the trials: engine version and capability, models present (or pulled), model
+identity from /api/tags + /api/show, and a memory check. Raises before anything is
+measured; warnings go to the ``RunListener``."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from specschema import Fingerprint, ModelInfo, engine_can_honor
+from specsubmit.engines.ollama.client import OllamaClient, PullProgress
+from specsubmit.errors import ModelMissing, SpecSubmitError
+from specsubmit.run.evidence import capability_reason
+from specsubmit.run.settings import RunListener, RunSettings
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Preflight:
+    engine_version: str
+    models: list[ModelInfo]
+    can_honor: dict[str, bool | None]
+    memory_needed: int | None
+    memory_available: int | None
+
+
+def normalize_model_name(name: str) -> str:
+    """Ollama's `name:tag` with the default tag made explicit."""
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else f"{name}:latest"
+
+
+def _physical_memory() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_memory(fingerprint: Fingerprint) -> int | None:
+    """RAM (unified on Apple) plus discrete GPU memory: what a model can spread over."""
+    ram = fingerprint.memory_bytes or _physical_memory()
+    if ram is None:
+        return None
+    if fingerprint.unified_memory:
+        return ram
+    return ram + sum(g.memory_bytes or 0 for g in fingerprint.gpus)
+
+
+def _str_or_none(value: object, limit: int = 200) -> str | None:
+    return value[:limit] if isinstance(value, str) and value else None
+
+
+def model_identity(name: str, tag: dict[str, Any], show: dict[str, Any]) -> ModelInfo:
+    details: dict[str, Any] = {}
+    for source in (tag.get("details"), show.get("details")):
+        if isinstance(source, dict):
+            details.update({k: v for k, v in source.items() if v})
+    digest = str(tag.get("digest") or "").removeprefix("sha256:").lower()
+    size = tag.get("size")
+    return ModelInfo(
+        name=name,
+        digest=digest if _DIGEST.match(digest) else None,
+        quantization=_str_or_none(details.get("quantization_level")),
+        parameter_size=_str_or_none(details.get("parameter_size")),
+        family=_str_or_none(details.get("family")),
+        size_bytes=size if isinstance(size, int) and not isinstance(size, bool) and size > 0
+        else None,
+    )
+
+
+def preflight(client: OllamaClient, settings: RunSettings, fingerprint: Fingerprint,
+              listener: RunListener, stop: threading.Event | None = None) -> Preflight:
+    protocol, target = settings.protocol, settings.target
+    version = client.version()
+    listener.phase(f"Ollama {version}")
+    can_honor: dict[str, bool | None] = {}
+    for config in protocol.configs:
+        can_honor[config.name] = engine_can_honor(config.mechanism, version)
+        if config.role == "draft" and can_honor[config.name] is False:
+            listener.warning(
+                f"{config.name}: {capability_reason(config.mechanism, version)}, so this "
+                "draft cannot be applied; it is measured anyway (an A/A comparison)"
+            )
+    needed_models: list[str] = []
+    optional_models: list[str] = []
+    for config in protocol.configs:
+        model = protocol.model_for(config, target)
+        if model not in needed_models:
+            needed_models.append(model)
+        if config.draft_model and config.draft_model not in needed_models:
+            if can_honor[config.name] is False:
+                optional_models.append(config.draft_model)
+            else:
+                needed_models.append(config.draft_model)
+    tags = {normalize_model_name(str(t.get("name") or t.get("model"))): t for t in client.tags()}
+    for model in needed_models:
+        if normalize_model_name(model) in tags:
+            continue
+        if not settings.pull:
+            raise ModelMissing(
+                f"model '{model}' is not installed in Ollama — run `ollama pull {model}` "
+                "or rerun with --pull"
+            )
+        listener.phase(f"pulling {model}")
+        client.pull(model, partial(_pull_progress, listener, model, stop=stop))
+        tags = {normalize_model_name(str(t.get("name") or t.get("model"))): t
+                for t in client.tags()}
+        if normalize_model_name(model) not in tags:
+            raise ModelMissing(f"model '{model}' is still missing after pulling it")
+    models: list[ModelInfo] = []
+    for model in needed_models + [m for m in optional_models if m not in needed_models]:
+        tag = tags.get(normalize_model_name(model))
+        if tag is None:
+            listener.warning(f"{model} is not installed; Ollama ignores it in this protocol, "
+                             "so the measurement is the same without it")
+            continue
+        models.append(model_identity(model, tag, client.show(model)))
+    sizes = [m.size_bytes for m in models if m.name in needed_models]
+    needed = sum(s for s in sizes if s) or None
+    if protocol.requirements.memory_bytes:
+        needed = max(needed or 0, protocol.requirements.memory_bytes)
+    available = available_memory(fingerprint)
+    _check_memory(needed, available, settings.assume_yes, listener)
+    return Preflight(version, models, can_honor, needed, available)
+
+
+def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,
+                   stop: threading.Event | None) -> None:
+    if stop is not None and stop.is_set():
+        raise KeyboardInterrupt
+    listener.pull_progress(model, progress)
+
+
+def _check_memory(needed: int | None, available: int | None, assume_yes: bool,
+                  listener: RunListener) -> None:
+    if needed is None:
+        return
+    if available is None:
+        listener.warning("could not read this machine's memory; skipping the memory check")
+        return
+    if needed <= available:
+        return
+    message = (f"the models need about {needed / 1e9:.1f} GB but this machine has "
+               f"{available / 1e9:.1f} GB: expect swapping, slow trials or a failed load")
+    if not assume_yes:
+        raise SpecSubmitError(message + " (rerun with --yes to try anyway)")
+    listener.warning(message)
+
+

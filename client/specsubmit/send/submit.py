@@ -1,0 +1,195 @@
+"""Sign, ask, send: the submit step used by `specsubmit run` and `specsubmit submit`.
+
+A result is signed once into a DSSE envelope (``specschema.sign_envelope`` over
+``submission_bytes``), parked in pending/ and POSTed; the exact same bytes are re-sent
+until the server gives a receipt (recorded under submitted/) or a final refusal
+(recorded under rejected/). See ``specsubmit.local.outbox`` and ``specsubmit.send.delivery``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nacl.signing
+import typer
+
+from specschema import Submission, envelope_bytes, key_id_of, sign_envelope, submission_bytes
+from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, SubmitError
+from specsubmit.local import keys, outbox
+from specsubmit.send.consent import consent_lines
+from specsubmit.send.delivery import Receipt, RetryPolicy, normalize_server, post_envelope
+
+SERVER_ENV = "SPECSUBMIT_SERVER"
+
+Ask = Callable[[str], bool]
+Echo = Callable[[str], None]
+
+
+def resolve_server(flag: str | None = None) -> str | None:
+    """--server, else $SPECSUBMIT_SERVER, else None (nothing is sent anywhere by default)."""
+    value = flag or os.environ.get(SERVER_ENV)
+    return normalize_server(value) if value else None
+
+
+def require_server(flag: str | None) -> str:
+    server = resolve_server(flag)
+    if server is None:
+        raise SubmitError(f"no server to submit to: pass --server URL or set {SERVER_ENV}")
+    return server
+
+
+def sign(submission: Submission, key: nacl.signing.SigningKey) -> bytes:
+    return envelope_bytes(sign_envelope(submission_bytes(submission), key))
+
+
+def _public_url(receipt: Receipt) -> str:
+    return receipt.url or f"{receipt.server}/v1/submissions/{receipt.submission_id}"
+
+
+def receipt_lines(receipt: Receipt, *, again: bool = False) -> list[str]:
+    verb = "already submitted" if again else "submitted"
+    return [f"{verb}: {receipt.submission_id}", f"  {_public_url(receipt)}"]
+
+
+def receipt_from_record(submission_id: str) -> Receipt | None:
+    record = outbox.submitted_record(submission_id)
+    if record is None:
+        return None
+    body = record.get("receipt")
+    body = body if isinstance(body, dict) else {}
+    url = body.get("url") or body.get("public_url")
+    return Receipt(str(body.get("submission_id") or submission_id),
+                   url if isinstance(url, str) else None,
+                   int(record.get("status") or 0), body, str(record.get("server", "")))
+
+
+def deliver(submission_id: str, envelope: bytes, server: str,
+            policy: RetryPolicy | None = None) -> Receipt:
+    """Park, send, record. Raises SubmissionRejected or SubmissionUndelivered."""
+    if outbox.get_pending(submission_id) != envelope:
+        outbox.put_pending(submission_id, envelope)
+    try:
+        receipt = post_envelope(envelope, server, submission_id, policy)
+    except SubmissionRejected as exc:
+        outbox.record_rejected(submission_id, server, exc.status, exc.message)
+        raise
+    except SubmissionUndelivered as exc:
+        raise SubmissionUndelivered(
+            f"not delivered: {exc.message}; the signed result waits in "
+            f"{outbox.pending_path(submission_id)}: retry with `specsubmit submit --pending`"
+        ) from None
+    outbox.record_submitted(submission_id, server, receipt.status, receipt.body)
+    return receipt
+
+
+def check_submittable(submission: Submission, path: Path | None = None) -> None:
+    if not submission.complete:
+        where = f" {path}" if path else ""
+        raise SubmitError(
+            f"result{where} is incomplete (the run stopped early): incomplete results are "
+            "kept locally and never submitted")
+
+
+def send_submission(submission: Submission, server: str,
+                    policy: RetryPolicy | None = None) -> tuple[Receipt, bool]:
+    """(receipt, already): re-uses a pending envelope, never re-sends a delivered one."""
+    check_submittable(submission)
+    submission_id = str(submission.submission_id)
+    previous = receipt_from_record(submission_id)
+    if previous is not None:
+        return previous, True
+    envelope = outbox.get_pending(submission_id) or sign(submission, keys.load_or_create())
+    return deliver(submission_id, envelope, server, policy), False
+
+
+def send_pending(server: str, policy: RetryPolicy | None = None,
+                 echo: Echo = typer.echo) -> int:
+    """Retry every pending envelope; returns how many are still not delivered."""
+    failures = 0
+    for item in outbox.list_pending():
+        try:
+            receipt = deliver(item.submission_id, item.read(), server, policy)
+        except SubmitError as exc:
+            failures += 1
+            echo(f"{item.submission_id}: {exc.message}")
+            continue
+        for line in receipt_lines(receipt):
+            echo(line)
+    return failures
+
+
+def _tty_ask(question: str) -> bool:
+    return typer.confirm(question, default=False, err=True)
+
+
+def ask_consent(
+    submission: Submission,
+    server: str,
+    *,
+    assume_yes: bool,
+    print_payload: bool,
+    say: Echo,
+    ask: Ask | None = None,
+    later: str = "",
+) -> bool:
+    """Show the consent screen; True when the contributor agreed (or passed --yes)."""
+    key = keys.load_or_create()
+    for line in consent_lines(submission, server, key_id_of(bytes(key.verify_key))):
+        say(line)
+    if print_payload:
+        say("Exact payload (signed as is):")
+        say(submission_bytes(submission).decode("utf-8"))
+    if assume_yes:
+        return True
+    if ask is None and not sys.stdin.isatty():
+        say(f"Not submitted: no terminal to ask for consent and no --yes{later}")
+        return False
+    if not (ask or _tty_ask)("Send this result?"):
+        say(f"Not submitted{later}")
+        return False
+    return True
+
+
+def offer_submission(
+    submission: Submission,
+    result_path: Path,
+    *,
+    assume_yes: bool,
+    no_submit: bool,
+    print_payload: bool,
+    server: str | None = None,
+    ask: Ask | None = None,
+    policy: RetryPolicy | None = None,
+    echo: Echo | None = None,
+) -> None:
+    """After a run: show what would be sent, ask, send. Output goes to stderr.
+
+    ``--no-submit`` never sends; ``--yes`` sends without asking; with neither and no
+    terminal to ask on, nothing is sent. An undeliverable result waits in pending/ (not
+    an error for the run); a refusal by the server raises SubmissionRejected.
+    """
+    say: Echo = echo or (lambda line: typer.echo(line, err=True))
+    later = f"; to send it later: specsubmit submit {result_path}"
+    if not submission.complete:
+        say(f"Not submitted: the result is incomplete. It is saved at {result_path}.")
+        return
+    if no_submit:
+        say(f"Not submitted (--no-submit){later}")
+        return
+    target = resolve_server(server)
+    if target is None:
+        say(f"Not submitted: no server configured (set {SERVER_ENV}){later} --server URL")
+        return
+    if not ask_consent(submission, target, assume_yes=assume_yes, print_payload=print_payload,
+                       say=say, ask=ask, later=later):
+        return
+    try:
+        receipt, again = send_submission(submission, target, policy)
+    except SubmissionUndelivered as exc:
+        say(exc.message)
+        return
+    for line in receipt_lines(receipt, again=again):
+        say(line)

@@ -1,0 +1,318 @@
+"""Aggregation rules of the leaderboard: pure functions over plain rows.
+
+The rules (documented for contributors in ``docs/aggregation.md``):
+
+1. The unit is one *draft result*: one submission x one draft config, with the speedups
+   that ``specschema.summary`` computed at ingest (median decode tok/s of the draft over
+   median decode tok/s of the baseline, the same for wall time, and the bootstrap CI).
+2. Rows are grouped by whitelisted dimensions (``DIMENSIONS``).
+3. One contributor cannot dominate a group: each contributor's (key id's) rows in a group
+   are reduced to their median first (``reduce_contributors``); the group's statistics
+   are taken across those per-contributor medians (``aggregate_contributors``). Imported
+   rows have no key id and each counts as its own contributor.
+4. Percentiles (p25, p75) are reported only when a group has at least
+   ``min_contributors`` contributors (default 3); otherwise the group is "few results".
+5. The speedup board holds rows whose verdict is ``confirmed`` or ``not_observed``;
+   ``not_applied`` rows are A/A measurements and form the separate noise-floor view;
+   ``unknown`` rows are in neither and only show up in the verdict counts.
+
+The caller (``queries``) has already kept only complete, non-hidden submissions of keys
+that are not banned. On a large store the first step of rule 3 runs in SQL
+(``board.sql.contributor_results``, equal to ``reduce_contributors``: a test holds them
+together) so that only one row per group and contributor reaches Python.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Literal, NamedTuple
+
+from specschema.stats import median, percentile
+from specserver.store.queries import VERDICTS
+
+DEFAULT_MIN_CONTRIBUTORS = 3
+
+BOARD_VERDICTS = frozenset({"confirmed", "not_observed"})
+NOISE_VERDICTS = frozenset({"not_applied"})
+
+View = Literal["speedup", "noise_floor"]
+
+# Dimension name -> the DraftResult fields that identify a value of it.
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "chip": ("chip",),
+    "memory_gb": ("memory_gb",),
+    "ollama_version": ("ollama_version",),
+    "os": ("os",),
+    "backend": ("backend",),
+    "protocol": ("protocol_id", "protocol_version", "protocol_sha256"),
+    "target": ("target_model", "target_digest"),
+    "draft": ("config_name", "draft_model", "mechanism"),
+    "verdict": ("verdict",),
+}
+
+# The leaderboard never mixes results that measure different things: these dimensions are
+# always part of a leaderboard group, whatever the caller's group_by.
+COMPARISON_DIMENSIONS = ("protocol", "target", "draft")
+DEFAULT_GROUP_BY = ("chip", "memory_gb")
+
+SORTS = ("speedup", "-speedup", "contributors", "-contributors", "submissions",
+         "-submissions", "baseline_tps", "-baseline_tps", "key")
+DEFAULT_SORT = "-speedup"
+
+KeyValue = str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DraftResult:
+    """One submission x one draft config, as the leaderboard sees it."""
+
+    submission_id: str
+    key_id: str | None
+    protocol_id: str
+    protocol_version: int
+    protocol_sha256: str
+    target_model: str
+    target_digest: str | None
+    chip: str | None
+    memory_gb: int | None
+    ollama_version: str
+    os: str | None
+    backend: str | None
+    config_name: str
+    draft_model: str | None
+    mechanism: str
+    verdict: str
+    speedup_tps: float | None
+    speedup_wall: float | None
+    baseline_tps: float | None
+
+    @property
+    def contributor(self) -> str:
+        return self.key_id if self.key_id is not None else f"imported:{self.submission_id}"
+
+
+@dataclass(frozen=True)
+class GroupAggregate:
+    key: dict[str, dict[str, KeyValue]]
+    submissions: int
+    contributors: int
+    median_speedup: float | None
+    p25_speedup: float | None
+    p75_speedup: float | None
+    min_speedup: float | None
+    max_speedup: float | None
+    median_speedup_wall: float | None
+    median_baseline_tps: float | None
+    few_results: bool
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    def label(self, dimensions: Sequence[str]) -> str:
+        return " · ".join(dimension_label(d, self.key[d]) for d in dimensions if d in self.key)
+
+
+def view_of(verdict: str) -> View | None:
+    if verdict in BOARD_VERDICTS:
+        return "speedup"
+    if verdict in NOISE_VERDICTS:
+        return "noise_floor"
+    return None
+
+
+def in_view(rows: Iterable[DraftResult], view: View) -> list[DraftResult]:
+    return [r for r in rows if view_of(r.verdict) == view]
+
+
+def verdict_counts(rows: Iterable[DraftResult]) -> dict[str, int]:
+    counts = Counter(r.verdict for r in rows)
+    return {v: counts.get(v, 0) for v in VERDICTS}
+
+
+def check_dimensions(names: Sequence[str]) -> list[str]:
+    """The names that are not whitelisted dimensions."""
+    return [n for n in names if n not in DIMENSIONS]
+
+
+def leaderboard_dimensions(group_by: Sequence[str]) -> list[str]:
+    """The comparison dimensions first, then the caller's, without repeats."""
+    ordered: list[str] = []
+    for name in (*COMPARISON_DIMENSIONS, *group_by):
+        if name not in ordered:
+            ordered.append(name)
+    return ordered
+
+
+def dimension_label(name: str, value: Mapping[str, KeyValue]) -> str:
+    if name == "memory_gb":
+        return "? GB" if value["memory_gb"] is None else f"{value['memory_gb']} GB"
+    if name == "protocol":
+        return f"{value['protocol_id']} v{value['protocol_version']}"
+    if name == "target":
+        return str(value["target_model"])
+    if name == "draft":
+        model = value["draft_model"]
+        return str(value["config_name"]) + (f" ({model})" if model else "")
+    single = value[DIMENSIONS[name][0]]
+    return "unknown" if single is None else str(single)
+
+
+def _key_getter(dimensions: Sequence[str]) -> Callable[[DraftResult], tuple[KeyValue, ...]]:
+    fields = [f for d in dimensions for f in DIMENSIONS[d]]
+    if len(fields) > 1:
+        return attrgetter(*fields)
+    if fields:
+        single = attrgetter(fields[0])
+        return lambda row: (single(row),)
+    return lambda row: ()
+
+
+GroupKey = dict[str, dict[str, KeyValue]]
+
+
+def _key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey:
+    key: GroupKey = {}
+    position = 0
+    for name in dimensions:
+        fields = DIMENSIONS[name]
+        key[name] = dict(zip(fields, flat[position:position + len(fields)], strict=True))
+        position += len(fields)
+    return key
+
+
+def _median_or_none(values: list[float]) -> float | None:
+    return median(values) if values else None
+
+
+class ContributorResult(NamedTuple):
+    """Rule 3, first step: one contributor's rows in one group, reduced to medians.
+
+    A NamedTuple: tens of thousands are built per cold aggregation, and tuples build fast.
+    """
+
+    key: tuple[KeyValue, ...]  # the group's values, in the order of its dimensions' fields
+    contributor: str
+    submissions: int
+    speedup: float | None  # median of the contributor's speedup_tps in the group
+    speedup_wall: float | None
+    baseline_tps: float | None
+    confirmed: int = 0
+    not_observed: int = 0
+    not_applied: int = 0
+    unknown: int = 0
+
+
+def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
+                        ) -> list[ContributorResult]:
+    """Each contributor's rows in each group, reduced to their medians (None when absent).
+
+    ``board.sql.contributor_results`` computes the same in SQL on large stores; a test holds
+    the two equal.
+    """
+    getter = _key_getter(dimensions)
+    pools: dict[tuple[tuple[KeyValue, ...], str], list[DraftResult]] = {}
+    for row in rows:
+        pools.setdefault((getter(row), row.contributor), []).append(row)
+    reduced = []
+    for (key, who), members in pools.items():
+        counts = Counter(r.verdict for r in members)
+        reduced.append(ContributorResult(
+            key=key, contributor=who, submissions=len({r.submission_id for r in members}),
+            speedup=_median_or_none([r.speedup_tps for r in members if r.speedup_tps is not None]),
+            speedup_wall=_median_or_none(
+                [r.speedup_wall for r in members if r.speedup_wall is not None]),
+            baseline_tps=_median_or_none(
+                [r.baseline_tps for r in members if r.baseline_tps is not None]),
+            confirmed=counts["confirmed"], not_observed=counts["not_observed"],
+            not_applied=counts["not_applied"], unknown=counts["unknown"],
+        ))
+    return reduced
+
+
+def aggregate_group(
+    key: GroupKey,
+    contributors: Sequence[ContributorResult],
+    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
+) -> GroupAggregate:
+    """Rule 3, second step, and rule 4: the group's statistics across contributor medians."""
+    per_contributor = [c.speedup for c in contributors if c.speedup is not None]
+    enough = len(per_contributor) >= min_contributors
+    return GroupAggregate(
+        key=key,
+        submissions=sum(c.submissions for c in contributors),
+        contributors=len(contributors),
+        median_speedup=_median_or_none(per_contributor),
+        p25_speedup=percentile(per_contributor, 0.25) if enough else None,
+        p75_speedup=percentile(per_contributor, 0.75) if enough else None,
+        min_speedup=min(per_contributor) if per_contributor else None,
+        max_speedup=max(per_contributor) if per_contributor else None,
+        median_speedup_wall=_median_or_none(
+            [c.speedup_wall for c in contributors if c.speedup_wall is not None]),
+        median_baseline_tps=_median_or_none(
+            [c.baseline_tps for c in contributors if c.baseline_tps is not None]),
+        few_results=not enough,
+        verdicts={v: sum(getattr(c, v) for c in contributors) for v in VERDICTS},
+    )
+
+
+def aggregate_contributors(
+    reduced: Iterable[ContributorResult],
+    dimensions: Sequence[str],
+    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
+) -> list[GroupAggregate]:
+    """Groups from per-contributor results; in key order."""
+    groups: dict[tuple[KeyValue, ...], list[ContributorResult]] = {}
+    for item in reduced:
+        groups.setdefault(item.key, []).append(item)
+    result = [aggregate_group(_key_dict(dimensions, k), members, min_contributors)
+              for k, members in groups.items()]
+    return sort_groups(result, "key")
+
+
+def aggregate(
+    rows: Iterable[DraftResult],
+    group_by: Sequence[str],
+    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
+) -> list[GroupAggregate]:
+    """Group ``rows`` by the whitelisted dimensions ``group_by``; groups in key order."""
+    unknown = check_dimensions(group_by)
+    if unknown:
+        raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
+    dimensions = list(dict.fromkeys(group_by))
+    return aggregate_contributors(reduce_contributors(rows, dimensions), dimensions,
+                                  min_contributors)
+
+
+def _sort_value(value: KeyValue) -> tuple[int, str]:
+    if value is None:
+        return (1, "")
+    if isinstance(value, int):
+        return (0, f"{value:020d}")
+    return (0, value.lower())
+
+
+def _group_sort_key(group: GroupAggregate) -> tuple[tuple[int, str], ...]:
+    return tuple(_sort_value(v) for part in group.key.values() for v in part.values())
+
+
+def sort_groups(groups: Sequence[GroupAggregate], sort: str) -> list[GroupAggregate]:
+    """Sort by a ``SORTS`` name; a leading '-' means descending; missing values go last."""
+    if sort not in SORTS:
+        raise ValueError(f"unknown sort {sort!r}")
+    by_key = sorted(groups, key=_group_sort_key)
+    if sort == "key":
+        return by_key
+    name = sort.lstrip("-")
+    descending = sort.startswith("-")
+    attribute = {"speedup": "median_speedup", "contributors": "contributors",
+                 "submissions": "submissions", "baseline_tps": "median_baseline_tps"}[name]
+
+    def value(group: GroupAggregate) -> float | None:
+        raw = getattr(group, attribute)
+        return None if raw is None else float(raw)
+
+    present = [g for g in by_key if value(g) is not None]
+    missing = [g for g in by_key if value(g) is None]
+    present.sort(key=lambda g: value(g) or 0.0, reverse=descending)  # stable: key order ties
+    return present + missing

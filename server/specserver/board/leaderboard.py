@@ -1,0 +1,162 @@
+"""The read side's service: leaderboard aggregates with a small cache, keyed on data version.
+
+Every public read first asks the store for its *data version* (``queries.data_version``: a
+few counts and maxima, about a millisecond). Aggregates are cached under that version, so
+a write (an ingested submission, a hide, a ban) invalidates them without any hook into the
+writer, and this works the same with several server processes on PostgreSQL. The same
+version makes the ETag of every public GET, so a 304 costs one tiny query.
+
+Under heavy ingest the version changes all the time; ``max_stale_s`` (setting
+``SPECSERVER_READ_MAX_STALE_S``, default 0 = always exact) lets reads reuse a version for
+that long, so the leaderboard is recomputed at most that often. ETags, cached aggregates
+and bodies all follow the version used, so a response is never labelled newer than it is.
+
+Cold aggregation reduces each contributor's draft results per group in SQL (one row per
+group and contributor, never trials; ``sql.contributor_results``) and applies the pure
+rules of ``aggregate`` to those rows; concurrent cold requests wait for one computation
+instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Engine
+
+from specserver.board import aggregate, sql
+from specserver.board.aggregate import GroupAggregate, View
+from specserver.store import queries
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self.items.get(key)
+        if value is not None:
+            self.items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+    def clear(self) -> None:
+        self.items.clear()
+
+
+@dataclass(frozen=True)
+class Board:
+    """One view of the leaderboard (or of /v1/aggregates) for one set of filters."""
+
+    version: str
+    view: View
+    dimensions: tuple[str, ...]
+    groups: list[GroupAggregate]  # in key order; callers sort
+    verdict_counts: dict[str, int]  # over every draft result the filters match
+    results: int  # draft results in this view
+
+
+class ReadService:
+    """Holds the engine the public side reads from and the aggregate cache."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        min_contributors: int = aggregate.DEFAULT_MIN_CONTRIBUTORS,
+        cache_size: int = 256,
+        max_stale_s: float = 0.0,
+    ) -> None:
+        self.engine = engine
+        self.min_contributors = min_contributors
+        self.max_stale_s = max_stale_s
+        self._version: str | None = None
+        self._known: tuple[str, dict[str, list[Any]]] | None = None
+        self._version_at = float("-inf")
+        self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
+            cache_size)
+        # Rendered bodies by ETag (which covers the data version and the whole URL).
+        self._bodies: _Lru[str, tuple[int, bytes, str]] = _Lru(cache_size)
+        self._cache_lock = threading.Lock()
+        self._compute_lock = threading.Lock()
+
+    def cached_body(self, key: str) -> tuple[int, bytes, str] | None:
+        with self._cache_lock:
+            return self._bodies.get(key)
+
+    def remember_body(self, key: str, status: int, body: bytes, media_type: str) -> None:
+        with self._cache_lock:
+            self._bodies.put(key, (status, body, media_type))
+
+    def version(self) -> str:
+        """The store's data version; reused for ``max_stale_s`` seconds when that is > 0."""
+        if self.max_stale_s > 0:
+            with self._cache_lock:
+                if (self._version is not None
+                        and time.monotonic() - self._version_at < self.max_stale_s):
+                    return self._version
+        with self.engine.connect() as conn:
+            version = queries.data_version(conn)
+        with self._cache_lock:
+            self._version, self._version_at = version, time.monotonic()
+        return version
+
+    def known_values(self, version: str) -> dict[str, list[Any]]:
+        """``queries.known_filter_values`` for this data version (cached for the latest)."""
+        with self._cache_lock:
+            if self._known is not None and self._known[0] == version:
+                return self._known[1]
+        with self.engine.connect() as conn:
+            known = queries.known_filter_values(conn)
+        with self._cache_lock:
+            self._known = (version, known)
+        return known
+
+    def clear_cache(self) -> None:
+        with self._cache_lock:
+            self._boards.clear()
+            self._bodies.clear()
+            self._known = None
+
+    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
+              version: str | None = None) -> Board:
+        version = self.version() if version is None else version
+        key = (version, filters, tuple(dimensions), view)
+        with self._cache_lock:
+            cached = self._boards.get(key)
+        if cached is not None:
+            return cached
+        with self._compute_lock:  # one computation at a time; the others find it cached
+            with self._cache_lock:
+                cached = self._boards.get(key)
+            if cached is not None:
+                return cached
+            verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
+            with self.engine.connect() as conn:
+                reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
+                totals = sql.verdict_totals(conn, filters)
+            groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
+            board = Board(
+                version=version,
+                view=view,
+                dimensions=tuple(dimensions),
+                groups=groups,
+                verdict_counts=totals,
+                results=sum(sum(g.verdicts.values()) for g in groups),
+            )
+            with self._cache_lock:
+                self._boards.put(key, board)
+            return board

@@ -1,0 +1,227 @@
+"""Maintainer commands: import-hardnumbers, query, hide, unhide, ban, unban, export, stats.
+
+Two ways to reach the store (docs/maintainers.md):
+
+- ``--server URL`` (env ``SPECSERVER_ADMIN_URL``) with ``SPECSERVER_ADMIN_TOKEN``: the
+  running server does the work through its admin API, on its single writer. This is the
+  way while a server runs: an embedded DuckDB file admits one process.
+- otherwise the command opens the store itself (``--database`` or the server's settings);
+  if another process holds the DuckDB file, it says so and suggests ``--server``.
+
+Every failure is one line on stderr and exit code 1 (2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from specserver.cli.admin_client import AdminError, connect
+from specserver.errors import SpecServerError
+
+T = TypeVar("T")
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def format_table(columns: list[str], rows: list[list[Any]]) -> str:
+    cells = [[("NULL" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join([line, rule, *body])
+
+
+def _action_line(result: dict[str, Any]) -> str:
+    state = "done" if result["changed"] else "no change (already so)"
+    return f"{result['action']} {result['target']}: {state}"
+
+
+# --- commands -----------------------------------------------------------------------------
+
+ServerOpt = Annotated[str | None, typer.Option(
+    "--server", envvar="SPECSERVER_ADMIN_URL",
+    help="URL of the running server (uses its admin API)")]
+TokenOpt = Annotated[str | None, typer.Option(
+    "--token", envvar="SPECSERVER_ADMIN_TOKEN", show_default=False,
+    help="admin bearer token")]
+DatabaseOpt = Annotated[str | None, typer.Option(
+    "--database", help="store to open when no --server (default: SPECSERVER_DATABASE_URL, "
+    "else the data folder)")]
+ActorOpt = Annotated[str, typer.Option(
+    "--actor", envvar="SPECSERVER_ADMIN_ACTOR", help="name recorded in the audit log")]
+
+
+def _run(fn: Callable[[], T]) -> T:
+    """The one place where maintainer-command failures become a line on stderr."""
+    try:
+        return fn()
+    except AdminError as exc:
+        typer.echo(f"specserver: {exc}", err=True)
+    except SpecServerError as exc:
+        typer.echo(f"specserver: {exc.message}", err=True)
+    raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import-hardnumbers")
+    def import_hardnumbers(
+        file: Annotated[Path, typer.Argument(help="a Hard Numbers spec_decode.json")],
+        chip: Annotated[str, typer.Option(help="chip of the machine that ran it")],
+        memory_gb: Annotated[int, typer.Option("--memory-gb", help="its memory in GB")],
+        ollama_version: Annotated[str, typer.Option("--ollama-version",
+                                                    help="Ollama version used")],
+        os: Annotated[str | None, typer.Option("--os", help="macos|linux|windows|other")] = None,
+        source: Annotated[str | None, typer.Option(help="where the file came from")] = None,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Import a published Hard Numbers results file as an unsigned reference submission."""
+        def work() -> dict[str, Any]:
+            try:
+                content = file.read_bytes()
+            except OSError as exc:
+                raise AdminError(f"cannot read {file}: {exc.strerror}") from None
+            with connect(server, token, database, actor) as admin:
+                return admin.import_hardnumbers(content, source or f"file {file.name}", chip,
+                                                memory_gb, ollama_version, os)
+
+        result = _run(work)
+        typer.echo(f"imported {result['submission_id']}")
+        for s in result["summary"]:
+            speedup = "" if s["speedup_tps"] is None else f"  speedup {s['speedup_tps']:.3f}x"
+            typer.echo(f"  {s['name']:<22} median {s['median_tps']:.3f} tok/s  wall "
+                       f"{s['median_wall_s']:.3f} s  {s['observed']}{speedup}")
+
+    @app.command("query")
+    def query(
+        sql: Annotated[str, typer.Argument(help="one read-only SQL statement")],
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        limit: Annotated[int, typer.Option(help="most rows to print")] = 1000,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Run one read-only SQL statement (writes are refused)."""
+        from specserver.store import moderation
+
+        def work() -> dict[str, Any]:
+            moderation.check_read_only(sql)  # refuse before connecting
+            with connect(server, token, database, actor) as admin:
+                return admin.query(sql, limit)
+
+        result = _run(work)
+        if as_json:
+            rows = [dict(zip(result["columns"], r, strict=True)) for r in result["rows"]]
+            typer.echo(json.dumps(rows, default=str, indent=2))
+        else:
+            typer.echo(format_table(result["columns"], result["rows"]))
+        if result.get("truncated"):
+            typer.echo(f"(first {limit} rows)", err=True)
+
+    @app.command("hide")
+    def hide(
+        submission_id: Annotated[str, typer.Argument(help="submission id")],
+        reason: Annotated[str, typer.Option(help="why (recorded in the audit log)")],
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Hide a submission from the leaderboard and exports."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return admin.hide(submission_id, reason)
+
+        typer.echo(_action_line(_run(work)))
+
+    @app.command("unhide")
+    def unhide(
+        submission_id: Annotated[str, typer.Argument(help="submission id")],
+        reason: Annotated[str | None, typer.Option(help="why")] = None,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Show a hidden submission again."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return admin.unhide(submission_id, reason)
+
+        typer.echo(_action_line(_run(work)))
+
+    @app.command("ban")
+    def ban(
+        key_id: Annotated[str, typer.Argument(help="contributor key id (64 hex)")],
+        reason: Annotated[str, typer.Option(help="why (recorded in the audit log)")],
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Refuse a key's new submissions and leave its results out of the leaderboard."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return admin.ban(key_id, reason)
+
+        typer.echo(_action_line(_run(work)))
+
+    @app.command("unban")
+    def unban(
+        key_id: Annotated[str, typer.Argument(help="contributor key id (64 hex)")],
+        reason: Annotated[str | None, typer.Option(help="why")] = None,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Lift a ban."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return admin.unban(key_id, reason)
+
+        typer.echo(_action_line(_run(work)))
+
+    @app.command("export")
+    def export(
+        path: Annotated[Path, typer.Argument(help="file to write")],
+        fmt: Annotated[str, typer.Option("--format", help="parquet, csv or jsonl")] = "parquet",
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Export the public data: one row per visible submission x config."""
+        if fmt not in EXPORT_FORMATS:
+            typer.echo(f"specserver: --format must be one of {', '.join(EXPORT_FORMATS)}",
+                       err=True)
+            raise typer.Exit(2)
+
+        def work() -> int:
+            with connect(server, token, database, actor) as admin:
+                return admin.export(fmt, path)
+
+        written = _run(work)
+        typer.echo(f"wrote {path} ({written} bytes, {fmt})")
+
+    @app.command("stats")
+    def stats(
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Counts: submissions, contributors, trials, hidden, banned keys, verdicts."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return admin.stats()
+
+        result = _run(work)
+        if as_json:
+            typer.echo(json.dumps(result, indent=2, default=str))
+            return
+        for name, value in result.items():
+            if name == "protocols":
+                for p in value:
+                    typer.echo(f"protocol {p['protocol_id']} v{p['protocol_version']}: "
+                               f"{p['submissions']} visible")
+            elif name == "draft_verdicts":
+                typer.echo("draft verdicts: " + ", ".join(f"{k} {v}" for k, v in value.items()))
+            else:
+                typer.echo(f"{name.replace('_', ' ')}: {value}")

@@ -1,0 +1,176 @@
+"""The admin API: maintainer actions on a running server, behind a bearer token.
+
+Why an API: an embedded DuckDB file can be open in one process only, so while the server
+runs, ``specserver hide ...`` cannot open the file. The maintainer CLI therefore talks to
+the running server here (``--server URL`` with ``SPECSERVER_ADMIN_TOKEN``), and every write
+runs on the server's single writer thread (``store.write``), in one transaction with its
+audit row. With no server running, the CLI opens the store itself (docs/maintainers.md).
+
+The token is ``settings.admin_token`` (``SPECSERVER_ADMIN_TOKEN``); when it is empty the
+admin API answers 403 to everything. A wrong or missing token is 401.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from specserver.errors import NotAuthenticated, NotPermitted
+from specserver.http.errors import ErrorBody
+from specserver.ingest import hardnumbers
+from specserver.settings import ServerSettings
+from specserver.store import moderation, queries
+from specserver.store.database import Store
+from specserver.store.queries import OS_NAMES
+
+router = APIRouter(prefix="/admin/v1", tags=["admin"], responses={
+    400: {"model": ErrorBody, "description": "the body is not JSON"},
+    401: {"model": ErrorBody, "description": "no or wrong bearer token"},
+    403: {"model": ErrorBody, "description": "the admin API is off (no token configured)"},
+    404: {"model": ErrorBody, "description": "no such submission"},
+})
+
+
+def require_admin(request: Request) -> str:
+    """The actor name for the audit log, once the bearer token checks out."""
+    settings: ServerSettings = request.app.state.settings
+    if not settings.admin_token:
+        raise NotPermitted("the admin API is off: set SPECSERVER_ADMIN_TOKEN on the server",
+                        code="admin_disabled")
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), settings.admin_token.encode()):
+        raise NotAuthenticated("missing or wrong admin token (Authorization: Bearer ...)",
+                           code="admin_token")
+    return request.headers.get("x-specserver-actor", "admin-api")[:120] or "admin-api"
+
+
+Actor = Annotated[str, Depends(require_admin)]
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HideBody(_Body):
+    submission_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class UnhideBody(_Body):
+    submission_id: str = Field(min_length=1, max_length=64)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class BanBody(_Body):
+    key_id: str = Field(min_length=1, max_length=64)
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class UnbanBody(_Body):
+    key_id: str = Field(min_length=1, max_length=64)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class QueryBody(_Body):
+    sql: str = Field(min_length=1, max_length=20_000)
+    limit: int = Field(default=1000, ge=1, le=moderation.QUERY_ROW_LIMIT)
+
+
+class ImportBody(_Body):
+    content: str = Field(min_length=2, max_length=5_000_000, description="the results file")
+    source: str = Field(min_length=1, max_length=500, description="where the file came from")
+    chip: str = Field(min_length=1, max_length=200)
+    memory_gb: int = Field(ge=1, le=2**20)
+    ollama_version: str = Field(pattern=r"^[0-9A-Za-z.+\-]{1,40}$")
+    os: str | None = Field(default=None, description=f"one of {', '.join(OS_NAMES)}")
+
+
+@router.post("/hide")
+async def hide(body: HideBody, request: Request, actor: Actor) -> dict[str, Any]:
+    result = await _store(request).awrite(
+        lambda conn: moderation.hide(conn, body.submission_id, body.reason, actor))
+    return result.as_dict()
+
+
+@router.post("/unhide")
+async def unhide(body: UnhideBody, request: Request, actor: Actor) -> dict[str, Any]:
+    result = await _store(request).awrite(
+        lambda conn: moderation.unhide(conn, body.submission_id, body.reason, actor))
+    return result.as_dict()
+
+
+@router.post("/ban")
+async def ban(body: BanBody, request: Request, actor: Actor) -> dict[str, Any]:
+    store = _store(request)
+    result = await store.awrite(lambda conn: moderation.ban(conn, body.key_id, body.reason, actor))
+    store.invalidate_bans()
+    return result.as_dict()
+
+
+@router.post("/unban")
+async def unban(body: UnbanBody, request: Request, actor: Actor) -> dict[str, Any]:
+    store = _store(request)
+    result = await store.awrite(
+        lambda conn: moderation.unban(conn, body.key_id, body.reason, actor))
+    store.invalidate_bans()
+    return result.as_dict()
+
+
+@router.post("/query")
+def query(body: QueryBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """One read-only SQL statement; rows as JSON (values rendered with str when needed)."""
+    moderation.check_read_only(body.sql)
+    with _store(request).engine.connect() as conn:
+        result = moderation.run_read_only(conn, body.sql, body.limit)
+    result["rows"] = [[_jsonable(v) for v in row] for row in result["rows"]]
+    return result
+
+
+@router.post("/import-hardnumbers", status_code=201)
+async def import_hardnumbers(body: ImportBody, request: Request, actor: Actor) -> dict[str, Any]:
+    imported = await run_in_threadpool(
+        hardnumbers.build_submission, body.content.encode(), chip=body.chip,
+        memory_gb=body.memory_gb, ollama_version=body.ollama_version, os_name=body.os,
+        source=body.source)
+    return await _store(request).awrite(lambda conn: import_into(conn, imported, actor))
+
+
+@router.get("/stats")
+def stats(request: Request, actor: Actor) -> dict[str, Any]:
+    with _store(request).engine.connect() as conn:
+        return queries.stats(conn)
+
+
+def import_into(conn: Any, imported: hardnumbers.Imported, actor: str) -> dict[str, Any]:
+    """Store an import on an open write connection; the receipt the CLI prints."""
+    from datetime import UTC, datetime
+
+    received = datetime.now(UTC)
+    rows = hardnumbers.import_rows(imported, received)
+    moderation.store_import(conn, rows, imported.submission_id, imported.source, actor)
+    return {
+        "submission_id": imported.submission_id,
+        "summary": [s.model_dump() for s in imported.summaries],
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    return str(value)
+
+
+def install(app: FastAPI) -> None:
+    app.include_router(router)

@@ -1,0 +1,111 @@
+"""The app factory: ``create_app(settings) -> FastAPI``. Nothing connects at import time.
+
+The store is built here (its engine is lazy) and opened by the lifespan: migrations run,
+the single writer starts, then the check workers (``settings.check_workers``); at shutdown
+the workers stop, the writer drains and the engine is disposed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
+
+from specserver import __version__
+from specserver.board.leaderboard import ReadService
+from specserver.http import admin, public, submissions
+from specserver.http.errors import install_error_handlers
+from specserver.http.page import routes as page_routes
+from specserver.ingest.workers import CheckPool
+from specserver.ratelimit.memory import Limit, MemoryRateLimiter, RateLimiter
+from specserver.settings import ServerSettings, get_settings
+from specserver.store.database import Store
+
+
+def default_rate_limiter(settings: ServerSettings) -> RateLimiter:
+    limits = {
+        "key": Limit(settings.rate_key_per_minute, settings.rate_key_burst),
+        "address": Limit(settings.rate_addr_per_minute, settings.rate_addr_burst),
+    }
+    if settings.redis_url:  # replicas share their buckets (docs/deploying.md)
+        from specserver.ratelimit.redis import RedisRateLimiter
+
+        return RedisRateLimiter.from_url(settings.redis_url, limits)
+    return MemoryRateLimiter(limits)
+
+
+def build_store(settings: ServerSettings) -> Store:
+    return Store(
+        settings.resolved_database_url,
+        group_commit_s=settings.group_commit_ms / 1000.0,
+        group_commit_max=settings.group_commit_max,
+        ban_cache_s=settings.ban_cache_s,
+        duckdb_threads=settings.effective_duckdb_threads(),
+    )
+
+
+class SpecServer(FastAPI):
+    """FastAPI, with POST /v1/submissions answered by ``submissions.ingest_asgi`` directly
+    (same checks and errors as the documented route, less framework CPU per request)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope["type"] == "http" and scope["method"] == "POST"
+                and scope["path"] == submissions.SUBMISSIONS_PATH):
+            await submissions.ingest_asgi(self.state, scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(
+    settings: ServerSettings | None = None,
+    *,
+    store: Store | None = None,
+    rate_limiter: RateLimiter | None = None,
+) -> FastAPI:
+    settings = settings or get_settings()
+    store = store or build_store(settings)
+    limiter = rate_limiter or default_rate_limiter(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(store.open)
+        pool = None
+        try:
+            if settings.check_workers:
+                pool = CheckPool(settings.check_workers, submissions.check_limits(settings))
+                await pool.start()
+                app.state.check_pool = pool
+            yield
+        finally:
+            app.state.check_pool = None
+            if pool is not None:
+                await pool.stop()
+            await run_in_threadpool(store.close)
+
+    app = SpecServer(
+        title="specbench server",
+        version=__version__,
+        description="Collects signed speculative-decoding benchmark results and serves the "
+                    "leaderboard.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.state.rate_limiter = limiter
+    app.state.check_pool = None
+    install_error_handlers(app)
+    app.include_router(submissions.router)
+
+    # --- read side (issue 6): public API, web page, admin API ---------------------------
+    # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
+    reads = ReadService(store.engine, min_contributors=settings.min_contributors,
+                        max_stale_s=settings.read_max_stale_s)
+    public.install(app, reads)  # /v1 reads, CORS for GET
+    app.include_router(page_routes.router)  # the HTML page
+    admin.install(app)  # /admin/v1, bearer token from settings.admin_token
+    # --- end of read side -------------------------------------------------------------
+
+    return app

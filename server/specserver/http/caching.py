@@ -1,0 +1,51 @@
+"""Conditional GETs: an ETag from the store's data version and the request's URL,
+Cache-Control, 304 on a matching If-None-Match before any work, and remembered bodies."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from specserver.http.deps import reads_of
+
+CACHE_CONTROL = "public, max-age=5, must-revalidate"
+
+
+def content_etag(body: bytes) -> str:
+    """The ETag of a body that is its own version (one stored submission)."""
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def make_etag(version: str, request: Request) -> str:
+    basis = f"{version}\n{request.url.path}\n{request.url.query}".encode()
+    return '"' + hashlib.sha256(basis).hexdigest()[:32] + '"'
+
+
+def matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+    return "*" in tags or etag in tags
+
+
+def conditional(request: Request, version: str, build: Callable[[], Response]) -> Response:
+    """304 when the client has this version; else the body built for this version and URL
+    (remembered, except streamed exports), or ``build()``; with caching headers."""
+    etag = make_etag(version, request)
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL}
+    if matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    reads = reads_of(request)
+    cached = reads.cached_body(etag)
+    if cached is not None:
+        status, body, media_type = cached
+        return Response(body, status_code=status, media_type=media_type, headers=headers)
+    response = build()
+    if not isinstance(response, StreamingResponse) and response.status_code == 200:
+        reads.remember_body(etag, response.status_code, bytes(response.body),
+                            response.media_type or "application/octet-stream")
+    response.headers.update(headers)
+    return response

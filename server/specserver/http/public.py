@@ -1,0 +1,307 @@
+"""The public read API: leaderboard, aggregates, submission list, protocols, stats, export.
+
+Read-only and unauthenticated. Every GET carries an ETag (from the store's data version
+and the request's URL) and Cache-Control, and answers 304 to a matching If-None-Match
+before doing any work. CORS allows GET from any origin. Unknown query parameters,
+group_by dimensions, verdicts, protocols, OS names, sorts and formats are refused with
+422 in the one error shape, listing the allowed values.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import duckdb
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy.exc import DBAPIError
+from starlette.middleware.cors import CORSMiddleware
+
+from specschema.protocol import shipped_protocols
+from specserver.board import aggregate
+from specserver.board.aggregate import GroupAggregate, View
+from specserver.board.leaderboard import Board, ReadService
+from specserver.errors import NotFound, Unavailable
+from specserver.http import caching, params
+from specserver.http.deps import Reads
+from specserver.http.errors import ErrorBody
+from specserver.store import exporting, queries
+from specserver.store.queries import Filters
+
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+VIEWS: tuple[View, ...] = ("speedup", "noise_floor")
+MAX_LIMIT = 1000
+
+router = APIRouter(tags=["public"])
+
+
+# Statuses every public GET can answer besides 200, for the OpenAPI document.
+_ERROR = {"model": ErrorBody}
+REFUSED: dict[int | str, dict[str, Any]] = {
+    304: {"description": "not modified (If-None-Match matched the ETag)"},
+    422: {**_ERROR, "description": "unknown or invalid query parameter (details list them)"},
+}
+
+
+# --- JSON shapes --------------------------------------------------------------------------
+
+
+def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
+    data = asdict(group)
+    data["label"] = group.label(dimensions)
+    return data
+
+
+def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offset: int,
+               filters: Filters, min_contributors: int) -> dict[str, Any]:
+    groups = aggregate.sort_groups(board.groups, sort)
+    page = groups[offset:offset + limit]
+    return {
+        "view": board.view,
+        "group_by": dimensions,
+        "filters": params.filters_json(filters),
+        "sort": sort,
+        "min_contributors": min_contributors,
+        "total_groups": len(groups),
+        "offset": offset,
+        "limit": limit,
+        "next_offset": offset + limit if offset + limit < len(groups) else None,
+        "results": board.results,
+        "verdict_counts": board.verdict_counts,
+        "groups": [group_json(g, dimensions) for g in page],
+    }
+
+
+def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> Response:
+    allowed = (*queries.FILTER_NAMES, "group_by", "view", "sort", "limit", "offset")
+    given = params.query_params(request, allowed)
+    filters = params.parse_filters(given)
+    group_by = params.parse_group_by(given)
+    dimensions = aggregate.leaderboard_dimensions(group_by) if leaderboard else group_by
+    chosen = params.choice(params.one(given, "view"), "view", VIEWS)
+    view: View = "noise_floor" if chosen == "noise_floor" else "speedup"
+    sort = (params.choice(params.one(given, "sort"), "sort", aggregate.SORTS)
+            or aggregate.DEFAULT_SORT)
+    limit = params.integer(params.one(given, "limit"), "limit", 1, MAX_LIMIT) or 100
+    offset = params.integer(params.one(given, "offset"), "offset", 0, 10**9) or 0
+    version = reads.version()
+    params.check_known(reads, version, filters)
+
+    def build() -> Response:
+        board = reads.board(filters, dimensions, view, version)
+        return JSONResponse(board_json(board, dimensions, sort, limit, offset, filters,
+                                       reads.min_contributors))
+
+    return caching.conditional(request, version, build)
+
+
+def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+# Query parameters are parsed by hand (to refuse unknown names with the allowed list);
+# these entries document them in the OpenAPI schema.
+FILTER_DOCS = [
+    _param("protocol", "protocol id", {"type": "string", "enum": ["hardnumbers-m2",
+                                                                   "ollama-draft"]}),
+    _param("target", "target model name"),
+    _param("draft", "draft config name or draft model name"),
+    _param("chip", "chip, as in the fingerprint"),
+    _param("memory_gb", "memory in GB", {"type": "integer", "minimum": 1}),
+    _param("ollama_version", "Ollama version"),
+    _param("os", "operating system", {"type": "string", "enum": list(queries.OS_NAMES)}),
+    _param("verdict", "comma-separated verdicts: " + ", ".join(queries.VERDICTS)),
+]
+BOARD_DOCS = FILTER_DOCS + [
+    _param("group_by", "comma-separated dimensions: " + ", ".join(aggregate.DIMENSIONS)),
+    _param("view", "speedup (default) or noise_floor", {"type": "string", "enum": list(VIEWS)}),
+    _param("sort", "ordering", {"type": "string", "enum": list(aggregate.SORTS)}),
+    _param("limit", "groups per page (default 100)",
+           {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
+    _param("offset", "groups to skip", {"type": "integer", "minimum": 0}),
+]
+LIST_DOCS = FILTER_DOCS + [
+    _param("cursor", "next_cursor of the previous page"),
+    _param("limit", "items per page (default 50)", {"type": "integer", "minimum": 1,
+                                                     "maximum": 500}),
+]
+EXPORT_DOCS = FILTER_DOCS + [
+    _param("format", "csv (default), jsonl or parquet",
+           {"type": "string", "enum": list(EXPORT_FORMATS)}),
+]
+
+
+@router.get("/v1/leaderboard", openapi_extra={"parameters": BOARD_DOCS}, responses=REFUSED)
+def leaderboard(request: Request, reads: Reads) -> Response:
+    """Speedup by group; the protocol, target and draft config are always part of a group."""
+    return _board_response(request, reads, leaderboard=True)
+
+
+@router.get("/v1/aggregates", openapi_extra={"parameters": BOARD_DOCS}, responses=REFUSED)
+def aggregates(request: Request, reads: Reads) -> Response:
+    """The same statistics grouped by exactly the whitelisted dimensions in group_by."""
+    return _board_response(request, reads, leaderboard=False)
+
+
+@router.get("/v1/submissions", openapi_extra={"parameters": LIST_DOCS}, responses=REFUSED)
+def submissions(request: Request, reads: Reads) -> Response:
+    """Visible submissions, newest first; follow next_cursor for the next page."""
+    given = params.query_params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
+    filters = params.parse_filters(given)
+    cursor = params.one(given, "cursor")
+    limit = params.integer(params.one(given, "limit"), "limit", 1, 500) or 50
+    if cursor is not None:
+        try:
+            queries.decode_cursor(cursor)
+        except queries.BadCursor as exc:
+            raise params.QueryRejected("bad_cursor", str(exc), {"cursor": cursor}) from None
+    version = reads.version()
+    params.check_known(reads, version, filters)
+
+    def build() -> Response:
+        with reads.engine.connect() as conn:
+            items, next_cursor = queries.list_submissions(conn, filters, cursor=cursor,
+                                                          limit=limit)
+        return JSONResponse({"filters": params.filters_json(filters), "items": items,
+                             "next_cursor": next_cursor})
+
+    return caching.conditional(request, version, build)
+
+
+@router.get("/v1/protocols", responses=REFUSED)
+def protocols(request: Request, reads: Reads) -> Response:
+    """The protocols this server accepts, with their identities and submission counts."""
+    params.query_params(request, ())
+    version = reads.version()
+
+    def build() -> Response:
+        with reads.engine.connect() as conn:
+            counts = {(c["protocol_id"], c["protocol_version"], c["protocol_sha256"]):
+                      c["submissions"] for c in queries.protocol_counts(conn)}
+        items = [{
+            "id": p.id, "version": p.version, "sha256": p.sha256,
+            "description": p.description, "target": p.target,
+            "trials_per_config": p.trials_per_config,
+            "configs": [{"name": c.name, "role": c.role, "draft_model": c.draft_model,
+                         "mechanism": c.mechanism} for c in p.configs],
+            "submissions": counts.get((p.id, p.version, p.sha256), 0),
+        } for p in shipped_protocols().values()]
+        return JSONResponse({"items": items})
+
+    return caching.conditional(request, version, build)
+
+
+@router.get("/v1/stats", responses=REFUSED)
+def stats(request: Request, reads: Reads) -> Response:
+    """Counts over the whole store."""
+    params.query_params(request, ())
+    version = reads.version()
+
+    def build() -> Response:
+        with reads.engine.connect() as conn:
+            return JSONResponse(queries.stats(conn))
+
+    return caching.conditional(request, version, build)
+
+
+@router.get("/v1/submissions/{submission_id}/envelope",
+            responses={**REFUSED, 404: {**_ERROR, "description": "no such submission"}})
+def envelope(submission_id: str, request: Request, reads: Reads) -> Response:
+    """The exact bytes stored for a submission (the signed DSSE envelope), to re-verify."""
+    params.query_params(request, ())
+    version = reads.version()
+
+    def build() -> Response:
+        with reads.engine.connect() as conn:
+            body = queries.envelope_body(conn, submission_id)
+        if body is None:
+            raise NotFound(f"no submission {submission_id}", {"submission_id": submission_id})
+        return Response(body, media_type="application/json")
+
+    return caching.conditional(request, version, build)
+
+
+# --- export -------------------------------------------------------------------------------
+
+
+def _streamed_rows(reads: ReadService, filters: Filters) -> Iterator[tuple[Any, ...]]:
+    with reads.engine.connect() as conn:
+        yield from queries.export_rows(conn, filters)
+
+
+def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(size):
+                yield chunk
+    finally:
+        os.unlink(path)
+
+
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **REFUSED,
+    503: {**_ERROR, "description": "the Parquet file cannot be written now (see Retry-After)"},
+    200: {"description": "the rows, in the requested format",
+          "content": {"text/csv": {}, "application/x-ndjson": {},
+                      "application/vnd.apache.parquet": {}}},
+}
+
+
+def _parquet_file(reads: ReadService, filters: Filters) -> str:
+    """Write the Parquet export to a temporary file; a full disk is a 503, not a 500."""
+    path: str | None = None
+    try:
+        handle, path = tempfile.mkstemp(suffix=".parquet")
+        os.close(handle)
+        with reads.engine.connect() as conn:
+            exporting.write_parquet(conn, filters, path)
+        return path
+    except BaseException as exc:
+        if path is not None:
+            os.unlink(path)
+        cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        if isinstance(cause, OSError | duckdb.IOException):
+            raise Unavailable("the export file cannot be written right now",
+                              {"reason": str(cause)[:200]}, retry_after=30) from None
+        raise
+
+
+@router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
+def export(request: Request, reads: Reads) -> Response:
+    """One row per visible submission x config, as csv, jsonl or parquet, streamed."""
+    given = params.query_params(request, (*queries.FILTER_NAMES, "format"))
+    filters = params.parse_filters(given)
+    fmt = params.choice(params.one(given, "format"), "format", EXPORT_FORMATS) or "csv"
+    version = reads.version()
+    params.check_known(reads, version, filters)
+    filename = f"specbench-export.{fmt}"
+    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+
+    def build() -> Response:
+        if fmt == "csv":
+            return StreamingResponse(exporting.csv_chunks(_streamed_rows(reads, filters)),
+                                     media_type="text/csv; charset=utf-8", headers=disposition)
+        if fmt == "jsonl":
+            return StreamingResponse(exporting.jsonl_chunks(_streamed_rows(reads, filters)),
+                                     media_type="application/x-ndjson", headers=disposition)
+        path = _parquet_file(reads, filters)
+        return StreamingResponse(_file_chunks(path), media_type="application/vnd.apache.parquet",
+                                 headers=disposition)
+
+    return caching.conditional(request, version, build)
+
+
+# --- wiring -------------------------------------------------------------------------------
+
+
+def install(app: FastAPI, reads: ReadService) -> None:
+    """Add the public API and CORS for GET to ``app`` (errors: ``http/errors.py``)."""
+    app.state.reads = reads
+    app.include_router(router)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
+                       allow_headers=["If-None-Match"], expose_headers=["ETag"])

@@ -1,0 +1,287 @@
+"""The ingestion API: POST /v1/submissions, GET /v1/submissions/{id}, GET /healthz.
+
+Routes are thin: read the body under the size limit and a deadline, run the pure checks
+(``prepared.prepare_submission``, in a check worker process when the server has them), the
+ban and rate-limit gates, then hand the rows to the store's single writer and answer only
+after the commit that holds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from specschema.summary import ConfigSummary
+from specserver.errors import (
+    BodyTimeout,
+    BodyTooLarge,
+    Conflict,
+    Malformed,
+    NotFound,
+    NotPermitted,
+    RateLimited,
+)
+from specserver.http import caching
+from specserver.http.errors import error_body, error_doc, response_for
+from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
+from specserver.ingest.workers import CheckPool
+from specserver.ratelimit.memory import RateLimiter, client_address, first_refusal
+from specserver.settings import ServerSettings
+from specserver.store.database import Store
+
+router = APIRouter()
+SUBMISSIONS_PATH = "/v1/submissions"
+
+
+class Receipt(BaseModel):
+    """What the server answers for an accepted submission (201, or 200 when repeated)."""
+
+    submission_id: str
+    key_id: str
+    received_at: datetime
+    url: str
+    summary: list[ConfigSummary]
+
+
+class Health(BaseModel):
+    status: str
+    store: str
+    schema_version: int | None
+
+
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A DSSE envelope (schema/jsonschema/envelope.v1.schema.json) whose payload "
+                   "is a signed specbench submission.",
+    "required": ["payloadType", "payload", "signatures"],
+    "properties": {
+        "payloadType": {"type": "string"},
+        "payload": {"type": "string", "contentEncoding": "base64"},
+        "signatures": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "keyid": {"type": "string"},
+                    "publicKey": {"type": "string"},
+                    "sig": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
+
+# --- dependencies ---------------------------------------------------------------------------
+
+
+def store_of(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(store_of)]
+
+
+# --- step 1: the body, under a size limit and a deadline ----------------------------------
+
+
+async def read_body(
+    receive: Receive, content_length: str | None, limit: int, timeout_s: float
+) -> bytes:
+    """The whole body from the ASGI ``receive``, or 413 as soon as it passes ``limit``
+    (Content-Length or not), or 408 when it has not fully arrived within ``timeout_s``."""
+    if content_length is not None:
+        if not content_length.isdigit():
+            raise Malformed("Content-Length is not a number", code="bad_request")
+        if int(content_length) > limit:
+            raise BodyTooLarge(
+                f"body of {content_length} bytes is over the {limit}-byte limit",
+                {"limit": limit},
+            )
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise Malformed("the client went away", code="client_disconnected")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge(f"body is over the {limit}-byte limit",
+                                          {"limit": limit})
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        raise BodyTimeout(
+            f"the body did not arrive within {timeout_s:g} s", {"received_bytes": size}
+        ) from None
+    return b"".join(chunks)
+
+
+# --- POST /v1/submissions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+def check_limits(settings: ServerSettings) -> CheckLimits:
+    return CheckLimits(max_age=timedelta(days=settings.max_submission_age_days),
+                       max_future_skew=timedelta(seconds=settings.max_future_skew_s))
+
+
+async def prepare(state: Any, body: bytes, received_at: datetime) -> Prepared:
+    """Checks 2-5 and the rows: in a check worker process when the server has them."""
+    pool: CheckPool | None = getattr(state, "check_pool", None)
+    if pool is not None:
+        return await pool.prepare(body, received_at)
+    return prepare_submission(body, received_at, check_limits(state.settings))
+
+
+async def accept_submission(
+    state: Any,
+    receive: Receive,
+    content_length: str | None,
+    peer: str | None,
+    forwarded_for: str | None,
+) -> Answer:
+    """Checks 1-7 and the write; raises the errors of ``specserver.errors``."""
+    settings: ServerSettings = state.settings
+    store: Store = state.store
+    limiter: RateLimiter = state.rate_limiter
+    with store.arriving():
+        body = await read_body(receive, content_length, settings.max_body_bytes,
+                               settings.body_read_timeout_s)
+        prepared = await prepare(state, body, datetime.now(UTC))
+        if store.is_banned(prepared.key_id):
+            raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
+                            code="key_banned")
+        address = client_address(peer, forwarded_for, settings.proxy_networks())
+        refused = first_refusal(limiter, (("key", prepared.key_id), ("address", address)))
+        if refused is not None:
+            scope, wait = refused
+            raise RateLimited(f"too many submissions from this {scope}; retry later",
+                              {"scope": scope}, retry_after=wait)
+        url = settings.public_url(prepared.submission_id)
+        if not settings.store_enabled:
+            return Answer(201, receipt_json(prepared, prepared.received_at, url),
+                          {"Location": url})
+        committed = store.enqueue(prepared.submission_id, prepared.body_sha256,
+                                  prepared.received_at, prepared.rows)
+    outcome = await asyncio.wrap_future(committed)
+    if outcome.status == "conflict":
+        raise Conflict(
+            "this submission id is already stored with other bytes",
+            {"submission_id": prepared.submission_id},
+        )
+    status = 201 if outcome.status == "created" else 200
+    return Answer(status, receipt_json(prepared, outcome.received_at, url), {"Location": url})
+
+
+@router.post(
+    SUBMISSIONS_PATH,
+    status_code=201,
+    response_model=Receipt,
+    tags=["ingest"],
+    summary="Submit a signed benchmark result",
+    responses={
+        200: {"model": Receipt, "description": "already stored with these exact bytes"},
+        400: error_doc("malformed envelope or payload JSON"),
+        401: error_doc("the signature does not verify"),
+        403: error_doc("the key id is banned"),
+        408: error_doc("the body did not arrive in time"),
+        409: error_doc("this submission id is stored with other bytes"),
+        413: error_doc("the body is over the size limit"),
+        422: error_doc("schema, protocol or consistency rule failed (details name it)"),
+        429: error_doc("rate limited (Retry-After)"),
+        503: error_doc("the store cannot take submissions now (Retry-After)"),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": ENVELOPE_SCHEMA}},
+        }
+    },
+)
+async def post_submission(request: Request) -> Response:
+    answer = await accept_submission(
+        request.app.state, request.receive, request.headers.get("content-length"),
+        request.client.host if request.client else None,
+        request.headers.get("x-forwarded-for"),
+    )
+    return Response(answer.body, status_code=answer.status, media_type="application/json",
+                    headers=answer.headers)
+
+
+async def ingest_asgi(state: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    """POST /v1/submissions as a bare ASGI app: the same ``accept_submission`` as the
+    FastAPI route, without the framework's routing and middleware (about half of the
+    per-request CPU of this endpoint). Errors become the one JSON shape here too."""
+    headers = Headers(scope=scope)
+    client = scope.get("client")
+    try:
+        answer = await accept_submission(
+            state, receive, headers.get("content-length"),
+            client[0] if client else None, headers.get("x-forwarded-for"),
+        )
+    except Exception as exc:  # noqa: BLE001 - every error has one JSON answer
+        await response_for(exc)(scope, receive, send)
+        return
+    raw_headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(answer.body)).encode())]
+    raw_headers += [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
+    await send({"type": "http.response.start", "status": answer.status,
+                "headers": raw_headers})
+    await send({"type": "http.response.body", "body": answer.body})
+
+
+@router.get(
+    "/v1/submissions/{submission_id}",
+    tags=["ingest"],
+    summary="One stored submission: summary, configs, trials and the raw envelope",
+    responses={404: error_doc("no such submission"),
+               422: error_doc("the id is not a UUID")},
+)
+def get_submission(
+    request: Request,
+    store: StoreDep,
+    submission_id: Annotated[UUID, Path(description="the submission's UUID")],
+) -> Response:
+    view = store.get_submission(str(submission_id))
+    if view is None:
+        raise NotFound(f"no submission {submission_id}", {"submission_id": str(submission_id)})
+    payload = json.dumps(view, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    etag = caching.content_etag(payload)
+    headers = {"ETag": etag, "Cache-Control": caching.CACHE_CONTROL}
+    if caching.matches(request.headers.get("if-none-match"), etag):
+        return Response(status_code=304, headers=headers)
+    return Response(payload, media_type="application/json", headers=headers)
+
+
+@router.get("/healthz", tags=["ingest"], response_model=Health,
+            responses={503: error_doc("the store does not answer")})
+def healthz(store: StoreDep) -> Response:
+    if not store.healthy():
+        return JSONResponse(
+            error_body("store_unavailable", "the store does not answer"), status_code=503,
+            headers={"Retry-After": "5"},
+        )
+    health = Health(status="ok", store=store.dialect, schema_version=store.schema_version)
+    return Response(health.model_dump_json(), media_type="application/json")

@@ -1,0 +1,648 @@
+"""The checks a submission passes before it is stored: pure functions, no I/O.
+
+Order (each step's status in docs/server.md):
+    1. body size                                  413   (ingest_api, while reading)
+    2. envelope form, payloadType / signature     400 / 401
+    3. strict JSON / schema                       400 / 422
+    4. protocol known, hash matching              422
+    5. consistency rules (``RULES``)              422 naming the rule
+    6. banned key / rate limits                   403 / 429   (ingest_api)
+    7. idempotency by submission id               200 / 409   (store)
+
+Every consistency rule is a function ``(submission, context) -> Iterator[Violation]``
+named for what it checks; ``check_consistency`` runs them all and reports every violation
+(up to a limit), the first one in the message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache, lru_cache
+from operator import itemgetter
+from typing import Any
+
+from specschema.capability import engine_can_honor, verdict
+from specschema.envelope import PAYLOAD_TYPE, verify_envelope
+from specschema.errors import EnvelopeError
+from specschema.models import ConfigResult, Mechanism, Submission, Trial
+from specschema.payload import parse_submission
+from specschema.protocol import Protocol, get_protocol, shipped_protocols
+from specschema.summary import ConfigSummary, summarize
+from specserver.errors import Invalid, Malformed
+
+# --- documented bounds (docs/server.md, "Consistency rules") ------------------------------
+
+# Decode speed is bounded by memory bandwidth / bytes read per token. The fastest consumer
+# GPUs move ~1.8 TB/s and the smallest chat models weigh ~0.3 GB, i.e. ~6,000 tok/s before
+# speculation; accepted drafts can multiply that a few times at most. Anything above
+# 10,000 tok/s, or below 0.01 tok/s (200 tokens in 5.5 hours), is not a measurement.
+MAX_DECODE_TPS = 10_000.0
+MIN_DECODE_TPS = 0.01
+# Rates over a handful of tokens are noise (one token's eval_duration can be microseconds).
+RATE_MIN_TOKENS = 16
+# Engine durations come from two processes (server and runner): allow this much overlap.
+DURATION_TOLERANCE_NS = 5_000_000
+DURATION_TOLERANCE_FRACTION = 0.01
+# The client's wall clock should cover the engine's total_duration, within this tolerance.
+WALL_TOLERANCE_S = 0.05
+DONE_REASONS = ("stop", "length")
+MAX_VIOLATIONS = 20
+
+
+class ConsistencyError(Invalid):
+    code = "inconsistent"
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    protocol: Protocol
+    now: datetime
+    max_age: timedelta
+    max_future_skew: timedelta
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A submission that passed steps 2-5, with everything the store needs."""
+
+    submission: Submission
+    submission_id: str
+    key_id: str
+    body: bytes
+    body_sha256: str
+    summaries: list[ConfigSummary]
+
+
+# --- step 2: envelope ---------------------------------------------------------------------
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise EnvelopeError(f"duplicate key {key!r} in the envelope")
+        result[key] = value
+    return result
+
+
+def parse_envelope_json(body: bytes) -> Any:
+    """The envelope's JSON (not the payload's): UTF-8, no duplicate keys, bounded nesting."""
+    try:
+        text = body.decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except EnvelopeError as exc:
+        raise Malformed(exc.message, code="bad_envelope") from None
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"body is not UTF-8 (byte {exc.start})", code="bad_envelope") from None
+    except json.JSONDecodeError as exc:
+        raise Malformed(
+            f"body is not a JSON envelope: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            code="bad_envelope",
+        ) from None
+    except (RecursionError, ValueError) as exc:
+        raise Malformed(f"body is not a JSON envelope: {exc}", code="bad_envelope") from None
+
+
+# --- step 4: protocol ---------------------------------------------------------------------
+
+
+@cache
+def _protocols_by_identity() -> dict[tuple[str, int, str], Protocol]:
+    """Shipped protocols by (id, version, sha256); computing a sha256 per request is slow."""
+    return {(p.id, p.version, p.sha256): p for p in shipped_protocols().values()}
+
+
+def check_protocol(submission: Submission) -> Protocol:
+    ref = submission.protocol
+    protocol = _protocols_by_identity().get((ref.id, ref.version, ref.sha256))
+    if protocol is not None:
+        return protocol
+    known = shipped_protocols()
+    details = {
+        "protocol": {"id": ref.id, "version": ref.version, "sha256": ref.sha256},
+        "known": [{"id": p.id, "version": p.version, "sha256": p.sha256} for p in known.values()],
+    }
+    if ref.id not in known:
+        message = f"unknown protocol {ref.id!r}"
+    else:
+        message = f"protocol {ref.id} v{ref.version} with sha256 {ref.sha256[:12]}... is not known"
+    raise Invalid(message, details, code="unknown_protocol")
+
+
+# --- step 5: consistency rules ------------------------------------------------------------
+
+Rule = Callable[[Submission, RuleContext], Iterator[Violation]]
+
+
+def _trial_paths(submission: Submission) -> Iterator[tuple[str, ConfigResult, Trial]]:
+    for ci, config in enumerate(submission.configs):
+        for ti, trial in enumerate(config.trials):
+            yield f"configs.{ci}.trials.{ti}", config, trial
+
+
+def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """Each config is one of the protocol's, sent exactly as the protocol says."""
+    proto = ctx.protocol
+    rule = "configs_match_protocol"
+    target = submission.protocol.parameters.get("target") or proto.target
+    if proto.target is None and "target" not in submission.protocol.parameters:
+        yield Violation(rule, "protocol.parameters", f"protocol {proto.id} needs a target")
+        return
+    expected = _expected_configs(_identity(proto), target)
+    seen: set[str] = set()
+    for ci, config in enumerate(submission.configs):
+        path = f"configs.{ci}"
+        wanted = expected.get(config.name)
+        if wanted is None:
+            yield Violation(rule, f"{path}.name", f"config {config.name!r} is not in {proto.id}")
+            continue
+        if config.name in seen:
+            yield Violation(rule, f"{path}.name", f"config {config.name!r} appears twice")
+        seen.add(config.name)
+        actual: dict[str, Any] = {
+            "role": config.role,
+            "model": config.model,
+            "draft_model": config.draft_model,
+            "speculation.mechanism": config.speculation.mechanism,
+            "request_options": config.request_options,
+            "request_fields": config.request_fields,
+        }
+        for field, value in wanted.items():
+            if not _same(actual[field], value):
+                yield Violation(
+                    rule, f"{path}.{field}", f"{field} of {config.name} must be {value!r}"
+                )
+        if len(config.warmups) > proto.warmups_per_config:
+            yield Violation(rule, f"{path}.warmups", "more warmups than the protocol runs")
+    missing = [name for name in expected if name not in seen]
+    if submission.complete and missing:
+        yield Violation(rule, "configs", f"a complete submission lacks {', '.join(missing)}")
+
+
+def _identity(protocol: Protocol) -> tuple[str, int, str]:
+    for identity, known in _protocols_by_identity().items():
+        if known is protocol:
+            return identity
+    return (protocol.id, protocol.version, protocol.sha256)
+
+
+@lru_cache(maxsize=256)
+def _expected_configs(
+    identity: tuple[str, int, str], target: str | None
+) -> dict[str, dict[str, Any]]:
+    """What each config of the protocol must say, by config name (cached: pure)."""
+    proto = _protocols_by_identity().get(identity) or get_protocol(identity[0])
+    return {
+        spec.name: {
+            "role": spec.role,
+            "model": proto.model_for(spec, target),
+            "draft_model": spec.draft_model,
+            "speculation.mechanism": spec.mechanism,
+            "request_options": proto.request_options(spec),
+            "request_fields": dict(spec.request_fields),
+        }
+        for spec in proto.configs
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: numbers by value (1 == 1.0), but a boolean is not a number."""
+    if type(a) is type(b) and type(a) in (str, int, float, type(None)):
+        return bool(a == b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """Trial counts and indices per config, and positions in the protocol's run order."""
+    proto = ctx.protocol
+    rule = "trials_fit_schedule"
+    positions = {slot: pos for pos, slot in enumerate(proto.schedule())}
+    for ci, config in enumerate(submission.configs):
+        count = len(config.trials)
+        if count > proto.trials_per_config or (
+            submission.complete and count != proto.trials_per_config
+        ):
+            yield Violation(
+                rule, f"configs.{ci}.trials",
+                f"{config.name} has {count} trials; the protocol runs {proto.trials_per_config}",
+            )
+        if sorted(t.index for t in config.trials) != list(range(count)):
+            yield Violation(rule, f"configs.{ci}.trials", "trial indices must be 0..n-1, once")
+        for ti, trial in enumerate(config.trials):
+            expected = positions.get((config.name, trial.index))
+            if expected is not None and trial.position != expected:
+                yield Violation(
+                    rule, f"configs.{ci}.trials.{ti}.position",
+                    f"trial {trial.index} of {config.name} runs at position {expected}",
+                )
+
+
+def eval_count_fits_num_predict(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """eval_count <= num_predict; done_reason is stop or length, and length means the limit."""
+    rule = "eval_count_fits_num_predict"
+    for path, config, trial in _trial_paths(submission):
+        limit = _num_predict(config.request_options)
+        if limit is None:
+            continue  # no limit sent (configs_match_protocol reports the options)
+        if trial.eval_count > limit:
+            yield Violation(rule, f"{path}.eval_count",
+                            f"eval_count {trial.eval_count} exceeds num_predict {limit}")
+        if trial.done_reason is not None and trial.done_reason not in DONE_REASONS:
+            yield Violation(rule, f"{path}.done_reason",
+                            f"done_reason {trial.done_reason!r} is not stop or length")
+        if trial.done_reason == "length" and trial.eval_count < limit - 1:
+            yield Violation(rule, f"{path}.done_reason",
+                            f"done_reason length with eval_count {trial.eval_count} < {limit}")
+
+
+def durations_coherent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """Engine durations fit inside total_duration; the client's wall time covers it."""
+    rule = "durations_coherent"
+    for path, _config, t in _trial_paths(submission):
+        slack = DURATION_TOLERANCE_NS + int(t.total_duration_ns * DURATION_TOLERANCE_FRACTION)
+        if t.eval_duration_ns > t.total_duration_ns:
+            yield Violation(rule, f"{path}.eval_duration_ns", "eval_duration exceeds total")
+        parts = t.load_duration_ns + (t.prompt_eval_duration_ns or 0) + t.eval_duration_ns
+        if parts > t.total_duration_ns + slack:
+            yield Violation(rule, f"{path}.total_duration_ns",
+                            "load + prompt_eval + eval durations exceed total_duration")
+        wall_floor = t.total_duration_ns / 1e9 * (1 - DURATION_TOLERANCE_FRACTION)
+        if t.wall_s < wall_floor - WALL_TOLERANCE_S:
+            yield Violation(rule, f"{path}.wall_s",
+                            f"wall_s {t.wall_s} is shorter than total_duration")
+        if t.ttft_s is not None and t.ttft_s > t.wall_s:
+            yield Violation(rule, f"{path}.ttft_s", "time to first token exceeds wall time")
+        if t.eval_count > 0 and t.eval_duration_ns == 0:
+            yield Violation(rule, f"{path}.eval_duration_ns", "tokens decoded in zero time")
+    for ci, config in enumerate(submission.configs):
+        for wi, w in enumerate(config.warmups):
+            if w.total_duration_ns is not None and w.load_duration_ns is not None and (
+                w.load_duration_ns > w.total_duration_ns
+            ):
+                yield Violation(rule, f"configs.{ci}.warmups.{wi}", "load exceeds total")
+
+
+def decode_rate_plausible(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """Decode tok/s inside [MIN_DECODE_TPS, MAX_DECODE_TPS]; every trial decodes something."""
+    rule = "decode_rate_plausible"
+    for path, _config, t in _trial_paths(submission):
+        if t.eval_count == 0:
+            yield Violation(rule, f"{path}.eval_count", "the trial decoded no tokens")
+            continue
+        if t.eval_count < RATE_MIN_TOKENS or t.eval_duration_ns == 0:
+            continue
+        rate = t.eval_count / t.eval_duration_ns * 1e9
+        if not MIN_DECODE_TPS <= rate <= MAX_DECODE_TPS:
+            yield Violation(rule, f"{path}.eval_duration_ns",
+                            f"decode rate {rate:.4g} tok/s is outside "
+                            f"[{MIN_DECODE_TPS}, {MAX_DECODE_TPS:g}]")
+
+
+def created_at_recent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """created_at is neither in the future (beyond the skew) nor older than the max age."""
+    rule = "created_at_recent"
+    created = submission.created_at
+    if created > ctx.now + ctx.max_future_skew:
+        yield Violation(rule, "created_at", f"created_at {created.isoformat()} is in the future")
+    elif created < ctx.now - ctx.max_age:
+        yield Violation(rule, "created_at",
+                        f"created_at {created.isoformat()} is older than {ctx.max_age.days} days")
+
+
+def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """The evidence agrees with what the engine can honor and with its own counters."""
+    rule = "speculation_coherent"
+    version = submission.engine.version
+    for ci, config in enumerate(submission.configs):
+        path = f"configs.{ci}.speculation"
+        s = config.speculation
+        if s.requested != (config.role == "draft"):
+            yield Violation(rule, f"{path}.requested", "only draft configs request speculation")
+        can_honor = engine_can_honor(s.mechanism, version)
+        if s.engine_can_honor != can_honor:
+            yield Violation(rule, f"{path}.engine_can_honor",
+                            f"{s.mechanism} on Ollama {version}: engine_can_honor is {can_honor}")
+        counters = (s.drafted_tokens, s.accepted_tokens, s.counters_source)
+        seen = all(c is not None for c in counters)
+        if not seen and any(c is not None for c in counters):
+            yield Violation(rule, path, "drafted, accepted and counters_source come together")
+        if seen and (s.accepted_tokens or 0) > (s.drafted_tokens or 0):
+            yield Violation(rule, f"{path}.accepted_tokens", "more tokens accepted than drafted")
+        expected = verdict(requested=s.requested, can_honor=can_honor, counters_seen=seen)
+        if s.observed != expected:
+            yield Violation(rule, f"{path}.observed",
+                            f"observed must be {expected!r} for this evidence, not {s.observed!r}")
+        elif seen and expected != "confirmed":
+            yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
+
+
+RULES: tuple[Rule, ...] = (
+    configs_match_protocol,
+    trials_fit_schedule,
+    eval_count_fits_num_predict,
+    durations_coherent,
+    decode_rate_plausible,
+    created_at_recent,
+    speculation_coherent,
+)
+
+
+# --- the same rules as one fast verdict ---------------------------------------------------
+#
+# Nearly every submission breaks no rule, and the rules above spend most of their time
+# walking the trials seven times with generators and formatting paths they never report.
+# ``plainly_consistent`` decides "no rule in RULES would report anything" in one pass over
+# plain values, with the same comparisons (copied expression for expression, so the float
+# arithmetic is the same); ``violations`` runs the rules only when it says no, to report
+# them. tests/server/test_ingest_fast.py checks that its verdict equals the rules' verdict
+# on honest and broken submissions (Hypothesis).
+
+_WALL_FACTOR = 1 - DURATION_TOLERANCE_FRACTION
+# Fields in one C call on a model's ``__dict__`` (where pydantic keeps field values):
+# reading them as attributes costs ~140 ns each, through BaseModel's ``__getattr__`` hook.
+_config_fields = itemgetter(
+    "name", "role", "model", "draft_model", "request_options", "request_fields", "warmups",
+    "trials", "speculation",
+)
+_speculation_fields = itemgetter(
+    "requested", "mechanism", "engine_can_honor", "observed", "drafted_tokens",
+    "accepted_tokens", "counters_source",
+)
+_trial_numbers = itemgetter(
+    "index", "position", "eval_count", "eval_duration_ns", "total_duration_ns",
+    "load_duration_ns", "prompt_eval_duration_ns", "wall_s", "ttft_s", "done_reason",
+)
+
+
+@dataclass(frozen=True)
+class _ConfigPlan:
+    """What ``configs_match_protocol`` wants of one config, in a form quick to compare."""
+
+    head: tuple[Any, ...]  # role, model, draft_model, speculation.mechanism
+    head_exact: bool  # == on ``head`` is ``_same`` (every wanted value a str or None)
+    request_options: dict[str, Any]
+    options_exact: bool  # == plus "no bool sent" is ``_same`` (wanted values str/int/float)
+    request_fields: dict[str, Any]
+    fields_exact: bool
+
+
+@dataclass(frozen=True)
+class _Plan:
+    configs: dict[str, _ConfigPlan]
+    positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
+
+
+def _scalar_exact(values: tuple[Any, ...]) -> bool:
+    return all(v is None or type(v) is str for v in values)
+
+
+def _flat_exact(wanted: dict[str, Any]) -> bool:
+    return all(type(v) in (str, int, float) for v in wanted.values())
+
+
+@lru_cache(maxsize=256)
+def _plan(identity: tuple[str, int, str], target: str | None) -> _Plan:
+    """For the shipped protocol ``identity`` (``_expected_configs`` and the schedule)."""
+    proto = _protocols_by_identity()[identity]
+    configs: dict[str, _ConfigPlan] = {}
+    for name, wanted in _expected_configs(identity, target).items():
+        head = (wanted["role"], wanted["model"], wanted["draft_model"],
+                wanted["speculation.mechanism"])
+        configs[name] = _ConfigPlan(
+            head, _scalar_exact(head),
+            wanted["request_options"], _flat_exact(wanted["request_options"]),
+            wanted["request_fields"], _flat_exact(wanted["request_fields"]),
+        )
+    positions: dict[str, dict[int, int]] = {name: {} for name in configs}
+    for pos, (name, index) in enumerate(proto.schedule()):
+        positions.setdefault(name, {})[index] = pos
+    return _Plan(configs, positions)
+
+
+def _same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bool:
+    """``_same(actual, wanted)``: when every wanted value is a str, int or float, dict
+    equality differs from it only where a bool stands for a number (True == 1)."""
+    if exact:
+        return actual == wanted and bool not in map(type, actual.values())
+    return _same(actual, wanted)
+
+
+def _num_predict(options: dict[str, Any]) -> int | None:
+    """The limit ``eval_count_fits_num_predict`` checks against, None when it checks none."""
+    limit = options.get("num_predict")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    return limit
+
+
+@lru_cache(maxsize=1024)
+def _can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
+    return engine_can_honor(mechanism, engine_version)
+
+
+def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
+    """True only when no rule in ``RULES`` reports anything for this submission."""
+    # created_at_recent
+    created = submission.created_at
+    if created > ctx.now + ctx.max_future_skew or created < ctx.now - ctx.max_age:
+        return False
+    # configs_match_protocol: the target
+    proto = ctx.protocol
+    parameters = submission.protocol.parameters
+    if proto.target is None and "target" not in parameters:
+        return False
+    identity = _identity(proto)
+    if _protocols_by_identity().get(identity) is not proto:
+        return False  # not a shipped protocol (check_protocol returns only those): the rules
+    plan = _plan(identity, parameters.get("target") or proto.target)
+    complete = submission.complete
+    per_config = proto.trials_per_config
+    max_warmups = proto.warmups_per_config
+    version = submission.engine.version
+    seen: set[str] = set()
+    for name, role, model, draft_model, options, fields, warmups, trials, spec in map(
+        _config_fields, map(vars, submission.configs)
+    ):
+        # configs_match_protocol
+        want = plan.configs.get(name)
+        if want is None or name in seen:
+            return False
+        seen.add(name)
+        requested, mechanism, claimed_can_honor, observed, drafted, accepted, source = (
+            _speculation_fields(vars(spec))
+        )
+        head = (role, model, draft_model, mechanism)
+        if want.head_exact:
+            if head != want.head:
+                return False
+        elif not all(_same(a, b) for a, b in zip(head, want.head, strict=True)):
+            return False
+        if not _same_flat(options, want.request_options, want.options_exact):
+            return False
+        if not _same_flat(fields, want.request_fields, want.fields_exact):
+            return False
+        if len(warmups) > max_warmups:
+            return False
+        # durations_coherent: warmups
+        for w in warmups:
+            if w.total_duration_ns is not None and w.load_duration_ns is not None and (
+                w.load_duration_ns > w.total_duration_ns
+            ):
+                return False
+        # speculation_coherent
+        if requested != (role == "draft"):
+            return False
+        can_honor = _can_honor(mechanism, version)
+        if claimed_can_honor != can_honor:
+            return False
+        counters = (drafted, accepted, source)
+        counters_seen = None not in counters
+        if not counters_seen and counters != (None, None, None):
+            return False
+        if counters_seen and (accepted or 0) > (drafted or 0):
+            return False
+        expected = verdict(requested=requested, can_honor=can_honor,
+                           counters_seen=counters_seen)
+        if observed != expected or (counters_seen and expected != "confirmed"):
+            return False
+        # trials_fit_schedule: counts
+        count = len(trials)
+        if count > per_config or (complete and count != per_config):
+            return False
+        limit = _num_predict(options)
+        positions = plan.positions[name]
+        in_order = True
+        for ti, (index, position, eval_count, eval_ns, total_ns, load_ns, prompt_ns, wall_s,
+                 ttft_s, done) in enumerate(
+            map(_trial_numbers, map(vars, trials))
+        ):
+            # trials_fit_schedule: indices and positions
+            if index != ti:
+                in_order = False
+            scheduled = positions.get(index)
+            if scheduled is not None and position != scheduled:
+                return False
+            # eval_count_fits_num_predict
+            if limit is not None and (
+                eval_count > limit
+                or (done is not None and done not in DONE_REASONS)
+                or (done == "length" and eval_count < limit - 1)
+            ):
+                return False
+            # durations_coherent
+            slack = DURATION_TOLERANCE_NS + int(total_ns * DURATION_TOLERANCE_FRACTION)
+            if eval_ns > total_ns or load_ns + (prompt_ns or 0) + eval_ns > total_ns + slack:
+                return False
+            if wall_s < total_ns / 1e9 * _WALL_FACTOR - WALL_TOLERANCE_S:
+                return False
+            if ttft_s is not None and ttft_s > wall_s:
+                return False
+            # durations_coherent (zero time) and decode_rate_plausible
+            if eval_count == 0 or (eval_count > 0 and eval_ns == 0):
+                return False  # no tokens decoded, or tokens decoded in zero time
+            if eval_count >= RATE_MIN_TOKENS and not (
+                MIN_DECODE_TPS <= eval_count / eval_ns * 1e9 <= MAX_DECODE_TPS
+            ):
+                return False
+        if not in_order and sorted(t.index for t in trials) != list(range(count)):
+            return False
+    # configs_match_protocol: a complete submission has every config
+    return not (complete and len(seen) != len(plan.configs))
+
+
+def nul_characters(value: Any, path: str = "") -> Iterator[Violation]:
+    """Every string (or key) holding U+0000: PostgreSQL cannot store it, so no store takes
+    it (added by the reliability tests: on PostgreSQL it was an endless 503)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield Violation("strings_storable", path or "$", "strings must not contain U+0000")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                yield Violation("strings_storable", where, "keys must not contain U+0000")
+            yield from nul_characters(item, where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from nul_characters(item, f"{path}.{index}")
+
+
+def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
+    """Every rule's violations in ``RULES`` order, at most ``MAX_VIOLATIONS``."""
+    if plainly_consistent(submission, ctx):
+        return []
+    return rule_violations(submission, ctx)
+
+
+def rule_violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
+    """The definition: run every rule in ``RULES`` (``violations`` without its fast path)."""
+    found: list[Violation] = []
+    for rule in RULES:
+        for violation in rule(submission, ctx):
+            found.append(violation)
+            if len(found) >= MAX_VIOLATIONS:
+                return found
+    return found
+
+
+def check_consistency(submission: Submission, ctx: RuleContext) -> None:
+    found = violations(submission, ctx)
+    if found:
+        first = found[0]
+        raise ConsistencyError(
+            f"{first.rule}: {first.path}: {first.message}",
+            [{"rule": v.rule, "path": v.path, "message": v.message} for v in found],
+        )
+
+
+def server_summaries(submission: Submission) -> list[ConfigSummary]:
+    try:
+        return summarize(submission)
+    except ValueError as exc:  # e.g. a zero baseline median; the rules should prevent it
+        raise ConsistencyError(f"summary: {exc}", [{"rule": "summary", "path": "configs",
+                                                    "message": str(exc)}]) from None
+
+
+# --- steps 2-5 together -------------------------------------------------------------------
+
+
+def check_submission(
+    body: bytes, *, now: datetime, max_age: timedelta, max_future_skew: timedelta
+) -> Checked:
+    """Run checks 2-5 on a body that passed the size limit; raise the first failure."""
+    envelope = parse_envelope_json(body)
+    verified = verify_envelope(envelope, PAYLOAD_TYPE)  # EnvelopeError 400, SignatureInvalid 401
+    submission = parse_submission(verified.payload)  # PayloadParseError 400, SchemaError 422
+    if b"\\u0000" in verified.payload:  # strict JSON can carry U+0000 only as this escape
+        found = list(nul_characters(submission.model_dump(mode="json")))
+        if found:
+            raise ConsistencyError(f"strings_storable: {found[0].path}: {found[0].message}",
+                                   [{"rule": v.rule, "path": v.path, "message": v.message}
+                                    for v in found[:MAX_VIOLATIONS]])
+    protocol = check_protocol(submission)
+    check_consistency(submission, RuleContext(protocol, now, max_age, max_future_skew))
+    return Checked(
+        submission=submission,
+        submission_id=str(submission.submission_id),
+        key_id=verified.key_id,
+        body=body,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+        summaries=server_summaries(submission),
+    )

@@ -1,0 +1,234 @@
+"""Import a published Hard Numbers results file as a reference submission (pure).
+
+The file (``results/spec_decode.json`` of the spec-decode-m2 experiment) has the keys
+experiment, description, target, drafts, prompt_chars, num_predict, trials and results:
+one object per trial with config, trial, wall_s, total_duration_s, load_duration_s,
+prompt_eval_count, prompt_eval_duration_s, eval_count, eval_duration_s and tok_per_s.
+Configs are ``no_draft``, ``draft_qwen2.5_0.5b`` and ``draft_qwen2.5_1.5b``: exactly the
+configs of protocol ``hardnumbers-m2``.
+
+The result is a ``Submission`` of that protocol, unsigned (no key id), marked imported with
+its source. Its drafts are ``not_applied``: Ollama has no top-level draft_model field.
+Durations in seconds become integer nanoseconds (``round(s * 1e9)``), which round-trips
+every value with at most nine decimals exactly, so the stored summary reproduces the file's
+own medians (wall, eval and tok/s). What the file does not record is not invented: time to
+first token, done_reason and warmups are absent; the output text was not published, so
+output_chars is 0 and output_sha256 the hash of the empty string (the page says so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from specschema.capability import engine_can_honor, verdict
+from specschema.models import (
+    ClientInfo,
+    ConfigResult,
+    Engine,
+    Fingerprint,
+    ModelInfo,
+    OsInfo,
+    ProtocolRef,
+    SpeculationEvidence,
+    Submission,
+    Trial,
+)
+from specschema.protocol import Protocol, get_protocol
+from specschema.summary import ConfigSummary, summarize
+from specserver import __version__
+from specserver.errors import Invalid
+from specserver.ingest.checks import Checked
+from specserver.ingest.rows import submission_rows
+from specserver.store import tables
+from specserver.store.queries import OS_NAMES
+from specserver.store.tables import RowSet
+
+PROTOCOL_ID = "hardnumbers-m2"
+TOKS_TOLERANCE = 0.005  # tok_per_s vs eval_count / eval_duration_s (the file rounds)
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+TRIAL_KEYS = ("config", "trial", "wall_s", "total_duration_s", "load_duration_s",
+              "prompt_eval_count", "prompt_eval_duration_s", "eval_count", "eval_duration_s",
+              "tok_per_s")
+
+
+class ImportRejected(Invalid):
+    code = "import_rejected"
+
+
+@dataclass(frozen=True)
+class Imported:
+    submission: Submission
+    summaries: list[ConfigSummary]
+    source: str
+    body: bytes
+
+    @property
+    def submission_id(self) -> str:
+        return str(self.submission.submission_id)
+
+
+def _ns(seconds: Any, where: str) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(
+            seconds) or seconds < 0:
+        raise ImportRejected(f"{where}: expected a non-negative number of seconds")
+    return round(seconds * 1e9)
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ImportRejected(f"{where}: expected a non-negative integer")
+    return value
+
+
+def _load(content: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ImportRejected(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ImportRejected("the file must hold a JSON object")
+    missing = [k for k in ("experiment", "target", "num_predict", "trials", "results")
+               if k not in data]
+    if missing:
+        raise ImportRejected(f"missing keys: {', '.join(missing)}")
+    if not isinstance(data["results"], list) or not data["results"]:
+        raise ImportRejected("results must be a non-empty list")
+    return data
+
+
+def _check_header(data: dict[str, Any], protocol: Protocol) -> None:
+    if data["target"] != protocol.target:
+        raise ImportRejected(f"target {data['target']!r} is not the protocol's {protocol.target!r}")
+    if data["num_predict"] != protocol.options.num_predict:
+        raise ImportRejected(f"num_predict {data['num_predict']} is not the protocol's "
+                             f"{protocol.options.num_predict}")
+    if data["trials"] != protocol.trials_per_config:
+        raise ImportRejected(f"trials {data['trials']} is not the protocol's "
+                             f"{protocol.trials_per_config}")
+
+
+def _trial(entry: Any, protocol: Protocol, positions: dict[tuple[str, int], int],
+           first_trial: int, where: str) -> tuple[str, Trial]:
+    if not isinstance(entry, dict):
+        raise ImportRejected(f"{where}: expected an object")
+    missing = [k for k in TRIAL_KEYS if k not in entry]
+    if missing:
+        raise ImportRejected(f"{where}: missing {', '.join(missing)}")
+    config = entry["config"]
+    if config not in {c.name for c in protocol.configs}:
+        raise ImportRejected(f"{where}: unknown config {config!r}")
+    index = _int(entry["trial"], f"{where}.trial") - first_trial
+    if (config, index) not in positions:
+        raise ImportRejected(f"{where}: trial {entry['trial']} is out of range")
+    eval_count = _int(entry["eval_count"], f"{where}.eval_count")
+    eval_ns = _ns(entry["eval_duration_s"], f"{where}.eval_duration_s")
+    if eval_ns <= 0:
+        raise ImportRejected(f"{where}: eval_duration_s must be positive")
+    rate = entry["tok_per_s"]
+    computed = eval_count / eval_ns * 1e9
+    if not isinstance(rate, int | float) or abs(rate - computed) > TOKS_TOLERANCE * computed + 0.01:
+        raise ImportRejected(f"{where}: tok_per_s {rate} disagrees with eval_count / "
+                             f"eval_duration_s = {computed:.4f}")
+    trial = Trial(
+        index=index, position=positions[(config, index)],
+        wall_s=float(entry["wall_s"]) if isinstance(entry["wall_s"], int | float) else -1.0,
+        ttft_s=None,
+        total_duration_ns=_ns(entry["total_duration_s"], f"{where}.total_duration_s"),
+        load_duration_ns=_ns(entry["load_duration_s"], f"{where}.load_duration_s"),
+        prompt_eval_count=_int(entry["prompt_eval_count"], f"{where}.prompt_eval_count"),
+        prompt_eval_duration_ns=_ns(entry["prompt_eval_duration_s"],
+                                    f"{where}.prompt_eval_duration_s"),
+        eval_count=eval_count, eval_duration_ns=eval_ns, done_reason=None,
+        output_chars=0, output_sha256=EMPTY_SHA256, cold=False,
+    )
+    return config, trial
+
+
+def build_submission(content: bytes, *, chip: str, memory_gb: int, ollama_version: str,
+                     os_name: str | None, source: str, now: datetime | None = None) -> Imported:
+    """Parse and check a Hard Numbers results file; raise ImportRejected naming the problem."""
+    protocol = get_protocol(PROTOCOL_ID)
+    data = _load(content)
+    _check_header(data, protocol)
+    if os_name is not None and os_name not in OS_NAMES:
+        raise ImportRejected(f"--os must be one of {', '.join(OS_NAMES)}")
+    positions = {slot: i for i, slot in enumerate(protocol.schedule())}
+    numbers = [e.get("trial") for e in data["results"] if isinstance(e, dict)]
+    first_trial = 0 if 0 in numbers else 1
+    trials: dict[str, list[Trial]] = {c.name: [] for c in protocol.configs}
+    for i, entry in enumerate(data["results"]):
+        name, trial = _trial(entry, protocol, positions, first_trial, f"results[{i}]")
+        if any(t.index == trial.index for t in trials[name]):
+            raise ImportRejected(f"results[{i}]: trial {entry['trial']} of {name} repeats")
+        trials[name].append(trial)
+    short = [n for n, ts in trials.items() if len(ts) != protocol.trials_per_config]
+    if short:
+        raise ImportRejected(f"configs without {protocol.trials_per_config} trials: "
+                             f"{', '.join(short)}")
+    target = protocol.model_for(protocol.baseline(), None)
+    configs = []
+    for config in protocol.configs:
+        requested = config.role == "draft"
+        can_honor = engine_can_honor(config.mechanism, ollama_version)
+        configs.append(ConfigResult(
+            name=config.name, role=config.role, model=target, draft_model=config.draft_model,
+            request_options=protocol.request_options(config),
+            request_fields=dict(config.request_fields),
+            trials=sorted(trials[config.name], key=lambda t: t.index),
+            speculation=SpeculationEvidence(
+                requested=requested, mechanism=config.mechanism, engine_can_honor=can_honor,
+                observed=verdict(requested=requested, can_honor=can_honor, counters_seen=False),
+            ),
+        ))
+    digest = hashlib.sha256(content).hexdigest()
+    models = [target] + [c.draft_model for c in protocol.configs if c.draft_model]
+    try:
+        submission = Submission(
+            schema_version=1,
+            submission_id=uuid.uuid5(uuid.NAMESPACE_URL, f"specbench:hardnumbers:{digest}"),
+            created_at=now or datetime.now(UTC),
+            client=ClientInfo(name="specserver-import", version=__version__),
+            fingerprint=Fingerprint(chip=chip, memory_gb=memory_gb, os=OsInfo(name=os_name)),  # type: ignore[arg-type]
+            engine=Engine(version=ollama_version),
+            models=[ModelInfo(name=m) for m in models],
+            protocol=ProtocolRef(id=protocol.id, version=protocol.version,
+                                 sha256=protocol.sha256),
+            configs=configs,
+            complete=True,
+            note=f"Imported reference result: {str(data['experiment'])[:200]} ({source[:200]})",
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        path = ".".join(str(p) for p in first["loc"])
+        raise ImportRejected(f"the file does not make a valid submission: {path}: "
+                             f"{first['msg']}") from None
+    if any(t.wall_s < 0 for c in submission.configs for t in c.trials):
+        raise ImportRejected("wall_s must be a non-negative number")
+    return Imported(submission, summarize(submission), source, content)
+
+
+def import_rows(imported: Imported, received_at: datetime) -> RowSet:
+    """The store's rows for an import: ingestion's rows, unsigned and marked imported."""
+    checked = Checked(
+        submission=imported.submission, submission_id=imported.submission_id, key_id="",
+        body=imported.body, body_sha256=hashlib.sha256(imported.body).hexdigest(),
+        summaries=imported.summaries,
+    )
+    rows = submission_rows(checked, received_at)
+    names = [c.name for c in tables.submissions.columns]
+    fixed = []
+    for row in rows.rows["submissions"]:
+        values = dict(zip(names, row, strict=True))
+        values.update(key_id=None, source="imported",
+                      source_note=f"{imported.source} (outputs not published: output_chars 0)")
+        fixed.append(tuple(values[n] for n in names))
+    rows.rows["submissions"] = fixed
+    return rows

@@ -1,0 +1,75 @@
+"""Checks 2-5 plus the rows to store, as one pure step: body bytes in, ``Prepared`` out.
+
+``prepare_submission`` is what a check worker process runs (``checkpool``) and what the
+server runs itself when it has no workers. Its result carries only plain data (ids, the
+rendered receipt summary, row tuples) so that it crosses a process boundary cheaply:
+no pydantic model is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from pydantic import TypeAdapter
+
+from specschema.summary import ConfigSummary
+from specserver.ingest.checks import check_submission
+from specserver.ingest.rows import submission_rows
+from specserver.store.tables import RowSet
+
+_SUMMARIES = TypeAdapter(list[ConfigSummary])
+
+
+@dataclass(frozen=True)
+class CheckLimits:
+    """The settings the checks depend on (created_at's accepted window)."""
+
+    max_age: timedelta
+    max_future_skew: timedelta
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A submission that passed checks 2-5, ready for the ban/rate gates and the writer."""
+
+    submission_id: str
+    key_id: str
+    body_sha256: str
+    received_at: datetime
+    summary_json: bytes  # the receipt's "summary" value, as JSON
+    rows: RowSet
+
+
+def prepare_submission(body: bytes, received_at: datetime, limits: CheckLimits) -> Prepared:
+    """Run checks 2-5 on a body that passed the size limit and build its rows; raise the
+    first failure (``specserver.errors`` / ``specschema.errors``)."""
+    checked = check_submission(
+        body, now=received_at, max_age=limits.max_age, max_future_skew=limits.max_future_skew
+    )
+    return Prepared(
+        submission_id=checked.submission_id,
+        key_id=checked.key_id,
+        body_sha256=checked.body_sha256,
+        received_at=received_at,
+        summary_json=_SUMMARIES.dump_json(checked.summaries),
+        rows=submission_rows(checked, received_at),
+    )
+
+
+def _utc_iso(value: datetime) -> str:
+    """pydantic's rendering of an aware UTC datetime ("...Z")."""
+    aware = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return aware.isoformat().replace("+00:00", "Z")
+
+
+def receipt_json(prepared: Prepared, received_at: datetime, url: str) -> bytes:
+    """The receipt body, byte for byte what ``ingest_api.Receipt.model_dump_json`` gives
+    (a test holds them equal), without building the model for every submission."""
+    head = json.dumps(
+        {"submission_id": prepared.submission_id, "key_id": prepared.key_id,
+         "received_at": _utc_iso(received_at), "url": url},
+        separators=(",", ":"), ensure_ascii=False,
+    )
+    return head[:-1].encode() + b',"summary":' + prepared.summary_json + b"}"

@@ -1,0 +1,85 @@
+"""From a checked submission to table rows (pure): what ingestion stores.
+
+Rows are tuples in the column order of ``store/tables.py`` so that a batch of submissions
+can be bulk-appended table by table. They are built directly as tuples (no dict per row:
+this runs once per submission on the ingest path); tests/server/test_store_rows.py holds
+them equal to a definition by column name, so a change to tables.py that this module does
+not follow fails there.
+
+A ``RowSet`` holds only plain values (str, int, float, bool, None, bytes, naive datetime)
+in lists of tuples, so it pickles small and fast across a process boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from specserver.ingest.checks import Checked
+from specserver.store.tables import Row, RowSet
+
+
+def naive_utc(value: datetime) -> datetime:
+    """Timestamps are stored timezone-naive in UTC (DuckDB and PostgreSQL agree on that)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
+    sub = checked.submission
+    sid = checked.submission_id
+    fp = sub.fingerprint
+    cpu = fp.cpu
+    os_info = fp.os
+    engine = sub.engine
+    configs = sub.configs
+    baseline = next((c for c in configs if c.role == "baseline"), configs[0])
+    target = baseline.model
+    digest = next((m.digest for m in sub.models if m.name == target), None)
+    protocol = sub.protocol
+    config_rows: list[Row] = []
+    trial_rows: list[Row] = []
+    for config in configs:
+        s = config.speculation
+        name = config.name
+        config_rows.append((
+            sid, name, config.role, config.model, config.draft_model, s.mechanism,
+            json.dumps(config.request_options, sort_keys=True), s.requested, s.engine_can_honor,
+            s.observed, s.drafted_tokens, s.accepted_tokens, s.counters_source,
+            s.outputs_match_baseline,
+        ))
+        trial_rows.extend([
+            (sid, name, t.index, t.position, t.wall_s, t.ttft_s, t.total_duration_ns,
+             t.load_duration_ns, t.prompt_eval_count, t.prompt_eval_duration_ns,
+             t.eval_count, t.eval_duration_ns, t.done_reason, t.output_chars,
+             t.output_sha256, t.cold)
+            for t in config.trials
+        ])
+    rows: dict[str, list[Row]] = {
+        "submissions": [(
+            sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
+            naive_utc(received_at), checked.body_sha256, protocol.id, protocol.version,
+            protocol.sha256, target, digest, fp.chip, fp.memory_gb, engine.version,
+            os_info.name, engine.backend, sub.client.name, sub.client.version, sub.complete,
+            False, None, sub.note,
+        )],
+        "envelopes": [(sid, checked.body)],
+        "fingerprints": [(
+            sid, fp.chip, cpu.name, cpu.brand_raw, cpu.cores_total, cpu.cores_performance,
+            cpu.cores_efficiency, fp.memory_bytes, fp.memory_gb, fp.unified_memory,
+            "; ".join([g.name for g in fp.gpus if g.name]) or None, len(fp.gpus),
+            os_info.name, os_info.version, os_info.arch, fp.virtualization, fp.power_source,
+            fp.model_dump_json(),
+        )],
+        "configs": config_rows,
+        "trials": trial_rows,
+        "summaries": [
+            (sid, m.name, m.role, m.model, m.draft_model, m.mechanism, m.observed, m.trials,
+             m.median_wall_s, m.median_eval_s, m.median_tps, m.min_tps, m.max_tps,
+             m.stdev_tps, m.cv_tps, m.speedup_tps, m.speedup_tps_ci_low,
+             m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline)
+            for m in checked.summaries
+        ],
+    }
+    return RowSet(rows)

@@ -1,0 +1,102 @@
+"""Schema versions: forward migrations, run at startup, on DuckDB and PostgreSQL.
+
+A fresh store is created from ``tables.metadata`` (the single schema source) and stamped
+with ``LATEST``. An older store runs each migration above its version, in order, each in
+the same transaction as its ``schema_version`` row. To change the schema: edit
+``tables.py`` AND append a ``Migration`` that brings a store of the previous version to
+the new one (SQLAlchemy Core or dialect-neutral DDL), then bump nothing else.
+
+On PostgreSQL, concurrent replicas serialise on an advisory lock while migrating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
+
+from specserver.errors import SpecServerError
+from specserver.store import tables
+
+ADVISORY_LOCK_ID = 0x5BEC_5E17
+
+
+class SchemaTooNew(SpecServerError):
+    code = "schema_too_new"
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _create_v1(conn: Connection) -> None:
+    tables.metadata.create_all(conn, checkfirst=True)
+
+
+def _received_at_index(conn: Connection) -> None:
+    """PostgreSQL only (see tables.py): an index for the newest receipt and the list."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text(
+            "CREATE INDEX IF NOT EXISTS ix_submissions_received_at "
+            "ON submissions (received_at, submission_id)"))
+
+
+# Append only. Version 1 is the day-one schema.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
+                 "summaries, bans, audit_log", _create_v1),
+    Migration(2, "PostgreSQL: index submissions (received_at, submission_id)",
+              _received_at_index),
+)
+LATEST = MIGRATIONS[-1].version
+
+
+def current_version(conn: Connection) -> int | None:
+    if not inspect(conn).has_table(tables.schema_version.name):
+        return None
+    value = conn.execute(select(func.max(tables.schema_version.c.version))).scalar()
+    return int(value) if value is not None else None
+
+
+def _stamp(conn: Connection, version: int) -> None:
+    conn.execute(insert(tables.schema_version).values(
+        version=version, applied_at=datetime.now(UTC).replace(tzinfo=None)
+    ))
+
+
+def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """Bring the store to the newest version; return it. Idempotent."""
+    latest = migrations[-1].version
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
+        version = current_version(conn)
+        if version is None:
+            has_data = inspect(conn).has_table(tables.submissions.name)
+            tables.schema_version.create(conn, checkfirst=True)
+            if not has_data:
+                # A fresh store: the current tables are the newest schema.
+                tables.metadata.create_all(conn, checkfirst=True)
+                _stamp(conn, latest)
+                return latest
+            version = 0
+        if version > latest:
+            raise SchemaTooNew(
+                f"the store is at schema version {version}; this server knows up to {latest}"
+            )
+    for migration in migrations:
+        if migration.version <= version:
+            continue
+        with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
+            if (current_version(conn) or 0) >= migration.version:
+                continue  # another replica got here first
+            migration.apply(conn)
+            _stamp(conn, migration.version)
+    return latest

@@ -1,0 +1,363 @@
+"""Read queries of the public side: SQLAlchemy Core only, so they run on DuckDB and PostgreSQL.
+
+Every function takes an open ``Connection`` and returns plain data; no HTTP here.
+The leaderboard reads ``summaries`` joined to ``submissions`` and never touches trials.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, get_args
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    and_,
+    case,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    tuple_,
+)
+
+from specschema.models import Observed, OsInfo
+from specserver.store import tables
+
+sub = tables.submissions
+summ = tables.summaries
+# The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
+# board list them (and ``ContributorResult`` holds their counts).
+VERDICTS: tuple[str, ...] = ("confirmed", "not_observed", "not_applied", "unknown")
+if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
+    raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
+# The wire format's OS names (``OsInfo.name``): the one list that filters and imports take.
+OS_NAMES: tuple[str, ...] = next(
+    get_args(kind) for kind in get_args(OsInfo.model_fields["name"].annotation)
+    if kind is not type(None)
+)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Equality filters shared by the leaderboard, the submission list and the export."""
+
+    protocol: str | None = None
+    target: str | None = None
+    draft: str | None = None  # a draft config name or a draft model name
+    chip: str | None = None
+    memory_gb: int | None = None
+    ollama_version: str | None = None
+    os: str | None = None
+    verdicts: frozenset[str] = field(default_factory=frozenset)
+
+    def is_empty(self) -> bool:
+        return self == Filters()
+
+
+FILTER_NAMES = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
+                "verdict")
+
+
+def _banned_key_ids() -> Select[Any]:
+    return select(tables.bans.c.key_id)
+
+
+def visible_clause() -> ColumnElement[bool]:
+    """Complete, not hidden, and not from a banned key."""
+    return and_(
+        sub.c.complete.is_(True),
+        sub.c.hidden.is_(False),
+        or_(sub.c.key_id.is_(None), sub.c.key_id.not_in(_banned_key_ids())),
+    )
+
+
+def submission_clauses(filters: Filters) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = []
+    if filters.protocol is not None:
+        clauses.append(sub.c.protocol_id == filters.protocol)
+    if filters.target is not None:
+        clauses.append(sub.c.target_model == filters.target)
+    if filters.chip is not None:
+        clauses.append(sub.c.chip == filters.chip)
+    if filters.memory_gb is not None:
+        clauses.append(sub.c.memory_gb == filters.memory_gb)
+    if filters.ollama_version is not None:
+        clauses.append(sub.c.ollama_version == filters.ollama_version)
+    if filters.os is not None:
+        clauses.append(sub.c.os_name == filters.os)
+    return clauses
+
+
+def draft_clauses(filters: Filters, summary: Any) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = []
+    if filters.draft is not None:
+        clauses.append(or_(summary.c.config_name == filters.draft,
+                           summary.c.draft_model == filters.draft))
+    if filters.verdicts:
+        clauses.append(summary.c.observed.in_(sorted(filters.verdicts)))
+    return clauses
+
+
+def data_version(conn: Connection) -> str:
+    """A token that changes whenever anything a public read shows can have changed.
+
+    Inserts move the submission count and latest receipt; hide/unhide/ban/unban each write
+    an audit row (and bans change the ban count).
+    """
+    audit = tables.audit_log
+    stmt = select(
+        select(func.count()).select_from(sub).scalar_subquery(),
+        select(func.max(sub.c.received_at)).scalar_subquery(),
+        select(func.count()).select_from(audit).scalar_subquery(),
+        select(func.max(audit.c.at)).scalar_subquery(),
+        select(func.count()).select_from(tables.bans).scalar_subquery(),
+    )
+    row = conn.execute(stmt).one()
+    return "|".join("" if v is None else str(v) for v in row)
+
+
+# --- the submission list ------------------------------------------------------------------
+
+
+class BadCursor(ValueError):
+    """The pagination cursor is not one this server issued."""
+
+
+def encode_cursor(received_at: datetime, submission_id: str) -> str:
+    raw = json.dumps([received_at.isoformat(), submission_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        stamp, submission_id = json.loads(raw)
+        return datetime.fromisoformat(stamp), str(submission_id)
+    except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
+        raise BadCursor("cursor is not valid; use the next_cursor of a previous page") from None
+
+
+SUBMISSION_COLUMNS = (
+    sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.source_note, sub.c.created_at,
+    sub.c.received_at, sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256,
+    sub.c.target_model, sub.c.target_digest, sub.c.chip, sub.c.memory_gb, sub.c.ollama_version,
+    sub.c.os_name, sub.c.backend, sub.c.client_name, sub.c.client_version, sub.c.complete,
+    sub.c.hidden, sub.c.note,
+)
+
+
+def _iso(value: Any) -> Any:
+    return value.isoformat() + "Z" if isinstance(value, datetime) else value
+
+
+def _submission_dict(row: Any) -> dict[str, Any]:
+    data = {k: _iso(v) for k, v in row._mapping.items()}
+    data["os"] = data.pop("os_name")
+    return data
+
+
+def list_submissions(
+    conn: Connection, filters: Filters, *, cursor: str | None = None, limit: int = 50
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Visible submissions, newest first, with their draft verdicts and speedups."""
+    draft = summ.alias("d")
+    clauses = [visible_clause(), *submission_clauses(filters)]
+    by_draft = draft_clauses(filters, draft)
+    if by_draft:
+        clauses.append(exists().where(draft.c.submission_id == sub.c.submission_id,
+                                      draft.c.role == "draft", *by_draft))
+    if cursor is not None:
+        stamp, last_id = decode_cursor(cursor)
+        clauses.append(tuple_(sub.c.received_at, sub.c.submission_id) < tuple_(
+            literal(stamp), literal(last_id)))
+    stmt = (select(*SUBMISSION_COLUMNS).where(*clauses)
+            .order_by(sub.c.received_at.desc(), sub.c.submission_id.desc()).limit(limit + 1))
+    rows = conn.execute(stmt).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [_submission_dict(r) for r in rows]
+    drafts = _drafts_of(conn, [i["submission_id"] for i in items])
+    for item in items:
+        item["drafts"] = drafts.get(item["submission_id"], [])
+    next_cursor = encode_cursor(rows[-1].received_at, rows[-1].submission_id) if more else None
+    return items, next_cursor
+
+
+def _drafts_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    if not ids:
+        return {}
+    stmt = (select(summ.c.submission_id, summ.c.config_name, summ.c.draft_model,
+                   summ.c.mechanism, summ.c.observed, summ.c.speedup_tps,
+                   summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high, summ.c.speedup_wall)
+            .where(summ.c.submission_id.in_(list(ids)), summ.c.role == "draft")
+            .order_by(summ.c.submission_id, summ.c.config_name))
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in conn.execute(stmt):
+        data = dict(row._mapping)
+        found.setdefault(data.pop("submission_id"), []).append(data)
+    return found
+
+
+# --- one submission -----------------------------------------------------------------------
+
+
+def submission_row(conn: Connection, submission_id: str) -> dict[str, Any] | None:
+    """The submission's public row (hidden ones too: the page says they are hidden)."""
+    row = conn.execute(
+        select(*SUBMISSION_COLUMNS).where(sub.c.submission_id == submission_id)).first()
+    if row is None:
+        return None
+    data = _submission_dict(row)
+    data["key_banned"] = bool(row.key_id is not None and conn.execute(
+        select(tables.bans.c.key_id).where(tables.bans.c.key_id == row.key_id)).first())
+    return data
+
+
+def submission_parts(conn: Connection, submission_id: str) -> dict[str, Any]:
+    """Fingerprint, configs, summaries and trials of one submission, as plain dicts."""
+    def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
+        stmt = select(table).where(table.c.submission_id == submission_id).order_by(*order)
+        return [{k: v for k, v in r._mapping.items() if k != "submission_id"}
+                for r in conn.execute(stmt)]
+
+    fingerprint = rows(tables.fingerprints)
+    return {
+        "fingerprint": json.loads(fingerprint[0]["json"]) if fingerprint else None,
+        "configs": rows(tables.configs, tables.configs.c.config_name),
+        "summaries": rows(summ, summ.c.role, summ.c.config_name),
+        "trials": rows(tables.trials, tables.trials.c.position),
+    }
+
+
+def envelope_body(conn: Connection, submission_id: str) -> bytes | None:
+    envelopes = tables.envelopes
+    body = conn.execute(select(envelopes.c.body).where(
+        envelopes.c.submission_id == submission_id)).scalar()
+    return None if body is None else bytes(body)
+
+
+def audit_history(conn: Connection, target: str) -> list[dict[str, Any]]:
+    """Moderation actions on a submission id or a key id, oldest first."""
+    audit = tables.audit_log
+    stmt = (select(audit.c.at, audit.c.action, audit.c.target, audit.c.reason, audit.c.actor)
+            .where(audit.c.target == target).order_by(audit.c.at, audit.c.audit_id))
+    return [{k: _iso(v) for k, v in r._mapping.items()} for r in conn.execute(stmt)]
+
+
+def moderation_history(conn: Connection, submission_id: str, key_id: str | None) -> list[
+        dict[str, Any]]:
+    """Actions on the submission and on its contributor's key, oldest first."""
+    history = audit_history(conn, submission_id)
+    if key_id is not None:
+        history += audit_history(conn, key_id)
+    return sorted(history, key=lambda h: str(h["at"]))
+
+
+# --- protocols and stats ------------------------------------------------------------------
+
+
+def protocol_counts(conn: Connection) -> list[dict[str, Any]]:
+    stmt = (select(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256,
+                   func.count().label("submissions"))
+            .where(visible_clause())
+            .group_by(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256)
+            .order_by(sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256))
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def distinct_values(conn: Connection, column: str, filters: Filters | None = None) -> list[Any]:
+    """Distinct visible values of a submissions column, for the page's filter menus."""
+    col = sub.c[column]
+    stmt = (select(col).distinct().where(visible_clause(), col.is_not(None),
+                                         *submission_clauses(filters or Filters()))
+            .order_by(col))
+    return [r[0] for r in conn.execute(stmt)]
+
+
+def known_filter_values(conn: Connection) -> dict[str, list[Any]]:
+    """The values each free-text filter can take: those of the visible submissions."""
+    known = {name: distinct_values(conn, column) for name, column in (
+        ("chip", "chip"), ("target", "target_model"), ("ollama_version", "ollama_version"),
+        ("memory_gb", "memory_gb"))}
+    draft = summ.alias("d")
+    names: set[str] = set()
+    for column in (draft.c.config_name, draft.c.draft_model):
+        stmt = (select(column).distinct()
+                .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+                .where(draft.c.role == "draft", column.is_not(None), visible_clause()))
+        names.update(str(r[0]) for r in conn.execute(stmt).all())
+    known["draft"] = sorted(names)
+    return known
+
+
+def stats(conn: Connection) -> dict[str, Any]:
+    trials = tables.trials
+    total = conn.execute(select(
+        func.count(),
+        func.count(sub.c.key_id.distinct()),
+        func.sum(case((sub.c.hidden.is_(True), 1), else_=0)),
+        func.sum(case((sub.c.source == "imported", 1), else_=0)),
+        func.sum(case((sub.c.complete.is_(False), 1), else_=0)),
+        func.min(sub.c.received_at),
+        func.max(sub.c.received_at),
+    )).one()
+    visible = conn.execute(select(func.count()).select_from(sub).where(visible_clause())).scalar()
+    verdicts: dict[str, int] = dict(conn.execute(
+        select(summ.c.observed, func.count()).select_from(
+            summ.join(sub, sub.c.submission_id == summ.c.submission_id))
+        .where(summ.c.role == "draft", visible_clause()).group_by(summ.c.observed)).all())
+    return {
+        "submissions": int(total[0]),
+        "visible_submissions": int(visible or 0),
+        "contributors": int(total[1]),
+        "hidden": int(total[2] or 0),
+        "imported": int(total[3] or 0),
+        "incomplete": int(total[4] or 0),
+        "first_received_at": _iso(total[5]),
+        "last_received_at": _iso(total[6]),
+        "trials": int(conn.execute(select(func.count()).select_from(trials)).scalar() or 0),
+        "banned_keys": int(conn.execute(
+            select(func.count()).select_from(tables.bans)).scalar() or 0),
+        "draft_verdicts": {v: int(verdicts.get(v, 0)) for v in VERDICTS},
+        "protocols": protocol_counts(conn),
+    }
+
+
+# --- export -------------------------------------------------------------------------------
+
+EXPORT_COLUMNS = (
+    sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
+    sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
+    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, sub.c.ollama_version,
+    sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
+    summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,
+    summ.c.observed.label("verdict"), summ.c.trials, summ.c.median_wall_s, summ.c.median_eval_s,
+    summ.c.median_tps, summ.c.min_tps, summ.c.max_tps, summ.c.stdev_tps, summ.c.cv_tps,
+    summ.c.speedup_tps, summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high,
+    summ.c.speedup_wall, summ.c.outputs_match_baseline,
+)
+EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
+
+
+def export_select(filters: Filters) -> Select[Any]:
+    """One row per visible submission x config, in a stable order."""
+    return (
+        select(*EXPORT_COLUMNS)
+        .select_from(summ.join(sub, sub.c.submission_id == summ.c.submission_id))
+        .where(visible_clause(), *submission_clauses(filters), *draft_clauses(filters, summ))
+        .order_by(sub.c.received_at, sub.c.submission_id, summ.c.config_name)
+    )
+
+
+def export_rows(conn: Connection, filters: Filters, batch: int = 2000) -> Iterator[tuple[Any, ...]]:
+    result = conn.execute(export_select(filters), execution_options={"yield_per": batch})
+    for row in result:
+        yield tuple(row)

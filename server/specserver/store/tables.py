@@ -1,0 +1,244 @@
+"""SQLAlchemy Core tables: the single source of the store's schema, DuckDB and PostgreSQL.
+
+Rows are denormalized where the leaderboard needs them (``submissions`` carries the group
+keys; ``summaries`` one row per submission and config) so that reads never touch trials.
+Timestamps are stored as timezone-naive UTC (DuckDB and PostgreSQL agree on that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.types import UserDefinedType
+
+metadata = MetaData()
+
+# Child tables (one row per submission x config / trial) are only written in the same
+# transaction as their ``submissions`` row, whose primary key is the idempotency guard.
+# On PostgreSQL their keys are also the indexes reads use; on DuckDB (column store, scans)
+# an enforced key costs ~1/3 of the group commit and memory for its ART index, so those
+# keys are declared for PostgreSQL only. SQLAlchemy still knows them on every dialect.
+CHILD_KEY_DIALECT = "postgresql"
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", DateTime, nullable=False),
+)
+
+submissions = Table(
+    "submissions",
+    metadata,
+    Column("submission_id", String(36), primary_key=True),
+    Column("key_id", String(64), nullable=True),  # null for imported reference results
+    Column("source", String(16), nullable=False),  # 'signed' | 'imported'
+    Column("source_note", Text, nullable=True),
+    Column("created_at", DateTime, nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    Column("envelope_sha256", String(64), nullable=False),
+    Column("protocol_id", String(64), nullable=False),
+    Column("protocol_version", Integer, nullable=False),
+    Column("protocol_sha256", String(64), nullable=False),
+    Column("target_model", String(120), nullable=False),
+    Column("target_digest", String(64), nullable=True),
+    Column("chip", String(200), nullable=True),
+    Column("memory_gb", Integer, nullable=True),
+    Column("ollama_version", String(40), nullable=False),
+    Column("os_name", String(16), nullable=True),
+    Column("backend", String(200), nullable=True),
+    Column("client_name", String(120), nullable=False),
+    Column("client_version", String(40), nullable=False),
+    Column("complete", Boolean, nullable=False),
+    Column("hidden", Boolean, nullable=False),
+    Column("hidden_reason", Text, nullable=True),
+    Column("note", Text, nullable=True),
+)
+
+# PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
+# the data version every public GET reads, and the submission list's newest-first pages.
+# Schema version 2 (migrations.py); measured: the data version at 100k submissions on
+# PostgreSQL went from ~44 ms to ~15 ms (docs/deploying.md).
+Index(
+    "ix_submissions_received_at", submissions.c.received_at, submissions.c.submission_id
+).ddl_if(dialect="postgresql")
+
+class _DuckDBUncompressedBlob(UserDefinedType[bytes]):
+    """DuckDB's BLOB without compression. Compressing ~12 KB envelopes at each checkpoint
+    cost ~1 ms of CPU per submission and stalled the writer's commit for seconds (~40 %
+    smaller envelopes on disk); uncompressed the checkpoint is ~20x cheaper."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "BLOB USING COMPRESSION uncompressed"
+
+
+# The exact bytes that were POSTed, so anyone can re-verify the signature later.
+envelopes = Table(
+    "envelopes",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("body", LargeBinary().with_variant(_DuckDBUncompressedBlob(), "duckdb"),
+           nullable=False),
+    PrimaryKeyConstraint("submission_id").ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+fingerprints = Table(
+    "fingerprints",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("chip", String(200), nullable=True),
+    Column("cpu_name", String(200), nullable=True),
+    Column("cpu_brand_raw", String(200), nullable=True),
+    Column("cores_total", Integer, nullable=True),
+    Column("cores_performance", Integer, nullable=True),
+    Column("cores_efficiency", Integer, nullable=True),
+    Column("memory_bytes", BigInteger, nullable=True),
+    Column("memory_gb", Integer, nullable=True),
+    Column("unified_memory", Boolean, nullable=True),
+    Column("gpu_names", Text, nullable=True),  # '; '-joined canonical names
+    Column("gpu_count", Integer, nullable=False),
+    Column("os_name", String(16), nullable=True),
+    Column("os_version", String(200), nullable=True),
+    Column("arch", String(32), nullable=True),
+    Column("virtualization", String(200), nullable=True),
+    Column("power_source", String(16), nullable=True),
+    Column("json", Text, nullable=False),  # the whole fingerprint as sent
+    PrimaryKeyConstraint("submission_id").ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+configs = Table(
+    "configs",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("model", String(120), nullable=False),
+    Column("draft_model", String(120), nullable=True),
+    Column("mechanism", String(32), nullable=False),
+    Column("request_options", Text, nullable=False),  # JSON
+    Column("requested", Boolean, nullable=False),
+    Column("engine_can_honor", Boolean, nullable=True),
+    Column("observed", String(16), nullable=False),
+    Column("drafted_tokens", BigInteger, nullable=True),
+    Column("accepted_tokens", BigInteger, nullable=True),
+    Column("counters_source", String(32), nullable=True),
+    Column("outputs_match_baseline", Boolean, nullable=True),
+    PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+trials = Table(
+    "trials",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("trial_index", Integer, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("wall_s", Double, nullable=False),
+    Column("ttft_s", Double, nullable=True),
+    Column("total_duration_ns", BigInteger, nullable=False),
+    Column("load_duration_ns", BigInteger, nullable=False),
+    Column("prompt_eval_count", BigInteger, nullable=True),
+    Column("prompt_eval_duration_ns", BigInteger, nullable=True),
+    Column("eval_count", BigInteger, nullable=False),
+    Column("eval_duration_ns", BigInteger, nullable=False),
+    Column("done_reason", String(32), nullable=True),
+    Column("output_chars", BigInteger, nullable=False),
+    Column("output_sha256", String(64), nullable=False),
+    Column("cold", Boolean, nullable=False),
+    PrimaryKeyConstraint(
+        "submission_id", "config_name", "trial_index"
+    ).ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+# One row per submission and config, computed at ingest with specschema.summarize.
+summaries = Table(
+    "summaries",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("model", String(120), nullable=False),
+    Column("draft_model", String(120), nullable=True),
+    Column("mechanism", String(32), nullable=False),
+    Column("observed", String(16), nullable=False),
+    Column("trials", Integer, nullable=False),
+    Column("median_wall_s", Double, nullable=True),
+    Column("median_eval_s", Double, nullable=True),
+    Column("median_tps", Double, nullable=True),
+    Column("min_tps", Double, nullable=True),
+    Column("max_tps", Double, nullable=True),
+    Column("stdev_tps", Double, nullable=True),
+    Column("cv_tps", Double, nullable=True),
+    Column("speedup_tps", Double, nullable=True),
+    Column("speedup_tps_ci_low", Double, nullable=True),
+    Column("speedup_tps_ci_high", Double, nullable=True),
+    Column("speedup_wall", Double, nullable=True),
+    Column("outputs_match_baseline", Boolean, nullable=True),
+    PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+bans = Table(
+    "bans",
+    metadata,
+    Column("key_id", String(64), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("banned_at", DateTime, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("audit_id", String(36), primary_key=True),
+    Column("at", DateTime, nullable=False, quote=True),  # AT is reserved in DuckDB
+    Column("action", String(32), nullable=False),  # hide | unhide | ban | unban | import
+    Column("target", String(64), nullable=False),  # submission id or key id
+    Column("reason", Text, nullable=True),
+    Column("actor", String(120), nullable=False),
+)
+
+# The tables one submission writes, in insertion order.
+INGEST_TABLES: tuple[Table, ...] = (
+    submissions,
+    envelopes,
+    fingerprints,
+    configs,
+    trials,
+    summaries,
+)
+
+Row = tuple[Any, ...]
+
+
+@dataclass
+class RowSet:
+    """One or more submissions' rows per ingest table name, each a tuple in the table's
+    column order (built by ``specserver.ingest.rows``)."""
+
+    rows: dict[str, list[Row]] = field(
+        default_factory=lambda: {t.name: [] for t in INGEST_TABLES}
+    )
+
+    def extend(self, other: RowSet) -> None:
+        for name, rows in other.rows.items():
+            self.rows[name].extend(rows)
+
+    def count(self) -> int:
+        return sum(len(r) for r in self.rows.values())

@@ -1,0 +1,467 @@
+"""The single writer: group commit of submissions, acknowledged only after the commit.
+
+Request handlers hand a ``WriteRequest`` to ``GroupCommitWriter.submit`` and wait on its
+future. One thread takes the first request, gathers whatever else arrives within
+``window_s`` (up to ``max_batch``), appends all their rows table by table in ONE
+transaction, commits, and only then resolves every future. A per-submission transaction
+costs ~1.5 ms on a DuckDB file; one commit per batch amortises it (see
+docs/server.md, "Write path").
+
+Staged appends (DuckDB): while a batch gathers, whenever the queue is empty the writer
+opens the batch's transaction and appends the rows that have arrived so far (the
+appender's conversion of Python values, a third of a commit's CPU), so that after the last
+arrival only the flush and the commit are left. Nothing is acknowledged before the commit;
+if staging fails for any reason, the transaction is rolled back and the batch is written
+the plain way, with the same outcomes.
+
+Idempotency lives in the database: the submission id is the primary key. A batch is
+appended optimistically; if the database refuses it (a duplicate id, a full disk, a
+concurrent replica on PostgreSQL), the batch is rolled back and each request is retried
+alone with an explicit lookup: same id and same bytes -> ``duplicate`` (200 with the
+original receipt), other bytes -> ``conflict`` (409), still failing -> ``Unavailable``.
+
+Bulk appends per dialect: DuckDB's native appender; PostgreSQL's binary COPY
+(``store/postgres.py``, a writer of its own); anything else SQLAlchemy Core ``insert()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import duckdb
+from sqlalchemy import Connection, Engine, RootTransaction, Table, select
+from sqlalchemy.exc import IntegrityError
+
+from specserver.errors import Unavailable
+from specserver.store import tables
+from specserver.store.tables import INGEST_TABLES, RowSet
+
+log = logging.getLogger("specserver.store.writer")
+
+Status = Literal["created", "duplicate", "conflict"]
+BulkInsert = Callable[[Connection, Table, list[tuple[Any, ...]]], None]
+RETRY_AFTER_S = 5.0
+MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
+# Gather for this many times the last commit's duration (BENCHMARKS.md, "Ingest": 3 gave
+# ~15 % more accepted/s than 1 at 256 connections; at 64 connections latency caps it).
+GATHER_PER_COMMIT = 3.0
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    status: Status
+    received_at: datetime  # the original one for a duplicate
+
+
+@dataclass
+class WriteRequest:
+    submission_id: str
+    body_sha256: str
+    received_at: datetime
+    rows: RowSet
+    future: Future[WriteOutcome]
+
+
+@dataclass
+class Staging:
+    """The open transaction of a batch being gathered, and the ids appended to it."""
+
+    transaction: RootTransaction | None
+    ids: set[str]
+    failed: bool = False
+
+
+@dataclass
+class WriteJob:
+    """Any other write (moderation, import), run alone in its own transaction."""
+
+    fn: Callable[[Connection], Any]
+    future: Future[Any]
+
+
+_STOP = object()
+_NOTHING_MORE = object()
+
+
+# --- bulk appends per dialect -------------------------------------------------------------
+
+
+def duckdb_append(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+    raw: Any = conn.connection.driver_connection
+    appender = raw.appender(table.name, columns=[c.name for c in table.columns])
+    appender.append_rows(rows)
+    appender.flush()
+
+
+class DuckDBAppenders:
+    """``duckdb_append`` with appenders kept for the writer's connection: creating an
+    appender costs about half as much as appending a batch. ``reset()`` after any failure
+    (a failed flush may leave rows buffered) or a new connection."""
+
+    def __init__(self) -> None:
+        self._raw: Any = None
+        self._appenders: dict[str, Any] = {}
+
+    def discard(self) -> None:
+        """Drop the rows the appenders still buffer (a failed staging)."""
+        for appender in self._appenders.values():
+            try:
+                appender.clear()
+            except duckdb.Error:  # a closed or broken connection: nothing left to discard
+                pass
+
+    def reset(self) -> None:
+        self.discard()
+        self._raw = None
+        self._appenders = {}
+
+    def __call__(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` and flush them into the transaction open on ``conn``."""
+        self._append(conn, table, rows).flush()
+
+    def stage(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+        """Append ``rows`` without flushing: they reach the table at ``flush_all`` (or when
+        the appender's buffer fills), inside the transaction open on ``conn``."""
+        self._append(conn, table, rows)
+
+    def flush_all(self) -> None:
+        for appender in self._appenders.values():
+            appender.flush()
+
+    def _append(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> Any:
+        raw: Any = conn.connection.driver_connection
+        if raw is not self._raw:
+            self.reset()
+            self._raw = raw
+        appender = self._appenders.get(table.name)
+        if appender is None:
+            appender = raw.appender(table.name, columns=[c.name for c in table.columns])
+            self._appenders[table.name] = appender
+        appender.append_rows(rows)
+        return appender
+
+
+def core_insert(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+    names = [c.name for c in table.columns]
+    conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
+
+
+def bulk_insert_for(dialect_name: str) -> BulkInsert:
+    """DuckDB's appenders; anything else Core inserts. PostgreSQL's binary COPY comes with
+    its own writer (``store/postgres.py``, chosen by ``database.make_writer``)."""
+    if dialect_name == "duckdb":
+        return DuckDBAppenders()
+    return core_insert
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A uniqueness refusal (duplicate submission id), on any dialect."""
+    if isinstance(exc, IntegrityError):
+        return True
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"ConstraintException", "UniqueViolation", "IntegrityError"})
+
+
+# --- the writer thread --------------------------------------------------------------------
+
+
+class GroupCommitWriter:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        window_s: float = 0.004,
+        max_batch: int = 512,
+        bulk_insert: BulkInsert | None = None,
+    ) -> None:
+        self.engine = engine
+        self.window_s = window_s
+        self.max_window_s = max(window_s, MAX_WINDOW_S)
+        self.last_commit_s = 0.0
+        self.max_batch = max_batch
+        self.bulk_insert = bulk_insert or bulk_insert_for(engine.dialect.name)
+        # Staged appends need appenders that can hold rows unflushed (the module doc).
+        self._stager = self.bulk_insert if isinstance(self.bulk_insert, DuckDBAppenders) else None
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._conn: Connection | None = None
+        self.batches = 0
+        self.committed = 0
+        self.staged_commits = 0  # batches committed from staged appends
+        self._staging: Staging | None = None
+
+    # public -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="specserver-writer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Finish what is queued, then stop."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        self._thread = None
+
+    def submit(self, request: WriteRequest) -> None:
+        if self._thread is None:
+            request.future.set_exception(Unavailable("the store is closed",
+                                                     retry_after=RETRY_AFTER_S))
+            return
+        self._queue.put(request)
+
+    def nothing_more_coming(self) -> None:
+        """A hint from the request side: every submission it is handling has been
+        submitted, so gathering longer only adds latency; commit what is queued now."""
+        if self._thread is not None:
+            self._queue.put(_NOTHING_MORE)
+
+    def run_job(self, fn: Callable[[Connection], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
+        if self._thread is None:
+            future.set_exception(Unavailable("the store is closed", retry_after=RETRY_AFTER_S))
+        else:
+            self._queue.put(WriteJob(fn, future))
+        return future
+
+    # the loop ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            if first is _NOTHING_MORE:  # a hint for a batch that has been committed already
+                continue
+            batch: list[object] = [first]
+            deadline = time.monotonic() + self.gather_window()
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    self._stage(batch)  # nothing to take: append what has arrived
+                    remaining = deadline - time.monotonic()
+                    try:
+                        if remaining <= 0:
+                            break
+                        item = self._queue.get(timeout=remaining)
+                    except queue.Empty:
+                        break
+                if item is _STOP:
+                    stopping = True
+                    break
+                if item is _NOTHING_MORE:
+                    break
+                batch.append(item)
+            requests = [b for b in batch if isinstance(b, WriteRequest)]
+            if requests:
+                self._process(requests)
+            for job in (b for b in batch if isinstance(b, WriteJob)):
+                self._run_job(job)
+        # Drain whatever raced with the stop signal.
+        leftovers: list[WriteRequest] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, WriteRequest):
+                leftovers.append(item)
+            elif isinstance(item, WriteJob):
+                self._run_job(item)
+        if leftovers:
+            self._process(leftovers)
+        self._close_conn()
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _forget_bulk_state(self) -> None:
+        reset = getattr(self.bulk_insert, "reset", None)
+        if reset is not None:
+            reset()
+
+    def _close_conn(self) -> None:
+        self._forget_bulk_state()
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                log.warning("closing the writer connection failed", exc_info=True)
+            self._conn = None
+
+    def _reset(self) -> None:
+        """After a failed write: drop the connection (and DuckDB's instance) and reopen."""
+        self._close_conn()
+        if self.engine.dialect.name == "duckdb":
+            self.engine.dispose()
+
+    def gather_window(self) -> float:
+        """How long to gather a batch: ``window_s``, or ``GATHER_PER_COMMIT`` times as long
+        as the last commit took (up to ``MAX_WINDOW_S``). A DuckDB commit of the six
+        ingest tables has a fixed cost of ~20 ms of CPU here whatever the batch size
+        (one appender flush per table, the commit and WAL sync); under load, gathering
+        for a few commit times makes batches grow with the load, so that the fixed cost
+        is spread over more submissions (the writer spends at most about a quarter of
+        its time committing), while a lone submission still waits only ``window_s``."""
+        return min(max(self.window_s, GATHER_PER_COMMIT * self.last_commit_s),
+                   self.max_window_s)
+
+    def _process(self, batch: list[WriteRequest]) -> None:
+        started = time.monotonic()
+        try:
+            outcomes = self._write_batch(batch)
+            self.last_commit_s = time.monotonic() - started
+        except Exception as exc:  # noqa: BLE001 - any refusal: retry one by one
+            log.info("batch of %d refused (%s); retrying one by one", len(batch), exc)
+            self._forget_bulk_state()
+            if not is_conflict(exc):
+                self._reset()
+            outcomes = None
+        if outcomes is not None:
+            self.batches += 1
+            self.committed += sum(1 for o in outcomes if o.status == "created")
+            for request, outcome in zip(batch, outcomes, strict=True):
+                request.future.set_result(outcome)
+            return
+        for request in batch:
+            try:
+                outcome = self._write_one(request)
+            except Exception as exc:  # noqa: BLE001 - the store cannot take it now
+                log.warning("store write failed for %s: %s", request.submission_id, exc)
+                self._reset()
+                request.future.set_exception(
+                    Unavailable("the store cannot take submissions right now",
+                                retry_after=RETRY_AFTER_S)
+                )
+            else:
+                if outcome.status == "created":
+                    self.committed += 1
+                request.future.set_result(outcome)
+
+    def _stage(self, batch: Sequence[object]) -> None:
+        """Append the rows of the batch's requests not appended yet (the first of each id)
+        into the batch's open transaction, when the bulk insert can stage (DuckDB)."""
+        stager = self._stager
+        if stager is None or (self._staging is not None and self._staging.failed):
+            return
+        ids = self._staging.ids if self._staging is not None else set()
+        rows = RowSet()
+        for item in batch:
+            if isinstance(item, WriteRequest) and item.submission_id not in ids:
+                ids.add(item.submission_id)
+                rows.extend(item.rows)
+        if not any(rows.rows.values()):
+            return
+        try:
+            conn = self._connection()
+            if self._staging is None:
+                self._staging = Staging(conn.begin(), ids)
+            for table in INGEST_TABLES:
+                table_rows = rows.rows[table.name]
+                if table_rows:
+                    stager.stage(conn, table, table_rows)
+        except Exception as exc:  # noqa: BLE001 - the batch is written the plain way
+            log.info("staging a batch failed (%s); it will be written at once", exc)
+            if self._staging is None:  # the transaction could not even begin
+                self._staging = Staging(None, ids)
+            self._staging.failed = True
+
+    def _commit_staged(self, batch: list[WriteRequest]) -> bool:
+        """Commit the staged transaction after appending the last arrivals; False when
+        staging failed (rolled back, for the plain write). Raises what the commit raises."""
+        if self._staging is None:
+            return False
+        self._stage(batch)  # the last arrivals
+        staging, self._staging = self._staging, None
+        transaction = staging.transaction
+        if staging.failed:
+            if transaction is not None and transaction.is_active:
+                try:
+                    transaction.rollback()
+                except Exception:  # noqa: BLE001 - a broken connection is reset below
+                    log.info("rolling back a failed staging failed", exc_info=True)
+                    self._reset()
+            if self._stager is not None:
+                self._stager.discard()
+            return False
+        assert transaction is not None
+        try:
+            assert self._stager is not None
+            self._stager.flush_all()
+            transaction.commit()
+        except BaseException:
+            if transaction.is_active:
+                transaction.rollback()
+            raise
+        self.staged_commits += 1
+        return True
+
+    def _write_batch(self, batch: list[WriteRequest]) -> list[WriteOutcome]:
+        """Optimistic: everything new, duplicates inside the batch resolved here."""
+        first: dict[str, WriteRequest] = {}
+        outcomes: list[WriteOutcome] = []
+        rows = RowSet()
+        for request in batch:
+            earlier = first.get(request.submission_id)
+            if earlier is None:
+                first[request.submission_id] = request
+                outcomes.append(WriteOutcome("created", request.received_at))
+            elif earlier.body_sha256 == request.body_sha256:
+                outcomes.append(WriteOutcome("duplicate", earlier.received_at))
+            else:
+                outcomes.append(WriteOutcome("conflict", earlier.received_at))
+        if self._commit_staged(batch):
+            return outcomes
+        for request in first.values():
+            rows.extend(request.rows)
+        conn = self._connection()
+        with conn.begin():
+            for table in INGEST_TABLES:
+                table_rows = rows.rows[table.name]
+                if table_rows:
+                    self.bulk_insert(conn, table, table_rows)
+        return outcomes
+
+    def _write_one(self, request: WriteRequest) -> WriteOutcome:
+        sub = tables.submissions
+        conn = self._connection()
+        with conn.begin():
+            found = conn.execute(
+                select(sub.c.envelope_sha256, sub.c.received_at).where(
+                    sub.c.submission_id == request.submission_id
+                )
+            ).first()
+            if found is not None:
+                status: Status = (
+                    "duplicate" if found.envelope_sha256 == request.body_sha256 else "conflict"
+                )
+                return WriteOutcome(status, found.received_at)
+            for table in INGEST_TABLES:
+                table_rows = request.rows.rows[table.name]
+                if table_rows:
+                    self.bulk_insert(conn, table, table_rows)
+        return WriteOutcome("created", request.received_at)
+
+    def _run_job(self, job: WriteJob) -> None:
+        try:
+            conn = self._connection()
+            with conn.begin():
+                result = job.fn(conn)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            self._reset()
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
