@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from specschema.jsonschema_export import ENVELOPE_SCHEMA as PUBLISHED_ENVELOPE_SCHEMA
 from specschema.summary import ConfigSummary
 from specserver.errors import (
     BodyTimeout,
@@ -59,26 +60,10 @@ class Health(BaseModel):
     schema_version: int | None
 
 
+# The published envelope schema (schema/jsonschema/envelope.v1.schema.json), from the schema
+# package itself, without "$schema" (OpenAPI 3.1 documents carry their own dialect).
 ENVELOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "A DSSE envelope (schema/jsonschema/envelope.v1.schema.json) whose payload "
-                   "is a signed specbench submission.",
-    "required": ["payloadType", "payload", "signatures"],
-    "properties": {
-        "payloadType": {"type": "string"},
-        "payload": {"type": "string", "contentEncoding": "base64"},
-        "signatures": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "keyid": {"type": "string"},
-                    "publicKey": {"type": "string"},
-                    "sig": {"type": "string"},
-                },
-            },
-        },
-    },
+    key: value for key, value in PUBLISHED_ENVELOPE_SCHEMA.items() if key != "$schema"
 }
 
 
