@@ -1,7 +1,12 @@
 """Import a published Hard Numbers results file as a reference submission (pure).
 
-The file (``results/spec_decode.json`` of the spec-decode-m2 experiment) has the keys
-experiment, description, target, drafts, prompt_chars, num_predict, trials and results:
+The file (``spec-decode-m2/results/spec_decode.json`` in Pitambarmahato/hardnumbers-experiments)
+has the keys experiment, description, target, drafts, prompt_chars, num_predict, trials and
+results. ``target`` and ``drafts`` are model names as the article printed them, with the size
+and quantization in brackets: ``"qwen3:14b (Q4_K_M, 9.3 GB)"``, ``"qwen2.5:0.5b (397 MB)"``,
+``"qwen2.5:1.5b (~1 GB)"``. The name is what is compared with the protocol; the bracket goes
+to the model's ``quantization`` and ``size_bytes`` (decimal units, as Ollama prints them; the
+published figures are rounded, so is the size) and, verbatim, into the note. ``results`` is
 one object per trial with config, trial, wall_s, total_duration_s, load_duration_s,
 prompt_eval_count, prompt_eval_duration_s, eval_count, eval_duration_s and tok_per_s.
 Configs are ``no_draft``, ``draft_qwen2.5_0.5b`` and ``draft_qwen2.5_1.5b``: exactly the
@@ -21,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -52,6 +58,10 @@ from specserver.store.queries import OS_NAMES
 from specserver.store.tables import RowSet
 
 PROTOCOL_ID = "hardnumbers-m2"
+MODEL_LABEL = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*$")
+QUANTIZATION = re.compile(r"^(?:I?Q\d\w*|F16|F32|BF16|MXFP4)$", re.IGNORECASE)
+SIZE = re.compile(r"^(~|about\s+)?(\d+(?:\.\d+)?)\s*(KB|MB|GB|TB)$", re.IGNORECASE)
+SIZE_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 TOKS_TOLERANCE = 0.005  # tok_per_s vs eval_count / eval_duration_s (the file rounds)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 TRIAL_KEYS = ("config", "trial", "wall_s", "total_duration_s", "load_duration_s",
@@ -104,15 +114,66 @@ def _load(content: bytes) -> dict[str, Any]:
     return data
 
 
-def _check_header(data: dict[str, Any], protocol: Protocol) -> None:
-    if data["target"] != protocol.target:
-        raise ImportRejected(f"target {data['target']!r} is not the protocol's {protocol.target!r}")
+@dataclass(frozen=True)
+class ModelLabel:
+    """One model as the file names it: ``qwen3:14b (Q4_K_M, 9.3 GB)``."""
+
+    text: str
+    name: str
+    quantization: str | None = None
+    size_bytes: int | None = None
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(name=self.name, quantization=self.quantization,
+                         size_bytes=self.size_bytes)
+
+
+def parse_model_label(text: Any, where: str) -> ModelLabel:
+    """Split ``name (quantization, size)``; a bracket part that is neither is refused."""
+    match = MODEL_LABEL.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ImportRejected(f"{where}: expected a model name such as 'qwen3:14b (Q4_K_M, "
+                             f"9.3 GB)', got {str(text)[:80]!r}")
+    name, bracket = match.groups()
+    quantization: str | None = None
+    size: int | None = None
+    for part in (p.strip() for p in (bracket or "").split(",") if p.strip()):
+        sized = SIZE.match(part)
+        if QUANTIZATION.match(part) and quantization is None:
+            quantization = part
+        elif sized and size is None:
+            size = round(float(sized.group(2)) * SIZE_UNITS[sized.group(3).upper()])
+        else:
+            raise ImportRejected(f"{where}: {part!r} in {text!r} is neither a quantization "
+                                 "nor a size")
+    return ModelLabel(text=text.strip(), name=name, quantization=quantization,
+                      size_bytes=size or None)
+
+
+def _check_header(data: dict[str, Any], protocol: Protocol) -> list[ModelLabel]:
+    """The header's checks; returns the target and the drafts, in the protocol's order."""
+    target = parse_model_label(data["target"], "target")
+    if target.name != protocol.target:
+        raise ImportRejected(f"target {target.name!r} is not the protocol's {protocol.target!r}")
+    wanted = [c.draft_model for c in protocol.configs if c.draft_model]
+    drafts = data.get("drafts", None)
+    if drafts is None:  # older files may not list them: the protocol's names, bare
+        labels = [ModelLabel(text=name, name=name) for name in wanted]
+    elif not isinstance(drafts, list):
+        raise ImportRejected("drafts must be a list of model names")
+    else:
+        labels = [parse_model_label(d, f"drafts[{i}]") for i, d in enumerate(drafts)]
+        if sorted(label.name for label in labels) != sorted(wanted):
+            raise ImportRejected(f"drafts {[label.name for label in labels]} are not the "
+                                 f"protocol's {wanted}")
+        labels.sort(key=lambda label: wanted.index(label.name))
     if data["num_predict"] != protocol.options.num_predict:
         raise ImportRejected(f"num_predict {data['num_predict']} is not the protocol's "
                              f"{protocol.options.num_predict}")
     if data["trials"] != protocol.trials_per_config:
         raise ImportRejected(f"trials {data['trials']} is not the protocol's "
                              f"{protocol.trials_per_config}")
+    return [target, *labels]
 
 
 def _trial(entry: Any, protocol: Protocol, positions: dict[tuple[str, int], int],
@@ -157,7 +218,7 @@ def build_submission(content: bytes, *, chip: str, memory_gb: int, ollama_versio
     """Parse and check a Hard Numbers results file; raise ImportRejected naming the problem."""
     protocol = get_protocol(PROTOCOL_ID)
     data = _load(content)
-    _check_header(data, protocol)
+    labels = _check_header(data, protocol)
     if os_name is not None and os_name not in OS_NAMES:
         raise ImportRejected(f"--os must be one of {', '.join(OS_NAMES)}")
     positions = {slot: i for i, slot in enumerate(protocol.schedule())}
@@ -189,7 +250,7 @@ def build_submission(content: bytes, *, chip: str, memory_gb: int, ollama_versio
             ),
         ))
     digest = hashlib.sha256(content).hexdigest()
-    models = [target] + [c.draft_model for c in protocol.configs if c.draft_model]
+    published = ", ".join(label.text for label in labels)
     try:
         submission = Submission(
             schema_version=1,
@@ -198,12 +259,13 @@ def build_submission(content: bytes, *, chip: str, memory_gb: int, ollama_versio
             client=ClientInfo(name="specserver-import", version=__version__),
             fingerprint=Fingerprint(chip=chip, memory_gb=memory_gb, os=OsInfo(name=os_name)),  # type: ignore[arg-type]
             engine=Engine(version=ollama_version),
-            models=[ModelInfo(name=m) for m in models],
+            models=[label.info() for label in labels],
             protocol=ProtocolRef(id=protocol.id, version=protocol.version,
                                  sha256=protocol.sha256),
             configs=configs,
             complete=True,
-            note=f"Imported reference result: {str(data['experiment'])[:200]} ({source[:200]})",
+            note=(f"Imported reference result: {str(data['experiment'])[:100]}; models as "
+                  f"published: {published[:200]} ({source[:150]})"),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
