@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from specschema import SpeculationEvidence, Trial, engine_can_honor, verdict
+from specschema.conclusion import capability_reason as capability_reason  # re-exported
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.ollama.serverlog import DraftCounters
 
@@ -50,19 +51,3 @@ def build_evidence(
         models_loaded=sorted(set(models_loaded))[:16],
         outputs_match_baseline=outputs_match if requested else None,
     )
-
-
-def capability_reason(mechanism: str, engine_version: str) -> str:
-    """Why a mechanism can or cannot work on this version, in one phrase."""
-    if mechanism == "draft_model_field":
-        return "Ollama has no top-level draft_model request field and drops it silently"
-    if mechanism == "draft_num_predict":
-        can = engine_can_honor("draft_num_predict", engine_version)
-        if can is False:
-            return (f"options.draft_num_predict needs Ollama 0.30.0 or later "
-                    f"(this is {engine_version})")
-        if can is None:
-            return f"the Ollama version {engine_version!r} cannot be read"
-        return ("options.draft_num_predict is supported; it only acts on a model with MTP "
-                "layers or a DRAFT")
-    return "no speculation requested"

@@ -1,6 +1,7 @@
 """Terminal rendering of a result: the article-style table, the per-trial table and one
-plain-language conclusion. The words are chosen by pure functions (``verdict_label``,
-``conclusion``) that tests call directly; ``render_result`` only lays them out.
+plain-language conclusion. The words are chosen by the pure functions of
+``specschema.conclusion`` (shared with the server's submission page); ``verdict_label`` and
+``conclusion`` here only look up a config's evidence, and ``render_result`` lays them out.
 
 Rule: a draft whose verdict is ``not_applied`` is never called a speedup or a slowdown.
 Whatever its ratio, that ratio is run-to-run noise, and the text says so with the spread.
@@ -14,118 +15,30 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from specschema import ConfigSummary, Submission, summarize
+from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
+from specschema import conclusion as wording
+from specschema.conclusion import vs_baseline
 from specschema.stats import decode_tps
-from specsubmit.run.evidence import capability_reason
-
-
-def _x(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}x"
 
 
 def _num(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def vs_baseline(summary: ConfigSummary) -> str:
-    if summary.role == "baseline":
-        return "1.00x"
-    if summary.speedup_tps is None:
-        return "—"
-    if summary.speedup_tps_ci_low is None or summary.speedup_tps_ci_high is None:
-        return _x(summary.speedup_tps)
-    return (f"{summary.speedup_tps:.2f}x "
-            f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
+def _evidence(submission: Submission, name: str) -> SpeculationEvidence:
+    return next(c for c in submission.configs if c.name == name).speculation
 
 
 def verdict_label(submission: Submission, summary: ConfigSummary) -> str:
-    if summary.role == "baseline":
-        return "baseline"
-    config = next(c for c in submission.configs if c.name == summary.name)
-    evidence = config.speculation
-    if evidence.observed == "confirmed":
-        if evidence.drafted_tokens:
-            rate = (evidence.accepted_tokens or 0) / evidence.drafted_tokens
-            return f"confirmed ({rate:.0%} accepted)"
-        return "confirmed"
-    return {"not_applied": "not applied (noise)", "not_observed": "not observed",
-            "unknown": "unknown"}[evidence.observed]
-
-
-def _spread(summary: ConfigSummary) -> str:
-    if summary.min_tps is None or summary.max_tps is None:
-        return "no trials"
-    text = f"{summary.min_tps:.1f}–{summary.max_tps:.1f} tok/s"
-    if summary.cv_tps is not None:
-        text += f", CV {summary.cv_tps:.1%}"
-    return text
-
-
-def _effect(summary: ConfigSummary) -> str:
-    """Faster/slower/no clear difference, only for configs where speculation can act."""
-    ratio, low, high = summary.speedup_tps, summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
-    if ratio is None:
-        return "no trials to compare"
-    if low is None or high is None:
-        return f"{ratio:.2f}x the baseline's tok/s (too few trials for an interval)"
-    interval = f"95% CI {low:.2f}–{high:.2f}"
-    if low > 1.0:
-        return f"{ratio:.2f}x faster than the baseline ({interval})"
-    if high < 1.0:
-        return f"slower than the baseline: {ratio:.2f}x ({interval})"
-    return f"no clear difference from the baseline: {ratio:.2f}x ({interval} includes 1.00)"
-
-
-def config_sentence(submission: Submission, summary: ConfigSummary,
-                    baseline: ConfigSummary | None) -> str:
-    config = next(c for c in submission.configs if c.name == summary.name)
-    evidence = config.speculation
-    version = submission.engine.version
-    if evidence.observed == "not_applied":
-        base = f"; baseline {_spread(baseline)}" if baseline else ""
-        ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
-        reason = capability_reason(evidence.mechanism, version)
-        sentence = (f"{summary.name} was not applied: {reason}, "
-                    f"so {ratio} difference from the baseline is run-to-run noise "
-                    f"({_spread(summary)}{base})")
-    elif evidence.observed == "confirmed":
-        counts = ""
-        if evidence.drafted_tokens:
-            rate = (evidence.accepted_tokens or 0) / evidence.drafted_tokens
-            counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
-                      f"accepted ({rate:.0%})")
-        sentence = (f"{summary.name} speculated (counters in the server log) and ran "
-                    f"{_effect(summary)}{counts}")
-    else:
-        why = ("no counters were found in the server log" if evidence.observed == "not_observed"
-               else "the Ollama version could not be read and no counters were found")
-        sentence = (f"{summary.name} could not be checked: {why}, so its {_effect(summary)} "
-                    "cannot be attributed to speculation")
-    if evidence.outputs_match_baseline is False:
-        sentence += "; its output differed from the baseline's"
-    return sentence
+    return wording.verdict_label(summary, _evidence(submission, summary.name))
 
 
 def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None = None) -> str:
     """One plain-language paragraph on what speculative decoding did in this run."""
     summaries = list(summaries) if summaries is not None else summarize(submission)
-    baseline = next((s for s in summaries if s.role == "baseline"), None)
-    drafts = [s for s in summaries if s.role == "draft"]
-    done = sum(s.trials for s in summaries)
-    prefix = "" if submission.complete else f"Incomplete run ({done} trials measured). "
-    if baseline is None or not baseline.trials:
-        return prefix + "No baseline trials were measured, so nothing can be compared."
-    sentences = [config_sentence(submission, s, baseline) for s in drafts]
-    if drafts and all(
-        next(c for c in submission.configs if c.name == s.name).speculation.observed
-        == "not_applied" for s in drafts
-    ):
-        lead = ("Speculative decoding did not run in this test: Ollama "
-                f"{submission.engine.version} applied none of the drafts, so every config "
-                "measured the same thing. ")
-    else:
-        lead = ""
-    return prefix + lead + "; ".join(sentences) + "."
+    return wording.conclusion(summaries, {c.name: c.speculation for c in submission.configs},
+                              engine_version=submission.engine.version,
+                              complete=submission.complete)
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:

@@ -1,0 +1,143 @@
+"""A result in words (pure): the verdict labels, the ratio with its interval, and the one
+plain-language conclusion that the CLI prints and the submission page leads with.
+
+Both sides call these with the summaries (``summarize``) and the speculation evidence per
+config name, so a contributor's terminal and the public page can never word the same run
+differently.
+
+Rule: a draft whose verdict is ``not_applied`` is never called a speedup or a slowdown.
+Whatever its ratio, that ratio is run-to-run noise, and the text says so with the spread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from specschema.capability import engine_can_honor
+from specschema.models import SpeculationEvidence
+from specschema.summary import ConfigSummary
+
+VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
+                 "not_observed": "not observed", "unknown": "unknown"}
+
+
+def capability_reason(mechanism: str, engine_version: str) -> str:
+    """Why a mechanism can or cannot work on this version, in one phrase."""
+    if mechanism == "draft_model_field":
+        return "Ollama has no top-level draft_model request field and drops it silently"
+    if mechanism == "draft_num_predict":
+        can = engine_can_honor("draft_num_predict", engine_version)
+        if can is False:
+            return (f"options.draft_num_predict needs Ollama 0.30.0 or later "
+                    f"(this is {engine_version})")
+        if can is None:
+            return f"the Ollama version {engine_version!r} cannot be read"
+        return ("options.draft_num_predict is supported; it only acts on a model with MTP "
+                "layers or a DRAFT")
+    return "no speculation requested"
+
+
+def vs_baseline(summary: ConfigSummary) -> str:
+    """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
+    if summary.role == "baseline":
+        return "1.00x"
+    if summary.speedup_tps is None:
+        return "—"
+    if summary.speedup_tps_ci_low is None or summary.speedup_tps_ci_high is None:
+        return f"{summary.speedup_tps:.2f}x"
+    return (f"{summary.speedup_tps:.2f}x "
+            f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
+
+
+def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
+    if not evidence.drafted_tokens:
+        return None
+    return (evidence.accepted_tokens or 0) / evidence.drafted_tokens
+
+
+def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
+    """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ..."""
+    if summary.role == "baseline":
+        return "baseline"
+    observed = evidence.observed if evidence is not None else summary.observed
+    if observed == "confirmed" and evidence is not None:
+        rate = acceptance_rate(evidence)
+        if rate is not None:
+            return f"confirmed ({rate:.0%} accepted)"
+    return VERDICT_WORDS[observed]
+
+
+def spread(summary: ConfigSummary) -> str:
+    if summary.min_tps is None or summary.max_tps is None:
+        return "no trials"
+    text = f"{summary.min_tps:.1f}–{summary.max_tps:.1f} tok/s"
+    if summary.cv_tps is not None:
+        text += f", CV {summary.cv_tps:.1%}"
+    return text
+
+
+def effect(summary: ConfigSummary) -> str:
+    """Faster/slower/no clear difference, only for configs where speculation can act."""
+    ratio, low, high = summary.speedup_tps, summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
+    if ratio is None:
+        return "no trials to compare"
+    if low is None or high is None:
+        return f"{ratio:.2f}x the baseline's tok/s (too few trials for an interval)"
+    interval = f"95% CI {low:.2f}–{high:.2f}"
+    if low > 1.0:
+        return f"{ratio:.2f}x faster than the baseline ({interval})"
+    if high < 1.0:
+        return f"slower than the baseline: {ratio:.2f}x ({interval})"
+    return f"no clear difference from the baseline: {ratio:.2f}x ({interval} includes 1.00)"
+
+
+def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
+                    baseline: ConfigSummary | None, engine_version: str) -> str:
+    if evidence.observed == "not_applied":
+        base = f"; baseline {spread(baseline)}" if baseline else ""
+        ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
+        reason = capability_reason(evidence.mechanism, engine_version)
+        sentence = (f"{summary.name} was not applied: {reason}, "
+                    f"so {ratio} difference from the baseline is run-to-run noise "
+                    f"({spread(summary)}{base})")
+    elif evidence.observed == "confirmed":
+        counts = ""
+        rate = acceptance_rate(evidence)
+        if rate is not None:
+            counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
+                      f"accepted ({rate:.0%})")
+        sentence = (f"{summary.name} speculated (counters in the server log) and ran "
+                    f"{effect(summary)}{counts}")
+    else:
+        why = ("no counters were found in the server log" if evidence.observed == "not_observed"
+               else "the Ollama version could not be read and no counters were found")
+        sentence = (f"{summary.name} could not be checked: {why}, so its {effect(summary)} "
+                    "cannot be attributed to speculation")
+    if evidence.outputs_match_baseline is False:
+        sentence += "; its output differed from the baseline's"
+    return sentence
+
+
+def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
+               *, engine_version: str, complete: bool) -> str:
+    """One plain-language paragraph on what speculative decoding did in this run.
+
+    ``evidence``: the speculation evidence by config name (a draft without one is worded
+    as ``unknown``: nothing was seen).
+    """
+    baseline = next((s for s in summaries if s.role == "baseline"), None)
+    drafts = [s for s in summaries if s.role == "draft"]
+    done = sum(s.trials for s in summaries)
+    prefix = "" if complete else f"Incomplete run ({done} trials measured). "
+    if baseline is None or not baseline.trials:
+        return prefix + "No baseline trials were measured, so nothing can be compared."
+    nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
+                                  observed="unknown")
+    found = {s.name: evidence.get(s.name, nothing) for s in drafts}
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version) for s in drafts]
+    if drafts and all(e.observed == "not_applied" for e in found.values()):
+        lead = (f"Speculative decoding did not run in this test: Ollama {engine_version} "
+                "applied none of the drafts, so every config measured the same thing. ")
+    else:
+        lead = ""
+    return prefix + lead + "; ".join(sentences) + "."
