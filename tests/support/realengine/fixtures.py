@@ -1,0 +1,74 @@
+"""Session-scoped pytest fixtures for tests that run the real llama-server.
+
+Use them from any test package's conftest.py with a plain import (pytest picks up fixtures
+that a conftest's namespace holds)::
+
+    from tests.support.realengine.fixtures import (  # noqa: F401
+        _ollama_store, llama_server_bin, ollama_models_dir, ollama_stored_models,
+        tiny_model_set,
+    )
+
+and mark the tests ``@pytest.mark.realengine``.
+
+Policy, like PostgreSQL's in tests/conftest.py: without cmake and a C/C++ compiler (and no
+cached binary) the tests are skipped on a developer machine but fail when CI=true, because
+CI must exercise the real engine. A build that starts and fails is always a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from . import build
+from .ollama_store import DEFAULT_NAMES, StoredModel, store_model_set
+from .tiny_gguf import ModelSet, write_model_set
+
+
+def _skip_or_fail(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def llama_server_bin() -> Path:
+    """The cached llama-server binary, built on first use (a few minutes on 2 cores)."""
+    if build.cached_binary() is None:
+        missing = build.missing_toolchain()
+        if missing:
+            _skip_or_fail(f"cannot build llama-server here: missing {', '.join(missing)}")
+    try:
+        return build.llama_server_binary()
+    except build.BuildError as exc:
+        pytest.fail(f"building llama-server failed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_set(tmp_path_factory: pytest.TempPathFactory) -> ModelSet:
+    """The five tiny GGUF models (target and four drafts, see tiny_gguf.MODEL_ROLES)."""
+    return write_model_set(tmp_path_factory.mktemp("gguf"))
+
+
+@pytest.fixture(scope="session")
+def _ollama_store(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model_set: ModelSet
+) -> tuple[Path, dict[str, StoredModel]]:
+    models_dir = tmp_path_factory.mktemp("ollama-models")
+    return models_dir, store_model_set(models_dir, tiny_model_set, DEFAULT_NAMES)
+
+
+@pytest.fixture(scope="session")
+def ollama_models_dir(_ollama_store: tuple[Path, dict[str, StoredModel]]) -> Path:
+    """A folder to point OLLAMA_MODELS at: the model set under ollama_store.DEFAULT_NAMES."""
+    return _ollama_store[0]
+
+
+@pytest.fixture(scope="session")
+def ollama_stored_models(
+    _ollama_store: tuple[Path, dict[str, StoredModel]],
+) -> dict[str, StoredModel]:
+    """What ollama_models_dir holds, by role (manifest and blob paths, digests)."""
+    return _ollama_store[1]
