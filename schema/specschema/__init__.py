@@ -3,7 +3,13 @@
 Public surface (pinned by tests/schema/test_public_api.py).
 """
 
-from specschema.capability import engine_can_honor, parse_version, verdict
+from specschema.capability import (
+    counter_problems,
+    engine_can_honor,
+    parse_version,
+    submission_verdicts,
+    verdict,
+)
 from specschema.envelope import (
     PAYLOAD_TYPE,
     VerifiedEnvelope,
@@ -23,18 +29,21 @@ from specschema.errors import (
 )
 from specschema.models import (
     SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
     ClientInfo,
     ConfigResult,
     Cpu,
     Engine,
     Fingerprint,
     Gpu,
+    Launch,
     ModelInfo,
     OsInfo,
     ProtocolRef,
     SpeculationEvidence,
     Submission,
     Trial,
+    TrialCounters,
     Warmup,
 )
 from specschema.payload import parse_submission, submission_bytes
@@ -51,6 +60,7 @@ from specschema.summary import ConfigSummary, summarize, summarize_configs
 __all__ = [
     "PAYLOAD_TYPE",
     "SCHEMA_VERSION",
+    "SCHEMA_VERSIONS",
     "ClientInfo",
     "ConfigResult",
     "ConfigSummary",
@@ -59,6 +69,7 @@ __all__ = [
     "EnvelopeError",
     "Fingerprint",
     "Gpu",
+    "Launch",
     "ModelInfo",
     "OsInfo",
     "PayloadParseError",
@@ -72,8 +83,10 @@ __all__ = [
     "SpeculationEvidence",
     "Submission",
     "Trial",
+    "TrialCounters",
     "VerifiedEnvelope",
     "Warmup",
+    "counter_problems",
     "dumps_canonical",
     "engine_can_honor",
     "envelope_bytes",
@@ -87,6 +100,7 @@ __all__ = [
     "shipped_protocols",
     "sign_envelope",
     "submission_bytes",
+    "submission_verdicts",
     "summarize",
     "summarize_configs",
     "verdict",

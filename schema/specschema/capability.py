@@ -1,4 +1,7 @@
-"""Which speculation mechanisms an Ollama version can honor (pure).
+"""Which speculation mechanisms an Ollama version can honor, and the verdict (pure).
+
+``submission_verdicts`` is the one rule a client and a server both apply; ``verdict`` is
+its core over plain facts, ``counter_problems`` the counters that contradict the trials.
 
 Facts (shared/reference/ollama-api.md): Ollama has never had a top-level ``draft_model``
 request field; unknown fields are dropped silently, so that mechanism is never applied.
@@ -9,8 +12,20 @@ model with MTP layers or a Modelfile DRAFT.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from specschema.models import Mechanism, Observed
+from specschema.models import (
+    ConfigResult,
+    Engine,
+    Launch,
+    Mechanism,
+    Observed,
+    Role,
+    Runtime,
+    Submission,
+    Trial,
+)
 
 DRAFT_NUM_PREDICT_SINCE = (0, 30, 0)
 
@@ -26,8 +41,8 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
 
 def engine_can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
     """True/False when known; None when the version cannot be read."""
-    if mechanism == "none":
-        return True
+    if mechanism in ("none", "server_launch"):
+        return True  # server_launch: the client starts the engine with the flags itself
     if mechanism == "draft_model_field":
         return False
     version = parse_version(engine_version)
@@ -37,20 +52,165 @@ def engine_can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
 
 
 def verdict(
-    *, requested: bool, can_honor: bool | None, counters_seen: bool
+    *,
+    requested: bool,
+    can_honor: bool | None,
+    counters_seen: bool,
+    speculated: bool = False,
+    baseline_speculated: bool = False,
+    synthetic: bool = False,
+    runtime: Runtime | None = None,
+    launched_without_speculation: bool = False,
 ) -> Observed:
-    """The speculation verdict of a draft config.
+    """The speculation verdict of one config: the one rule, on both sides.
 
-    confirmed: acceptance counters were seen; not_applied: the engine cannot honor the
-    mechanism; not_observed: it could, but no evidence either way; unknown: the version
-    could not be read and nothing was seen.
+    For a draft config, in this order:
+    synthetic: synthetic acceptance was switched on (this config's or the baseline's engine
+    start): the output is not model output and the timings are fake;
+    baseline_speculated: the baseline itself speculated (counters or a launch with
+    --spec-type), so no comparison against it measures speculation;
+    cannot_compare: the MLX runner, where speculation cannot be switched off per request;
+    not_applied: the engine cannot honor the mechanism, or every engine start seen for this
+    config ran without speculation;
+    confirmed: acceptance counters were seen;
+    unknown: the engine version could not be read and nothing was seen;
+    not_observed: it could have speculated, but there is no evidence either way.
+
+    The baseline config (``requested`` false) is synthetic, baseline_speculated (its own
+    ``counters_seen`` or ``speculated``), cannot_compare on MLX, else not_applied. The
+    keywords after ``counters_seen`` are v2 evidence; their defaults give the v1 rule.
     """
     if not requested:
+        if synthetic:
+            return "synthetic"
+        if counters_seen or speculated:
+            return "baseline_speculated"
+        if runtime == "mlx":
+            return "cannot_compare"
         return "not_applied"
+    if synthetic:
+        return "synthetic"
+    if baseline_speculated:
+        return "baseline_speculated"
+    if runtime == "mlx":
+        return "cannot_compare"
     if can_honor is False:
         return "not_applied"
     if counters_seen:
         return "confirmed"
+    if launched_without_speculation:
+        return "not_applied"
     if can_honor is None:
         return "unknown"
     return "not_observed"
+
+
+# --- the evidence, read from the wire models -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one config's evidence says, as the verdict needs it."""
+
+    counters_seen: bool  # acceptance counters: the config's totals or any trial's
+    spec_launch: bool  # an engine start with --spec-type other than none
+    synthetic: bool  # an engine start with synthetic acceptance
+    launched_plain: bool  # engine starts were seen and none of them speculated
+
+
+def launch_speculates(launch: Launch) -> bool:
+    return launch.spec_type not in (None, "none")
+
+
+def facts(
+    *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch]
+) -> Facts:
+    trial_counters = any(t.counters is not None and t.counters.drafted > 0 for t in trials)
+    spec_launch = any(launch_speculates(launch) for launch in launches)
+    return Facts(
+        counters_seen=totals_seen or trial_counters,
+        spec_launch=spec_launch,
+        synthetic=any(launch.synthetic_flags for launch in launches),
+        launched_plain=bool(launches) and not spec_launch,
+    )
+
+
+def facts_of(config: ConfigResult) -> Facts:
+    s = config.speculation
+    return facts(totals_seen=s.drafted_tokens is not None, trials=config.trials,
+                 launches=s.launches)
+
+
+def decide(
+    *,
+    role: Role,
+    mechanism: Mechanism,
+    engine: Engine,
+    own: Facts,
+    baseline: Facts | None,
+) -> Observed:
+    """``verdict`` for one config from its facts and the baseline's (None: no baseline)."""
+    requested = role == "draft"
+    base_speculated = baseline is not None and (baseline.counters_seen or baseline.spec_launch)
+    return verdict(
+        requested=requested,
+        can_honor=engine_can_honor(mechanism, engine.version),
+        counters_seen=own.counters_seen,
+        speculated=own.spec_launch,
+        baseline_speculated=requested and base_speculated,
+        synthetic=own.synthetic or (requested and baseline is not None and baseline.synthetic),
+        runtime=engine.runtime,
+        launched_without_speculation=own.launched_plain,
+    )
+
+
+def submission_verdicts(submission: Submission) -> list[Observed]:
+    """The verdict each config must carry, in config order."""
+    all_facts = [facts_of(c) for c in submission.configs]
+    baseline = next(
+        (f for c, f in zip(submission.configs, all_facts, strict=True) if c.role == "baseline"),
+        None,
+    )
+    return [
+        decide(role=c.role, mechanism=c.speculation.mechanism, engine=submission.engine,
+               own=f, baseline=None if c.role == "baseline" else baseline)
+        for c, f in zip(submission.configs, all_facts, strict=True)
+    ]
+
+
+def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
+    """Counters that contradict the trials, as (path under the config, what is wrong).
+
+    Per trial: accepted <= drafted, and accepted <= eval_count (every accepted draft token
+    is a generated token). Per config: accepted <= drafted, and when trials carry counters
+    the config's totals are their sums (so a total cannot claim more than its trials).
+    """
+    found: list[tuple[str, str]] = []
+    drafted_sum = accepted_sum = 0
+    with_counters = 0
+    for ti, trial in enumerate(config.trials):
+        c = trial.counters
+        if c is None:
+            continue
+        with_counters += 1
+        drafted_sum += c.drafted
+        accepted_sum += c.accepted
+        path = f"trials.{ti}.counters.accepted"
+        if c.accepted > c.drafted:
+            found.append((path, f"{c.accepted} accepted > {c.drafted} drafted"))
+        if c.accepted > trial.eval_count:
+            found.append((path, f"{c.accepted} accepted > {trial.eval_count} generated "
+                                "(eval_count)"))
+    s = config.speculation
+    if s.drafted_tokens is not None and s.accepted_tokens is not None:
+        if s.accepted_tokens > s.drafted_tokens:
+            found.append(("speculation.accepted_tokens", "more tokens accepted than drafted"))
+        if with_counters and (s.drafted_tokens, s.accepted_tokens) != (drafted_sum,
+                                                                       accepted_sum):
+            found.append(("speculation.drafted_tokens",
+                          f"the config's {s.drafted_tokens} drafted / {s.accepted_tokens} "
+                          f"accepted are not its trials' sums ({drafted_sum} / {accepted_sum})"))
+    elif with_counters:
+        found.append(("speculation.drafted_tokens",
+                      "trials carry counters but the config's totals are missing"))
+    return found

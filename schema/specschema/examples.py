@@ -10,8 +10,9 @@ import hashlib
 import random
 import uuid
 from datetime import UTC, datetime
+from typing import Literal
 
-from specschema.capability import engine_can_honor, verdict
+from specschema.capability import engine_can_honor, submission_verdicts, verdict
 from specschema.models import (
     ClientInfo,
     ConfigResult,
@@ -22,9 +23,11 @@ from specschema.models import (
     ModelInfo,
     OsInfo,
     ProtocolRef,
+    Runtime,
     SpeculationEvidence,
     Submission,
     Trial,
+    TrialCounters,
     Warmup,
 )
 from specschema.protocol import Protocol, get_protocol
@@ -77,8 +80,16 @@ def example_submission(
     counters_seen: bool = False,
     created_at: datetime | None = None,
     complete: bool = True,
+    schema_version: Literal[1, 2] = 1,
+    runtime: Runtime | None = None,
 ) -> Submission:
-    """A valid submission for ``protocol`` with plausible, seeded trial numbers."""
+    """A valid submission for ``protocol`` with plausible, seeded trial numbers.
+
+    ``schema_version=2`` adds what a v2 client records: per-trial counters (drafted 240,
+    accepted 180 per trial when ``counters_seen``; the config's totals are their sums),
+    the engine's ``runtime`` and ``engine_log="read"``. The verdicts are
+    ``submission_verdicts`` of that evidence.
+    """
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     rng = random.Random(seed)
     machine = machine or EXAMPLE_MACHINES[seed % len(EXAMPLE_MACHINES)]
@@ -104,11 +115,19 @@ def example_submission(
             eval_count=eval_count, eval_duration_ns=eval_ns, done_reason="length",
             output_chars=812, output_sha256=base_text, cold=False,
         ))
+    v2 = schema_version == 2
     configs = []
     for config in proto.configs:
         requested = config.role == "draft"
         can_honor = engine_can_honor(config.mechanism, engine_version)
         seen = counters_seen and requested and bool(can_honor)
+        trials = trial_slots[config.name]
+        drafted, accepted = 1200, 900
+        if v2 and seen:
+            trials = [t.model_copy(update={"counters": TrialCounters(
+                drafted=240, accepted=180, mean_accepted_len=3.0, source="llama_server_log",
+            )}) for t in trials]
+            drafted, accepted = 240 * len(trials), 180 * len(trials)
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=proto.model_for(config, target_model),
             draft_model=config.draft_model,
@@ -116,24 +135,26 @@ def example_submission(
             request_fields=dict(config.request_fields),
             warmups=[Warmup(wall_s=3.2, load_duration_ns=3_000_000_000,
                             total_duration_ns=3_150_000_000)] * proto.warmups_per_config,
-            trials=trial_slots[config.name],
+            trials=trials,
             speculation=SpeculationEvidence(
                 requested=requested, mechanism=config.mechanism, engine_can_honor=can_honor,
                 observed=verdict(requested=requested, can_honor=can_honor, counters_seen=seen),
-                drafted_tokens=1200 if seen else None, accepted_tokens=900 if seen else None,
+                drafted_tokens=drafted if seen else None,
+                accepted_tokens=accepted if seen else None,
                 counters_source="llama_server_log" if seen else None,
                 models_loaded=[proto.model_for(config, target_model)],
                 outputs_match_baseline=True if config.role == "draft" else None,
             ),
         ))
     models = sorted({c.model for c in configs} | {c.draft_model for c in configs if c.draft_model})
-    return Submission(
-        schema_version=1,
+    submission = Submission(
+        schema_version=schema_version,
         submission_id=uuid.UUID(int=rng.getrandbits(128), version=4),
         created_at=created_at or datetime.now(UTC),
         client=ClientInfo(name="specsubmit", version="0.1.0"),
         fingerprint=example_fingerprint(machine),
-        engine=Engine(version=engine_version, backend="100% GPU", gpu_fraction=1.0),
+        engine=Engine(version=engine_version, backend="100% GPU", gpu_fraction=1.0,
+                      runtime=runtime if v2 else None),
         models=[ModelInfo(name=m, digest=hashlib.sha256(m.encode()).hexdigest(),
                           quantization="Q4_K_M", parameter_size="14.8B", family="qwen3",
                           size_bytes=9_276_198_565) for m in models],
@@ -143,4 +164,12 @@ def example_submission(
         ),
         configs=configs,
         complete=complete,
+        engine_log="read" if v2 else None,
     )
+    if not v2:
+        return submission
+    verdicts = submission_verdicts(submission)
+    return submission.model_copy(update={"configs": [
+        c.model_copy(update={"speculation": c.speculation.model_copy(update={"observed": v})})
+        for c, v in zip(submission.configs, verdicts, strict=True)
+    ]})

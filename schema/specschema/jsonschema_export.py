@@ -2,6 +2,9 @@
 
 Run ``python -m specschema.jsonschema_export schema/jsonschema`` to regenerate;
 tests fail when the committed files are stale.
+
+``submission.v1.schema.json`` is published and frozen (v1 is the same models without the
+v2 fields; tests pin its hash): only the current version's file is generated.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specschema.models import Submission
+from specschema.models import SCHEMA_VERSION, Submission
 
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -44,8 +47,12 @@ ENVELOPE_SCHEMA: dict[str, Any] = {
 def generated_files() -> dict[str, str]:
     submission = Submission.model_json_schema()
     submission["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    submission["description"] = (
+        f"specbench submission, schema_version {SCHEMA_VERSION} (version 1 is read too)"
+    )
     return {
-        "submission.v1.schema.json": json.dumps(submission, indent=2, sort_keys=True) + "\n",
+        f"submission.v{SCHEMA_VERSION}.schema.json":
+            json.dumps(submission, indent=2, sort_keys=True) + "\n",
         "envelope.v1.schema.json": json.dumps(ENVELOPE_SCHEMA, indent=2, sort_keys=True) + "\n",
     }
 

@@ -1,4 +1,21 @@
-"""Wire format v1: the submission a client signs and a server stores.
+"""Wire format v2 (and v1): the submission a client signs and a server stores.
+
+One family of models reads both versions. v2 is a superset of v1: every v2 field has a
+default ("not known", an empty list), and a ``schema_version: 1`` submission that uses any
+of them, or a v2-only value (the new verdicts, engine "llama-server", counters from the
+engine's API), is refused (``v1_violations``). A v1 submission serializes to exactly the
+bytes it had before v2 existed (``payload.submission_bytes`` leaves the v2 fields out), and
+its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is frozen.
+
+What v2 adds (docs/run.md explains the verdicts):
+- verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: none of them is a
+  measured speedup;
+- per-trial counters (``Trial.counters``) with their source;
+- what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
+  logged or was given it, never what was requested;
+- the engine as a dimension: ``Engine.name`` ("ollama" | "llama-server"), ``runtime``
+  ("ggml" | "mlx"), ``version`` and ``build``; a model's ``format``; whether the server
+  log was read (``Submission.engine_log``).
 
 Conventions:
 - ``None`` (JSON null) means "not detected / not known". It is never the same as 0 or "":
@@ -15,9 +32,17 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 
 ShortStr = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 NameStr = Annotated[str, StringConstraints(min_length=1, max_length=120)]
@@ -28,9 +53,28 @@ Nanoseconds = Annotated[int, Field(ge=0, le=10**15)]  # ~11.5 days: no single re
 Seconds = Annotated[float, Field(ge=0, le=10**6)]
 OptionValue = int | float | bool | str
 
-Mechanism = Literal["none", "draft_model_field", "draft_num_predict"]
-Observed = Literal["confirmed", "not_applied", "not_observed", "unknown"]
+# server_launch (v2): speculation is set by how the engine process is started (llama-server
+# --spec-type ...), one start per config; the client starts the engine itself.
+Mechanism = Literal["none", "draft_model_field", "draft_num_predict", "server_launch"]
+Observed = Literal[
+    "confirmed", "not_applied", "not_observed", "unknown",
+    "baseline_speculated", "synthetic", "cannot_compare",
+]
 Role = Literal["baseline", "draft"]
+# Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
+# runner's line), or (v2) llama-server's own API (``timings.draft_n`` / ``draft_n_accepted``).
+CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
+EngineName = Literal["ollama", "llama-server"]
+# ggml: GGUF models on llama-server (Ollama >= 0.30 runs them there); mlx: Ollama's MLX
+# runner (safetensors models, the default on Apple Silicon from 0.40).
+Runtime = Literal["ggml", "mlx"]
+LogStatus = Literal["read", "not_given", "unreadable"]
+
+OBSERVED_V1: tuple[str, ...] = ("confirmed", "not_applied", "not_observed", "unknown")
+MECHANISMS_V1: tuple[str, ...] = ("none", "draft_model_field", "draft_num_predict")
+# A command-line flag or environment variable name, as it appears in a launch line.
+FlagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,48}$")]
+FlagValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,48}$")]
 
 
 def _utc(value: datetime) -> datetime:
@@ -98,8 +142,14 @@ class Fingerprint(WireModel):
 
 
 class Engine(WireModel):
-    name: Literal["ollama"] = "ollama"
+    name: EngineName = "ollama"
     version: VersionStr
+    runtime: Runtime | None = Field(
+        None, description="v2: 'ggml' (llama-server) or 'mlx'; null when not detected"
+    )
+    build: ShortStr | None = Field(
+        None, description="v2: the engine's build string (llama-server --version or /props)"
+    )
     backend: ShortStr | None = Field(
         None, description="'100% GPU', '100% CPU' or '25%/75% CPU/GPU'"
     )
@@ -113,6 +163,9 @@ class ModelInfo(WireModel):
     parameter_size: ShortStr | None = None
     family: ShortStr | None = None
     size_bytes: Annotated[int, Field(ge=1, le=2**50)] | None = None
+    format: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_\-]{1,32}$")] | None = Field(
+        None, description="v2: /api/tags details.format ('gguf'; 'safetensors' runs on MLX)"
+    )
 
 
 class ProtocolRef(WireModel):
@@ -131,6 +184,35 @@ class Warmup(WireModel):
     total_duration_ns: Nanoseconds | None = None
 
 
+class TrialCounters(WireModel):
+    """v2: what the engine reported for one trial's request."""
+
+    drafted: NonNegInt
+    accepted: NonNegInt
+    mean_accepted_len: Annotated[float, Field(ge=0.0, le=1000.0)] | None = Field(
+        None, description="llama-server's 'mean len' (tokens accepted per draft round)"
+    )
+    source: CounterSource
+
+
+class Launch(WireModel):
+    """v2: one engine start, as the engine logged it (Ollama's ``starting llama-server``
+    line) or as the client started it (``engine_command``). Never what was requested."""
+
+    source: Literal["llama_server_log", "engine_command"]
+    spec_type: FlagValue | None = Field(
+        None, description="--spec-type's value; null when the flag was absent (no speculation)"
+    )
+    draft_n_max: Annotated[int, Field(ge=0, le=4096)] | None = None
+    draft_model: bool = Field(False, description="a separate draft model was loaded")
+    draft_model_digest: Sha256Hex | None = Field(
+        None, description="the draft model's sha256 (never its path)"
+    )
+    synthetic_flags: Annotated[list[FlagName], Field(max_length=8)] = Field(
+        [], description="synthetic-acceptance flags seen (--spec-synth-len, 'warning', ...)"
+    )
+
+
 class Trial(WireModel):
     index: Annotated[int, Field(ge=0, le=1000)] = Field(
         description="trial number within its config"
@@ -147,7 +229,10 @@ class Trial(WireModel):
     done_reason: Annotated[str, StringConstraints(min_length=1, max_length=32)] | None = None
     output_chars: NonNegInt
     output_sha256: Sha256Hex
-    cold: bool
+    cold: bool = Field(description="the model was (re)loaded for this request")
+    counters: TrialCounters | None = Field(
+        None, description="v2: this trial's acceptance counters; null when none were seen"
+    )
 
 
 class SpeculationEvidence(WireModel):
@@ -157,9 +242,15 @@ class SpeculationEvidence(WireModel):
     observed: Observed
     drafted_tokens: NonNegInt | None = None
     accepted_tokens: NonNegInt | None = None
-    counters_source: Literal["mlx_log", "llama_server_log"] | None = None
+    counters_source: CounterSource | None = None
     models_loaded: Annotated[list[NameStr], Field(max_length=16)] = []
     outputs_match_baseline: bool | None = None
+    mean_accepted_len: Annotated[float, Field(ge=0.0, le=1000.0)] | None = Field(
+        None, description="v2: mean accepted length over the trials, when the engine gave it"
+    )
+    launches: Annotated[list[Launch], Field(max_length=16)] = Field(
+        [], description="v2: every distinct engine start seen during this config's requests"
+    )
 
 
 class ConfigResult(WireModel):
@@ -182,7 +273,7 @@ class ClientInfo(WireModel):
 
 
 class Submission(WireModel):
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2]
     submission_id: UUID
     created_at: UtcDatetime
     client: ClientInfo
@@ -193,3 +284,50 @@ class Submission(WireModel):
     configs: Annotated[list[ConfigResult], Field(min_length=1, max_length=16)]
     complete: bool = Field(description="false when the run stopped early (Ctrl-C, engine died)")
     note: Annotated[str, StringConstraints(max_length=500)] | None = None
+    engine_log: LogStatus | None = Field(
+        None, description="v2: whether the engine's log was read ('not_given': no counters "
+        "could be looked for); null when counters come from the engine's API"
+    )
+
+    @model_validator(mode="after")
+    def _v1_has_only_v1_fields(self) -> Submission:
+        if self.schema_version == 1:
+            problems = v1_violations(self)
+            if problems:
+                path, message = problems[0]
+                raise ValueError(f"{path}: {message} (schema_version 1 has no such field "
+                                 "or value; send schema_version 2)")
+        return self
+
+
+def v1_violations(submission: Submission) -> list[tuple[str, str]]:
+    """Where a submission uses what schema v1 does not have (path, what)."""
+    found: list[tuple[str, str]] = []
+    engine = submission.engine
+    if engine.name != "ollama":
+        found.append(("engine.name", f"engine {engine.name!r}"))
+    for field in ("runtime", "build"):
+        if getattr(engine, field) is not None:
+            found.append((f"engine.{field}", "a v2 field"))
+    if submission.engine_log is not None:
+        found.append(("engine_log", "a v2 field"))
+    for mi, model in enumerate(submission.models):
+        if model.format is not None:
+            found.append((f"models.{mi}.format", "a v2 field"))
+    for ci, config in enumerate(submission.configs):
+        s = config.speculation
+        path = f"configs.{ci}.speculation"
+        if s.observed not in OBSERVED_V1:
+            found.append((f"{path}.observed", f"verdict {s.observed!r}"))
+        if s.mechanism not in MECHANISMS_V1:
+            found.append((f"{path}.mechanism", f"mechanism {s.mechanism!r}"))
+        if s.counters_source == "engine_api":
+            found.append((f"{path}.counters_source", "counters_source 'engine_api'"))
+        if s.mean_accepted_len is not None:
+            found.append((f"{path}.mean_accepted_len", "a v2 field"))
+        if s.launches:
+            found.append((f"{path}.launches", "a v2 field"))
+        for ti, trial in enumerate(config.trials):
+            if trial.counters is not None:
+                found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
+    return found

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 from specschema.errors import PayloadSchemaError
@@ -25,11 +27,25 @@ def parse_submission(payload: bytes) -> Submission:
         paths = schema_error_paths(exc)
         first = paths[0]
         raise PayloadSchemaError(
-            f"submission does not match schema v1: {first['path']}: {first['message']}",
+            f"submission does not match the schema: {first['path']}: {first['message']}",
             details=paths,
         ) from None
 
 
+# The v2 fields, left out of a v1 submission's bytes (a v1 submission holds only their
+# defaults: models.v1_violations), so that v1 bytes are what they were before v2.
+_V2_ONLY: dict[str, Any] = {
+    "engine": {"runtime", "build"},
+    "engine_log": True,
+    "models": {"__all__": {"format"}},
+    "configs": {"__all__": {
+        "speculation": {"mean_accepted_len", "launches"},
+        "trials": {"__all__": {"counters"}},
+    }},
+}
+
+
 def submission_bytes(submission: Submission) -> bytes:
     """The payload bytes a client signs (compact JSON, UTF-8)."""
-    return submission.model_dump_json(exclude_none=False).encode("utf-8")
+    exclude = _V2_ONLY if submission.schema_version == 1 else None
+    return submission.model_dump_json(exclude_none=False, exclude=exclude).encode("utf-8")

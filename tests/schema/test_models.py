@@ -40,7 +40,7 @@ def test_not_detected_is_null_and_distinct_from_zero_and_empty() -> None:
     "change, path",
     [
         ({"surprise": 1}, "surprise"),
-        ({"schema_version": 2}, "schema_version"),
+        ({"schema_version": 3}, "schema_version"),
         ({"submission_id": "not-a-uuid"}, "submission_id"),
         ({"created_at": "2026-01-01T00:00:00"}, "created_at"),
         ({"created_at": "2026-01-01T00:00:00+02:00"}, "created_at"),

@@ -14,7 +14,9 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    ``min_contributors`` contributors (default 3); otherwise the group is "few results".
 5. The speedup board holds rows whose verdict is ``confirmed`` or ``not_observed``;
    ``not_applied`` rows are A/A measurements and form the separate noise-floor view;
-   ``unknown`` rows are in neither and only show up in the verdict counts.
+   ``unknown`` rows are in neither and only show up in the verdict counts, and so are the
+   v2 verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: each says
+   that the run has no valid baseline or no valid output, so its ratio measures nothing.
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
 that are not banned. On a large store the first step of rule 3 runs in SQL
@@ -201,6 +203,9 @@ class ContributorResult(NamedTuple):
     not_observed: int = 0
     not_applied: int = 0
     unknown: int = 0
+    baseline_speculated: int = 0
+    synthetic: int = 0
+    cannot_compare: int = 0
 
 
 def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
@@ -226,6 +231,8 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
                 [r.baseline_tps for r in members if r.baseline_tps is not None]),
             confirmed=counts["confirmed"], not_observed=counts["not_observed"],
             not_applied=counts["not_applied"], unknown=counts["unknown"],
+            baseline_speculated=counts["baseline_speculated"], synthetic=counts["synthetic"],
+            cannot_compare=counts["cannot_compare"],
         ))
     return reduced
 
