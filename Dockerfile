@@ -10,12 +10,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# Only what the distribution needs (.dockerignore keeps tests, venvs and stores out).
-COPY pyproject.toml README.md ./
+# Only the two distributions the server needs: specschema and specserver (the contributor's
+# specsubmit stays out). .dockerignore keeps tests, venvs and stores out.
 COPY schema ./schema
-COPY client ./client
 COPY server ./server
-RUN pip install ".[server]" && rm -rf /app/build
+RUN pip install ./schema ./server && rm -rf /app/schema /app/server
 
 # Run as an unprivileged user that owns only its data folder.
 RUN groupadd --system --gid 10001 specserver \

@@ -169,7 +169,10 @@ def test_dockerfile_base_install_user_healthcheck_and_command() -> None:
     instructions = _dockerfile_instructions()
     keywords = [k for k, _ in instructions]
     assert instructions[0] == ("FROM", "python:3.11-slim")
-    assert any(k == "RUN" and 'pip install ".[server]"' in v for k, v in instructions)
+    # The server and its wire format, never the contributor's client.
+    installs = [v for k, v in instructions if k == "RUN" and "pip install" in v]
+    assert installs and "./schema" in installs[0] and "./server" in installs[0]
+    assert not any("client" in v for k, v in instructions if k in {"COPY", "RUN"})
     users = [v for k, v in instructions if k == "USER"]
     assert users, "the image must not run as root"
     user = users[-1].split(":")[0]
