@@ -179,6 +179,36 @@ def baseline_requests_speculation(d: dict[str, Any]) -> None:
     d["configs"][0]["speculation"]["requested"] = True
 
 
+@case("names_printable")
+def chip_with_zero_width_space(d: dict[str, Any]) -> None:
+    d["fingerprint"]["chip"] = "Apple\u200b M2"
+
+
+@case("names_printable")
+def chip_with_cyrillic_a(d: dict[str, Any]) -> None:
+    d["fingerprint"]["chip"] = "\u0410pple M2"
+
+
+@case("names_printable")
+def chip_wholly_in_lookalikes(d: dict[str, Any]) -> None:
+    d["fingerprint"]["chip"] = "\u0410\u0440\u0440\u04cf\u0435 \u041c2"
+
+
+@case("names_printable")
+def backend_with_line_feed(d: dict[str, Any]) -> None:
+    d["engine"]["backend"] = "100% GPU\n"
+
+
+@case("names_printable")
+def note_with_rtl_override(d: dict[str, Any]) -> None:
+    d["note"] = "ok \u202e"
+
+
+@case("submission_id_not_reserved")
+def signed_id_in_the_import_namespace(d: dict[str, Any]) -> None:
+    d["submission_id"] = "6f1a3c0e-1d2b-5c4d-8e9f-0a1b2c3d4e5f"  # version 5
+
+
 @pytest.mark.parametrize(("name", "rule", "breaker"), CASES, ids=[c[0] for c in CASES])
 def test_each_rule_refuses_what_it_names(name: str, rule: str, breaker: Any) -> None:
     data = fresh(3)

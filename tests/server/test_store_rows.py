@@ -23,6 +23,7 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Cpu, Fingerprint, Gpu, OsInfo, Submission
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
+from specserver.ingest.names import canonical, canonical_chip, canonical_optional
 from specserver.ingest.rows import naive_utc, submission_rows
 from specserver.store import tables
 from specserver.store.tables import INGEST_TABLES, RowSet
@@ -41,8 +42,8 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
     sid = checked.submission_id
     fp = sub.fingerprint
     baseline = next((c for c in sub.configs if c.role == "baseline"), sub.configs[0])
-    target = baseline.model
-    digest = next((m.digest for m in sub.models if m.name == target), None)
+    digest = next((m.digest for m in sub.models if m.name == baseline.model), None)
+    target = canonical(baseline.model)  # names are stored canonical (ingest.names)
     out: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in INGEST_TABLES}
     out["submissions"].append(_row(tables.submissions, {
         "submission_id": sid, "key_id": checked.key_id, "source": "signed",
@@ -50,23 +51,26 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "received_at": naive_utc(received_at), "envelope_sha256": checked.body_sha256,
         "protocol_id": sub.protocol.id, "protocol_version": sub.protocol.version,
         "protocol_sha256": sub.protocol.sha256, "target_model": target,
-        "target_digest": digest, "chip": fp.chip, "memory_gb": fp.memory_gb,
+        "target_digest": digest, "chip": canonical_chip(fp.chip), "memory_gb": fp.memory_gb,
         "ollama_version": sub.engine.version, "os_name": fp.os.name,
-        "backend": sub.engine.backend, "client_name": sub.client.name,
+        "backend": canonical_optional(sub.engine.backend),
+        "client_name": canonical(sub.client.name),
         "client_version": sub.client.version, "complete": sub.complete,
         "hidden": False, "hidden_reason": None, "note": sub.note,
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))
     out["fingerprints"].append(_row(tables.fingerprints, {
-        "submission_id": sid, "chip": fp.chip, "cpu_name": fp.cpu.name,
-        "cpu_brand_raw": fp.cpu.brand_raw, "cores_total": fp.cpu.cores_total,
+        "submission_id": sid, "chip": canonical_chip(fp.chip),
+        "cpu_name": canonical_chip(fp.cpu.name),
+        "cpu_brand_raw": canonical_optional(fp.cpu.brand_raw), "cores_total": fp.cpu.cores_total,
         "cores_performance": fp.cpu.cores_performance,
         "cores_efficiency": fp.cpu.cores_efficiency, "memory_bytes": fp.memory_bytes,
         "memory_gb": fp.memory_gb, "unified_memory": fp.unified_memory,
-        "gpu_names": "; ".join(g.name for g in fp.gpus if g.name) or None,
-        "gpu_count": len(fp.gpus), "os_name": fp.os.name, "os_version": fp.os.version,
-        "arch": fp.os.arch, "virtualization": fp.virtualization,
+        "gpu_names": "; ".join(canonical_chip(g.name) or "" for g in fp.gpus if g.name) or None,
+        "gpu_count": len(fp.gpus), "os_name": fp.os.name,
+        "os_version": canonical_optional(fp.os.version),
+        "arch": fp.os.arch, "virtualization": canonical_optional(fp.virtualization),
         "power_source": fp.power_source, "json": fp.model_dump_json(),
     }))
     for config in sub.configs:

@@ -29,6 +29,7 @@ from specserver.errors import NotFound, Unavailable
 from specserver.http import caching, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
+from specserver.ingest.names import chip_is_known
 from specserver.store import exporting, queries
 from specserver.store.queries import Filters
 
@@ -53,6 +54,9 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
     data = asdict(group)
     data["label"] = group.label(dimensions)
+    if "chip" in group.key:  # a chip outside known_chips.json is shown as new (ingest.names)
+        chip = group.key["chip"].get("chip")
+        data["chip_known"] = chip_is_known(chip if isinstance(chip, str) else None)
     return data
 
 

@@ -33,6 +33,7 @@ from specschema.payload import parse_submission
 from specschema.protocol import Protocol, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
 from specserver.errors import Invalid, Malformed
+from specserver.ingest.names import name_problem
 
 # --- documented bounds (docs/server.md, "Consistency rules") ------------------------------
 
@@ -51,6 +52,8 @@ DURATION_TOLERANCE_FRACTION = 0.01
 WALL_TOLERANCE_S = 0.05
 DONE_REASONS = ("stop", "length")
 MAX_VIOLATIONS = 20
+# Imports' submission ids are uuid5 (name-based, of the imported file); signed ones may not be.
+IMPORT_UUID_VERSION = 5
 
 
 class ConsistencyError(Invalid):
@@ -353,6 +356,71 @@ def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[V
             yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
 
 
+def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
+    """Every free-text name of a submission as (path, value, kind): kind is "chip" for a
+    hardware name (also compared with the known chips' lookalikes), "note" for the note,
+    else "name". Config names, models and options are the protocol's (configs_match_protocol)
+    but are listed too: a name is refused for its characters before it is compared."""
+    fp = submission.fingerprint
+    cpu = fp.cpu
+    for path, value, kind in (
+        ("fingerprint.chip", fp.chip, "chip"), ("fingerprint.machine_model", fp.machine_model,
+                                                "name"),
+        ("fingerprint.cpu.brand_raw", cpu.brand_raw, "name"),
+        ("fingerprint.cpu.name", cpu.name, "chip"), ("fingerprint.cpu.arch", cpu.arch, "name"),
+        ("fingerprint.os.version", fp.os.version, "name"),
+        ("fingerprint.os.arch", fp.os.arch, "name"),
+        ("fingerprint.virtualization", fp.virtualization, "name"),
+        ("engine.backend", submission.engine.backend, "name"),
+        ("client.name", submission.client.name, "name"), ("note", submission.note, "note"),
+    ):
+        if value is not None:
+            yield path, value, kind
+    for gi, gpu in enumerate(fp.gpus):
+        for field, value, kind in (("name_raw", gpu.name_raw, "name"), ("name", gpu.name, "chip"),
+                                   ("driver", gpu.driver, "name"),
+                                   ("metal_family", gpu.metal_family, "name")):
+            if value is not None:
+                yield f"fingerprint.gpus.{gi}.{field}", value, kind
+    for mi, model in enumerate(submission.models):
+        for field, value in (("name", model.name), ("quantization", model.quantization),
+                             ("parameter_size", model.parameter_size), ("family", model.family)):
+            if value is not None:
+                yield f"models.{mi}.{field}", value, "name"
+    for key, value in submission.protocol.parameters.items():
+        yield f"protocol.parameters.{key}", key, "name"
+        yield f"protocol.parameters.{key}", value, "name"
+    for ci, config in enumerate(submission.configs):
+        yield f"configs.{ci}.name", config.name, "name"
+        yield f"configs.{ci}.model", config.model, "name"
+        if config.draft_model is not None:
+            yield f"configs.{ci}.draft_model", config.draft_model, "name"
+        for li, loaded in enumerate(config.speculation.models_loaded):
+            yield f"configs.{ci}.speculation.models_loaded.{li}", loaded, "name"
+
+
+def _name_problem(value: str, kind: str) -> str | None:
+    return name_problem(value, note=kind == "note", chip=kind == "chip")
+
+
+def names_printable(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """No name holds a control, format or invisible character, or mixes Latin with its
+    Cyrillic or Greek lookalikes (``ingest.names``; docs/aggregation.md, "Names")."""
+    for path, value, kind in name_fields(submission):
+        problem = _name_problem(value, kind)
+        if problem is not None:
+            yield Violation("names_printable", path, problem)
+
+
+def submission_id_not_reserved(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """A signed submission's id is not a version-5 (name-based) UUID: those are the imports'
+    (``ingest.hardnumbers``: uuid5 of the public file), so no key can take one first."""
+    if submission.submission_id.version == IMPORT_UUID_VERSION:
+        yield Violation("submission_id_not_reserved", "submission_id",
+                        f"version-{IMPORT_UUID_VERSION} UUIDs are reserved for imports; "
+                        "a signed submission's id is random (uuid4)")
+
+
 RULES: tuple[Rule, ...] = (
     configs_match_protocol,
     trials_fit_schedule,
@@ -361,6 +429,8 @@ RULES: tuple[Rule, ...] = (
     decode_rate_plausible,
     created_at_recent,
     speculation_coherent,
+    names_printable,
+    submission_id_not_reserved,
 )
 
 
@@ -463,6 +533,15 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
     created = submission.created_at
     if created > ctx.now + ctx.max_future_skew or created < ctx.now - ctx.max_age:
         return False
+    # submission_id_not_reserved
+    if submission.submission_id.version == IMPORT_UUID_VERSION:
+        return False
+    # names_printable: printable ASCII has no problem (``name_problem``'s own shortcut)
+    for _path, value, kind in name_fields(submission):
+        if not (value.isascii() and value.isprintable()) and (
+            _name_problem(value, kind) is not None
+        ):
+            return False
     # configs_match_protocol: the target
     proto = ctx.protocol
     parameters = submission.protocol.parameters

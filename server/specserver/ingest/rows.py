@@ -16,6 +16,7 @@ import json
 from datetime import UTC, datetime
 
 from specserver.ingest.checks import Checked
+from specserver.ingest.names import canonical, canonical_chip, canonical_optional
 from specserver.store.tables import Row, RowSet
 
 
@@ -35,8 +36,12 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     engine = sub.engine
     configs = sub.configs
     baseline = next((c for c in configs if c.role == "baseline"), configs[0])
-    target = baseline.model
-    digest = next((m.digest for m in sub.models if m.name == target), None)
+    digest = next((m.digest for m in sub.models if m.name == baseline.model), None)
+    # Names that form groups or are shown beside them are stored canonical (ingest.names:
+    # NFKC, one space, the known chip's spelling); the envelope keeps what was signed.
+    target = canonical(baseline.model)
+    chip = canonical_chip(fp.chip)
+    backend = canonical_optional(engine.backend)
     protocol = sub.protocol
     config_rows: list[Row] = []
     trial_rows: list[Row] = []
@@ -60,16 +65,18 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
             naive_utc(received_at), checked.body_sha256, protocol.id, protocol.version,
-            protocol.sha256, target, digest, fp.chip, fp.memory_gb, engine.version,
-            os_info.name, engine.backend, sub.client.name, sub.client.version, sub.complete,
+            protocol.sha256, target, digest, chip, fp.memory_gb, engine.version,
+            os_info.name, backend, canonical(sub.client.name), sub.client.version, sub.complete,
             False, None, sub.note,
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(
-            sid, fp.chip, cpu.name, cpu.brand_raw, cpu.cores_total, cpu.cores_performance,
-            cpu.cores_efficiency, fp.memory_bytes, fp.memory_gb, fp.unified_memory,
-            "; ".join([g.name for g in fp.gpus if g.name]) or None, len(fp.gpus),
-            os_info.name, os_info.version, os_info.arch, fp.virtualization, fp.power_source,
+            sid, chip, canonical_chip(cpu.name), canonical_optional(cpu.brand_raw),
+            cpu.cores_total, cpu.cores_performance, cpu.cores_efficiency, fp.memory_bytes,
+            fp.memory_gb, fp.unified_memory,
+            "; ".join([canonical_chip(g.name) or "" for g in fp.gpus if g.name]) or None,
+            len(fp.gpus), os_info.name, canonical_optional(os_info.version), os_info.arch,
+            canonical_optional(fp.virtualization), fp.power_source,
             fp.model_dump_json(),
         )],
         "configs": config_rows,
