@@ -27,23 +27,28 @@ from .ollama_store import DEFAULT_NAMES, StoredModel, store_model_set
 from .tiny_gguf import ModelSet, write_model_set
 
 
-def _skip_or_fail(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+def require_llama_server() -> Path:
+    """The llama-server binary, or skip (fail under CI=true) when it cannot be built here.
+
+    A cached binary is used even without a toolchain. A build that fails is a failure.
+    """
+    if build.cached_binary() is None:
+        missing = build.missing_toolchain()
+        if missing:
+            message = f"cannot build llama-server here: missing {', '.join(missing)}"
+            if os.environ.get("CI") == "true":
+                pytest.fail(message)
+            pytest.skip(message)
+    try:
+        return build.llama_server_binary()
+    except build.BuildError as exc:
+        pytest.fail(f"building llama-server failed: {exc}")
 
 
 @pytest.fixture(scope="session")
 def llama_server_bin() -> Path:
     """The cached llama-server binary, built on first use (a few minutes on 2 cores)."""
-    if build.cached_binary() is None:
-        missing = build.missing_toolchain()
-        if missing:
-            _skip_or_fail(f"cannot build llama-server here: missing {', '.join(missing)}")
-    try:
-        return build.llama_server_binary()
-    except build.BuildError as exc:
-        pytest.fail(f"building llama-server failed: {exc}")
+    return require_llama_server()
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,17 @@ HOST = "127.0.0.1"
 PROMPT = "the speculative decoding benchmark"
 N_PREDICT = 64
 DRAFT_N_MAX = 8
+# (drafted, accepted) per request of that scenario on x86-64 with the pinned build and
+# tiny_gguf's "tiny" set, by draft role ("synthetic": the unrelated draft with
+# --spec-synth-len 4). Exact: the same on every run (tests/realengine asserts them, and the
+# captured fixtures show them). Changing tiny_gguf or the scenario moves them: update them
+# and re-run python -m tests.support.realengine.capture together.
+RECORDED_COUNTERS: dict[str, tuple[int, int]] = {
+    "draft_identical": (56, 56),
+    "draft_truncated": (141, 44),
+    "draft_unrelated": (468, 0),
+    "synthetic": (153, 43),
+}
 # Same counter line as Ollama's llama-server prints (llama.cpp PR #24536 format).
 ACCEPTANCE_LINE = re.compile(
     r"draft acceptance = (?P<rate>[0-9.]+) \(\s*(?P<accepted>\d+) accepted /\s*"
@@ -51,6 +62,8 @@ def free_port() -> int:
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     # PR_SET_PDEATHSIG (1): the kernel sends SIGKILL when the parent dies, even by SIGKILL.
+    # "Parent" is the thread that started the server: start it from a thread that outlives
+    # it (the main thread, in pytest).
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
@@ -165,8 +178,18 @@ def _tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def stop(process: subprocess.Popen[bytes], grace: float = 10) -> None:
-    """Terminate the process group of `process`, killing it if it does not exit in time."""
+    """End the process group of `process`: SIGTERM, SIGKILL after `grace` seconds, and
+    SIGKILL for anything the leader left behind; returns once the group is gone (or after
+    a few seconds more, if something outside our control keeps a zombie in it)."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -176,10 +199,12 @@ def stop(process: subprocess.Popen[bytes], grace: float = 10) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(grace)
-    else:
-        # The leader is gone, but a child it forked could still hold the group.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+    # llama-server forks nothing, but whatever else runs here might have.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)  # signals are delivered, and orphans reaped, asynchronously
 
 
 def _clean_env() -> dict[str, str]:
@@ -197,7 +222,8 @@ def _start(binary: Path, args: list[str], log_path: Path) -> subprocess.Popen[by
             stderr=subprocess.STDOUT,
             env=_clean_env(),
             start_new_session=True,  # own process group: stop() kills everything it forks
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads are started before exec
+            # Only async-signal-safe work happens in it (one prctl call) before exec.
+            preexec_fn=_die_with_parent,
         )
 
 

@@ -21,6 +21,7 @@ unrelated model (0 %).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
 import zlib
 from collections.abc import Sequence
@@ -98,21 +99,21 @@ def tiny_vocab(kind: VocabKind = "tiny") -> Vocab:
     return Vocab(tokens, scores, types)
 
 
+@functools.lru_cache(maxsize=4)
 def vocab_from_gguf(path: Path) -> Vocab:
     """The tokenizer of a GGUF file with an SPM ("llama") vocab, e.g. the sdist's
-    ggml-vocab-llama-spm.gguf (32000 tokens; build.vocab_path())."""
-    reader = gguf.GGUFReader(path)
-    fields = reader.fields
-    model = fields["tokenizer.ggml.model"]
-    if bytes(model.parts[-1]).decode() != "llama":
+    ggml-vocab-llama-spm.gguf (32000 tokens; build.vocab_path()).
+
+    Cached: opening a 32000-token file with GGUFReader takes seconds. Treat the result as
+    read-only.
+    """
+    fields = gguf.GGUFReader(path).fields
+    if fields["tokenizer.ggml.model"].contents() != "llama":
         raise ValueError(f"{path}: only SPM ('llama') vocabs are supported")
-    token_field = fields["tokenizer.ggml.tokens"]
-    score_field = fields["tokenizer.ggml.scores"]
-    type_field = fields["tokenizer.ggml.token_type"]
     return Vocab(
-        tokens=[bytes(token_field.parts[i]).decode() for i in token_field.data],
-        scores=[float(score_field.parts[i][0]) for i in score_field.data],
-        types=[int(type_field.parts[i][0]) for i in type_field.data],
+        tokens=list(fields["tokenizer.ggml.tokens"].contents()),
+        scores=[float(x) for x in fields["tokenizer.ggml.scores"].contents()],
+        types=[int(x) for x in fields["tokenizer.ggml.token_type"].contents()],
     )
 
 
@@ -139,6 +140,10 @@ class TinyModel:
     # Zero the output rows of <unk>, <s>, </s>: their logit stays 0 while the best of the
     # others is almost surely positive, so greedy decoding never stops early on EOS.
     suppress_special: bool = True
+    # Zero the output rows of the byte-fallback tokens too: a lone byte is mostly invalid
+    # UTF-8 (the server turns it into U+FFFD or holds it back while streaming), so without
+    # them the generated gibberish is printable text that compares and reads cleanly.
+    suppress_bytes: bool = True
     name: str = "specbench-tiny"
 
     def truncated(self, layers: int, name: str | None = None) -> TinyModel:
@@ -226,6 +231,8 @@ def write_model(path: Path, model: TinyModel) -> Path:
     output = normal("output.weight", (n_vocab, embd), model.logit_scale * inv_e)
     if model.suppress_special:
         output[:3] = 0
+    if model.suppress_bytes:
+        output[np.asarray(vocab.types) == gguf.TokenType.BYTE] = 0
     writer.add_tensor("output.weight", output)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -238,11 +245,12 @@ Size = Literal["tiny", "bench"]
 
 # "tiny": about 4 MB per target, fast enough for the correctness tests on 2 cores. Its
 # residual scale is larger than the default: with only 4 layers, 0.03 made the one-layer
-# truncation agree on every token (and the text fall into a loop); 0.1 gives about 65 %.
+# truncation agree on every token and the text fall into a short loop; 0.3 gives about 30 %
+# acceptance on text that hardly repeats within the 64 tokens of the tests.
 # "bench": the 311 MB f16 target of the measured 2.2-2.4x speedup (real-engine.md).
 TARGETS: dict[Size, TinyModel] = {
     "tiny": TinyModel(
-        layers=4, embd=128, ff=384, heads=4, dtype="f32", residual_scale=0.1,
+        layers=4, embd=128, ff=384, heads=4, dtype="f32", residual_scale=0.3,
         name="specbench-target",
     ),
     "bench": TinyModel(
