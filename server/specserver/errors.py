@@ -11,7 +11,7 @@
     ├── Invalid                     schema_invalid, unknown_protocol, inconsistent,
     │                               invalid_request
     ├── RateLimited                 rate_limited (retry_after)
-    └── Unavailable                 store_unavailable, storage_off (retry_after)
+    └── Unavailable                 store_unavailable, storage_off, exports_busy (retry_after)
 
 No class here knows HTTP: ``specserver.http.errors`` is the one place that maps each to a
 status and the one JSON error shape, so the pure checks, the store and the check workers

@@ -42,7 +42,9 @@ class ServerSettings(BaseSettings):
         description="SQLAlchemy URL or DuckDB file path; empty = DuckDB in the data folder",
     )
     public_base_url: str = Field(
-        default="http://127.0.0.1:8000", description="base of the public URLs in receipts"
+        default="http://127.0.0.1:8000",
+        description="base of the public URLs: receipts and the page's verify snippet (never "
+                    "the request's Host header, which a client chooses)",
     )
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="request body limit")
     body_read_timeout_s: float = Field(
@@ -71,6 +73,14 @@ class ServerSettings(BaseSettings):
         description="peer addresses/networks whose X-Forwarded-For is believed (JSON list)",
     )
     admin_token: str = Field(default="", description="bearer token of the admin API; empty = off")
+    admin_query_url: str = Field(
+        default="",
+        description="PostgreSQL URL of a role that may only read, for the admin query; "
+                    "empty = the store's URL (in a read-only transaction)",
+    )
+    admin_query_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="the admin query is stopped after this time"
+    )
     store_enabled: bool = Field(
         default=True, description="false = verify and validate but store nothing (bench ceiling)"
     )
@@ -96,6 +106,23 @@ class ServerSettings(BaseSettings):
     )
     ban_cache_s: float = Field(
         default=5.0, ge=0, description="how long the banned key ids are cached (replicas)"
+    )
+    ban_wait_s: float = Field(
+        default=1.0, gt=0, le=60,
+        description="a POST waits this long for a reload of a stale ban list, then uses the "
+                    "last loaded one (the reload runs off the event loop)",
+    )
+    export_max_concurrent: int = Field(
+        default=4, ge=1, le=1000,
+        description="exports written or sent at once; one more is 503 with Retry-After",
+    )
+    export_send_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="an export client that takes no data for this long is disconnected",
+    )
+    export_build_timeout_s: float = Field(
+        default=120.0, gt=0, le=3600,
+        description="writing an export file is stopped (503) after this time (DuckDB)",
     )
 
     @field_validator("trusted_proxies")

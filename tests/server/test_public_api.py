@@ -8,6 +8,7 @@ import json
 import shutil
 from datetime import UTC, datetime, timedelta
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 from asgiclient import AsgiClient
@@ -267,7 +268,7 @@ def test_export_jsonl_and_parquet_agree(client, tmp_path):
 
 
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
-                                     public.duckdb.IOException("could not write file")])
+                                     duckdb.IOException("could not write file")])
 def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failure):
     def full_disk(conn, filters, path):
         with open(path, "wb") as handle:

@@ -43,7 +43,9 @@ def build_store(settings: ServerSettings) -> Store:
         group_commit_s=settings.group_commit_ms / 1000.0,
         group_commit_max=settings.group_commit_max,
         ban_cache_s=settings.ban_cache_s,
+        ban_wait_s=settings.ban_wait_s,
         duckdb_threads=settings.effective_duckdb_threads(),
+        query_url=settings.admin_query_url,
     )
 
 

@@ -9,31 +9,27 @@ group_by dimensions, verdicts, protocols, OS names, sorts and formats are refuse
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-import duckdb
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from sqlalchemy.exc import DBAPIError
+from fastapi.responses import JSONResponse, Response
 from starlette.middleware.cors import CORSMiddleware
 
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.board.leaderboard import Board, ReadService
-from specserver.errors import NotFound, Unavailable
-from specserver.http import caching, params
+from specserver.errors import NotFound
+from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
 from specserver.ingest.names import chip_is_known
+from specserver.settings import ServerSettings
 from specserver.store import exporting, queries
 from specserver.store.queries import Filters
 
-EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+EXPORT_FORMATS = exporting.FORMATS
 VIEWS: tuple[View, ...] = ("speedup", "noise_floor")
 MAX_LIMIT = 1000
 
@@ -233,69 +229,45 @@ def envelope(submission_id: str, request: Request, reads: Reads) -> Response:
 # --- export -------------------------------------------------------------------------------
 
 
-def _streamed_rows(reads: ReadService, filters: Filters) -> Iterator[tuple[Any, ...]]:
-    with reads.engine.connect() as conn:
-        yield from queries.export_rows(conn, filters)
-
-
-def _file_chunks(path: str, size: int = 1 << 16) -> Iterator[bytes]:
-    try:
-        with open(path, "rb") as handle:
-            while chunk := handle.read(size):
-                yield chunk
-    finally:
-        os.unlink(path)
-
-
 EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **REFUSED,
-    503: {**_ERROR, "description": "the Parquet file cannot be written now (see Retry-After)"},
+    503: {**_ERROR, "description": "too many exports in progress, or the file cannot be "
+                                   "written now (see Retry-After)"},
     200: {"description": "the rows, in the requested format",
           "content": {"text/csv": {}, "application/x-ndjson": {},
                       "application/vnd.apache.parquet": {}}},
 }
-
-
-def _parquet_file(reads: ReadService, filters: Filters) -> str:
-    """Write the Parquet export to a temporary file; a full disk is a 503, not a 500."""
-    path: str | None = None
-    try:
-        handle, path = tempfile.mkstemp(suffix=".parquet")
-        os.close(handle)
-        with reads.engine.connect() as conn:
-            exporting.write_parquet(conn, filters, path)
-        return path
-    except BaseException as exc:
-        if path is not None:
-            os.unlink(path)
-        cause = exc.orig if isinstance(exc, DBAPIError) else exc
-        if isinstance(cause, OSError | duckdb.IOException):
-            raise Unavailable("the export file cannot be written right now",
-                              {"reason": str(cause)[:200]}, retry_after=30) from None
-        raise
+EXPORT_MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson",
+                      "parquet": "application/vnd.apache.parquet"}
 
 
 @router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
 def export(request: Request, reads: Reads) -> Response:
-    """One row per visible submission x config, as csv, jsonl or parquet, streamed."""
+    """One row per visible submission x config, as csv, jsonl or parquet, from a file
+    written for this request (http/exports.py: a slow client never holds the database)."""
     given = params.query_params(request, (*queries.FILTER_NAMES, "format"))
     filters = params.parse_filters(given)
     fmt = params.choice(params.one(given, "format"), "format", EXPORT_FORMATS) or "csv"
     version = reads.version()
     params.check_known(reads, version, filters)
-    filename = f"specbench-export.{fmt}"
-    disposition = {"Content-Disposition": f'attachment; filename="{filename}"'}
+    disposition = {"Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
+    state = request.app.state
+    settings: ServerSettings = state.export_settings
+    # The store's scratch folder is the only one its locked-down DuckDB may write.
+    store = getattr(state, "store", None)
+    folder = store.scratch_dir if store is not None else None
 
     def build() -> Response:
-        if fmt == "csv":
-            return StreamingResponse(exporting.csv_chunks(_streamed_rows(reads, filters)),
-                                     media_type="text/csv; charset=utf-8", headers=disposition)
-        if fmt == "jsonl":
-            return StreamingResponse(exporting.jsonl_chunks(_streamed_rows(reads, filters)),
-                                     media_type="application/x-ndjson", headers=disposition)
-        path = _parquet_file(reads, filters)
-        return StreamingResponse(_file_chunks(path), media_type="application/vnd.apache.parquet",
-                                 headers=disposition)
+        slot = state.export_slots.acquire()
+        try:
+            handle = exporting.materialize(reads.engine, filters, fmt, folder=folder,
+                                           timeout_s=settings.export_build_timeout_s)
+        except BaseException:
+            slot.release()
+            raise
+        return exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
+                                          headers=disposition,
+                                          send_timeout_s=settings.export_send_timeout_s)
 
     return caching.conditional(request, version, build)
 
@@ -306,6 +278,10 @@ def export(request: Request, reads: Reads) -> Response:
 def install(app: FastAPI, reads: ReadService) -> None:
     """Add the public API and CORS for GET to ``app`` (errors: ``http/errors.py``)."""
     app.state.reads = reads
+    settings = getattr(app.state, "settings", None) or ServerSettings()
+    app.state.export_settings = settings
+    app.state.export_slots = exports.ExportSlots(settings.export_max_concurrent,
+                                                 retry_after_s=5)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
                        allow_headers=["If-None-Match"], expose_headers=["ETag"])

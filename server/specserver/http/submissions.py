@@ -155,7 +155,7 @@ async def accept_submission(
         body = await read_body(receive, content_length, settings.max_body_bytes,
                                settings.body_read_timeout_s)
         prepared = await prepare(state, body, datetime.now(UTC))
-        if store.is_banned(prepared.key_id):
+        if await store.check_banned(prepared.key_id):  # never blocks the loop (issue 16)
             raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
                             code="key_banned")
         address = client_address(peer, forwarded_for, settings.proxy_networks())
@@ -172,12 +172,26 @@ async def accept_submission(
                                   prepared.received_at, prepared.rows)
     outcome = await asyncio.wrap_future(committed)
     if outcome.status == "conflict":
-        raise Conflict(
-            "this submission id is already stored with other bytes",
-            {"submission_id": prepared.submission_id},
-        )
+        raise await _conflict(store, prepared.submission_id)
     status = 201 if outcome.status == "created" else 200
     return Answer(status, receipt_json(prepared, outcome.received_at, url), {"Location": url})
+
+
+async def _conflict(store: Store, submission_id: str) -> Conflict:
+    """The 409 for an id stored with other bytes, saying who holds it (a signed key or an
+    import): rare, so the holder is read then, off the event loop."""
+    view = await asyncio.to_thread(store.get_submission, submission_id)
+    row = view["submission"] if view is not None else {}
+    key_id = row.get("key_id")
+    if key_id:
+        return Conflict(f"this submission id is already stored with other bytes, signed by key "
+                        f"{key_id}", {"submission_id": submission_id, "held_by": "signed",
+                                      "key_id": key_id})
+    if row.get("source") == "imported":
+        return Conflict("this submission id is already stored with other bytes, by an import",
+                        {"submission_id": submission_id, "held_by": "import"})
+    return Conflict("this submission id is already stored with other bytes",
+                    {"submission_id": submission_id})
 
 
 @router.post(

@@ -14,8 +14,22 @@ API for the rest of the server (docs/server.md, "Store API"):
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
   its own transaction (moderation, imports): all writes go through the one writer.
 - ``store.get_submission(id)``: the public view of one stored submission, or None.
-- ``store.is_banned(key_id)`` (cached ``ban_cache_s``), ``store.invalidate_bans()``.
+- ``await store.check_banned(key_id)``: the ban gate of the event loop (cached
+  ``ban_cache_s``, reloaded in a thread, never blocks the loop; fails open to the last set);
+  ``store.is_banned(key_id)`` the blocking twin; ``store.invalidate_bans()``.
 - ``store.healthy()``: the store answers a query.
+- ``store.query_engine``: where the maintainers' ad-hoc SQL runs (``store/adhoc.py``): the
+  store's engine, or on PostgreSQL one for ``query_url`` (a role that may only read).
+- ``store.scratch_dir``: a private folder for files DuckDB itself writes (a parquet
+  export): the only folder the store's DuckDB may touch besides its own files.
+
+DuckDB's lockdown (``duckdb_lockdown``): every connection to the store's DuckDB instance
+runs with ``enable_external_access = false`` and ``lock_configuration = true`` (issue 16:
+the admin query read ``/proc/self/environ``). DuckDB 2.0 has both only as global settings
+of the instance (``SET SESSION`` is refused) and refuses a second connection to the file
+with other options (``read_only=True`` included) while the writer holds it, so the whole
+in-process instance runs locked, and its other settings are applied in the same hook,
+before the lock, whenever a new instance starts (also after the writer reopens it).
 """
 
 from __future__ import annotations
@@ -23,19 +37,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, or_, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, or_, select, text
 from sqlalchemy.engine import make_url
 
-from specserver.errors import Unavailable
+from specserver.errors import Unavailable, log
 from specserver.store import tables
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
@@ -51,8 +67,10 @@ T = TypeVar("T")
 DUCKDB_SETTINGS = {"max_vacuum_tasks": "0"}
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for the store URL. Does not connect."""
+def make_engine(url: str, *, duckdb_settings: Mapping[str, str] | None = None,
+                allowed_directories: Sequence[str] = ()) -> Engine:
+    """An engine for the store URL. Does not connect. On DuckDB every new instance gets
+    ``DUCKDB_SETTINGS`` (updated by ``duckdb_settings``) and the lockdown."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
         from specserver.store import postgres  # timeouts and pool bounds (issue 7)
@@ -60,7 +78,39 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, **postgres.engine_options())
         postgres.configure_engine(engine)
         return engine
-    return create_engine(url)
+    engine = create_engine(url)
+    if engine.dialect.name == "duckdb":
+        settings = {**DUCKDB_SETTINGS, **(duckdb_settings or {})}
+        event.listen(engine, "connect", duckdb_lockdown(settings, allowed_directories))
+    return engine
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def duckdb_lockdown(settings: Mapping[str, str], allowed_directories: Sequence[str] = ()
+                    ) -> Callable[[Any, Any], None]:
+    """A "connect" hook: on the first connection of a DuckDB instance, apply ``settings``,
+    allow files only in ``allowed_directories`` (besides the database's own), turn
+    external access off and lock the configuration. Later connections find it locked."""
+    lock = threading.Lock()
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        with lock:
+            locked = dbapi_connection.execute(
+                "SELECT current_setting('lock_configuration')").fetchone()
+            if locked is not None and locked[0]:
+                return
+            for name, value in settings.items():
+                dbapi_connection.execute(f"SET {name} = {value}")
+            if allowed_directories:
+                folders = ", ".join(_sql_string(str(d)) for d in allowed_directories)
+                dbapi_connection.execute(f"SET allowed_directories = [{folders}]")
+            dbapi_connection.execute("SET enable_external_access = false")
+            dbapi_connection.execute("SET lock_configuration = true")
+
+    return on_connect
 
 
 def display_url(url: str) -> str:
@@ -75,6 +125,12 @@ def make_writer(engine: Engine, *, window_s: float, max_batch: int) -> GroupComm
 
         return PostgresWriter(engine, window_s=window_s, max_batch=max_batch)
     return GroupCommitWriter(engine, window_s=window_s, max_batch=max_batch)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a late load's outcome, so asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 def ensure_folder(url: str) -> None:
@@ -92,18 +148,31 @@ class Store:
         group_commit_s: float = 0.004,
         group_commit_max: int = 512,
         ban_cache_s: float = 5.0,
+        ban_wait_s: float = 1.0,
         duckdb_threads: int = 0,
+        duckdb_settings: Mapping[str, str] | None = None,
+        query_url: str = "",
     ) -> None:
         self.url = url
         self.duckdb_threads = duckdb_threads
-        self.engine: Engine = make_engine(url)
+        self.scratch_dir = Path(tempfile.mkdtemp(prefix="specserver-scratch-"))
+        settings = dict(duckdb_settings or {})
+        if duckdb_threads:
+            settings["threads"] = str(int(duckdb_threads))
+        self.engine: Engine = make_engine(url, duckdb_settings=settings,
+                                          allowed_directories=[str(self.scratch_dir)])
+        self.query_url = query_url
+        self._query_engine: Engine | None = None
         self.writer = make_writer(
             self.engine, window_s=group_commit_s, max_batch=group_commit_max
         )
         self.ban_cache_s = ban_cache_s
+        self.ban_wait_s = ban_wait_s
         self._bans: frozenset[str] = frozenset()
         self._bans_loaded_at = float("-inf")
+        self._bans_generation = 0  # moves on invalidate_bans(): an older load is not fresh
         self._bans_lock = threading.Lock()
+        self._bans_refresh: Future[frozenset[str]] | None = None
         self.schema_version: int | None = None
         self._arriving = 0
 
@@ -116,18 +185,27 @@ class Store:
     def open(self) -> None:
         ensure_folder(self.url)
         self.schema_version = migrate(self.engine)
-        if self.dialect == "duckdb":
-            with self.engine.connect() as conn:
-                settings = dict(DUCKDB_SETTINGS)
-                if self.duckdb_threads:
-                    settings["threads"] = str(int(self.duckdb_threads))
-                for name, value in settings.items():
-                    conn.exec_driver_sql(f"SET {name} = {value}")
+        self.refresh_bans()  # the gate starts from the stored set, not an empty one
         self.writer.start()
 
     def close(self) -> None:
         self.writer.stop()
         self.engine.dispose()
+        if self._query_engine is not None:
+            self._query_engine.dispose()
+            self._query_engine = None
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    @property
+    def query_engine(self) -> Engine:
+        """The engine of the maintainers' ad-hoc SQL: ``query_url``'s (PostgreSQL only:
+        a DuckDB file admits one process, and the store's own instance is locked down)
+        or the store's."""
+        if not self.query_url or self.dialect != "postgresql":
+            return self.engine
+        if self._query_engine is None:
+            self._query_engine = make_engine(self.query_url)
+        return self._query_engine
 
     # writes -------------------------------------------------------------------------------
 
@@ -167,22 +245,76 @@ class Store:
 
     # bans ---------------------------------------------------------------------------------
 
+    # The ban gate runs on the event loop for every POST, so it never waits there for the
+    # database (issue 16: a stale cache opened a connection on the loop and, with the pool
+    # exhausted, froze routes that need no database for 30 s). A stale set is reloaded in a
+    # thread, at most one load in flight; the gate waits for it up to ``ban_wait_s`` and
+    # otherwise uses the last set it has. It fails *open* to that set: a key banned before
+    # the last successful load stays refused, and a ban newer than that only lets rows be
+    # stored that no public read shows (``queries.visible_clause`` filters bans at read
+    # time), while failing closed would make ingest depend on the read pool.
+
+    def refresh_bans(self) -> frozenset[str]:
+        """Load the banned key ids now (blocking: never call this on the event loop)."""
+        generation = self._bans_generation
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(tables.bans.c.key_id)).scalars().all()
+        bans = frozenset(rows)
+        with self._bans_lock:
+            self._bans = bans
+            if generation == self._bans_generation:
+                self._bans_loaded_at = time.monotonic()
+        return bans
+
+    def _bans_fresh(self) -> bool:
+        return time.monotonic() - self._bans_loaded_at < self.ban_cache_s
+
+    def _bans_loading(self) -> Future[frozenset[str]]:
+        """The load in flight, or a new one on its own thread."""
+        with self._bans_lock:
+            if self._bans_refresh is not None and not self._bans_refresh.done():
+                return self._bans_refresh
+            future: Future[frozenset[str]] = Future()
+            future.set_running_or_notify_cancel()  # running: a waiter's cancel cannot stop it
+            self._bans_refresh = future
+
+        def load() -> None:
+            try:
+                future.set_result(self.refresh_bans())
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiters
+                future.set_exception(exc)
+
+        threading.Thread(target=load, name="specserver-bans", daemon=True).start()
+        return future
+
     def banned_keys(self) -> frozenset[str]:
-        now = time.monotonic()
-        if now - self._bans_loaded_at >= self.ban_cache_s:
-            with self._bans_lock:
-                if now - self._bans_loaded_at >= self.ban_cache_s:
-                    with self.engine.connect() as conn:
-                        rows = conn.execute(select(tables.bans.c.key_id)).scalars().all()
-                    self._bans = frozenset(rows)
-                    self._bans_loaded_at = time.monotonic()
-        return self._bans
+        """The banned key ids, loaded when stale (blocking: not for the event loop)."""
+        if self._bans_fresh():
+            return self._bans
+        return self._bans_loading().result()
 
     def is_banned(self, key_id: str) -> bool:
+        """Blocking; the event loop uses ``check_banned``."""
         return key_id in self.banned_keys()
 
+    async def check_banned(self, key_id: str) -> bool:
+        """The ban gate for the event loop: never blocks it, fails open (see above)."""
+        if self._bans_fresh():
+            return key_id in self._bans
+        loading = asyncio.wrap_future(self._bans_loading())
+        try:
+            bans = await asyncio.wait_for(asyncio.shield(loading), self.ban_wait_s)
+        except Exception as exc:  # noqa: BLE001 - a slow or failed load: the last set
+            log.warning("banned keys not reloaded (%s); using the last loaded set",
+                        type(exc).__name__)
+            loading.add_done_callback(_consume)
+            bans = self._bans
+        return key_id in bans
+
     def invalidate_bans(self) -> None:
-        self._bans_loaded_at = float("-inf")
+        with self._bans_lock:
+            self._bans_generation += 1
+            self._bans_loaded_at = float("-inf")
 
     # reads --------------------------------------------------------------------------------
 

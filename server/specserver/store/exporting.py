@@ -1,8 +1,20 @@
 """Export formats of the public data: one row per visible submission x config.
 
-CSV and JSON Lines are generated in chunks so the API can stream them. Parquet is written
-by DuckDB's ``COPY ... TO ... (FORMAT parquet)``: directly on the store when it is DuckDB,
-through an in-memory DuckDB fed with the rows when the store is PostgreSQL.
+CSV and JSON Lines are generated in chunks. Parquet is written by DuckDB's
+``COPY ... TO ... (FORMAT parquet)``: directly on the store when it is DuckDB, through an
+in-memory DuckDB fed with the rows when the store is PostgreSQL.
+
+``materialize`` writes an export to a temporary file holding a pooled connection only while
+it writes, and hands back the open file, already unlinked: the API streams that file, so a
+client that stops reading holds a file descriptor, never a database connection (issue 16).
+
+CSV cells are safe for spreadsheets (issue 16, OWASP "CSV injection"): every public text
+field (chip, model names, client name, ...) is the contributor's, so a text cell that a
+spreadsheet would read as a formula (first character ``= + - @``, tab or CR, or their
+full-width forms, also after leading spaces) gets a leading ``'``, and CR/LF inside a value
+become spaces, so each physical line is one record that starts with a submission id.
+Numbers stay numbers (a negative speedup is not prefixed). JSON Lines and Parquet carry the
+exact values: neither format has formulas, and JSON escapes control characters.
 """
 
 from __future__ import annotations
@@ -10,16 +22,28 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import duckdb
-from sqlalchemy import BigInteger, Boolean, Connection, DateTime, Double, Integer
+from sqlalchemy import BigInteger, Boolean, Connection, DateTime, Double, Engine, Integer
+from sqlalchemy.exc import DBAPIError
 
+from specserver.errors import Unavailable
 from specserver.store import queries
 from specserver.store.queries import Filters
+
+FORMATS = ("csv", "jsonl", "parquet")
+# What a spreadsheet takes as the start of a formula (OWASP), with the full-width forms
+# some spreadsheets fold to them.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_LINE_BREAKS = str.maketrans({"\r": " ", "\n": " ", "\u2028": " ", "\u2029": " ",
+                              "\x0b": " ", "\x0c": " ", "\x85": " "})
 
 
 def _cell(value: Any) -> Any:
@@ -28,12 +52,27 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def spreadsheet_text(text: str) -> str:
+    """A text cell no spreadsheet evaluates and that stays on its record's line."""
+    if text.startswith(FORMULA_STARTS) or text.lstrip(" ").startswith(FORMULA_STARTS):
+        text = "'" + text
+    return text.translate(_LINE_BREAKS)
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return spreadsheet_text(value)
+    return _cell(value)
+
+
 def csv_chunks(rows: Iterable[tuple[Any, ...]], batch: int = 500) -> Iterator[bytes]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(queries.EXPORT_NAMES)
     for count, row in enumerate(rows, 1):
-        writer.writerow(["" if v is None else _cell(v) for v in row])
+        writer.writerow([_csv_cell(v) for v in row])
         if count % batch == 0:
             yield buffer.getvalue().encode()
             buffer.seek(0)
@@ -104,3 +143,45 @@ def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path)
         for chunk in chunks(queries.export_rows(conn, filters)):
             written += handle.write(chunk)
     return written
+
+
+def _interrupt_later(conn: Connection, after_s: float) -> threading.Timer | None:
+    """Interrupt a DuckDB query that runs past ``after_s`` (PostgreSQL has its own
+    statement_timeout, ``store/postgres.py``)."""
+    if conn.dialect.name != "duckdb" or after_s <= 0:
+        return None
+    raw: Any = conn.connection.dbapi_connection
+    timer = threading.Timer(after_s, raw.interrupt)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Path | None = None,
+                timeout_s: float = 120.0) -> IO[bytes]:
+    """The export as an open temporary file, positioned at its start and already unlinked
+    (it vanishes when closed, or with the process). A pooled connection is held only while
+    the file is written, for at most ``timeout_s`` on DuckDB. A full disk or a write that
+    runs too long is ``Unavailable`` (503 with Retry-After), never a 500 or a stored file."""
+    handle, path = tempfile.mkstemp(prefix="specbench-export-", suffix=f".{fmt}", dir=folder)
+    os.close(handle)
+    try:
+        with engine.connect() as conn:
+            timer = _interrupt_later(conn, timeout_s)
+            try:
+                write_export(conn, filters, fmt, path)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        return open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+    except BaseException as exc:
+        cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        if isinstance(cause, duckdb.InterruptException):
+            raise Unavailable("the export took too long to write; retry later",
+                              {"timeout_s": timeout_s}, retry_after=30) from None
+        if isinstance(cause, OSError | duckdb.IOException):
+            raise Unavailable("the export file cannot be written right now",
+                              {"reason": str(cause)[:200]}, retry_after=30) from None
+        raise
+    finally:
+        os.unlink(path)

@@ -1,0 +1,113 @@
+"""GET /v1/export's delivery: a bounded number of exports, each streamed from a file.
+
+Issue 16: the export used to stream rows from a pooled DuckDB connection held while the
+client read, so 15 clients that stopped reading held the whole pool and every read and POST
+got 503; a cancelled stream gave its connection back only through the cyclic GC. Now:
+
+- ``ExportSlots``: at most ``export_max_concurrent`` exports are in progress (writing the
+  file or sending it); one more is ``Unavailable`` (503 with Retry-After, one error shape).
+- the route writes the export with ``exporting.materialize``: a connection is held only
+  while the file is written, never while a client reads.
+- ``ExportFileResponse`` sends that file. A client that takes no data for
+  ``export_send_timeout_s`` is dropped; on the end, a disconnect or a drop, the file is
+  closed (it is already unlinked) and the slot freed, in ``__call__``'s ``finally``, never
+  left to the garbage collector.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import AsyncGenerator, Mapping
+from typing import IO
+
+import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Message, Receive, Scope, Send
+
+from specserver.errors import Unavailable
+
+log = logging.getLogger("specserver")
+CHUNK_BYTES = 256 * 1024
+
+
+class ExportSlot:
+    """One export in progress; ``release`` is idempotent."""
+
+    def __init__(self, slots: ExportSlots) -> None:
+        self._slots: ExportSlots | None = slots
+
+    def release(self) -> None:
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.release_one()
+
+
+class ExportSlots:
+    """A counter of exports in progress, safe across the threadpool and the event loop."""
+
+    def __init__(self, limit: int, retry_after_s: float) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.in_progress = 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> ExportSlot:
+        with self._lock:
+            if self.in_progress >= self.limit:
+                raise Unavailable(
+                    "too many exports are in progress; retry later",
+                    {"max_concurrent_exports": self.limit},
+                    code="exports_busy", retry_after=self.retry_after_s)
+            self.in_progress += 1
+        return ExportSlot(self)
+
+    def release_one(self) -> None:
+        with self._lock:
+            self.in_progress -= 1
+
+
+async def _file_chunks(handle: IO[bytes]) -> AsyncGenerator[bytes, None]:
+    while chunk := await anyio.to_thread.run_sync(handle.read, CHUNK_BYTES):
+        yield chunk
+
+
+class ExportFileResponse(StreamingResponse):
+    """An open (unlinked) export file, sent with a per-chunk deadline.
+
+    A StreamingResponse, so ``caching.conditional`` never remembers its (empty) ``body``.
+    """
+
+    def __init__(self, handle: IO[bytes], slot: ExportSlot, *, media_type: str,
+                 headers: Mapping[str, str], send_timeout_s: float) -> None:
+        self.handle = handle
+        self.slot = slot
+        self.send_timeout_s = send_timeout_s
+        self._chunks = _file_chunks(handle)
+        size = os.fstat(handle.fileno()).st_size
+        super().__init__(self._chunks, media_type=media_type,
+                         headers={**headers, "Content-Length": str(size)})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_in_time(message: Message) -> None:
+            with anyio.fail_after(self.send_timeout_s):
+                await send(message)
+
+        try:
+            await super().__call__(scope, receive, send_in_time)
+        except TimeoutError:
+            # Returning before the response is complete makes the server close the
+            # connection (uvicorn logs one line); the client had its chance.
+            log.warning("export dropped: the client took no data for %g s",
+                        self.send_timeout_s)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the file and free the slot (also when the response is never sent)."""
+        try:
+            await self._chunks.aclose()
+        finally:
+            self.handle.close()
+            self.slot.release()

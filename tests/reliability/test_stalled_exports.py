@@ -1,0 +1,155 @@
+"""Clients that stop reading an export must not take the server down (issue 16, item 1).
+
+The attack, as reproduced against `specserver serve` (embedded DuckDB, default settings):
+16 clients ask for ``GET /v1/export`` and stop reading (a small receive buffer, so the
+server's send blocks). Before the fix each held a pooled DuckDB connection while it
+stalled; the pool (5 + 10) ran out and /healthz, every read and every POST answered 503
+after the 30 s pool timeout, and kept doing so after the attackers closed their sockets
+(the connections came back only through the cyclic GC).
+
+Here a real server on a loopback port is attacked the same way. While the stalls last,
+/healthz, /v1/stats and a POST must answer (within a 10 s client timeout, three times
+shorter than the old pool wait), at most ``export_max_concurrent`` exports run and the rest
+get 503 with Retry-After in the one error shape; after the attackers leave, a whole export
+downloads and the server holds no export file any more.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.reliability.hostile import valid_envelope
+from tests.reliability.servers import ServerProcess
+from tests.reliability.stalling import big_store, close_all, stall, stall_many
+
+STALLED = 16  # one more than the DuckDB pool's 5 + 10 connections
+ANSWER_S = 10.0
+
+
+def _server(tmp_path: Path, **env: str) -> tuple[ServerProcess, int]:
+    rows = big_store(tmp_path / "store.duckdb", copies=1000)  # ~18,000 rows, ~11 MB of CSV
+    server = ServerProcess(database=str(tmp_path / "store.duckdb"), workdir=tmp_path,
+                           env={"SPECSERVER_CHECK_WORKERS": "1", **env})
+    server.start()
+    return server, rows
+
+
+def _answer(sock: socket.socket, timeout: float = ANSWER_S) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and the first bytes of the body on a stalled socket (reads a little:
+    a 200 export stays stalled; a 503 is short and complete)."""
+    sock.settimeout(timeout)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    headers = {k.lower(): v for k, v in headers.items()}
+    if int(lines[0].split()[1]) != 200:
+        while len(body) < int(headers.get("content-length", "0")):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            body += chunk
+    return int(lines[0].split()[1]), headers, body
+
+
+def _export_files(pid: int) -> list[str]:
+    """The export files the server process has open (they are unlinked once written)."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if "specbench-export-" in target:
+            found.append(target)
+    return found
+
+
+def _wait_for(condition, timeout: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.mark.slow
+def test_stalled_exports_leave_the_server_answering(tmp_path: Path) -> None:
+    server, rows = _server(tmp_path)
+    try:
+        socks = stall_many(server.port, STALLED)
+        answers = [_answer(s) for s in socks]  # the server has taken every request
+        statuses = [status for status, _, _ in answers]
+
+        # Everyone else is served while the stalls last.
+        health = httpx.get(f"{server.url}/healthz", timeout=ANSWER_S)
+        assert health.status_code == 200, health.text
+        assert httpx.get(f"{server.url}/v1/stats", timeout=ANSWER_S).status_code == 200
+        posted = httpx.post(f"{server.url}/v1/submissions", content=valid_envelope(901),
+                            headers={"Content-Type": "application/json"}, timeout=ANSWER_S)
+        assert posted.status_code == 201, posted.text
+
+        # Exports are bounded: the rest are refused at once, in the one error shape.
+        assert statuses.count(200) == 4  # export_max_concurrent's default
+        assert statuses.count(503) == STALLED - 4
+        for status, headers, body in answers:
+            if status == 503:
+                assert int(headers["retry-after"]) >= 1
+                error = json.loads(body)["error"]
+                assert error["code"] == "exports_busy" and set(error) == {
+                    "code", "message", "details"}
+        assert len(_export_files(server.proc.pid)) <= 4  # type: ignore[union-attr]
+
+        close_all(socks)
+        # The attackers left: their files are closed and a whole export comes down.
+        pid = server.proc.pid  # type: ignore[union-attr]
+        assert _wait_for(lambda: not _export_files(pid)), _export_files(pid)
+        whole = httpx.get(f"{server.url}/v1/export", timeout=60)
+        assert whole.status_code == 200, whole.text
+        records = list(csv.reader(io.StringIO(whole.text)))
+        assert len(records) == 1 + rows + 3  # the header, the big store and the new POST
+        assert httpx.get(f"{server.url}/healthz", timeout=ANSWER_S).status_code == 200
+        assert not _export_files(pid)
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_client_that_stops_reading_is_dropped_and_its_slot_freed(tmp_path: Path) -> None:
+    server, _ = _server(tmp_path, SPECSERVER_EXPORT_MAX_CONCURRENT="1",
+                        SPECSERVER_EXPORT_SEND_TIMEOUT_S="2")
+    try:
+        stalled = stall(server.port)
+        assert _answer(stalled)[0] == 200
+        busy = httpx.get(f"{server.url}/v1/export", timeout=ANSWER_S)
+        assert busy.status_code == 503 and busy.json()["error"]["code"] == "exports_busy"
+        assert busy.headers["retry-after"]
+        # The server gives up on the stalled client after 2 s without progress: the slot
+        # comes back and the next export is whole; the stalled socket is closed.
+        assert _wait_for(lambda: httpx.get(f"{server.url}/v1/export",
+                                           timeout=60).status_code == 200)
+        stalled.settimeout(10)
+        try:
+            while stalled.recv(1 << 20):
+                pass
+        except ConnectionResetError:
+            pass  # closed with data unsent: a reset
+        assert not _export_files(server.proc.pid)  # type: ignore[union-attr]
+    finally:
+        stalled.close()
+        server.stop()
