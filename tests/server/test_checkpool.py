@@ -25,7 +25,7 @@ from tests.server.liveserver import free_port
 
 from specschema.summary import ConfigSummary
 from specserver.errors import SpecServerError, Unavailable
-from specserver.http.errors import response_for
+from specserver.http.errors import response_for, status_of
 from specserver.http.submissions import Receipt
 from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
 from specserver.ingest.workers import (
@@ -94,7 +94,7 @@ def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
     theirs.close()
     assert [kind for kind, _ in answers] == ["ok", "error", "ok"]
     assert answers[0][1] == prepare_submission(bodies[0], when, LIMITS)
-    assert answers[1][1][0] == 422
+    assert status_of(error_from_parts(answers[1][1])) == 422
 
 
 def test_answer_for_a_valid_body_is_the_in_process_result() -> None:
@@ -172,7 +172,7 @@ def test_a_killed_worker_fails_what_it_held_with_503_and_is_replaced() -> None:
         except Unavailable as exc:
             outcome = exc
         if isinstance(outcome, SpecServerError):
-            assert outcome.status == 503 and outcome.retry_after
+            assert status_of(outcome) == 503 and outcome.retry_after
         deadline = time.monotonic() + 60
         while True:  # a replacement takes over
             try:

@@ -68,7 +68,9 @@ def decode_request(frame: bytes) -> tuple[bytes, datetime]:
 def error_parts(exc: Exception) -> tuple[str, str, str, Any, float | None]:
     """A refusal as plain data: the error kind's name, code, message, details, Retry-After."""
     error = as_domain_error(exc)
-    return (type(error).__name__, error.code, error.message, error.details, error.retry_after)
+    # The nearest kind the other side knows (a ConsistencyError travels as Invalid).
+    kind = next(c.__name__ for c in type(error).__mro__ if c.__name__ in KINDS)
+    return (kind, error.code, error.message, error.details, error.retry_after)
 
 
 def error_from_parts(parts: tuple[str, str, str, Any, float | None]) -> SpecServerError:

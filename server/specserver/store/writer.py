@@ -38,9 +38,9 @@ from typing import Any, Literal
 
 import duckdb
 from sqlalchemy import Connection, Engine, RootTransaction, Table, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from specserver.errors import Unavailable
+from specserver.errors import SpecServerError, Unavailable
 from specserver.store import tables
 from specserver.store.tables import INGEST_TABLES, RowSet
 
@@ -145,7 +145,11 @@ class DuckDBAppenders:
         if appender is None:
             appender = raw.appender(table.name, columns=[c.name for c in table.columns])
             self._appenders[table.name] = appender
-        appender.append_rows(rows)
+        try:
+            appender.append_rows(rows)
+        except duckdb.Error:
+            appender.clear()  # a value the column cannot take: nothing of this call stays buffered
+            raise
         return appender
 
 
@@ -196,6 +200,7 @@ class GroupCommitWriter:
         self.batches = 0
         self.committed = 0
         self.staged_commits = 0  # batches committed from staged appends
+        self.resets = 0  # connections dropped after a failure (tests count them)
         self._staging: Staging | None = None
 
     # public -----------------------------------------------------------------------------
@@ -304,6 +309,7 @@ class GroupCommitWriter:
 
     def _reset(self) -> None:
         """After a failed write: drop the connection (and DuckDB's instance) and reopen."""
+        self.resets += 1
         self._close_conn()
         if self.engine.dialect.name == "duckdb":
             self.engine.dispose()
@@ -461,7 +467,29 @@ class GroupCommitWriter:
             with conn.begin():
                 result = job.fn(conn)
         except Exception as exc:  # noqa: BLE001 - handed to the caller
-            self._reset()
+            if self._connection_broken(exc):
+                self._reset()
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
+
+    def _connection_broken(self, exc: Exception) -> bool:
+        """After a job failed (its transaction rolled back by ``conn.begin()``): does the
+        connection need a reset? Not for a domain refusal (no such submission, already
+        imported, a bad key id: 404/409/422 on the admin API), which says nothing about the
+        connection; resetting there let any failed admin action dispose DuckDB's engine
+        under the ingest path (issue 16). Otherwise only if the connection is gone or no
+        longer answers."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            return True
+        if isinstance(exc, SpecServerError):
+            return False
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return True
+        try:  # e.g. a constraint refusal: the connection is fine if it still answers
+            conn.exec_driver_sql("SELECT 1").close()
+            conn.rollback()
+        except Exception:  # noqa: BLE001 - any failure here means: reconnect
+            return True
+        return False
