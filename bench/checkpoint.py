@@ -56,15 +56,16 @@ def batch_of(templates: list[RowSet], start: int, size: int) -> RowSet:
 def run(vacuum_tasks: int | None, templates: list[RowSet], args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-checkpoint-") as folder:
         path = Path(folder) / "bench.duckdb"
-        store = Store(f"duckdb:///{path}", duckdb_threads=1)
+        # The store locks DuckDB's configuration once it is applied (store/database.py):
+        # the bench's settings go in with the store's.
+        settings = {"checkpoint_threshold": "'1TB'"}  # only ours below
+        if vacuum_tasks is not None:
+            settings["max_vacuum_tasks"] = str(vacuum_tasks)
+        store = Store(f"duckdb:///{path}", duckdb_threads=1, duckdb_settings=settings)
         store.open()
         store.writer.stop()  # this bench writes on the writer's connection itself
         writer = store.writer
         conn = writer._connection()
-        conn.exec_driver_sql("SET checkpoint_threshold = '1TB'")  # only ours below
-        if vacuum_tasks is not None:
-            conn.exec_driver_sql(f"SET max_vacuum_tasks = {vacuum_tasks}")
-        conn.commit()
         label = "store settings" if vacuum_tasks is None else f"max_vacuum_tasks={vacuum_tasks}"
         walls: list[float] = []
         done = 0

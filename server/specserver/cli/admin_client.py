@@ -8,6 +8,9 @@ clear line (``AdminError``) if another process holds the DuckDB file.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,9 +114,10 @@ class HttpAdmin:
 
 
 class DirectAdmin:
-    def __init__(self, store: Any, actor: str) -> None:
+    def __init__(self, store: Any, actor: str, query_timeout_s: float = 30.0) -> None:
         self.store = store
         self.actor = actor
+        self.query_timeout_s = query_timeout_s
 
     def hide(self, submission_id: str, reason: str) -> dict[str, Any]:
         from specserver.store import moderation
@@ -140,10 +144,11 @@ class DirectAdmin:
         return result
 
     def query(self, sql: str, limit: int) -> dict[str, Any]:
-        from specserver.store import moderation
+        """As the admin API does it: the audit row first, then ``store/adhoc.py``."""
+        from specserver.store import adhoc, moderation
 
-        with self.store.engine.connect() as conn:
-            return moderation.run_read_only(conn, sql, limit)
+        self.store.write(lambda c: moderation.record_query(c, sql, self.actor))
+        return adhoc.run_query_on(self.store.query_engine, sql, limit, self.query_timeout_s)
 
     def import_hardnumbers(self, content: bytes, source: str, chip: str, memory_gb: int,
                            ollama_version: str, os_name: str | None) -> dict[str, Any]:
@@ -167,8 +172,21 @@ class DirectAdmin:
         from specserver.store import exporting
         from specserver.store.queries import Filters
 
-        with self.store.engine.connect() as conn:
-            return exporting.write_export(conn, Filters(), fmt, path)
+        if fmt != "parquet":
+            with self.store.engine.connect() as conn:
+                return exporting.write_export(conn, Filters(), fmt, path)
+        # DuckDB writes the file itself, and the store's DuckDB may write only in its
+        # scratch folder (store/database.py): write there, then move it into place.
+        handle, scratch = tempfile.mkstemp(suffix=".parquet", dir=self.store.scratch_dir)
+        os.close(handle)
+        try:
+            with self.store.engine.connect() as conn:
+                exporting.write_parquet(conn, Filters(), scratch)
+            shutil.move(scratch, path)
+        finally:
+            if os.path.exists(scratch):
+                os.unlink(scratch)
+        return Path(path).stat().st_size
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -197,7 +215,7 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
         raise AdminError(f"cannot open the store {display_url(settings.resolved_database_url)}: "
                          f"{str(exc).splitlines()[0]}") from None
     try:
-        yield DirectAdmin(store, actor)
+        yield DirectAdmin(store, actor, settings.admin_query_timeout_s)
     finally:
         store.close()
 

@@ -23,7 +23,7 @@ from specserver.errors import NotAuthenticated, NotPermitted
 from specserver.http.errors import ErrorBody
 from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
-from specserver.store import moderation, queries
+from specserver.store import adhoc, moderation, queries
 from specserver.store.database import Store
 from specserver.store.queries import OS_NAMES
 
@@ -83,7 +83,7 @@ class UnbanBody(_Body):
 
 class QueryBody(_Body):
     sql: str = Field(min_length=1, max_length=20_000)
-    limit: int = Field(default=1000, ge=1, le=moderation.QUERY_ROW_LIMIT)
+    limit: int = Field(default=1000, ge=1, le=adhoc.QUERY_ROW_LIMIT)
 
 
 class ImportBody(_Body):
@@ -127,11 +127,15 @@ async def unban(body: UnbanBody, request: Request, actor: Actor) -> dict[str, An
 
 
 @router.post("/query")
-def query(body: QueryBody, request: Request, actor: Actor) -> dict[str, Any]:
-    """One read-only SQL statement; rows as JSON (values rendered with str when needed)."""
-    moderation.check_read_only(body.sql)
-    with _store(request).engine.connect() as conn:
-        result = moderation.run_read_only(conn, body.sql, body.limit)
+async def query(body: QueryBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """One SELECT, read only, bounded (``store/adhoc.py``); rows as JSON (values rendered
+    with str when needed). The audit row is written first, so a query that is refused or
+    never returns is recorded too."""
+    store = _store(request)
+    settings: ServerSettings = request.app.state.settings
+    await store.awrite(lambda conn: moderation.record_query(conn, body.sql, actor))
+    result = await run_in_threadpool(adhoc.run_query_on, store.query_engine, body.sql,
+                                     body.limit, settings.admin_query_timeout_s)
     result["rows"] = [[_jsonable(v) for v in row] for row in result["rows"]]
     return result
 

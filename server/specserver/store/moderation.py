@@ -1,4 +1,5 @@
-"""Maintainer actions on an open connection: hide, unhide, ban, unban, import, read-only SQL.
+"""Maintainer actions on an open connection: hide, unhide, ban, unban, import, and the audit
+row of an ad-hoc query.
 
 Each action changes state and writes one ``audit_log`` row in the same transaction, so the
 history on ``GET /v1/submissions/{id}`` and on the page never misses one. An action that
@@ -19,11 +20,11 @@ from sqlalchemy import Connection, delete, insert, select, update
 
 from specserver.errors import Conflict, Invalid, NotFound
 from specserver.store import tables
+from specserver.store.adhoc import audit_target
 from specserver.store.tables import INGEST_TABLES, RowSet
 from specserver.store.writer import core_insert
 
 KEY_ID = re.compile(r"^[0-9a-f]{64}$")
-QUERY_ROW_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,19 @@ def store_import(conn: Connection, rows: RowSet, submission_id: str, source: str
                  actor: str) -> ActionResult:
     """Store an imported submission's rows and its audit row; refuse a second import."""
     sub = tables.submissions
-    if conn.execute(select(sub.c.submission_id).where(
-            sub.c.submission_id == submission_id)).first():
+    holder = conn.execute(select(sub.c.key_id, sub.c.source).where(
+        sub.c.submission_id == submission_id)).first()
+    if holder is not None and holder.key_id is not None:
+        # Signed ids cannot be version-5 UUIDs any more (ingest.checks,
+        # submission_id_not_reserved); one stored before that rule still holds it: say so.
+        raise Conflict(f"submission id {submission_id} is held by a signed submission of key "
+                       f"{holder.key_id}, not by an import",
+                       {"submission_id": submission_id, "held_by": "signed",
+                        "key_id": holder.key_id}, code="id_held_by_signed")
+    if holder is not None:
         raise Conflict(f"already imported as submission {submission_id}",
-                       {"submission_id": submission_id}, code="already_imported")
+                       {"submission_id": submission_id, "held_by": "import"},
+                       code="already_imported")
     for table in INGEST_TABLES:
         if rows.rows[table.name]:
             core_insert(conn, table, rows.rows[table.name])
@@ -119,64 +129,9 @@ def store_import(conn: Connection, rows: RowSet, submission_id: str, source: str
     return ActionResult("import", submission_id, True)
 
 
-# --- read-only SQL ------------------------------------------------------------------------
-
-READ_STARTS = ("select", "with", "show", "describe", "explain", "summarize", "values", "table",
-               "from")
-WRITE_WORDS = frozenset({
-    "insert", "update", "delete", "merge", "upsert", "truncate", "drop", "create",
-    "alter", "copy", "attach", "detach", "install", "load", "pragma", "set", "reset", "call",
-    "export", "import", "checkpoint", "force", "vacuum", "grant", "revoke", "comment", "begin",
-    "commit", "rollback", "abort", "lock", "prepare", "execute", "deallocate", "use",
-    "nextval", "setval", "into",
-})
-_STRINGS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+# --- the ad-hoc query's audit row (the query itself: store/adhoc.py) ------------------------
 
 
-class WriteRefused(Invalid):
-    code = "not_read_only"
-
-
-def check_read_only(sql: str) -> str:
-    """The statement, stripped, if it is one read-only statement; else WriteRefused.
-
-    A keyword screen (outside string literals and comments) first; the query then runs in
-    a transaction that is rolled back (and is READ ONLY on PostgreSQL).
-    """
-    statement = sql.strip().rstrip(";").strip()
-    bare = _STRINGS.sub(" ", statement).lower()
-    if not statement:
-        raise WriteRefused("empty query")
-    if ";" in bare:
-        raise WriteRefused("one statement only")
-    words = re.findall(r"[a-z_]+", bare)
-    if not words or words[0] not in READ_STARTS:
-        raise WriteRefused(f"only read-only queries are allowed (start with one of: "
-                           f"{', '.join(READ_STARTS)})")
-    writes = sorted(WRITE_WORDS.intersection(words))
-    if writes:
-        raise WriteRefused(f"refusing a query containing {', '.join(writes)}: read-only only",
-                           {"words": writes})
-    return statement
-
-
-def run_read_only(conn: Connection, sql: str, limit: int = QUERY_ROW_LIMIT) -> dict[str, Any]:
-    """Columns and rows (at most ``limit``); nothing the query does is kept.
-
-    Runs in its own transaction on ``conn`` (which must have none open), rolled back.
-    """
-    from sqlalchemy import text
-
-    statement = check_read_only(sql)
-    if conn.in_transaction():
-        raise ValueError("run_read_only needs a connection without an open transaction")
-    transaction = conn.begin()
-    try:
-        if conn.dialect.name == "postgresql":
-            conn.execute(text("SET TRANSACTION READ ONLY"))
-        result = conn.execute(text(statement))
-        columns = list(result.keys())
-        rows = [list(r) for r in result.fetchmany(limit + 1)]
-    finally:
-        transaction.rollback()
-    return {"columns": columns, "rows": rows[:limit], "truncated": len(rows) > limit}
+def record_query(conn: Connection, sql: str, actor: str) -> None:
+    """Audit an ad-hoc query before it runs: target the sha256 of its text, reason the text."""
+    record(conn, "query", audit_target(sql), sql, actor)
