@@ -54,9 +54,10 @@ def _cell(value: Any) -> Any:
 
 def spreadsheet_text(text: str) -> str:
     """A text cell no spreadsheet evaluates and that stays on its record's line."""
-    if text.startswith(FORMULA_STARTS) or text.lstrip(" ").startswith(FORMULA_STARTS):
+    text = text.translate(_LINE_BREAKS)  # first: "\n=1+1" must not become " =1+1" unmarked
+    if text.lstrip(" ").startswith(FORMULA_STARTS):
         text = "'" + text
-    return text.translate(_LINE_BREAKS)
+    return text
 
 
 def _csv_cell(value: Any) -> Any:
