@@ -64,7 +64,8 @@ def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None) 
         rate = acceptance_rate(evidence)
         if rate is not None:
             return f"confirmed ({rate:.0%} accepted)"
-    return VERDICT_WORDS[observed]
+    # A verdict this module has no words for yet is shown by its name, never as a speedup.
+    return VERDICT_WORDS.get(observed, observed.replace("_", " "))
 
 
 def spread(summary: ConfigSummary) -> str:
@@ -108,11 +109,16 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                       f"accepted ({rate:.0%})")
         sentence = (f"{summary.name} speculated (counters in the server log) and ran "
                     f"{effect(summary)}{counts}")
-    else:
+    elif evidence.observed in ("not_observed", "unknown"):
         why = ("no counters were found in the server log" if evidence.observed == "not_observed"
                else "the Ollama version could not be read and no counters were found")
         sentence = (f"{summary.name} could not be checked: {why}, so its {effect(summary)} "
                     "cannot be attributed to speculation")
+    else:
+        words = VERDICT_WORDS.get(evidence.observed, evidence.observed.replace("_", " "))
+        ratio = f"{summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "no ratio"
+        sentence = (f"{summary.name} has the verdict {words}, so its {ratio} is not counted "
+                    "as a measured speedup")
     if evidence.outputs_match_baseline is False:
         sentence += "; its output differed from the baseline's"
     return sentence

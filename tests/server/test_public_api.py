@@ -20,6 +20,7 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.board.leaderboard import ReadService
 from specserver.http import public
 from specserver.http.errors import install_error_handlers
+from specserver.http.page import routes as page_routes
 from specserver.store import tables
 
 COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
@@ -54,6 +55,7 @@ def client(store):
     app = FastAPI()
     install_error_handlers(app)
     public.install(app, ReadService(store[0]))
+    app.include_router(page_routes.router)  # the HTML pages read the same service
     with AsgiClient(app) as test_client:
         yield test_client
 

@@ -25,6 +25,9 @@ class Bar:
     p25: float | None
     p75: float | None
     contributors: int
+    # "unverified": speculation could run but was not seen; drawn neutral like the noise
+    # floor, never as a speedup or a slowdown. None: by the median (or noise, per chart).
+    style: str | None = None
 
 
 def _fmt(value: float) -> str:
@@ -69,7 +72,7 @@ def speedup_chart(bars: Sequence[Bar], *, title: str, noise: bool = False,
         parts.append(f'<text x="{LABEL_WIDTH - 8}" y="{centre + 4:.1f}" text-anchor="end">'
                      f"{escape(bar.label)}</text>")
         median = bar.median or 0.0
-        kind = "noise" if noise else ("faster" if median >= 1.0 else "slower")
+        kind = "noise" if noise else bar.style or ("faster" if median >= 1.0 else "slower")
         tooltip = (f"{bar.label}: median {_fmt(median)}x from {bar.contributors} contributor(s)"
                    if bar.median is not None else f"{bar.label}: no speedup measured")
         if bar.p25 is not None and bar.p75 is not None:

@@ -18,13 +18,14 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from specschema.conclusion import VERDICT_WORDS
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
 from specserver.board.leaderboard import Board
 from specserver.http.caching import conditional
 from specserver.http.deps import Reads
-from specserver.http.page import charts
+from specserver.http.page import charts, result
 from specserver.http.params import parse_filters, query_params
 from specserver.store import queries
 
@@ -32,6 +33,8 @@ router = APIRouter(include_in_schema=False)
 
 PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os")
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
+# The page's speedup board never merges confirmed and not-observed results into one median.
+SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
 
 
 @cache
@@ -49,15 +52,24 @@ def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
     return "–" if value is None else f"{value:.{digits}f}{suffix}"
 
 
-def _speedup_cell(value: float | None) -> str:
+# How a board row's ratio is styled and named. Only a confirmed ratio is an effect of
+# speculation; a not-observed one could be anything (nothing showed that speculation ran);
+# a noise-floor ratio is the run-to-run difference with no speculation applied.
+ROW_VERDICTS = {"confirmed": "confirmed: speculation seen",
+                "not_observed": "not observed: unverified"}
+
+
+def _ratio_cell(value: float | None, style: str) -> str:
+    """``style``: "effect" (confirmed: faster/slower), "unverified" or "noise" (neutral)."""
     if value is None:
         return '<td class="num">–</td>'
-    kind = "faster" if value >= 1.0 else "slower"
+    kind = ("faster" if value >= 1.0 else "slower") if style == "effect" else style
     return f'<td class="num {kind}">{value:.2f}x</td>'
 
 
 def _verdict_badges(counts: dict[str, int]) -> str:
-    return "".join(f'<span class="badge">{escape(v)} {n}</span>'
+    return "".join(f'<span class="badge" data-verdict="{escape(v)}">'
+                   f"{escape(VERDICT_WORDS.get(v, v.replace('_', ' ')))} {n}</span>"
                    for v, n in counts.items() if n)
 
 
@@ -65,28 +77,52 @@ def _key(group: GroupAggregate, dimension: str) -> str:
     return aggregate.dimension_label(dimension, group.key[dimension])
 
 
+def _row_verdict(group: GroupAggregate) -> str | None:
+    """The verdict of a group split by verdict (the page's speedup board), else None."""
+    value = group.key.get("verdict", {}).get("verdict")
+    return None if value is None else str(value)
+
+
+def _row_style(group: GroupAggregate, noise: bool) -> str:
+    if noise:
+        return "noise"
+    return "effect" if _row_verdict(group) == "confirmed" else "unverified"
+
+
 def _chart_label(group: GroupAggregate) -> str:
     config = group.key["draft"]["config_name"]
-    return f"{_key(group, 'chip')} · {_key(group, 'memory_gb')} · {config}"
+    chip = _key(group, "chip")
+    chip = chip if len(chip) <= 40 else chip[:39] + "…"  # the chart's label column is fixed
+    label = f"{chip} · {_key(group, 'memory_gb')} · {config}"
+    return label + (" · unverified" if _row_verdict(group) == "not_observed" else "")
 
 
-def board_table(groups: Sequence[GroupAggregate], board: str) -> str:
+def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
+    ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
+             "</span></th>" if noise else '<th class="num">Median speedup</th>')
     head = ("<tr><th>Target</th><th>Draft config</th><th>Chip</th><th>Memory</th>"
-            '<th class="num">Contributors</th><th class="num">Submissions</th>'
-            '<th class="num">Median speedup</th><th class="num">Interquartile</th>'
+            + ("" if noise else "<th>Speculation</th>")
+            + '<th class="num">Contributors</th><th class="num">Submissions</th>'
+            f'{ratio}<th class="num">Interquartile</th>'
             '<th class="num">Range</th><th class="num">Baseline tok/s</th><th>Verdicts</th></tr>')
     rows = []
     for group in groups:
+        style = _row_style(group, noise)
         if group.few_results:
             iqr = '<td class="num few">few results</td>'
         else:
             iqr = f'<td class="num">{_num(group.p25_speedup)}–{_num(group.p75_speedup)}x</td>'
+        verdict = _row_verdict(group) or ""
+        tag = "" if noise else (
+            f'<td><span class="verdict-tag {escape(verdict)}">'
+            f"{escape(ROW_VERDICTS.get(verdict, verdict or 'merged'))}</span></td>")
         rows.append(
-            f'<tr class="group" data-board="{escape(board)}">'
+            f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
             f"<td>{escape(_key(group, 'target'))}</td><td>{escape(_key(group, 'draft'))}</td>"
             f"<td>{escape(_key(group, 'chip'))}</td><td>{escape(_key(group, 'memory_gb'))}</td>"
-            f'<td class="num">{group.contributors}</td><td class="num">{group.submissions}</td>'
-            f"{_speedup_cell(group.median_speedup)}{iqr}"
+            f'{tag}<td class="num">{group.contributors}</td>'
+            f'<td class="num">{group.submissions}</td>'
+            f"{_ratio_cell(group.median_speedup, style)}{iqr}"
             f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x</td>'
             f'<td class="num">{_num(group.median_baseline_tps, 1)}</td>'
             f"<td>{_verdict_badges(group.verdicts)}</td></tr>")
@@ -95,7 +131,9 @@ def board_table(groups: Sequence[GroupAggregate], board: str) -> str:
 
 def board_chart(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool) -> str:
     bars = [charts.Bar(_chart_label(g), g.median_speedup, g.p25_speedup, g.p75_speedup,
-                       g.contributors) for g in groups]
+                       g.contributors,
+                       None if noise or _row_verdict(g) == "confirmed" else "unverified")
+            for g in groups]
     return charts.speedup_chart(bars, title=title, noise=noise, board=board)
 
 
@@ -103,7 +141,7 @@ def _sum_verdicts(groups: Sequence[GroupAggregate]) -> dict[str, int]:
     total = dict.fromkeys(queries.VERDICTS, 0)
     for group in groups:
         for verdict, count in group.verdicts.items():
-            total[verdict] += count
+            total[verdict] = total.get(verdict, 0) + count
     return total
 
 
@@ -118,24 +156,32 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
     board = f"speedup-{protocol_id}"
     parts.append("<h3>Speedup board</h3>")
     if speed:
-        parts.append(f'<p class="note">Median decode speedup (draft tok/s ÷ baseline tok/s) by '
-                     f"chip; bars show the median across contributors, whiskers the "
-                     f"interquartile range, the dashed line 1.0x. Verdicts: "
+        parts.append('<p class="note speedup-rule">Median decode speedup (draft tok/s ÷ '
+                     "baseline tok/s) by chip; bars show the median across contributors, "
+                     "whiskers the interquartile range, the dashed line 1.0x. Each group is "
+                     "split by verdict: <strong>confirmed</strong> rows are those where "
+                     "Ollama's log showed drafted tokens being accepted (coloured: faster or "
+                     "slower); <strong>not observed</strong> rows are unverified: the engine "
+                     "could speculate but no counters were seen, so their ratio is shown in "
+                     "grey and is not attributed to speculation. The API "
+                     "(<code>/v1/leaderboard</code>) merges the two into one median unless "
+                     "asked with <code>group_by=verdict</code>. Verdicts: "
                      f"{_verdict_badges(_sum_verdicts(speed))}</p>")
         parts.append(board_chart(speed, board, f"Speedup by chip, {protocol_id}", noise=False))
         parts.append(board_table(speed, board))
     else:
-        parts.append('<p class="muted">No draft configs with a confirmed or not_observed '
+        parts.append('<p class="muted">No draft configs with a confirmed or not-observed '
                      "speculation verdict match these filters.</p>")
     if noise:
         floor = f"noise-{protocol_id}"
-        parts.append("<h3>Noise floor (A/A)</h3>")
-        parts.append('<p class="note">Draft configs the engine did not apply '
-                     "(<code>not_applied</code>): the same computation measured twice. Their "
-                     "spread around 1.0x is the smallest effect the speedup board can resolve. "
+        parts.append("<h3>Noise floor (A/A): run-to-run difference, no speculation applied</h3>")
+        parts.append('<p class="note noise-rule">Draft configs the engine did not apply '
+                     "(verdict <em>not applied</em>): the same computation measured twice. "
+                     "Their ratio is not a speedup or a slowdown; its spread around 1.0x is the "
+                     "smallest effect the speedup board can resolve. "
                      f"Verdicts: {_verdict_badges(_sum_verdicts(noise))}</p>")
         parts.append(board_chart(noise, floor, f"Noise floor, {protocol_id}", noise=True))
-        parts.append(board_table(noise, floor))
+        parts.append(board_table(noise, floor, noise=True))
     parts.append("</section>")
     return "".join(parts)
 
@@ -164,7 +210,8 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
     rows = []
     for item in items:
         drafts = ", ".join(
-            f"{escape(d['config_name'])} {_num(d['speedup_tps'])}x ({escape(d['observed'])})"
+            f"{escape(d['config_name'])} {_num(d['speedup_tps'])}x "
+            f"({escape(VERDICT_WORDS.get(d['observed'], str(d['observed']).replace('_', ' ')))})"
             for d in item["drafts"])
         rows.append(
             f'<tr><td><a href="/submissions/{escape(item["submission_id"])}">'
@@ -191,9 +238,10 @@ def home(request: Request, reads: Reads) -> Response:
     version = reads.version()
 
     def build() -> Response:
-        speed = _by_protocol(reads.board(filters, DIMENSIONS, "speedup", version))
+        speed_board = reads.board(filters, SPEED_DIMENSIONS, "speedup", version)
+        speed = _by_protocol(speed_board)
         noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version))
-        counts = reads.board(filters, DIMENSIONS, "speedup", version).verdict_counts
+        counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
             menus = {c: queries.distinct_values(conn, c) for c in
                      ("chip", "memory_gb", "ollama_version", "os_name", "target_model")}
@@ -217,36 +265,30 @@ def home(request: Request, reads: Reads) -> Response:
 # --- one submission -----------------------------------------------------------------------
 
 
-def _facts(pairs: Sequence[tuple[str, Any]]) -> str:
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape('–' if v is None else str(v))}</dd>"
-                    for k, v in pairs)
-    return f'<dl class="facts">{items}</dl>'
+def _when(value: Any) -> str:
+    """An ISO timestamp as 'YYYY-MM-DD HH:MM UTC' (the store keeps UTC)."""
+    return "–" if value is None else f"{str(value)[:16].replace('T', ' ')} UTC"
 
 
-def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _flatten(f"{prefix}.{k}" if prefix else k, v)]
-    if isinstance(value, list):
-        if not value:
-            return [(prefix, "[]")]
-        return [p for i, v in enumerate(value) for p in _flatten(f"{prefix}[{i}]", v)]
-    return [(prefix, value)]
+def _subtitle(row: dict[str, Any]) -> str:
+    machine = ", ".join(str(v) for v in (
+        row["chip"], f"{row['memory_gb']} GB" if row["memory_gb"] is not None else None,
+        row["os"]) if v)
+    signer = (f"signed by key {str(row['key_id'])[:12]}…" if row["key_id"]
+              else "imported reference result, unsigned")
+    return (f"{row['protocol_id']} v{row['protocol_version']} · target {row['target_model']} · "
+            f"{machine or 'machine not reported'} · Ollama {row['ollama_version']} · {signer} · "
+            f"received {_when(row['received_at'])}")
 
 
-def _rows_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>"
-        for r in rows)
-    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _history_table(history: Sequence[dict[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(_when(h['at']))}</td><td>{escape(str(h['action']))}</td>"
+        f"<td><code>{escape(str(h['target']))}</code></td>"
+        f"<td>{escape(result.word(h['reason']))}</td><td>{escape(str(h['actor']))}</td></tr>"
+        for h in history)
+    return ("<table class=\"history\"><tr><th>When</th><th>Action</th><th>On</th><th>Reason</th>"
+            f"<th>By</th></tr>{rows}</table>")
 
 
 def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
@@ -264,50 +306,62 @@ def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
     )
 
 
-TRIAL_COLUMNS = ("position", "config_name", "trial_index", "wall_s", "ttft_s", "eval_count",
-                 "eval_duration_ns", "total_duration_ns", "load_duration_ns", "done_reason",
-                 "cold")
-VERDICT_COLUMNS = ("config_name", "role", "model", "draft_model", "mechanism", "requested",
-                   "engine_can_honor", "observed", "drafted_tokens", "accepted_tokens",
-                   "counters_source", "outputs_match_baseline")
-SUMMARY_COLUMNS = ("config_name", "trials", "median_tps", "cv_tps", "median_wall_s",
-                   "speedup_tps", "speedup_tps_ci_low", "speedup_tps_ci_high", "speedup_wall")
-
-
 def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
                     history: Sequence[dict[str, Any]]) -> str:
+    """The conclusion first, then the article-style table, then the details, collapsed."""
     sid = row["submission_id"]
-    out = [f"<h1>Submission <code>{escape(sid)}</code></h1>"]
+    summaries = result.summaries_of(parts["summaries"])
+    evidence = result.evidence_of(parts["configs"])
+    baseline = next((s.name for s in summaries if s.role == "baseline"), None)
+    version = str(row["ollama_version"])
+    out = [f'<h1>Submission <code class="sid">{escape(sid)}</code></h1>',
+           f'<p class="subtitle">{escape(_subtitle(row))}</p>']
     if row["hidden"]:
         out.append('<p class="banner">Hidden by a maintainer: not counted on the leaderboard.'
                    "</p>")
     if row["key_banned"]:
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
-    out.append(_facts([
-        ("protocol", f"{row['protocol_id']} v{row['protocol_version']} "
-                     f"({row['protocol_sha256'][:12]}…)"),
-        ("target", row["target_model"]), ("chip", row["chip"]), ("memory (GB)", row["memory_gb"]),
-        ("OS", row["os"]), ("Ollama", row["ollama_version"]), ("backend", row["backend"]),
-        ("client", f"{row['client_name']} {row['client_version']}"),
-        ("created", row["created_at"]), ("received", row["received_at"]),
-        ("complete", row["complete"]), ("source", row["source"]),
-        ("key id", row["key_id"] or "none (unsigned import)"), ("note", row["note"]),
-    ]))
-    out.append("<h2>Speculation verdicts</h2>" + _rows_table(parts["configs"], VERDICT_COLUMNS))
-    out.append("<h2>Summary</h2>" + _rows_table(parts["summaries"], SUMMARY_COLUMNS))
-    out.append("<h2>Fingerprint</h2>")
-    out.append(_facts(_flatten("", parts["fingerprint"] or {})))
-    out.append("<h2>Trials</h2>" + _rows_table(parts["trials"], TRIAL_COLUMNS))
+    out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"])))
+    out.append("<h2>Results</h2>")
+    out.append(result.results_table(summaries, evidence, parts["trials"], version))
+    out.append('<p class="note">Computed by this server from the submitted trials, not taken '
+               "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
+               "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
+               "interval (wide with five trials). A ratio whose verdict is <em>not applied</em> "
+               "is run-to-run noise, not an effect of speculation.</p>")
+    if row["note"]:
+        out.append(f'<p class="note">Note from the run: {escape(str(row["note"]))}</p>')
+    out.append("<h2>Details</h2>")
+    out.append(result.details("The run", result.facts([
+        ("Protocol", f"{row['protocol_id']} v{row['protocol_version']} "
+                     f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
+        ("Target model", row["target_model"]), ("Chip", row["chip"]),
+        ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
+        ("OS", row["os"]), ("Ollama", row["ollama_version"]), ("Backend", row["backend"]),
+        ("Client", f"{row['client_name']} {row['client_version']}"),
+        ("Run at", _when(row["created_at"])), ("Received", _when(row["received_at"])),
+        ("All trials measured", row["complete"]),
+        ("Source", "signed by the contributor" if row["source"] == "signed"
+         else "imported reference result"),
+        ("Contributor key", row["key_id"] or "none (unsigned import)"),
+    ]), name="run"))
+    out.append(result.details("Machine fingerprint (as sent)", result.facts(
+        result.flatten("", parts["fingerprint"] or {})), name="fingerprint"))
+    out.append(result.details(f"Trials ({len(parts['trials'])}, in run order)",
+                              result.trials_table(parts["trials"], baseline), name="trials"))
+    out.append(result.details("Raw stored fields", '<p class="note">The stored rows under '
+                              "their column names, as in the export.</p>" + result.raw_fields(
+                                  parts["configs"], parts["summaries"]), name="raw"))
     out.append("<h2>Moderation history</h2>")
     if history:
-        out.append(_rows_table(list(history), ("at", "action", "target", "reason", "actor")))
+        out.append(_history_table(history))
     else:
         out.append('<p class="muted">No moderation actions.</p>')
     out.append("<h2>Verify the signature yourself</h2>")
     if row["key_id"]:
         out.append('<p class="note">The server keeps the exact bytes that were signed. With '
-                   "<code>specschema</code> installed (<code>pip install specbench</code>):</p>")
+                   "<code>specschema</code> installed (<code>pip install specschema</code>):</p>")
         out.append(f'<pre class="verify">{escape(verify_snippet(base_url, sid, row["key_id"]))}'
                    "</pre>")
     else:

@@ -1,0 +1,210 @@
+"""The submission page's result, read like the CLI's (pure: stored rows in, escaped HTML out).
+
+First the conclusion (``specschema.conclusion``, the very words ``specsubmit run`` prints),
+then the article-style table with units and each verdict's evidence, split by who vouches
+for it: what this server checked itself and what only the client reported. The details (the
+machine fingerprint, every trial, the raw stored fields) follow, collapsed.
+
+Every value that came from a contributor goes through ``escape``: the page is public.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from specschema.conclusion import capability_reason, conclusion, verdict_label, vs_baseline
+from specschema.models import SpeculationEvidence
+from specschema.summary import ConfigSummary
+
+COUNTER_SOURCES = {"llama_server_log": "the llama-server lines of Ollama's log",
+                   "mlx_log": "the MLX runner lines of Ollama's log"}
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def word(value: Any) -> str:
+    """A stored value as a reader sees it: yes/no, not Python's True/False; – for missing."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def summaries_of(rows: Sequence[dict[str, Any]]) -> list[ConfigSummary]:
+    """The stored summary rows (computed by this server from the trials) as summaries."""
+    fields = [f for f in ConfigSummary.model_fields if f != "name"]
+    return [ConfigSummary(name=r["config_name"], **{f: r.get(f) for f in fields}) for r in rows]
+
+
+def evidence_of(rows: Sequence[dict[str, Any]]) -> dict[str, SpeculationEvidence]:
+    """The stored config rows' speculation evidence, by config name."""
+    return {r["config_name"]: SpeculationEvidence.model_validate({
+        "requested": r["requested"], "mechanism": r["mechanism"],
+        "engine_can_honor": r["engine_can_honor"], "observed": r["observed"],
+        "drafted_tokens": r["drafted_tokens"], "accepted_tokens": r["accepted_tokens"],
+        "counters_source": r["counters_source"],
+        "outputs_match_baseline": r["outputs_match_baseline"]}, strict=False) for r in rows}
+
+
+def outputs_published(trials: Sequence[dict[str, Any]]) -> bool:
+    """Imported files carry no output text (output_chars 0 everywhere)."""
+    return any(t["output_chars"] for t in trials)
+
+
+def server_output_check(name: str, trials: Sequence[dict[str, Any]],
+                        baseline: str | None) -> str | None:
+    """Whether this config's output hashes equal the baseline's most common one."""
+    if baseline is None or name == baseline or not outputs_published(trials):
+        return None
+    reference = Counter(t["output_sha256"] for t in trials if t["config_name"] == baseline)
+    own = [t["output_sha256"] for t in trials if t["config_name"] == name]
+    if not reference or not own:
+        return None
+    same = sum(h == reference.most_common(1)[0][0] for h in own)
+    if same == len(own):
+        return "every trial's output is identical to the baseline's"
+    return f"{len(own) - same} of {len(own)} outputs differ from the baseline's"
+
+
+def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
+                   engine_version: str, output_check: str | None) -> tuple[list[str], list[str]]:
+    """(what the server checked, what the client reported), as plain sentences."""
+    if summary.role == "baseline" or evidence is None or not evidence.requested:
+        return ["no speculation requested: the reference every ratio is taken against"], []
+    checked: list[str] = []
+    reported: list[str] = []
+    reason = capability_reason(evidence.mechanism, engine_version)
+    if evidence.engine_can_honor is False:
+        checked.append(f"Ollama {engine_version} cannot honor this request: {reason}")
+    elif evidence.engine_can_honor is None:
+        checked.append(f"{reason}, so whether it can speculate is not known")
+    else:
+        checked.append(f"Ollama {engine_version} can honor this request ({reason})")
+    if evidence.drafted_tokens is not None:
+        source = COUNTER_SOURCES.get(evidence.counters_source or "", "Ollama's log")
+        reported.append(f"{evidence.accepted_tokens} of {evidence.drafted_tokens} drafted "
+                        f"tokens accepted, read from {source}")
+        checked.append("the counters are consistent (accepted ≤ drafted); the server cannot "
+                       "see the log itself")
+    elif evidence.engine_can_honor is not False:
+        reported.append("no speculation counters found in Ollama's log")
+    if output_check is not None:
+        checked.append(output_check)
+    elif evidence.outputs_match_baseline is not None:
+        reported.append("output identical to the baseline's" if evidence.outputs_match_baseline
+                        else "output differs from the baseline's")
+    return checked, reported
+
+
+def _evidence_cell(checked: Sequence[str], reported: Sequence[str]) -> str:
+    if not reported and len(checked) == 1 and checked[0].startswith("no speculation"):
+        return f'<span class="muted">{escape(checked[0])}</span>'  # the baseline: nothing to vouch
+    parts = [f'<li><span class="level server">checked by the server</span> {escape(c)}</li>'
+             for c in checked]
+    parts += [f'<li><span class="level client">reported by the client</span> {escape(r)}</li>'
+              for r in reported]
+    return f'<ul class="evidence">{"".join(parts)}</ul>'
+
+
+def conclusion_section(summaries: Sequence[ConfigSummary],
+                       evidence: dict[str, SpeculationEvidence], engine_version: str,
+                       complete: bool) -> str:
+    text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete)
+    return f'<p class="conclusion" id="conclusion">{escape(text)}</p>'
+
+
+def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],
+                  trials: Sequence[dict[str, Any]], engine_version: str) -> str:
+    """The article's table: one row per config, in seconds and tok/s, verdict and evidence."""
+    baseline = next((s.name for s in summaries if s.role == "baseline"), None)
+    head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
+            '<th class="num">Median eval (s)</th><th class="num">Median tok/s</th>'
+            '<th class="num">vs baseline [95% CI]</th><th>Verdict</th><th>Evidence</th></tr>')
+    rows = []
+    for summary in summaries:
+        found = evidence.get(summary.name)
+        label = verdict_label(summary, found)
+        observed = "baseline" if summary.role == "baseline" else summary.observed
+        checked, reported = evidence_lines(
+            summary, found, engine_version, server_output_check(summary.name, trials, baseline))
+        # A not-applied ratio is noise: shown, but in the neutral style, never as an effect.
+        ratio_class = "num noise" if observed == "not_applied" else "num"
+        model = summary.draft_model or summary.model
+        rows.append(
+            f'<tr class="config" data-observed="{escape(observed)}">'
+            f'<td><span class="config-name">{escape(summary.name)}</span>'
+            f'<br><span class="muted">{escape(model)}</span></td>'
+            f'<td class="num">{_num(summary.median_wall_s)}</td>'
+            f'<td class="num">{_num(summary.median_eval_s)}</td>'
+            f'<td class="num">{_num(summary.median_tps, 2)}</td>'
+            f'<td class="{ratio_class}">{escape(vs_baseline(summary))}</td>'
+            f'<td class="verdict {escape(observed)}">{escape(label)}</td>'
+            f"<td>{_evidence_cell(checked, reported)}</td></tr>")
+    return f'<table class="results">{head}{"".join(rows)}</table>'
+
+
+def trials_table(trials: Sequence[dict[str, Any]], baseline: str | None) -> str:
+    """Every trial in run order, in seconds, milliseconds and tok/s (never nanoseconds)."""
+    baseline_hashes = {t["output_sha256"] for t in trials if t["config_name"] == baseline}
+    published = outputs_published(trials)
+    head = ('<tr><th class="num">#</th><th>Config</th><th class="num">Trial</th>'
+            '<th class="num">Wall (s)</th><th class="num">First token (s)</th>'
+            '<th class="num">Eval (s)</th><th class="num">tok/s</th>'
+            '<th class="num">Load (ms)</th><th>Cold load</th><th>Stopped</th>'
+            "<th>Output</th></tr>")
+    rows = []
+    for t in trials:
+        eval_s = t["eval_duration_ns"] / 1e9
+        tps = t["eval_count"] / eval_s if eval_s > 0 else None
+        if published:
+            same = "as the baseline" if t["output_sha256"] in baseline_hashes else "differs"
+            output = f"{t['output_chars']} chars, {same}"
+        else:
+            output = "not published"
+        rows.append(
+            f'<tr><td class="num">{t["position"] + 1}</td><td>{escape(t["config_name"])}</td>'
+            f'<td class="num">{t["trial_index"] + 1}</td><td class="num">{t["wall_s"]:.2f}</td>'
+            f'<td class="num">{_num(t["ttft_s"], 2)}</td><td class="num">{eval_s:.2f}</td>'
+            f'<td class="num">{_num(tps, 2)}</td>'
+            f'<td class="num">{t["load_duration_ns"] / 1e6:.0f}</td>'
+            f'<td>{"cold" if t["cold"] else "warm"}</td>'
+            f'<td>{escape(word(t["done_reason"]))}</td><td>{escape(output)}</td></tr>')
+    return f'<table class="trials">{head}{"".join(rows)}</table>'
+
+
+def flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in flatten(f"{prefix}.{k}" if prefix else k, v)]
+    if isinstance(value, list):
+        if not value:
+            return [(prefix, "none")]
+        return [p for i, v in enumerate(value) for p in flatten(f"{prefix}[{i}]", v)]
+    return [(prefix, value)]
+
+
+def facts(pairs: Sequence[tuple[str, Any]]) -> str:
+    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(word(v))}</dd>" for k, v in pairs)
+    return f'<dl class="facts">{items}</dl>'
+
+
+def raw_fields(configs: Sequence[dict[str, Any]], summaries: Sequence[dict[str, Any]]) -> str:
+    """The stored rows under their column names, for whoever checks the export against them."""
+    out = []
+    for kind, rows in (("config", configs), ("summary", summaries)):
+        for row in rows:
+            out.append(f"<h4>{escape(kind)} {escape(str(row.get('config_name', '')))}</h4>")
+            out.append(facts([(k, v) for k, v in row.items() if k != "config_name"]))
+    return "".join(out)
+
+
+def details(title: str, body: str, *, name: str) -> str:
+    return (f'<details class="more" id="{escape(name)}"><summary>{escape(title)}</summary>'
+            f"{body}</details>")
