@@ -222,12 +222,19 @@ def submission_row(conn: Connection, submission_id: str) -> dict[str, Any] | Non
     return data
 
 
+def _table_rows(conn: Connection, table: Any, submission_id: str, *order: Any
+                ) -> list[dict[str, Any]]:
+    """One submission's rows of a child table, as plain dicts, in ``order``."""
+    stmt = select(table).where(table.c.submission_id == submission_id).order_by(*order)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
 def submission_parts(conn: Connection, submission_id: str) -> dict[str, Any]:
-    """Fingerprint, configs, summaries and trials of one submission, as plain dicts."""
+    """Fingerprint, configs, summaries and trials of one submission, as plain dicts (the
+    page's shape: without the repeated submission id)."""
     def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
-        stmt = select(table).where(table.c.submission_id == submission_id).order_by(*order)
-        return [{k: v for k, v in r._mapping.items() if k != "submission_id"}
-                for r in conn.execute(stmt)]
+        return [{k: v for k, v in r.items() if k != "submission_id"}
+                for r in _table_rows(conn, table, submission_id, *order)]
 
     fingerprint = rows(tables.fingerprints)
     return {
@@ -235,6 +242,52 @@ def submission_parts(conn: Connection, submission_id: str) -> dict[str, Any]:
         "configs": rows(tables.configs, tables.configs.c.config_name),
         "summaries": rows(summ, summ.c.role, summ.c.config_name),
         "trials": rows(tables.trials, tables.trials.c.position),
+    }
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value.isoformat() + "Z" if isinstance(value, datetime) else value
+            for key, value in row.items()}
+
+
+def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | None:
+    """``GET /v1/submissions/{id}``'s shape: the submission row, fingerprint, configs, trials,
+    summaries, moderation history and the raw envelope (base64) for re-verification."""
+    row = conn.execute(select(sub).where(sub.c.submission_id == submission_id)).first()
+    if row is None:
+        return None
+    submission = _jsonable(dict(row._mapping))
+
+    def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
+        return [_jsonable(r) for r in _table_rows(conn, table, submission_id, *order)]
+
+    fingerprint = rows(tables.fingerprints)
+    configs = rows(tables.configs, tables.configs.c.config_name)
+    for config in configs:
+        config["request_options"] = json.loads(config["request_options"])
+    audit = tables.audit_log
+    targets = [submission_id] + ([submission["key_id"]] if submission["key_id"] else [])
+    moderation = [
+        _jsonable(dict(r._mapping))
+        for r in conn.execute(select(audit).where(or_(*(audit.c.target == t for t in targets)))
+                              .order_by(audit.c.at))
+    ]
+    fp = fingerprint[0] if fingerprint else None
+    if fp is not None:
+        fp["json"] = json.loads(fp["json"])
+    body = envelope_body(conn, submission_id)
+    return {
+        "submission": submission,
+        "fingerprint": fp,
+        "configs": configs,
+        "trials": rows(tables.trials, tables.trials.c.position),
+        "summary": rows(summ, summ.c.config_name),
+        "moderation": moderation,
+        "envelope": {
+            "encoding": "base64",
+            "sha256": submission["envelope_sha256"],
+            "body": base64.b64encode(body).decode("ascii") if body is not None else None,
+        },
     }
 
 
