@@ -3,17 +3,32 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
 
     SpecSubmitError                 exit 1 unless noted
     ├── UsageError                  exit 2: bad flags or arguments
-    ├── OllamaError                 anything from talking to Ollama
-    │   ├── OllamaUnreachable       nothing listening at the URL
-    │   ├── ModelMissing            404 for a model (names the --pull flag)
-    │   ├── OllamaStreamError       an {"error": ...} line inside a 200 stream, or no `done`
-    │   └── OllamaTimeout
-    ├── RunAborted                  the run stopped early (Ctrl-C: exit 130)
+    ├── EngineError                 anything from running or talking to an engine: a run
+    │   │                           that fails with one keeps its partial result
+    │   ├── OllamaError             anything from talking to Ollama
+    │   │   ├── OllamaUnreachable   nothing listening at the URL
+    │   │   ├── ModelMissing        404 for a model (names the --pull flag)
+    │   │   ├── OllamaStreamError   an {"error": ...} line inside a 200 stream, or no `done`
+    │   │   └── OllamaTimeout
+    │   └── LlamaServerError        the llama-server the client starts itself
+    │       ├── EngineNotFound      no llama-server binary (flag, Ollama's bundled one, PATH)
+    │       ├── ModelNotInStore     an Ollama name without a manifest/blob in $OLLAMA_MODELS
+    │       ├── BadModelFile        a model file that is not a loadable GGUF
+    │       ├── IncompatibleVocab   a draft whose vocabulary the target's does not match
+    │       ├── EngineStartFailed   llama-server exited or stayed unhealthy at start
+    │       └── EngineDied          llama-server exited or broke off during a request
+    ├── RunAborted                  exit 130: Ctrl-C (the run stopped early, or at the
+    │                               consent prompt)
     ├── ResultFileError             a saved result cannot be read
     ├── KeyStoreError               the contributor key cannot be read or written
     └── SubmitError                 signing or sending failed
+        ├── ServerUnreachable       exit 69: --server does not answer as a specbench server
+        │                           (checked before any trial runs)
         ├── SubmissionRejected      the server said no (4xx other than 429)
-        └── SubmissionUndelivered   not delivered after retries; the envelope waits in pending/
+        └── SubmissionUndelivered   exit 75: not delivered after retries; the envelope waits
+                                    in pending/ for `specsubmit submit --pending`
+
+Exit codes 69 and 75 are sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL ("try again later").
 """
 
 from __future__ import annotations
@@ -31,7 +46,11 @@ class UsageError(SpecSubmitError):
     exit_code = 2
 
 
-class OllamaError(SpecSubmitError):
+class EngineError(SpecSubmitError):
+    pass
+
+
+class OllamaError(EngineError):
     pass
 
 
@@ -48,6 +67,34 @@ class OllamaStreamError(OllamaError):
 
 
 class OllamaTimeout(OllamaError):
+    pass
+
+
+class LlamaServerError(EngineError):
+    pass
+
+
+class EngineNotFound(LlamaServerError):
+    pass
+
+
+class ModelNotInStore(LlamaServerError):
+    pass
+
+
+class BadModelFile(LlamaServerError):
+    pass
+
+
+class IncompatibleVocab(LlamaServerError):
+    pass
+
+
+class EngineStartFailed(LlamaServerError):
+    pass
+
+
+class EngineDied(LlamaServerError):
     pass
 
 
@@ -73,5 +120,9 @@ class SubmissionRejected(SubmitError):
         self.status = status
 
 
+class ServerUnreachable(SubmitError):
+    exit_code = 69
+
+
 class SubmissionUndelivered(SubmitError):
-    pass
+    exit_code = 75

@@ -10,6 +10,7 @@ import pytest
 from specschema import Fingerprint, get_protocol, summarize
 from specschema.payload import parse_submission, submission_bytes
 from specsubmit.engines.ollama.client import OllamaClient
+from specsubmit.engines.ollama.engine import OllamaEngine
 from specsubmit.errors import ModelMissing, OllamaStreamError, SpecSubmitError, UsageError
 from specsubmit.local.results import load_result, results_dir, save_result
 from specsubmit.run.evidence import outputs_match_baseline
@@ -37,7 +38,7 @@ def _run(fake: FakeOllama, protocol: str = "hardnumbers-m2", *, fingerprint=MACH
          stop: threading.Event | None = None, listener: RunListener | None = None, **kw):
     settings = RunSettings(protocol=get_protocol(protocol), **kw)
     with OllamaClient(fake.url, timeout_s=10) as client:
-        return run_protocol(client, settings, fingerprint=fingerprint,
+        return run_protocol(OllamaEngine(client, settings), settings, fingerprint=fingerprint,
                             listener=listener or Recorder(), stop=stop)
 
 

@@ -12,6 +12,9 @@ from specschema.protocol import load_protocol_bytes
 PINNED = {
     ("hardnumbers-m2", 1): "8cde3201e243314e7d04b2f4fe655fcb83f6ffd5f720dee94ccd4d96bf047bab",
     ("ollama-draft", 1): "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924",
+    ("llamacpp-draft", 1): "648b53cea389615d28a51b18540450de73a459f6c41ca76a960b18308c534da2",
+    ("llamacpp-draft-long", 1):
+        "5b899ace80ce70b9a8674a92affb1cf2e00af1fc1f35edb3e46ebd343ccb7a9e",
 }
 
 
@@ -100,3 +103,30 @@ def test_invalid_definitions_are_refused(mutate: object, message: str) -> None:
     mutate(data)  # type: ignore[operator]
     with pytest.raises(ProtocolError, match=message):
         load_protocol_bytes(json.dumps(data).encode())
+
+
+@pytest.mark.parametrize("protocol_id", ["llamacpp-draft", "llamacpp-draft-long"])
+def test_llamacpp_draft_asks_the_seeds_question_on_llama_server(protocol_id: str) -> None:
+    protocol = get_protocol(protocol_id)
+    seed = get_protocol("hardnumbers-m2")
+    assert protocol.target == seed.target == "qwen3:14b"
+    assert protocol.options.model_dump(exclude={"num_ctx"}) == seed.options.model_dump(
+        exclude={"num_ctx"})
+    assert seed.prompt.split("`merge_dicts")[1] in protocol.prompt
+    assert protocol.baseline().mechanism == "none" and protocol.baseline().draft_model is None
+    drafts = [c for c in protocol.configs if c.role == "draft"]
+    assert [c.draft_model for c in drafts] == [
+        "qwen3:0.6b", "qwen3:0.6b", "qwen3:1.7b", "qwen2.5:0.5b", "qwen2.5:1.5b"]
+    assert all(c.mechanism == "server_launch" and c.request_fields == {} for c in drafts)
+    assert [protocol.request_options(c)["spec_draft_n_max"] for c in drafts] == [3, 8, 8, 8, 8]
+    assert {protocol.request_options(c)["spec_type"] for c in drafts} == {"draft-simple"}
+    assert protocol.order == "blocked" and protocol.warmups_per_config == 1
+
+
+def test_llamacpp_draft_long_has_a_long_prompt_that_fits_its_context() -> None:
+    protocol = get_protocol("llamacpp-draft-long")
+    # >= 4,000 tokens for any tokenizer at <= 5 characters per token; the context holds it
+    # at >= 2.6 characters per token (code tokenizes at about 3.5-4 with Qwen's BPE).
+    assert len(protocol.prompt) >= 20_000
+    assert protocol.options.num_ctx == 8192
+    assert len(protocol.prompt) / 2.6 + protocol.options.num_predict <= protocol.options.num_ctx

@@ -6,10 +6,12 @@ first, then renders it. Errors are raised as ``SpecSubmitError``s for ``cli.main
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -29,9 +31,20 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from specschema import Protocol, ProtocolError, Trial, get_protocol, shipped_protocols
+from specschema import (
+    Protocol,
+    ProtocolError,
+    Submission,
+    Trial,
+    get_protocol,
+    shipped_protocols,
+)
 from specschema.payload import submission_bytes
-from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient, PullProgress
+from specsubmit.engines.base import Engine as RunEngine
+from specsubmit.engines.base import PullProgress
+from specsubmit.engines.llama_server.engine import LlamaServerEngine
+from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient
+from specsubmit.engines.ollama.engine import OllamaEngine
 from specsubmit.engines.ollama.host import parse_ollama_host
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.local.results import load_result, save_result, write_result
@@ -40,11 +53,11 @@ from specsubmit.run.runner import (
     RunListener,
     RunSettings,
     default_fingerprint,
-    preflight,
     resolve_target,
     run_protocol,
 )
-from specsubmit.send.submit import offer_submission
+from specsubmit.send.delivery import check_server
+from specsubmit.send.submit import offer_submission, resolve_server
 
 
 def default_log_path() -> Path:
@@ -114,19 +127,43 @@ class ConsoleListener(RunListener):
 
 
 class _CtrlC:
-    """First Ctrl-C: stop after the current request. Second: abort now."""
+    """First Ctrl-C: stop after the current request. Second: abort now, except while a
+    result is being saved (``shield()``): then the abort waits until the file is written,
+    so that no Ctrl-C ever costs a trial that finished. Once aborting, further Ctrl-Cs are
+    ignored, so that a burst of them still ends in the one-line message and exit 130."""
 
     def __init__(self, console: Console) -> None:
         self.event = threading.Event()
         self.console = console
         self._previous: object = None
+        self._shielded = False
+        self._deferred = False
+        self._aborting = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._aborting:
+            return
         if self.event.is_set():
+            if self._shielded:
+                self._deferred = True
+                return
+            self._aborting = True
             raise KeyboardInterrupt
         self.event.set()
         self.console.print("[yellow]stopping after the current request "
                            "(press Ctrl-C again to abort at once)[/]")
+
+    @contextlib.contextmanager
+    def shield(self) -> Iterator[None]:
+        """No KeyboardInterrupt from this handler inside; a deferred one is raised after."""
+        self._shielded = True
+        try:
+            yield
+        finally:
+            self._shielded = False
+        if self._deferred and not self._aborting:
+            self._aborting = True
+            raise KeyboardInterrupt
 
     def __enter__(self) -> _CtrlC:
         if threading.current_thread() is threading.main_thread():
@@ -134,7 +171,11 @@ class _CtrlC:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
+        if self._aborting and threading.current_thread() is threading.main_thread():
+            # On the way out with the one-line message: a late Ctrl-C must not turn it into
+            # a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        elif self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
@@ -152,40 +193,85 @@ def _log_path(option: Path | None) -> Path | None:
     return default if default.exists() else None
 
 
+ENGINES = ("ollama", "llama-server")
+
+
+@contextlib.contextmanager
+def _open_engine(name: str, settings: RunSettings, *, base_url: str, timeout: float,
+                 llama_server: Path | None, ollama_models: Path | None) -> Iterator[RunEngine]:
+    """The engine of this run; on exit every engine process it started is gone."""
+    if name == "llama-server":
+        with LlamaServerEngine(settings, binary=llama_server, models_dir=ollama_models,
+                               timeout_s=timeout) as server_engine:
+            yield server_engine
+        return
+    if llama_server is not None or ollama_models is not None:
+        raise UsageError("--llama-server and --ollama-models need --engine llama-server")
+    with OllamaClient(base_url, timeout_s=timeout) as client:
+        yield OllamaEngine(client, settings)
+
+
 def run_command(
     *, protocol_id: str, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
     output: Path | None, json_out: bool, yes: bool, ollama_log: Path | None, timeout: float,
-    print_payload: bool, server: str | None = None,
+    print_payload: bool, server: str | None = None, engine: str = "ollama",
+    llama_server: Path | None = None, ollama_models: Path | None = None,
 ) -> None:
     err = Console(stderr=True)
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)} (not {engine!r})")
     protocol = _protocol(protocol_id)
     resolve_target(protocol, target)
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     base_url = parse_ollama_host(ollama)
+    submit_to = None if no_submit else resolve_server(server)
+    if submit_to is not None:
+        # Before the minutes of trials, not after them: a typo in --server is said now.
+        check_server(submit_to)
     settings = RunSettings(protocol=protocol, target=target, pull=pull, assume_yes=yes,
                            log_path=_log_path(ollama_log))
     listener = ConsoleListener(err)
-    with _CtrlC(err) as ctrl_c, OllamaClient(base_url, timeout_s=timeout) as client:
+    saved: list[Path] = []  # where the checkpoints went (one file, rewritten per trial)
+    trials_saved = 0
+
+    def checkpoint(partial: Submission) -> None:
+        nonlocal trials_saved
+        with ctrl_c.shield():
+            path = save_result(partial)
+            saved[:] = [path]
+            trials_saved = sum(len(config.trials) for config in partial.configs)
+
+    with _CtrlC(err) as ctrl_c, _open_engine(
+        engine, settings, base_url=base_url, timeout=timeout, llama_server=llama_server,
+        ollama_models=ollama_models,
+    ) as run_engine:
         try:
             fingerprint = default_fingerprint()
-            pre = preflight(client, settings, fingerprint, listener, ctrl_c.event)
+            pre = run_engine.preflight(fingerprint, listener, ctrl_c.event)
             if ctrl_c.event.is_set():
                 raise KeyboardInterrupt
-            outcome = run_protocol(client, settings, fingerprint=fingerprint, listener=listener,
-                                   stop=ctrl_c.event, pre=pre)
+            outcome = run_protocol(run_engine, settings, fingerprint=fingerprint, listener=listener,
+                                   stop=ctrl_c.event, pre=pre, checkpoint=checkpoint)
+            submission = outcome.submission
+            path: Path | None = None
+            if outcome.trials_done or not (outcome.error or outcome.interrupted):
+                with ctrl_c.shield():  # the final result replaces the last checkpoint
+                    path = save_result(submission)
         except KeyboardInterrupt:
             listener.stop()
+            if saved:
+                raise RunAborted(
+                    f"interrupted after {trials_saved} of {len(protocol.schedule())} trials; "
+                    f"the incomplete result is saved at {saved[0]}") from None
             raise RunAborted("interrupted before any trial ran; nothing was saved") from None
         finally:
             listener.stop()
-    submission = outcome.submission
-    if outcome.trials_done == 0 and (outcome.error or outcome.interrupted):
+    if path is None:
         # Nothing was measured: a result without trials would only be clutter.
         if outcome.error is not None:
             raise type(outcome.error)(f"{outcome.error.message} (nothing was measured)")
         raise RunAborted("interrupted before any trial ran; nothing was saved")
-    path = save_result(submission)
     if output is not None:
         write_result(submission, output.expanduser())
     if json_out:
@@ -264,12 +350,25 @@ def register(app: typer.Typer) -> None:
         server: Annotated[str | None, typer.Option(
             "--server", envvar="SPECSUBMIT_SERVER", help="specbench server to submit to.")]
         = None,
+        engine: Annotated[str, typer.Option(
+            "--engine", envvar="SPECSUBMIT_ENGINE",
+            help="ollama (the running Ollama server) or llama-server (started by specsubmit "
+                 "per config, e.g. with --protocol llamacpp-draft).")] = "ollama",
+        llama_server: Annotated[Path | None, typer.Option(
+            "--llama-server", envvar="SPECSUBMIT_LLAMA_SERVER",
+            help="llama-server binary (default: Ollama's bundled one, else llama-server on "
+                 "PATH).")] = None,
+        ollama_models: Annotated[Path | None, typer.Option(
+            "--ollama-models", help="Ollama models folder to read models from, read-only "
+                                    "(default $OLLAMA_MODELS, else ~/.ollama/models).")]
+        = None,
     ) -> None:
         """Run a trial protocol against the local Ollama and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
                     ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
-                    server=server)
+                    server=server, engine=engine, llama_server=llama_server,
+                    ollama_models=ollama_models)
 
     @app.command("protocols")
     def protocols() -> None:

@@ -8,12 +8,16 @@ can never disagree about what the evidence means.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from specschema import SpeculationEvidence, Trial, engine_can_honor, verdict
 from specschema.conclusion import capability_reason as capability_reason  # re-exported
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.ollama.serverlog import DraftCounters
+
+if TYPE_CHECKING:
+    from specschema import Launch
 
 
 def outputs_match_baseline(baseline: Sequence[Trial], trials: Sequence[Trial]) -> bool | None:
@@ -35,19 +39,38 @@ def build_evidence(
     counters: DraftCounters | None,
     models_loaded: Sequence[str],
     outputs_match: bool | None,
+    launches: Sequence[Launch] = (),
 ) -> SpeculationEvidence:
     requested = config.role == "draft"
     can_honor = engine_can_honor(config.mechanism, engine_version)
     seen = requested and can_honor is not False and counters is not None and counters.drafted > 0
     observed = verdict(requested=requested, can_honor=can_honor, counters_seen=seen)
+    # v2 only (llama-server): the engine starts as the client ran them. The verdict is
+    # then recomputed from the whole submission by specschema.submission_verdicts.
+    v2: dict[str, Any] = {"launches": list(launches)} if launches else {}
+    # Counters from the engine's API belong to their trials whatever the role: a baseline
+    # that drafted must show its totals (they are the sums of its trials' counters).
+    totals = counters if counters is not None and (
+        seen or counters.source == "engine_api") else None
     return SpeculationEvidence(
         requested=requested,
         mechanism=config.mechanism,
         engine_can_honor=can_honor,
         observed=observed,
-        drafted_tokens=counters.drafted if seen and counters else None,
-        accepted_tokens=counters.accepted if seen and counters else None,
-        counters_source=counters.source if seen and counters else None,
+        drafted_tokens=totals.drafted if totals else None,
+        accepted_tokens=totals.accepted if totals else None,
+        counters_source=totals.source if totals else None,
         models_loaded=sorted(set(models_loaded))[:16],
         outputs_match_baseline=outputs_match if requested else None,
+        **v2,
     )
+
+
+def unrequested(configs: Sequence[ProtocolConfig], can_honor: Mapping[str, bool | None],
+                counters: Mapping[str, DraftCounters]) -> list[str]:
+    """Configs whose trials speculated although their mechanism cannot have caused it."""
+    return [
+        c.name for c in configs
+        if (seen := counters.get(c.name)) and seen.drafted
+        and (c.role == "baseline" or can_honor.get(c.name) is False)
+    ]

@@ -7,26 +7,20 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from specschema import Fingerprint, ModelInfo, engine_can_honor
-from specsubmit.engines.ollama.client import OllamaClient, PullProgress
+from specsubmit.engines.base import Preflight, PullProgress
+from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.errors import ModelMissing, SpecSubmitError
 from specsubmit.run.evidence import capability_reason
 from specsubmit.run.settings import RunListener, RunSettings
 
+__all__ = ["Preflight", "available_memory", "check_memory", "model_identity",
+           "normalize_model_name", "preflight"]
+
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-
-
-@dataclass(frozen=True)
-class Preflight:
-    engine_version: str
-    models: list[ModelInfo]
-    can_honor: dict[str, bool | None]
-    memory_needed: int | None
-    memory_available: int | None
 
 
 def normalize_model_name(name: str) -> str:
@@ -126,7 +120,7 @@ def preflight(client: OllamaClient, settings: RunSettings, fingerprint: Fingerpr
     if protocol.requirements.memory_bytes:
         needed = max(needed or 0, protocol.requirements.memory_bytes)
     available = available_memory(fingerprint)
-    _check_memory(needed, available, settings.assume_yes, listener)
+    check_memory(needed, available, settings.assume_yes, listener)
     return Preflight(version, models, can_honor, needed, available)
 
 
@@ -137,7 +131,7 @@ def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,
     listener.pull_progress(model, progress)
 
 
-def _check_memory(needed: int | None, available: int | None, assume_yes: bool,
+def check_memory(needed: int | None, available: int | None, assume_yes: bool,
                   listener: RunListener) -> None:
     if needed is None:
         return

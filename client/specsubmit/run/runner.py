@@ -1,8 +1,17 @@
-"""The trial protocol against one Ollama: warm-ups, trials, evidence, result.
+"""The trial protocol against one engine: warm-ups, trials, evidence, result.
 
-Pure orchestration over an ``OllamaClient`` (passed in); nothing here prints. Progress
-and warnings go to a ``RunListener``; a ``threading.Event`` asks the run to stop after
-the current request (Ctrl-C), which yields an incomplete result rather than nothing.
+Pure orchestration over an ``Engine`` (``specsubmit.engines.base``; passed in): the same
+code runs Ollama and llama-server, and the statistics and verdict rules never see which.
+Nothing here prints. Progress and warnings go to a ``RunListener``; a ``threading.Event``
+asks the run to stop after the current request (Ctrl-C), which yields an incomplete result
+rather than nothing. An ``EngineError`` during the trials does the same. After every trial
+an incomplete result with all the trials so far goes to a ``checkpoint`` callback (the CLI
+saves it), so that an abort or a crash between trials loses none that finished.
+
+Order: an engine that shares one server between configs (Ollama) gets every config's
+warm-ups first, then the trials in the protocol's order. An engine that starts a server
+per config (llama-server: its speculative settings are launch flags) gets, for each run of
+consecutive trials of one config, a start, that config's warm-ups, the trials and a stop.
 """
 
 from __future__ import annotations
@@ -11,9 +20,10 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Any
 
 from specschema import (
@@ -30,18 +40,12 @@ from specschema import (
 )
 from specschema.protocol import ProtocolConfig
 from specsubmit import __version__
-from specsubmit.engines.ollama.client import GenerateRequest, Generation, OllamaClient
-from specsubmit.engines.ollama.serverlog import (
-    DraftCounters,
-    Segment,
-    log_size,
-    read_counters,
-    wait_for_quiet_log,
-)
-from specsubmit.errors import OllamaError, UsageError
+from specsubmit.engines.base import Engine as RunEngine
+from specsubmit.engines.base import EngineReport, Generation, Preflight
+from specsubmit.engines.ollama.serverlog import DraftCounters
+from specsubmit.errors import EngineError, UsageError
 from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
-from specsubmit.run.evidence import build_evidence, outputs_match_baseline
-from specsubmit.run.preflight import Preflight, preflight
+from specsubmit.run.evidence import build_evidence, outputs_match_baseline, unrequested
 from specsubmit.run.settings import COLD_LOAD_NS, RunListener, RunSettings
 
 __all__ = [
@@ -52,7 +56,6 @@ __all__ = [
     "RunSettings",
     "build_submission",
     "default_fingerprint",
-    "preflight",
     "protocol_ref",
     "resolve_target",
     "run_protocol",
@@ -63,7 +66,7 @@ __all__ = [
 class RunOutcome:
     submission: Submission
     interrupted: bool = False
-    error: OllamaError | None = None
+    error: EngineError | None = None
     trials_done: int = 0
     trials_planned: int = 0
     log_read: bool | None = None
@@ -73,7 +76,7 @@ class RunOutcome:
 class _ConfigState:
     warmups: list[Warmup] = field(default_factory=list)
     trials: list[Trial] = field(default_factory=list)
-    models_loaded: list[str] = field(default_factory=list)
+    generations: list[Generation] = field(default_factory=list)
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -111,159 +114,184 @@ def _engine_version(text: str) -> str:
 # --- trials -------------------------------------------------------------------------------
 
 
+def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int) -> Trial:
+    fields: dict[str, Any] = {}
+    if gen.draft_n is not None:
+        # The engine's own per-request counters (llama-server timings): a v2 field, so it
+        # is only set when there is something to set and v1 results keep their bytes.
+        from specschema import TrialCounters
+
+        fields["counters"] = TrialCounters(drafted=gen.draft_n,
+                                           accepted=gen.draft_accepted or 0,
+                                           source="engine_api")
+    return Trial(
+        index=index, position=position, wall_s=round(gen.wall_s, 6),
+        ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
+        total_duration_ns=gen.total_duration_ns, load_duration_ns=gen.load_duration_ns,
+        prompt_eval_count=gen.prompt_eval_count,
+        prompt_eval_duration_ns=gen.prompt_eval_duration_ns,
+        eval_count=gen.eval_count, eval_duration_ns=gen.eval_duration_ns,
+        done_reason=gen.done_reason[:32] if gen.done_reason else None,
+        output_chars=len(gen.text),
+        output_sha256=hashlib.sha256(gen.text.encode("utf-8")).hexdigest(),
+        cold=gen.load_duration_ns >= cold_load_ns,
+        **fields,
+    )
+
+
 class _Run:
-    def __init__(self, client: OllamaClient, settings: RunSettings, listener: RunListener,
-                 stop: threading.Event) -> None:
-        self.client, self.settings, self.listener, self.stop = client, settings, listener, stop
+    def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
+                 stop: threading.Event, on_trial: Callable[[], None] | None = None) -> None:
+        self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
+        self.on_trial = on_trial
         self.protocol = settings.protocol
         self.states = {c.name: _ConfigState() for c in self.protocol.configs}
-        self.segments: list[Segment] = []
-        self.ps_after: dict[str, list[dict[str, Any]]] = {}
+        self.schedule = self.protocol.schedule()
+        self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
+        self.done = 0
 
-    def request(self, config: ProtocolConfig) -> GenerateRequest:
-        return GenerateRequest(
-            model=self.protocol.model_for(config, self.settings.target),
-            prompt=self.protocol.prompt,
-            options=self.protocol.request_options(config),
-            keep_alive=self.protocol.keep_alive,
-            extra_fields=dict(config.request_fields),
-        )
-
-    def send(self, config: ProtocolConfig, counted: bool) -> Generation:
-        offset = log_size(self.settings.log_path) if self.settings.log_path else None
-        self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
-        generation = self.client.generate(self.request(config))
-        if self.settings.log_path is not None and self.settings.log_settle_s > 0:
-            wait_for_quiet_log(self.settings.log_path, self.settings.log_settle_s)
-        return generation
-
-    def warmups(self) -> bool:
-        for config in self.protocol.configs:
-            for _ in range(self.protocol.warmups_per_config):
-                if self.stop.is_set():
-                    return False
-                self.listener.phase(f"warming up {config.name}")
-                gen = self.send(config, counted=False)
-                self.states[config.name].warmups.append(Warmup(
+    def warmup(self, config: ProtocolConfig) -> bool:
+        for _ in range(self.protocol.warmups_per_config):
+            if self.stop.is_set():
+                return False
+            self.listener.phase(f"warming up {config.name}")
+            gen = self.engine.generate(config, counted=False)
+            state = self.states[config.name]
+            if len(state.warmups) < 16:  # the wire's limit; a restart per block warms again
+                state.warmups.append(Warmup(
                     wall_s=round(gen.wall_s, 6), load_duration_ns=gen.load_duration_ns,
                     total_duration_ns=gen.total_duration_ns))
         return True
 
-    def trials(self) -> int:
-        schedule = self.protocol.schedule()
-        last_position = {name: pos for pos, (name, _) in enumerate(schedule)}
-        done = 0
-        for position, (name, index) in enumerate(schedule):
-            if self.stop.is_set():
-                break
-            config = self.protocol.config(name)
-            self.listener.trial_started(position, len(schedule), name, index)
-            gen = self.send(config, counted=True)
-            trial = Trial(
-                index=index, position=position, wall_s=round(gen.wall_s, 6),
-                ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
-                total_duration_ns=gen.total_duration_ns, load_duration_ns=gen.load_duration_ns,
-                prompt_eval_count=gen.prompt_eval_count,
-                prompt_eval_duration_ns=gen.prompt_eval_duration_ns,
-                eval_count=gen.eval_count, eval_duration_ns=gen.eval_duration_ns,
-                done_reason=gen.done_reason[:32] if gen.done_reason else None,
-                output_chars=len(gen.text),
-                output_sha256=hashlib.sha256(gen.text.encode("utf-8")).hexdigest(),
-                cold=gen.load_duration_ns >= self.settings.cold_load_ns,
-            )
-            self.states[name].trials.append(trial)
-            done += 1
-            self.listener.trial_finished(position, len(schedule), name, trial)
-            if last_position[name] == position:
-                self.record_ps(name)
-        return done
+    def trial(self, position: int, name: str, index: int) -> None:
+        config = self.protocol.config(name)
+        self.listener.trial_started(position, len(self.schedule), name, index)
+        gen = self.engine.generate(config, counted=True)
+        trial = trial_from(gen, index=index, position=position,
+                           cold_load_ns=self.settings.cold_load_ns)
+        self.states[name].trials.append(trial)
+        self.states[name].generations.append(gen)
+        self.done += 1
+        self.listener.trial_finished(position, len(self.schedule), name, trial)
+        if self.on_trial is not None:
+            self.on_trial()
 
-    def record_ps(self, name: str) -> None:
-        ps = self.client.ps()
-        self.ps_after[name] = ps
-        names = (str(m.get("name") or m.get("model") or "") for m in ps)
-        self.states[name].models_loaded = [n for n in names if 0 < len(n) <= 120][:16]
+    def run_shared(self) -> None:
+        """One engine for every config: all warm-ups, then the trials in order."""
+        for config in self.protocol.configs:
+            if not self.warmup(config):
+                return
+        for position, (name, index) in enumerate(self.schedule):
+            if self.stop.is_set():
+                return
+            self.trial(position, name, index)
+            if self.last_position[name] == position:
+                self.engine.end_config(self.protocol.config(name), last=True)
+
+    def run_per_config(self) -> None:
+        """An engine start per block of consecutive trials of one config."""
+        positions = list(enumerate(self.schedule))
+        for name, block in groupby(positions, key=lambda item: item[1][0]):
+            items = list(block)
+            if self.stop.is_set():
+                return
+            config = self.protocol.config(name)
+            last = items[-1][0] == self.last_position[name]
+            self.engine.begin_config(config, self.listener)
+            try:
+                if not self.warmup(config):
+                    return
+                for position, (_, index) in items:
+                    if self.stop.is_set():
+                        return
+                    self.trial(position, name, index)
+            finally:
+                self.engine.end_config(config, last=last)
 
 
 def run_protocol(
-    client: OllamaClient,
+    engine: RunEngine,
     settings: RunSettings,
     *,
     fingerprint: Fingerprint,
     listener: RunListener | None = None,
     stop: threading.Event | None = None,
     pre: Preflight | None = None,
+    checkpoint: Callable[[Submission], None] | None = None,
 ) -> RunOutcome:
     """Preflight (unless given), warm-ups and trials; always returns a Submission once the
-    trials started, complete or not. Preflight errors propagate (nothing was measured)."""
+    trials started, complete or not. Preflight errors propagate (nothing was measured).
+
+    ``checkpoint`` gets an incomplete Submission (same id as the final one) after every
+    trial, so that a caller can keep what finished even if the process dies later. It
+    carries the trials and the engine API's counters, not the log's (read once, at the end).
+    """
     listener = listener or RunListener()
     stop = stop or threading.Event()
     protocol = settings.protocol
     resolve_target(protocol, settings.target)
     started = datetime.now(UTC)
-    pre = pre or preflight(client, settings, fingerprint, listener, stop)
-    run = _Run(client, settings, listener, stop)
-    error: OllamaError | None = None
-    done = 0
+    submission_id = uuid.uuid4()
+    pre = pre or engine.preflight(fingerprint, listener, stop)
+
+    def on_trial() -> None:
+        if checkpoint is None:
+            return
+        planned = len(run.schedule)
+        checkpoint(build_submission(
+            settings, pre, run.states, EngineReport(), api_counters(run.states),
+            fingerprint=fingerprint, started=started, complete=False,
+            note=f"incomplete: {run.done} of {planned} trials so far",
+            submission_id=submission_id))
+
+    run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None)
+    error: EngineError | None = None
     try:
-        if run.warmups():
-            done = run.trials()
-    except OllamaError as exc:
+        if engine.per_config_start:
+            run.run_per_config()
+        else:
+            run.run_shared()
+    except EngineError as exc:
         error = exc
-        done = sum(len(s.trials) for s in run.states.values())
-    planned = len(protocol.schedule())
+    done = run.done
+    planned = len(run.schedule)
     interrupted = error is None and done < planned
-    counters, log_read = _counters(settings, run.segments, pre, listener)
+    report = engine.report(pre, listener)
+    counters = dict(report.counters) or api_counters(run.states)
     submission = build_submission(
-        settings, pre, run.states, run.ps_after, counters, fingerprint=fingerprint,
+        settings, pre, run.states, report, counters, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
-        note=_note(error, interrupted, done, planned, _unrequested(settings, pre, counters)),
+        note=_note(pre, error, interrupted, done, planned,
+                   unrequested(protocol.configs, pre.can_honor, counters)),
+        submission_id=submission_id,
     )
-    return RunOutcome(submission, interrupted, error, done, planned, log_read)
+    return RunOutcome(submission, interrupted, error, done, planned, report.log_read)
 
 
-def _counters(settings: RunSettings, segments: Sequence[Segment], pre: Preflight,
-              listener: RunListener) -> tuple[dict[str, DraftCounters], bool | None]:
-    could_speculate = any(
-        c.role == "draft" and pre.can_honor[c.name] is not False for c in settings.protocol.configs
-    )
-    if settings.log_path is None:
-        if could_speculate:
-            listener.warning("no Ollama server log given (--ollama-log): speculation can be "
-                             "neither confirmed nor ruled out by its counters")
-        return {}, None
-    found = read_counters(settings.log_path, segments)
-    if found is None:
-        if could_speculate:
-            listener.warning(f"cannot read the Ollama server log at {settings.log_path}: "
-                             "speculation can be neither confirmed nor ruled out")
-        return {}, False
-    for name in _unrequested(settings, pre, found):
-        listener.warning(
-            f"the server log shows speculation during {name} ({found[name].drafted} tokens "
-            "drafted), which this config does not ask for: the model speculates by itself "
-            "(MTP layers or a DRAFT), so every config may include it"
-        )
-    return found, True
+def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]:
+    """Per config, the sums of the trials' own counters (warm-ups excluded), for the
+    configs where the engine's API reported any."""
+    found: dict[str, DraftCounters] = {}
+    for name, state in states.items():
+        reported = [g for g in state.generations if g.draft_n is not None]
+        if reported:
+            found[name] = DraftCounters(
+                drafted=sum(g.draft_n or 0 for g in reported),
+                accepted=sum(g.draft_accepted or 0 for g in reported),
+                source="engine_api", lines=len(reported))
+    return found
 
 
-def _unrequested(settings: RunSettings, pre: Preflight,
-                 counters: dict[str, DraftCounters]) -> list[str]:
-    """Configs whose trials speculated although their mechanism cannot have caused it."""
-    return [
-        c.name for c in settings.protocol.configs
-        if (seen := counters.get(c.name)) and seen.drafted
-        and (c.role == "baseline" or pre.can_honor[c.name] is False)
-    ]
+_ENGINE_LABEL = {"ollama": "Ollama", "llama-server": "llama-server"}
 
 
-def _note(error: OllamaError | None, interrupted: bool, done: int, planned: int,
-          unrequested: Sequence[str]) -> str | None:
-    # Never the error text itself: it carries the Ollama URL (an address is private).
+def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
+          planned: int, unrequested: Sequence[str]) -> str | None:
+    # Never the error text itself: it carries the Ollama URL or a path (both private).
     parts: list[str] = []
     if error is not None:
-        parts.append(f"stopped early: Ollama failed ({type(error).__name__}) after {done} of "
-                     f"{planned} trials")
+        parts.append(f"stopped early: {_ENGINE_LABEL[pre.engine_name]} failed "
+                     f"({type(error).__name__}) after {done} of {planned} trials")
     elif interrupted:
         parts.append(f"stopped early: interrupted by the contributor after {done} of {planned} "
                      "trials")
@@ -276,14 +304,15 @@ def _note(error: OllamaError | None, interrupted: bool, done: int, planned: int,
 def build_submission(
     settings: RunSettings,
     pre: Preflight,
-    states: dict[str, _ConfigState],
-    ps_after: dict[str, list[dict[str, Any]]],
-    counters: dict[str, DraftCounters],
+    states: Mapping[str, _ConfigState],
+    report: EngineReport,
+    counters: Mapping[str, DraftCounters],
     *,
     fingerprint: Fingerprint,
     started: datetime,
     complete: bool,
     note: str | None,
+    submission_id: uuid.UUID | None = None,
 ) -> Submission:
     protocol, target = settings.protocol, settings.target
     baseline_trials = states[protocol.baseline().name].trials
@@ -292,8 +321,9 @@ def build_submission(
         state = states[config.name]
         evidence = build_evidence(
             config, engine_version=pre.engine_version, counters=counters.get(config.name),
-            models_loaded=state.models_loaded,
+            models_loaded=report.models_loaded.get(config.name, []),
             outputs_match=outputs_match_baseline(baseline_trials, state.trials),
+            launches=report.launches.get(config.name, []),
         )
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=protocol.model_for(config, target),
@@ -302,20 +332,41 @@ def build_submission(
             trials=state.trials, speculation=evidence,
         ))
     main_model = protocol.model_for(protocol.baseline(), target)
-    ps = next(iter(ps_after.values()), [])
-    backend, fraction = backend_from_ps({"models": ps}, main_model)
     models = pre.models or [ModelInfo(name=main_model)]
-    return Submission(
-        schema_version=1,
-        submission_id=uuid.uuid4(),
-        created_at=started,
-        client=ClientInfo(name="specsubmit", version=__version__),
-        fingerprint=fingerprint,
-        engine=Engine(version=_engine_version(pre.engine_version), backend=backend,
-                      gpu_fraction=fraction),
-        models=models[:16],
-        protocol=protocol_ref(protocol, target),
-        configs=configs,
-        complete=complete,
-        note=note,
-    )
+    common: dict[str, Any] = {
+        "submission_id": submission_id or uuid.uuid4(),
+        "created_at": started,
+        "client": ClientInfo(name="specsubmit", version=__version__),
+        "fingerprint": fingerprint,
+        "models": models[:16],
+        "protocol": protocol_ref(protocol, target),
+        "complete": complete,
+        "note": note,
+    }
+    if pre.engine_name == "ollama":
+        ps = next(iter(report.ps_after.values()), [])
+        backend, fraction = backend_from_ps({"models": ps}, main_model)
+        return Submission(
+            schema_version=1, configs=configs,
+            engine=Engine(version=_engine_version(pre.engine_version), backend=backend,
+                          gpu_fraction=fraction),
+            **common,
+        )
+    return _v2_submission(pre, report, configs, common)
+
+
+def _v2_submission(pre: Preflight, report: EngineReport, configs: list[ConfigResult],
+                   common: dict[str, Any]) -> Submission:
+    """A llama-server result: wire v2 (engine name, build, per-trial counters, launches),
+    with every verdict from ``specschema.submission_verdicts``, the rule the server applies."""
+    from specschema import submission_verdicts
+
+    engine = Engine(name=pre.engine_name, version=_engine_version(pre.engine_version),
+                    build=(report.build or pre.build or "")[:200] or None, runtime="ggml")
+    draft = Submission(schema_version=2, configs=configs, engine=engine, **common)
+    fixed = [
+        c.model_copy(update={"speculation": c.speculation.model_copy(
+            update={"observed": observed})})
+        for c, observed in zip(configs, submission_verdicts(draft), strict=True)
+    ]
+    return Submission(schema_version=2, configs=fixed, engine=engine, **common)

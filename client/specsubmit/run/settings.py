@@ -5,26 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specschema import Protocol, Trial
-from specsubmit.engines.ollama.client import PullProgress
+from specschema import Protocol
+from specsubmit.engines.base import RunListener
+
+__all__ = ["COLD_LOAD_NS", "RunListener", "RunSettings"]
 
 # A warm request's load_duration is queueing + scheduling: tens of milliseconds. Reading
 # weights from disk takes far longer, so a load above this threshold means a (re)load.
 COLD_LOAD_NS = 250_000_000
-
-
-class RunListener:
-    """Receives progress; every method is a no-op here. The CLI overrides them."""
-
-    def warning(self, message: str) -> None: ...
-
-    def phase(self, message: str) -> None: ...
-
-    def pull_progress(self, model: str, progress: PullProgress) -> None: ...
-
-    def trial_started(self, position: int, total: int, config: str, index: int) -> None: ...
-
-    def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None: ...
 
 
 @dataclass(frozen=True)

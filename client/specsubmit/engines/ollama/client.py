@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from specsubmit.engines.base import Generation as Generation  # re-exported
+from specsubmit.engines.base import PullProgress as PullProgress  # re-exported
 from specsubmit.errors import (
     ModelMissing,
     OllamaError,
@@ -44,29 +46,6 @@ class GenerateRequest:
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
         return body
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One finished /api/generate call: client timings plus the final chunk's metrics."""
-
-    wall_s: float
-    ttft_s: float | None
-    text: str
-    total_duration_ns: int
-    load_duration_ns: int
-    prompt_eval_count: int | None
-    prompt_eval_duration_ns: int | None
-    eval_count: int
-    eval_duration_ns: int
-    done_reason: str | None
-
-
-@dataclass(frozen=True)
-class PullProgress:
-    status: str
-    completed: int | None
-    total: int | None
 
 
 def _metric(final: JsonDict, key: str, *, required: bool) -> int | None:

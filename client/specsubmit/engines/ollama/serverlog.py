@@ -32,7 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-CounterSource = Literal["mlx_log", "llama_server_log"]
+# engine_api: not from a log but summed from the engine's own per-request counters
+# (llama-server's timings.draft_n), which the runner keeps in the same DraftCounters.
+CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
 
 _TIME = re.compile(r"(?:^|\s)time=(\S+)")
 _MLX = re.compile(r'msg="speculative decode stats".*?\bdrafted=(\d+)\b.*?\baccepted=(\d+)\b')

@@ -1,0 +1,345 @@
+"""llama-server behind the runner's ``Engine`` interface: one server start per config.
+
+Current llama-server builds ignore per-request speculative fields (``#if 0`` in
+``server-schema.cpp``), so a config's speculation is its command line: the baseline starts
+without ``--spec-type``, a draft config with ``--spec-type draft-simple --spec-draft-model
+FILE --spec-draft-n-max N``. The protocol says which through its options: the generation
+options go into every /completion body, the launch options (``num_ctx``, ``spec_type``,
+``spec_draft_n_max``) onto the command line.
+
+Evidence comes from the engine's own API: ``timings.draft_n`` / ``draft_n_accepted`` per
+request (absent: that request did not speculate), and what the client launched (a
+``Launch`` per start, the draft named by digest). A result records the command line with
+every path replaced by its file's digest, and the build (``--version`` and ``/props``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from specschema import Fingerprint, ModelInfo, engine_can_honor
+from specschema.protocol import ProtocolConfig
+from specsubmit.engines.base import EngineName, EngineReport, Generation, Preflight, RunListener
+from specsubmit.engines.llama_server import process
+from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
+from specsubmit.engines.llama_server.binary import Binary, find_binary
+from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header, vocab_mismatch
+from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
+from specsubmit.errors import (
+    EngineDied,
+    EngineStartFailed,
+    IncompatibleVocab,
+    UsageError,
+)
+from specsubmit.run.preflight import available_memory, check_memory
+from specsubmit.run.settings import RunSettings
+
+if TYPE_CHECKING:
+    from specschema import Launch
+
+# Protocol option -> /completion field. min_p is pinned to 0 because that is Ollama's
+# default and llama-server's is 0.05: the same protocol must mean the same sampling.
+REQUEST_OPTIONS = {"num_predict": "n_predict", "temperature": "temperature", "seed": "seed",
+                   "top_k": "top_k", "top_p": "top_p", "repeat_penalty": "repeat_penalty"}
+FIXED_REQUEST = {"min_p": 0.0, "stream": True,
+                 # Every trial prefills its prompt again (no KV reuse between trials), so
+                 # trials are alike and prompt_eval is measured each time.
+                 "cache_prompt": False}
+LAUNCH_OPTIONS = {"num_ctx": "--ctx-size", "spec_type": "--spec-type",
+                  "spec_draft_n_max": "--spec-draft-n-max"}
+BIND_TRIES = 3
+_VERSION = re.compile(r"version:\s*(\S+)")
+_ERROR_LINE = re.compile(r"\s(E)\s")
+_SPEC_REFUSED = ("vocabs are not compatible", "failed to initialize speculative decoding",
+                 "failed to load draft model")
+_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
+               10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+               17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
+
+
+def _parameter_size(count: int | None) -> str | None:
+    if not count or count <= 0:
+        return None
+    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
+
+
+def _error_lines(lines: Sequence[str]) -> str:
+    """The log's error lines, without llama.cpp's timestamp/level prefix, in one line."""
+    found = [re.sub(r"^\s*[0-9.]+\s+E\s+", "", line).strip()
+             for line in lines if _ERROR_LINE.search(line)]
+    return "; ".join(found[:2])[:240] or (lines[-1].strip()[:240] if lines else "no output")
+
+
+class LlamaServerEngine:
+    """Starts, talks to and stops llama-server; use as a context manager."""
+
+    name: EngineName = "llama-server"
+    per_config_start = True
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        *,
+        binary: Path | None = None,
+        models_dir: Path | None = None,
+        timeout_s: float = 600.0,
+        startup_timeout_s: float = 300.0,
+        threads: int | None = None,
+        port_picker: Callable[[], int] = process.free_port,
+        which: Callable[[str], str | None] = shutil.which,
+    ) -> None:
+        self.settings, self.protocol = settings, settings.protocol
+        self.binary_flag, self.which = binary, which
+        self.models_dir = (models_dir.expanduser() if models_dir else default_models_dir())
+        self.timeout_s, self.startup_timeout_s = timeout_s, startup_timeout_s
+        self.threads, self.port_picker = threads, port_picker
+        self.binary: Binary | None = None
+        self.models: dict[str, ResolvedModel] = {}
+        self.headers: dict[str, GgufHeader] = {}
+        self.launches: dict[str, list[Launch]] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.props_build: str | None = None
+        self.prompt: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._api: LlamaServerApi | None = None
+        self._log_dir = Path(tempfile.mkdtemp(prefix="specsubmit-llama-"))
+        self._log_path: Path | None = None
+        self._previous_sigterm: object = None
+
+    # --- lifetime ---------------------------------------------------------------------
+
+    def __enter__(self) -> LlamaServerEngine:
+        # SIGTERM's default action ends Python without running finally blocks or atexit;
+        # as SystemExit it stops the server on the way out like any other exit.
+        if threading.current_thread() is threading.main_thread():
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                self._previous_sigterm = signal.signal(signal.SIGTERM, _sigterm)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop_server()
+        shutil.rmtree(self._log_dir, ignore_errors=True)
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)  # type: ignore[arg-type]
+            self._previous_sigterm = None
+
+    # --- pre-flight -------------------------------------------------------------------
+
+    def _version(self, binary: Binary) -> tuple[str, str]:
+        try:
+            result = subprocess.run([str(binary.path), "--version"], capture_output=True,
+                                    text=True, timeout=60, check=False,
+                                    env=process.clean_env(binary.library_dir))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineStartFailed(f"{binary.path} does not run: {exc}") from None
+        output = (result.stdout + result.stderr).strip()
+        match = _VERSION.search(output)
+        if result.returncode != 0 or not match:
+            raise EngineStartFailed(f"{binary.path} --version failed: {output[:160]!r}")
+        build = " ".join(line.strip() for line in output.splitlines() if line.strip())
+        return match.group(1), build[:200]
+
+    def _check_options(self) -> None:
+        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS)
+        for config in self.protocol.configs:
+            unknown = sorted(set(self.protocol.request_options(config)) - known)
+            if unknown:
+                raise UsageError(f"protocol {self.protocol.id} sets {', '.join(unknown)}, "
+                                 "which llama-server has no setting for")
+            if config.role == "draft" and config.draft_model is None:
+                raise UsageError(f"{config.name}: a llama-server draft config needs a "
+                                 "draft_model")
+
+    def preflight(self, fingerprint: Fingerprint, listener: RunListener,
+                  stop: threading.Event | None = None) -> Preflight:
+        self._check_options()
+        self.binary = find_binary(self.binary_flag, which=self.which)
+        version, build = self._version(self.binary)
+        listener.phase(f"llama-server {version} ({self.binary.source}: {self.binary.path})")
+        target = self.protocol.model_for(self.protocol.baseline(), self.settings.target)
+        names = [target] + [c.draft_model for c in self.protocol.configs if c.draft_model]
+        for name in dict.fromkeys(names):
+            self.models[name] = resolve_model(name, self.models_dir)
+            self.headers[name] = read_header(self.models[name].path)
+        for config in self.protocol.configs:
+            if config.draft_model is None:
+                continue
+            why = vocab_mismatch(self.headers[target], self.headers[config.draft_model])
+            if why:
+                raise IncompatibleVocab(
+                    f"{config.name}: {config.draft_model} cannot draft for {target}, their "
+                    f"vocabularies differ ({why}); llama-server would run without the draft")
+        can_honor = {c.name: engine_can_honor(c.mechanism, version) for c in self.protocol.configs}
+        infos = [self._model_info(name) for name in self.models]
+        # One config runs at a time: the target plus the biggest draft.
+        drafts = [self.models[n].size for n in self.models if n != target]
+        needed = self.models[target].size + max(drafts, default=0)
+        if self.protocol.requirements.memory_bytes:
+            needed = max(needed, self.protocol.requirements.memory_bytes)
+        available = available_memory(fingerprint)
+        check_memory(needed, available, self.settings.assume_yes, listener)
+        return Preflight(version, infos, can_honor, needed, available,
+                         engine_name="llama-server", build=build)
+
+    def _model_info(self, name: str) -> ModelInfo:
+        model, header = self.models[name], self.headers[name]
+        return ModelInfo(
+            name=name[:120], digest=model.digest, size_bytes=model.size or None,
+            family=(header.architecture or None) and header.architecture[:200],
+            quantization=_FILE_TYPES.get(header.file_type, f"file_type {header.file_type}")
+            if header.file_type is not None else None,
+            parameter_size=_parameter_size(header.parameter_count),
+            format="gguf",
+        )
+
+    # --- one config: start, requests, stop ----------------------------------------------
+
+    def launch_args(self, config: ProtocolConfig, port: int) -> list[str]:
+        options = self.protocol.request_options(config)
+        target = self.models[self.protocol.model_for(config, self.settings.target)]
+        args = ["--model", str(target.path), "--host", process.HOST, "--port", str(port),
+                "--parallel", "1",
+                # The default busy-wait halves drafted-run speed on few cores (real-engine.md).
+                "--poll", "0",
+                # The protocol's warm-ups warm the server; its own warm-up would only add a
+                # request that no result accounts for.
+                "--no-warmup"]
+        if self.threads:
+            args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
+        args += ["--ctx-size", str(options["num_ctx"])]
+        if config.draft_model is not None:
+            draft = self.models[config.draft_model]
+            args += ["--spec-type", str(options.get("spec_type", "draft-simple")),
+                     "--spec-draft-model", str(draft.path),
+                     "--spec-draft-n-max", str(options.get("spec_draft_n_max", 3))]
+        return args
+
+    def redacted(self, args: Sequence[str]) -> list[str]:
+        """The command line as a result may show it: files as digests, no paths."""
+        by_path = {str(m.path): f"sha256:{m.digest}" for m in self.models.values()}
+        return ["llama-server", *(by_path.get(a, a) for a in args)]
+
+    def _launch(self, config: ProtocolConfig) -> Launch:
+        from specschema import Launch  # v2 wire model
+
+        options = self.protocol.request_options(config)
+        if config.draft_model is None:
+            return Launch(source="engine_command")
+        n_max = options.get("spec_draft_n_max", 3)
+        return Launch(source="engine_command", spec_type=str(options.get("spec_type",
+                                                                         "draft-simple")),
+                      draft_n_max=n_max if isinstance(n_max, int) else None,
+                      draft_model=True, draft_model_digest=self.models[config.draft_model].digest)
+
+    def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
+        assert self.binary is not None, "preflight() first"
+        self._stop_server()
+        log_path = self._log_dir / f"{config.name}.log"
+        for attempt in range(1, BIND_TRIES + 1):
+            port = self.port_picker()
+            args = self.launch_args(config, port)
+            self._log_path = log_path
+            self._process = process.spawn([str(self.binary.path), *args], log_path,
+                                          process.clean_env(self.binary.library_dir))
+            self._api = LlamaServerApi(f"http://{process.HOST}:{port}",
+                                       timeout_s=self.timeout_s)
+            if process.wait_until(self._api.healthy, self._process, self.startup_timeout_s):
+                break
+            tail = process.log_tail(log_path)
+            self._stop_server()
+            if any("couldn't bind" in line for line in tail):
+                if attempt < BIND_TRIES:
+                    continue
+                raise EngineStartFailed(
+                    f"llama-server could not listen on {process.HOST}:{port}: the port is in "
+                    f"use ({BIND_TRIES} ports tried)")
+            model = config.draft_model or self.protocol.model_for(config, self.settings.target)
+            raise EngineStartFailed(
+                f"llama-server did not start for {config.name} (model {model}): "
+                f"{_error_lines(tail)}")
+        self.commands[config.name] = self.redacted(args)
+        self.launches.setdefault(config.name, []).append(self._launch(config))
+        listener.phase(f"{config.name}: {' '.join(self.commands[config.name])}")
+        if config.draft_model is not None:
+            self._check_draft_loaded(config)
+        assert self._api is not None
+        props = self._api.props()
+        build_info = props.get("build_info")
+        if isinstance(build_info, str) and build_info:
+            self.props_build = build_info[:100]
+        if self.prompt is None:
+            self.prompt = self._api.apply_template(self.protocol.prompt) or self.protocol.prompt
+
+    def _check_draft_loaded(self, config: ProtocolConfig) -> None:
+        """llama-server keeps serving, without speculation, when the draft is refused."""
+        assert self._log_path is not None
+        lines = process.log_tail(self._log_path, 400)
+        refused = [line for line in lines if any(s in line for s in _SPEC_REFUSED)]
+        if refused:
+            self._stop_server()
+            raise IncompatibleVocab(
+                f"{config.name}: llama-server refused the draft {config.draft_model}: "
+                f"{_error_lines(refused)}")
+
+    def request_body(self, config: ProtocolConfig) -> dict[str, Any]:
+        options = self.protocol.request_options(config)
+        body: dict[str, Any] = {"prompt": self.prompt or self.protocol.prompt}
+        body.update({REQUEST_OPTIONS[k]: v for k, v in options.items() if k in REQUEST_OPTIONS})
+        body.update(FIXED_REQUEST)
+        return body
+
+    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
+        if self._api is None or self._process is None:
+            raise EngineDied(f"llama-server is not running for {config.name}")
+        try:
+            return self._api.completion(self.request_body(config))
+        except StreamBroken as exc:
+            code = self._wait_exit(self._process)
+            if code is not None:
+                assert self._log_path is not None
+                tail = process.log_tail(self._log_path)
+                raise EngineDied(
+                    f"llama-server exited (code {code}) during a {config.name} request: "
+                    f"{_error_lines(tail) if tail else 'no output'}") from None
+            raise EngineDied(f"{exc.message} during a {config.name} request") from None
+
+    @staticmethod
+    def _wait_exit(proc: subprocess.Popen[bytes], wait_s: float = 1.0) -> int | None:
+        try:
+            return proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def end_config(self, config: ProtocolConfig, *, last: bool) -> None:
+        self._stop_server()
+
+    def _stop_server(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        if self._process is not None:
+            process.stop(self._process)
+            self._process = None
+
+    def report(self, pre: Preflight, listener: RunListener) -> EngineReport:
+        build = pre.build
+        if self.props_build and (not build or self.props_build not in build):
+            build = f"{self.props_build}; {build}" if build else self.props_build
+        return EngineReport(launches=self.launches, build=build[:200] if build else None)
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
