@@ -30,13 +30,17 @@ def test_memory_limiter_per_scope_and_key() -> None:
     assert limiter.hit("key", "a") is None
 
 
-def test_memory_limiter_forgets_least_recent_keys() -> None:
-    limiter = MemoryRateLimiter({"key": Limit(1, 1)}, clock=lambda: 0.0, max_keys=2)
-    limiter.hit("key", "a")
-    limiter.hit("key", "b")
-    limiter.hit("key", "c")  # evicts a
+def test_memory_limiter_forgets_only_full_buckets() -> None:
+    now = [0.0]
+    limiter = MemoryRateLimiter({"key": Limit(60, 1)}, clock=lambda: now[0], max_keys=2)
     assert limiter.hit("key", "a") is None
-    assert limiter.hit("key", "c") is not None
+    assert limiter.hit("key", "b") is None
+    # Both are still refilling: a new key waits instead of resetting "a" (issue 16).
+    assert limiter.hit("key", "c") == pytest.approx(1.0)
+    assert limiter.hit("key", "a") == pytest.approx(1.0)
+    now[0] = 1.0  # both full again: forgetting one is the same as keeping it
+    assert limiter.hit("key", "c") is None
+    assert limiter.size("key") == 2
 
 
 PROXIES = [ip_network("10.0.0.0/8"), ip_network("fd00::/8")]
@@ -50,7 +54,10 @@ PROXIES = [ip_network("10.0.0.0/8"), ip_network("fd00::/8")]
     ("10.0.0.5", "1.2.3.4, 10.0.0.9", "1.2.3.4"),  # skipping our own proxies
     ("10.0.0.5", "garbage", "10.0.0.5"),
     ("10.0.0.5", "10.1.1.1", "10.0.0.5"),  # only proxies: the peer
-    ("fd00::1", "2001:db8::7", "2001:db8::7"),
+    ("fd00::1", "2001:db8::7", "2001:db8::/64"),  # an IPv6 client by its /64
+    ("2001:db8:1:2:3:4:5:6", None, "2001:db8:1:2::/64"),
+    ("::ffff:198.51.100.1", None, "198.51.100.1"),  # IPv4-mapped: the IPv4 address
+    ("testclient", None, "testclient"),
     (None, "1.2.3.4", "unknown"),
 ])
 def test_client_address(peer: str | None, header: str | None, expected: str) -> None:
