@@ -34,7 +34,9 @@ def capability_reason(mechanism: str, engine_version: str) -> str:
             return f"the Ollama version {engine_version!r} cannot be read"
         return ("options.draft_num_predict is supported; it only acts on a model with MTP "
                 "layers or a DRAFT")
-    return "no speculation requested"
+    if mechanism == "none":
+        return "no speculation requested"
+    return f"speculation requested through {mechanism}"  # a mechanism without its own words
 
 
 def vs_baseline(summary: ConfigSummary) -> str:
