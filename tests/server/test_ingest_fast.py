@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from tests.server.test_ingest_rules import CASES, ctx_for, fresh
 
+from specschema.capability import submission_verdicts
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
 from specserver.ingest import checks
@@ -262,6 +263,65 @@ def _engine(d: dict[str, Any], value: str) -> None:
 @_edges("target", [None, "llama3:8b"])
 def _target(d: dict[str, Any], value: str | None) -> None:
     d["protocol"]["parameters"] = {} if value is None else {"target": value}
+
+
+def _honest_verdicts(d: dict[str, Any]) -> None:
+    """Each config's observed set to what the one rule derives (when the schema takes it)."""
+    try:
+        submission = parse_submission(json.dumps(d).encode())
+    except PayloadSchemaError:
+        return
+    for config, verdict in zip(d["configs"], submission_verdicts(submission), strict=True):
+        config["speculation"]["observed"] = verdict
+
+
+def _trial_counters(d: dict[str, Any], drafted: int, accepted: int, totals: bool) -> None:
+    config = d["configs"][-1]
+    for t in config["trials"]:
+        t["counters"] = {"drafted": drafted, "accepted": accepted, "mean_accepted_len": None,
+                         "source": "llama_server_log"}
+    if totals:
+        n = len(config["trials"])
+        config["speculation"].update(drafted_tokens=drafted * n, accepted_tokens=accepted * n,
+                                     counters_source="llama_server_log")
+
+
+_MTP = {"source": "llama_server_log", "spec_type": "draft-mtp", "draft_n_max": 4,
+        "draft_model": False, "draft_model_digest": None, "synthetic_flags": []}
+
+
+# Wire v2 (issue 13): each edge moves the submission to schema_version 2 first.
+@_edges("v2", ["plain", "mlx", "mlx_honest", "sums", "sums_honest", "no_totals", "over_drafted",
+               "over_eval", "baseline_mtp", "baseline_mtp_honest", "synthetic_honest",
+               "engine_api", "llama_server_api", "new_verdict"])
+def _wire_v2(d: dict[str, Any], value: str) -> None:
+    d["schema_version"] = 2
+    if value.startswith("mlx"):
+        d["engine"]["runtime"] = "mlx"
+    elif value.startswith("sums"):
+        _trial_counters(d, 40, 30, totals=True)
+    elif value == "no_totals":
+        _trial_counters(d, 40, 30, totals=False)
+    elif value == "over_drafted":
+        _trial_counters(d, 40, 41, totals=True)
+    elif value == "over_eval":
+        _trial_counters(d, 900, 899, totals=True)
+    elif value.startswith("baseline_mtp"):
+        d["configs"][0]["speculation"]["launches"] = [dict(_MTP)]
+    elif value == "synthetic_honest":
+        d["configs"][-1]["speculation"]["launches"] = [
+            dict(_MTP, synthetic_flags=["--spec-synth-len"])]
+    elif value in ("engine_api", "llama_server_api"):
+        _trial_counters(d, 40, 30, totals=True)
+        for t in d["configs"][-1]["trials"]:
+            t["counters"]["source"] = "engine_api"
+        d["configs"][-1]["speculation"]["counters_source"] = "engine_api"
+        if value == "llama_server_api":
+            d["engine"]["name"] = "llama-server"
+    elif value == "new_verdict":
+        d["configs"][-1]["speculation"]["observed"] = "cannot_compare"
+    if value.endswith("_honest"):
+        _honest_verdicts(d)
 
 
 @pytest.mark.parametrize("setup", PROTOCOLS[:3], ids=["m2", "draft-counters", "draft"])

@@ -13,14 +13,15 @@ import json
 import pickle
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Table
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specschema.models import Cpu, Fingerprint, Gpu, OsInfo, Submission
+from specschema.models import Cpu, Fingerprint, Gpu, Launch, OsInfo, Runtime, Submission
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import canonical, canonical_chip, canonical_optional
@@ -57,6 +58,9 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "client_name": canonical(sub.client.name),
         "client_version": sub.client.version, "complete": sub.complete,
         "hidden": False, "hidden_reason": None, "note": sub.note,
+        "wire_version": sub.schema_version, "engine_name": sub.engine.name,
+        "engine_runtime": sub.engine.runtime,
+        "engine_build": canonical_optional(sub.engine.build), "engine_log": sub.engine_log,
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))
@@ -83,6 +87,9 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
             "observed": s.observed, "drafted_tokens": s.drafted_tokens,
             "accepted_tokens": s.accepted_tokens, "counters_source": s.counters_source,
             "outputs_match_baseline": s.outputs_match_baseline,
+            "mean_accepted_len": s.mean_accepted_len,
+            "launches": json.dumps([x.model_dump(mode="json") for x in s.launches])
+            if s.launches else None,
         }))
         for t in config.trials:
             out["trials"].append(_row(tables.trials, {
@@ -95,6 +102,10 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
                 "eval_count": t.eval_count, "eval_duration_ns": t.eval_duration_ns,
                 "done_reason": t.done_reason, "output_chars": t.output_chars,
                 "output_sha256": t.output_sha256, "cold": t.cold,
+                **({} if t.counters is None else {
+                    "drafted": t.counters.drafted, "accepted": t.counters.accepted,
+                    "mean_accepted_len": t.counters.mean_accepted_len,
+                    "counters_source": t.counters.source}),
             }))
     for summary in checked.summaries:
         values = summary.model_dump()
@@ -121,9 +132,12 @@ def assert_same(checked: Checked, received_at: datetime) -> None:
     assert typed(got.rows) == typed(reference_rows(checked, received_at))
 
 
-def test_example_submissions(protocol: str, seed: int) -> None:
+@pytest.mark.parametrize("protocol", ["hardnumbers-m2", "ollama-draft"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 7])
+@pytest.mark.parametrize("wire", [1, 2])
+def test_example_submissions(protocol: str, seed: int, wire: Literal[1, 2]) -> None:
     sub = example_submission(protocol, seed=seed, counters_seen=bool(seed % 2),
-                             complete=seed != 2)
+                             complete=seed != 2, schema_version=wire)
     assert_same(as_checked(sub), datetime.now(UTC))
 
 
@@ -160,13 +174,26 @@ FP_BLANKS = ["cpu", "os", "gpus", "gpu_names", "chip", "memory_bytes", "memory_g
     backend=st.none() | st.text(min_size=1, max_size=20),
     offset_minutes=st.integers(-600, 600),
     naive=st.booleans(),
+    wire=st.sampled_from([1, 2]),
+    runtime=st.sampled_from([None, "ggml", "mlx"]),
+    launches=st.booleans(),
 )
 def test_varied_submissions(protocol: str, seed: int, machine: dict[str, object],
                             blanks: set[str], note: str | None, no_digest: bool,
                             no_baseline: bool, backend: str | None, offset_minutes: int,
-                            naive: bool) -> None:
+                            naive: bool, wire: Literal[1, 2], runtime: Runtime | None,
+                            launches: bool) -> None:
     sub = example_submission(protocol, seed=seed, machine=machine,
-                             counters_seen=seed % 3 == 0, complete=seed % 5 != 0)
+                             counters_seen=seed % 3 == 0, complete=seed % 5 != 0,
+                             schema_version=wire, runtime=runtime)
+    if wire == 2 and launches:  # v2: launches as logged, and a build string
+        launch = Launch(source="llama_server_log", spec_type="draft-mtp", draft_n_max=4)
+        sub = sub.model_copy(update={
+            "configs": [c.model_copy(update={"speculation": c.speculation.model_copy(
+                update={"launches": [launch], "mean_accepted_len": 2.5})})
+                for c in sub.configs],
+            "engine": sub.engine.model_copy(update={"build": "b10488"}),
+        })
     configs = sub.configs
     if no_baseline:  # no config has the baseline role: the first config is the target
         configs = [c.model_copy(update={"role": "draft"}) for c in configs]

@@ -25,7 +25,7 @@ from functools import cache, lru_cache
 from operator import itemgetter
 from typing import Any
 
-from specschema.capability import engine_can_honor, verdict
+from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
 from specschema.models import ConfigResult, Mechanism, Submission, Trial
@@ -330,9 +330,11 @@ def created_at_recent(submission: Submission, ctx: RuleContext) -> Iterator[Viol
 
 
 def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """The evidence agrees with what the engine can honor and with its own counters."""
+    """The evidence agrees with what the engine can honor and with its own counters; each
+    verdict is the one ``specschema.capability.submission_verdicts`` derives."""
     rule = "speculation_coherent"
     version = submission.engine.version
+    expected_verdicts = submission_verdicts(submission)
     for ci, config in enumerate(submission.configs):
         path = f"configs.{ci}.speculation"
         s = config.speculation
@@ -348,12 +350,33 @@ def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[V
             yield Violation(rule, path, "drafted, accepted and counters_source come together")
         if seen and (s.accepted_tokens or 0) > (s.drafted_tokens or 0):
             yield Violation(rule, f"{path}.accepted_tokens", "more tokens accepted than drafted")
-        expected = verdict(requested=s.requested, can_honor=can_honor, counters_seen=seen)
+        expected = expected_verdicts[ci]
         if s.observed != expected:
             yield Violation(rule, f"{path}.observed",
                             f"observed must be {expected!r} for this evidence, not {s.observed!r}")
-        elif seen and expected != "confirmed":
+        elif seen and expected == "not_applied":
             yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
+
+
+def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
+    """Counters agree with the trials (``specschema.capability.counter_problems``: accepted
+    <= drafted, accepted <= eval_count, trial counters add up to the config's totals), and
+    only llama-server reports counters from its own API."""
+    rule = "counters_consistent"
+    api_allowed = submission.engine.name == "llama-server"
+    for ci, config in enumerate(submission.configs):
+        for where, message in counter_problems(config):
+            yield Violation(rule, f"configs.{ci}.{where}", message)
+        if not api_allowed and _reports_api_counters(config):
+            yield Violation(rule, f"configs.{ci}.speculation.counters_source",
+                            "only the llama-server engine reports counters from its API")
+
+
+def _reports_api_counters(config: ConfigResult) -> bool:
+    if config.speculation.counters_source == "engine_api":
+        return True
+    return any(t.counters is not None and t.counters.source == "engine_api"
+               for t in config.trials)
 
 
 def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
@@ -429,6 +452,7 @@ RULES: tuple[Rule, ...] = (
     decode_rate_plausible,
     created_at_recent,
     speculation_coherent,
+    counters_consistent,
     names_printable,
     submission_id_not_reserved,
 )
@@ -556,9 +580,11 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
     max_warmups = proto.warmups_per_config
     version = submission.engine.version
     seen: set[str] = set()
-    for name, role, model, draft_model, options, fields, warmups, trials, spec in map(
-        _config_fields, map(vars, submission.configs)
-    ):
+    expected_verdicts = submission_verdicts(submission)
+    api_allowed = submission.engine.name == "llama-server"
+    for ci, config in enumerate(submission.configs):
+        name, role, model, draft_model, options, fields, warmups, trials, spec = (
+            _config_fields(vars(config)))
         # configs_match_protocol
         want = plan.configs.get(name)
         if want is None or name in seen:
@@ -597,9 +623,11 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
             return False
         if counters_seen and (accepted or 0) > (drafted or 0):
             return False
-        expected = verdict(requested=requested, can_honor=can_honor,
-                           counters_seen=counters_seen)
-        if observed != expected or (counters_seen and expected != "confirmed"):
+        expected = expected_verdicts[ci]
+        if observed != expected or (counters_seen and expected == "not_applied"):
+            return False
+        # counters_consistent
+        if counter_problems(config) or (not api_allowed and _reports_api_counters(config)):
             return False
         # trials_fit_schedule: counts
         count = len(trials)

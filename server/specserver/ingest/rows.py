@@ -52,22 +52,27 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             sid, name, config.role, config.model, config.draft_model, s.mechanism,
             json.dumps(config.request_options, sort_keys=True), s.requested, s.engine_can_honor,
             s.observed, s.drafted_tokens, s.accepted_tokens, s.counters_source,
-            s.outputs_match_baseline,
+            s.outputs_match_baseline, s.mean_accepted_len,
+            json.dumps([launch.model_dump(mode="json") for launch in s.launches])
+            if s.launches else None,
         ))
-        trial_rows.extend([
-            (sid, name, t.index, t.position, t.wall_s, t.ttft_s, t.total_duration_ns,
-             t.load_duration_ns, t.prompt_eval_count, t.prompt_eval_duration_ns,
-             t.eval_count, t.eval_duration_ns, t.done_reason, t.output_chars,
-             t.output_sha256, t.cold)
-            for t in config.trials
-        ])
+        for t in config.trials:
+            c = t.counters
+            trial_rows.append(
+                (sid, name, t.index, t.position, t.wall_s, t.ttft_s, t.total_duration_ns,
+                 t.load_duration_ns, t.prompt_eval_count, t.prompt_eval_duration_ns,
+                 t.eval_count, t.eval_duration_ns, t.done_reason, t.output_chars,
+                 t.output_sha256, t.cold)
+                + ((None, None, None, None) if c is None
+                   else (c.drafted, c.accepted, c.mean_accepted_len, c.source)))
     rows: dict[str, list[Row]] = {
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
             naive_utc(received_at), checked.body_sha256, protocol.id, protocol.version,
             protocol.sha256, target, digest, chip, fp.memory_gb, engine.version,
             os_info.name, backend, canonical(sub.client.name), sub.client.version, sub.complete,
-            False, None, sub.note,
+            False, None, sub.note, sub.schema_version, engine.name, engine.runtime,
+            canonical_optional(engine.build), sub.engine_log,
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(

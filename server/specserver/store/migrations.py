@@ -46,12 +46,48 @@ def _received_at_index(conn: Connection) -> None:
             "ON submissions (received_at, submission_id)"))
 
 
+# Columns wire format v2 added (issue 13), all nullable: rows stored before stay as they were.
+_WIRE_V2_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("submissions", "wire_version", "INTEGER"),
+    ("submissions", "engine_name", "VARCHAR(32)"),
+    ("submissions", "engine_runtime", "VARCHAR(16)"),
+    ("submissions", "engine_build", "VARCHAR(200)"),
+    ("submissions", "engine_log", "VARCHAR(16)"),
+    ("configs", "mean_accepted_len", "DOUBLE PRECISION"),
+    ("configs", "launches", "TEXT"),
+    ("trials", "drafted", "BIGINT"),
+    ("trials", "accepted", "BIGINT"),
+    ("trials", "mean_accepted_len", "DOUBLE PRECISION"),
+    ("trials", "counters_source", "VARCHAR(32)"),
+)
+
+
+def _wire_v2(conn: Connection) -> None:
+    """Wire v2's columns; ``observed`` widened to 32 characters for 'baseline_speculated'
+    (PostgreSQL enforces VARCHAR lengths; DuckDB ignores them, so it needs no change)."""
+    # information_schema, not inspect(): duckdb_engine's column reflection queries
+    # pg_catalog tables DuckDB lacks.
+    present: dict[str, set[str]] = {}
+    for table in ("submissions", "configs", "trials"):
+        present[table] = set(conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND table_schema = current_schema()"), {"t": table}).scalars())
+    for table, column, kind in _WIRE_V2_COLUMNS:
+        if column not in present[table]:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+    if conn.dialect.name == "postgresql":
+        for table in ("configs", "summaries"):
+            conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN observed TYPE VARCHAR(32)"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
                  "summaries, bans, audit_log", _create_v1),
     Migration(2, "PostgreSQL: index submissions (received_at, submission_id)",
               _received_at_index),
+    Migration(3, "wire format v2: engine name/runtime/build, log status, per-trial counters, "
+                 "launches, mean accepted length; observed VARCHAR(32)", _wire_v2),
 )
 LATEST = MIGRATIONS[-1].version
 

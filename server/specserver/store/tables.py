@@ -69,6 +69,13 @@ submissions = Table(
     Column("hidden", Boolean, nullable=False),
     Column("hidden_reason", Text, nullable=True),
     Column("note", Text, nullable=True),
+    # Wire v2 (schema version 3 of the store; null on rows stored before it): the engine as
+    # a dimension and whether the client read its log. ollama_version holds engine.version.
+    Column("wire_version", Integer, nullable=True),  # the submission's schema_version
+    Column("engine_name", String(32), nullable=True),  # null: 'ollama' (v1 knows no other)
+    Column("engine_runtime", String(16), nullable=True),  # 'ggml' | 'mlx'
+    Column("engine_build", String(200), nullable=True),
+    Column("engine_log", String(16), nullable=True),  # 'read' | 'not_given' | 'unreadable'
 )
 
 # PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
@@ -136,11 +143,14 @@ configs = Table(
     Column("request_options", Text, nullable=False),  # JSON
     Column("requested", Boolean, nullable=False),
     Column("engine_can_honor", Boolean, nullable=True),
-    Column("observed", String(16), nullable=False),
+    Column("observed", String(32), nullable=False),  # 32 from store version 3 (was 16)
     Column("drafted_tokens", BigInteger, nullable=True),
     Column("accepted_tokens", BigInteger, nullable=True),
     Column("counters_source", String(32), nullable=True),
     Column("outputs_match_baseline", Boolean, nullable=True),
+    # Wire v2: the mean accepted length, and the engine starts as seen (JSON list of Launch)
+    Column("mean_accepted_len", Double, nullable=True),
+    Column("launches", Text, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 
@@ -163,6 +173,11 @@ trials = Table(
     Column("output_chars", BigInteger, nullable=False),
     Column("output_sha256", String(64), nullable=False),
     Column("cold", Boolean, nullable=False),
+    # Wire v2: this trial's counters (null: none seen, or stored before store version 3)
+    Column("drafted", BigInteger, nullable=True),
+    Column("accepted", BigInteger, nullable=True),
+    Column("mean_accepted_len", Double, nullable=True),
+    Column("counters_source", String(32), nullable=True),
     PrimaryKeyConstraint(
         "submission_id", "config_name", "trial_index"
     ).ddl_if(dialect=CHILD_KEY_DIALECT),
@@ -178,7 +193,7 @@ summaries = Table(
     Column("model", String(120), nullable=False),
     Column("draft_model", String(120), nullable=True),
     Column("mechanism", String(32), nullable=False),
-    Column("observed", String(16), nullable=False),
+    Column("observed", String(32), nullable=False),  # 32 from store version 3 (was 16)
     Column("trials", Integer, nullable=False),
     Column("median_wall_s", Double, nullable=True),
     Column("median_eval_s", Double, nullable=True),
