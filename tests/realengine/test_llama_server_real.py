@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.realengine import server as server_module
 from tests.support.realengine.ollama_store import StoredModel
 from tests.support.realengine.server import (
     ACCEPTANCE_LINE,
@@ -221,3 +223,20 @@ def test_a_server_that_exits_at_start_raises_with_its_log(
         ):
             pytest.fail("the server started with a removed flag")
     assert "exited with" in str(raised.value)
+
+
+def test_a_port_taken_before_the_server_binds_it_is_retried(
+    llama_server_bin: Path, tiny_model_set: ModelSet, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # free_port() only finds a port that was free a moment ago; another process can take it.
+    with socket.socket() as squatter:
+        squatter.bind((server_module.HOST, 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        ports = iter([taken, server_module.free_port()])
+        monkeypatch.setattr(server_module, "free_port", lambda: next(ports))
+        with running_server(llama_server_bin, tiny_model_set.target, tmp_path / "log") as server:
+            assert server.port != taken
+            assert server.get("/health")["status"] == "ok"
+        assert next(ports, None) is None  # the taken port was tried first

@@ -41,7 +41,7 @@ def test_stop_kills_a_group_that_ignores_sigterm(tmp_path: Path) -> None:
         server.stop(process, grace=0.5)
         assert process.returncode == -signal.SIGKILL
         assert _group_gone(process.pid)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 8  # not the default 10 s grace, nor a hang
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

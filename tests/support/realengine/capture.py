@@ -201,6 +201,13 @@ rewrites every file here). Nothing here is hand-edited.
 Text files (`.txt`) start with `#` lines giving their provenance and the exact command;
 everything after `# --- verbatim below ---` is verbatim. `.json` files and the event stream
 `completion-stream-*.txt` are verbatim from the first byte.
+`tests.support.realengine.fixture_files.verbatim(name)` returns the verbatim part of any of
+them, `provenance(name)` the header lines.
+
+Worth knowing when parsing: with a draft whose vocab does not match, llama-server logs two
+error lines and then serves *without* the draft (`log-draft-incompatible.txt`: no
+`draft_n` in the timings, no acceptance line); `--spec-synth-len` accepts drafted tokens at
+random and announces it with a `W` line (`synthetic-warning.txt`).
 
 | file | what |
 |---|---|
