@@ -19,8 +19,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any) -> Iterator[str]:
-    port = free_port()
+def serve(app: Any, port: int | None = None) -> Iterator[str]:
+    """``port``: chosen beforehand when the app must know its own URL (public_base_url)."""
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)

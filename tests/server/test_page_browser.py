@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from boardfill import fill, insert_submission, key, new_engine
-from liveserver import serve
+from liveserver import free_port, serve
 
 from specschema.conclusion import conclusion
 from specschema.examples import EXAMPLE_MACHINES, example_submission
@@ -83,7 +83,9 @@ def site(tmp_path_factory):
     hostile = hostile.model_copy(update={"note": "<b>N</b>" + "n" * 480})
     SITE_IDS["hostile"] = insert_submission(engine, hostile, key(50))
     engine.dispose()
-    with serve(create_app(ServerSettings(database_url=str(path)))) as url:
+    port = free_port()  # the page's snippet uses public_base_url, never the Host header
+    settings = ServerSettings(database_url=str(path), public_base_url=f"http://127.0.0.1:{port}")
+    with serve(create_app(settings), port) as url:
         yield url
 
 

@@ -7,6 +7,7 @@ Filters travel in the query string through an ordinary GET form.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cache
 from html import escape
@@ -118,8 +119,10 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"{escape(ROW_VERDICTS.get(verdict, verdict or 'merged'))}</span></td>")
         rows.append(
             f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
-            f"<td>{escape(_key(group, 'target'))}</td><td>{escape(_key(group, 'draft'))}</td>"
-            f"<td>{escape(_key(group, 'chip'))}</td><td>{escape(_key(group, 'memory_gb'))}</td>"
+            f"<td>{result.text(_key(group, 'target'))}</td>"
+            f"<td>{result.text(_key(group, 'draft'))}</td>"
+            f"<td>{result.text(_key(group, 'chip'))}</td>"
+            f"<td>{escape(_key(group, 'memory_gb'))}</td>"
             f'{tag}<td class="num">{group.contributors}</td>'
             f'<td class="num">{group.submissions}</td>'
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
@@ -217,8 +220,8 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
             f'<tr><td><a href="/submissions/{escape(item["submission_id"])}">'
             f'{escape(item["submission_id"][:8])}</a></td>'
             f'<td>{escape(str(item["received_at"])[:16].replace("T", " "))}</td>'
-            f'<td>{escape(item["protocol_id"])}</td><td>{escape(str(item["chip"]))}</td>'
-            f'<td>{escape(str(item["memory_gb"]))}</td><td>{escape(item["ollama_version"])}</td>'
+            f'<td>{escape(item["protocol_id"])}</td><td>{result.text(item["chip"])}</td>'
+            f'<td>{escape(str(item["memory_gb"]))}</td><td>{result.text(item["ollama_version"])}</td>'
             f"<td>{drafts}</td></tr>")
     return ("<table><tr><th>Submission</th><th>Received (UTC)</th><th>Protocol</th><th>Chip</th>"
             f"<th>GB</th><th>Ollama</th><th>Drafts</th></tr>{''.join(rows)}</table>")
@@ -284,24 +287,34 @@ def _subtitle(row: dict[str, Any]) -> str:
 def _history_table(history: Sequence[dict[str, Any]]) -> str:
     rows = "".join(
         f"<tr><td>{escape(_when(h['at']))}</td><td>{escape(str(h['action']))}</td>"
-        f"<td><code>{escape(str(h['target']))}</code></td>"
-        f"<td>{escape(result.word(h['reason']))}</td><td>{escape(str(h['actor']))}</td></tr>"
+        f"<td><code>{result.text(h['target'])}</code></td>"
+        f"<td>{result.text(h['reason'])}</td><td>{result.text(h['actor'])}</td></tr>"
         for h in history)
     return ("<table class=\"history\"><tr><th>When</th><th>Action</th><th>On</th><th>Reason</th>"
             f"<th>By</th></tr>{rows}</table>")
 
 
 def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
-    """Python that re-verifies the stored envelope with specschema; tests run it verbatim."""
+    """Python that re-verifies the stored envelope with specschema; tests run it verbatim.
+
+    ``base_url`` is ``settings.public_base_url``, never the request's Host header: the page
+    is cached for every visitor under an ETag that ignores Host, so one request with
+    ``Host: attacker.example`` made everyone's snippet fetch from there (issue 16). The
+    snippet also checks that the envelope it fetched is this submission's, so a server or
+    proxy cannot pass off another validly signed envelope. Values are JSON string
+    literals, which are Python string literals too."""
+    url = f"{base_url}/v1/submissions/{submission_id}/envelope"
     return (
         "import json, urllib.request\n"
         "from specschema.envelope import verify_envelope\n"
         "from specschema.payload import parse_submission\n\n"
-        f'url = "{base_url}/v1/submissions/{submission_id}/envelope"\n'
+        f"url = {json.dumps(url)}\n"
         "envelope = json.load(urllib.request.urlopen(url))\n"
         "verified = verify_envelope(envelope)  # raises SignatureInvalid if a byte changed\n"
-        f'assert verified.key_id == "{key_id}"\n'
+        f"assert verified.key_id == {json.dumps(key_id)}, \"signed by another key\"\n"
         "submission = parse_submission(verified.payload)\n"
+        f"assert str(submission.submission_id) == {json.dumps(submission_id)}, "
+        "\"another submission's envelope\"\n"
         'print("verified", submission.submission_id, "signed by", verified.key_id)\n'
     )
 
@@ -389,7 +402,7 @@ def submission_page(submission_id: str, request: Request, reads: Reads) -> Respo
                 return HTMLResponse(render_page("not found", body), status_code=404)
             parts = queries.submission_parts(conn, submission_id)
             history = queries.moderation_history(conn, submission_id, row["key_id"])
-        base_url = str(request.base_url).rstrip("/")
+        base_url = request.app.state.settings.public_base_url.rstrip("/")  # not Host
         return HTMLResponse(render_page(f"submission {submission_id[:8]}",
                                         submission_body(base_url, row, parts, history)))
 
