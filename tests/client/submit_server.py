@@ -50,6 +50,10 @@ class ScriptedServer:
         self.stored: dict[str, bytes] = {}
         self.receipts: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
+        # GET /healthz answers like specserver's: 200 {"status": "ok", ...}, or this status
+        # with the error shape (503: store down), or a plain-text page (not a specbench server).
+        self.health_status = 200
+        self.health_plain_text = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -103,6 +107,22 @@ class ScriptedServer:
                 self.send_header("Content-Length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802
+                status = server.health_status if self.path == "/healthz" else 404
+                if server.health_plain_text:
+                    data, kind = b"<html>hello</html>", "text/html"
+                elif status == 200:
+                    data = json.dumps({"status": "ok", "store": "duckdb"}).encode()
+                    kind = "application/json"
+                else:
+                    data = json.dumps(error_body("unavailable", f"HTTP {status}")).encode()
+                    kind = "application/json"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 

@@ -15,6 +15,7 @@ import pytest
 
 from specschema import Submission
 from specschema.payload import parse_submission
+from tests.client.submit_server import ScriptedServer
 from tests.fakeollama import FakeModel, FakeOllama, default_models
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
@@ -226,6 +227,81 @@ def test_ctrl_c_before_any_trial(tmp_path: Path, specsubmit_home: Path) -> None:
     assert _saved(specsubmit_home) == []
 
 
+def _start_run(tmp_path: Path, fake: FakeOllama, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([SCRIPT, "run", "--ollama", fake.url, *args], env=_env(tmp_path),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_requests(fake: FakeOllama, count: int) -> int:
+    deadline = time.monotonic() + 30
+    while fake.generate_count < count:
+        assert time.monotonic() < deadline, f"only {fake.generate_count} requests"
+        time.sleep(0.01)
+    return fake.generate_count
+
+
+def _positions(sub: Submission) -> list[int]:
+    return sorted(t.position for c in sub.configs for t in c.trials)
+
+
+def test_ctrl_c_twice_after_trials_keeps_every_finished_trial(
+    tmp_path: Path, specsubmit_home: Path,
+) -> None:
+    """Issue 17: this used to print "interrupted before any trial ran; nothing was saved"
+    and lose them all. The second Ctrl-C aborts the request in flight, not the finished."""
+    slow = [FakeModel("qwen3:14b", tokens_per_s=200)]  # 1 s per request
+    with FakeOllama(models=slow) as fake:
+        proc = _start_run(tmp_path, fake)
+        started = _wait_for_requests(fake, 3 + 4)  # 3 warm-ups, trials 1-3 done, 4 in flight
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)  # still inside the 1 s request: abort it
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "nothing was saved" not in stderr
+    finished = started - 3 - 1
+    (sub,) = _saved(specsubmit_home)
+    assert not sub.complete and _positions(sub) == list(range(finished))
+    assert sub.note and f"{finished} of 15 trials" in sub.note
+    path = specsubmit_home / "results" / f"{sub.submission_id}.json"
+    assert _one_error_line(_completed(proc, stderr)) == (
+        f"specsubmit: error: interrupted after {finished} of 15 trials; the incomplete result "
+        f"is saved at {path}")
+
+
+def _completed(proc: subprocess.Popen[str], stderr: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.CompletedProcess(proc.args, proc.returncode or 0, "", stderr)
+
+
+@pytest.mark.parametrize("after_trials", [2, 6, 11])
+def test_a_burst_of_ctrl_c_never_loses_a_finished_trial(
+    tmp_path: Path, specsubmit_home: Path, after_trials: int,
+) -> None:
+    """Ctrl-C pressed many times, 4 ms apart, while 20 ms trials run and are saved: some
+    land in a request, some in a save (which finishes first), some after the abort began."""
+    with FakeOllama(models=[FakeModel("qwen3:14b", tokens_per_s=10_000)]) as fake:
+        proc = _start_run(tmp_path, fake)
+        _wait_for_requests(fake, 3 + after_trials)
+        for _ in range(12):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.004)
+        _, stderr = proc.communicate(timeout=30)
+        started = fake.generate_count
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    (sub,) = _saved(specsubmit_home)
+    measured = len(_positions(sub))
+    assert _positions(sub) == list(range(measured))
+    # Every request that ended is kept; at most the one in flight at the abort is not.
+    assert started - 3 - 1 <= measured <= started - 3
+    assert f"interrupted after {measured} of 15 trials" in _one_error_line(
+        _completed(proc, stderr))
+    leftovers = [p.name for p in (specsubmit_home / "results").iterdir()
+                 if p.suffix != ".json" or p.name.startswith(".")]
+    assert leftovers == []  # no half-written temp file left beside the result
+
+
 # --- protocols and show --------------------------------------------------------------------
 
 
@@ -245,3 +321,117 @@ def test_show_a_broken_file(tmp_path: Path) -> None:
     assert f"{bad} is not a specsubmit result" in _one_error_line(result)
     missing = specsubmit(tmp_path, "show", str(tmp_path / "nope.json"))
     assert missing.returncode == 1 and "cannot read" in _one_error_line(missing)
+
+
+def test_a_ctrl_c_during_a_save_waits_until_the_file_is_written() -> None:
+    """The shield around every save: the abort is raised after it, never inside."""
+    import io
+    import os
+
+    from rich.console import Console
+
+    from specsubmit.cli.run import _CtrlC
+
+    before = signal.getsignal(signal.SIGINT)
+    steps: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt), _CtrlC(Console(file=io.StringIO())) as ctrl_c:
+            os.kill(os.getpid(), signal.SIGINT)  # the first: stop after the current request
+            time.sleep(0.05)
+            assert ctrl_c.event.is_set()
+            with ctrl_c.shield():
+                os.kill(os.getpid(), signal.SIGINT)  # the second, in the middle of a save
+                time.sleep(0.05)
+                steps.append("saved")
+            steps.append("not reached")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert steps == ["saved"]
+
+
+# --- --server: checked before any trial; undelivered exits 75; Ctrl-C at consent -----------
+
+
+def test_server_that_does_not_answer_stops_before_any_trial(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    with FakeOllama() as fake:
+        result = specsubmit(tmp_path, "run", "--ollama", fake.url, "--server", url)
+        assert fake.generate_count == 0
+    assert result.returncode == 69
+    assert _one_error_line(result).startswith(
+        f"specsubmit: error: --server {url} does not answer (ConnectError")
+
+
+def test_server_with_a_bad_scheme_is_a_usage_error_before_any_trial(tmp_path: Path) -> None:
+    with FakeOllama() as fake:
+        result = specsubmit(tmp_path, "run", "--ollama", fake.url, "--server", "ftp://host")
+        assert fake.generate_count == 0
+    assert result.returncode == 2
+    assert "--server must be an http(s) URL" in _one_error_line(result)
+
+
+def test_no_submit_skips_the_server_check(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    with FakeOllama() as fake:
+        result = specsubmit(tmp_path, "run", "--ollama", fake.url, "--server", url,
+                            "--no-submit")
+    assert result.returncode == 0, result.stderr
+
+
+def test_undelivered_result_exits_75_and_waits_in_pending(
+    tmp_path: Path, specsubmit_home: Path,
+) -> None:
+    server = ScriptedServer().start()
+    try:
+        for _ in range(2):
+            server.then(503)
+        env = _env(tmp_path) | {"SPECSUBMIT_RETRY_ATTEMPTS": "2", "SPECSUBMIT_RETRY_BASE_S": "0"}
+        with FakeOllama() as fake:
+            result = subprocess.run([SCRIPT, "run", "--ollama", fake.url, "--server", server.url,
+                                     "--yes"], capture_output=True, text=True, env=env,
+                                    timeout=60, check=False, stdin=subprocess.DEVNULL)
+    finally:
+        server.stop()
+    assert result.returncode == 75, result.stderr
+    line = _one_error_line(result)
+    assert "not delivered: server answered 503" in line
+    assert "retry with `specsubmit submit --pending`" in line
+    (sub,) = _saved(specsubmit_home)
+    assert sub.complete
+    assert [p.stem for p in (specsubmit_home / "pending").glob("*.json")] == [
+        str(sub.submission_id)]
+
+
+def test_ctrl_c_at_the_consent_prompt_exits_130_and_sends_nothing(
+    tmp_path: Path, specsubmit_home: Path,
+) -> None:
+    import os
+    import pty
+
+    server = ScriptedServer().start()
+    controller, terminal = pty.openpty()  # a terminal on stdin, so that it asks
+    try:
+        with FakeOllama() as fake:
+            proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url, "--server", server.url],
+                                    env=_env(tmp_path), stdin=terminal, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            assert proc.stderr is not None
+            seen = b""
+            deadline = time.monotonic() + 60
+            while b"Send this result?" not in seen:
+                assert time.monotonic() < deadline and proc.poll() is None, seen[-2000:]
+                seen += os.read(proc.stderr.fileno(), 4096)
+            proc.send_signal(signal.SIGINT)
+            _, rest = proc.communicate(timeout=30)
+    finally:
+        server.stop()
+        os.close(controller)
+        os.close(terminal)
+    stderr = (seen + rest).decode()
+    assert proc.returncode == 130, stderr
+    (sub,) = _saved(specsubmit_home)
+    path = specsubmit_home / "results" / f"{sub.submission_id}.json"
+    assert _one_error_line(_completed(proc, stderr)) == (
+        "specsubmit: error: interrupted at the consent prompt: not submitted; to send it "
+        f"later: specsubmit submit {path}")
+    assert server.posts == [] and not (specsubmit_home / "pending").exists()

@@ -21,7 +21,12 @@ from specschema import (
     verify_envelope,
 )
 from specschema.examples import example_submission
-from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, UsageError
+from specsubmit.errors import (
+    ServerUnreachable,
+    SubmissionRejected,
+    SubmissionUndelivered,
+    UsageError,
+)
 from specsubmit.local import keys, outbox
 from specsubmit.local.results import save_result
 from specsubmit.send import delivery, submit
@@ -341,11 +346,67 @@ def test_offer_incomplete_or_no_server_sends_nothing(server, tmp_path, monkeypat
     assert "incomplete" in lines[-1] and server.posts == []
 
 
-def test_offer_undeliverable_is_not_an_error_and_waits(tmp_path, monkeypatch, policy):
+def test_offer_undeliverable_raises_exit_75_and_waits_in_pending(tmp_path, monkeypatch, policy):
     monkeypatch.setenv("SPECSUBMIT_SERVER", f"http://127.0.0.1:{free_port()}")
     lines = []
-    offer(example_submission(seed=23), tmp_path, lines, assume_yes=True, policy=policy)
-    assert "waits in" in lines[-1] and len(outbox.list_pending()) == 1
+    with pytest.raises(SubmissionUndelivered, match="waits in .*specsubmit submit --pending") as e:
+        offer(example_submission(seed=23), tmp_path, lines, assume_yes=True, policy=policy)
+    assert e.value.exit_code == 75
+    assert len(outbox.list_pending()) == 1
+
+
+def test_cli_submit_undeliverable_exits_75(capsys, monkeypatch):
+    monkeypatch.setenv("SPECSUBMIT_RETRY_ATTEMPTS", "2")
+    monkeypatch.setenv("SPECSUBMIT_RETRY_BASE_S", "0")
+    path = save_result(example_submission(seed=25))
+    code, _, err = run_cli(["submit", str(path), "--server", f"http://127.0.0.1:{free_port()}",
+                            "--yes"], capsys, monkeypatch)
+    assert code == 75
+    assert err.count("specsubmit: error:") == 1
+    assert "retry with `specsubmit submit --pending`" in err
+    assert len(outbox.list_pending()) == 1
+
+
+def test_cli_submit_pending_exits_75_while_waiting_and_1_when_refused(server, capsys,
+                                                                      monkeypatch, policy):
+    monkeypatch.setenv("SPECSUBMIT_RETRY_ATTEMPTS", "1")
+    submission = example_submission(seed=26)
+    server.then(503)
+    with pytest.raises(SubmissionUndelivered):
+        submit.send_submission(submission, server.url, RetryPolicy(attempts=1))
+    server.then(503)
+    code, _, err = run_cli(["submit", "--pending", "--server", server.url], capsys, monkeypatch)
+    assert code == 75 and "1 of 1 pending results were not delivered; they wait" in err
+    server.then(403, error_body("banned", "this key id is banned"))
+    code, _, err = run_cli(["submit", "--pending", "--server", server.url], capsys, monkeypatch)
+    assert code == 1 and "1 of 1 pending results were refused by the server" in err
+
+
+# --- check_server: the --server check before any trial -----------------------------------
+
+
+def test_check_server_accepts_a_specbench_server_and_one_whose_store_is_down(server):
+    delivery.check_server(server.url)
+    server.health_status = 503
+    delivery.check_server(server.url)  # it is ours; delivery retries and pending/ waits
+
+
+@pytest.mark.parametrize("status", [404, 500])
+def test_check_server_refuses_what_is_not_a_specbench_server(server, status):
+    server.health_status = status
+    with pytest.raises(ServerUnreachable, match=rf"is not a specbench server \(GET /healthz "
+                                                rf"answered {status} "):
+        delivery.check_server(server.url)
+    server.health_status, server.health_plain_text = 200, True
+    with pytest.raises(ServerUnreachable, match="is not a specbench server"):
+        delivery.check_server(server.url)
+
+
+def test_check_server_nothing_listening_is_one_line_exit_69():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ServerUnreachable, match=rf"^--server {url} does not answer \(Connect") as e:
+        delivery.check_server(url, timeout_s=2)
+    assert e.value.exit_code == 69 and "\n" not in e.value.message
 
 
 def test_offer_rejection_raises_with_the_message(server, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from specsubmit.errors import SubmitError, UsageError
+from specsubmit.errors import SubmissionUndelivered, SubmitError, UsageError
 
 ServerOption = Annotated[str | None, typer.Option(
     "--server", envvar="SPECSUBMIT_SERVER", help="The specbench server, e.g. https://host.")]
@@ -40,9 +40,14 @@ def submit_pending(server: str | None) -> None:
         typer.echo("nothing pending")
         return
     target = submit.require_server(server)
-    failures = submit.send_pending(target)
-    if failures:
-        raise SubmitError(f"{failures} of {len(waiting)} pending results were not delivered")
+    undelivered, refused = submit.send_pending(target)
+    if refused:  # final: retrying will not change the server's mind
+        raise SubmitError(f"{refused} of {len(waiting)} pending results were refused by the "
+                          "server" + (f" and {undelivered} not delivered" if undelivered else ""))
+    if undelivered:  # exit 75: still waiting in pending/, worth retrying later
+        raise SubmissionUndelivered(
+            f"{undelivered} of {len(waiting)} pending results were not delivered; they wait "
+            "in pending/: retry with `specsubmit submit --pending`")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,6 +7,9 @@
 - 200 / 201: delivered; the JSON body is the receipt.
 - Any other 4xx: final. The server's ``{"error": {"message"}}`` is shown verbatim.
 
+``check_server`` asks GET /healthz once, before a run spends its minutes: a URL that does
+not answer, or answers as something other than a specbench server, is said at once.
+
 ``sleep`` and ``rand`` are passed in, so tests run the whole schedule in milliseconds.
 """
 
@@ -27,9 +30,15 @@ from urllib.parse import urlsplit
 import httpx
 
 from specsubmit import __version__
-from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, UsageError
+from specsubmit.errors import (
+    ServerUnreachable,
+    SubmissionRejected,
+    SubmissionUndelivered,
+    UsageError,
+)
 
 SUBMISSIONS_PATH = "/v1/submissions"
+HEALTH_PATH = "/healthz"
 
 
 @dataclass(frozen=True)
@@ -189,10 +198,43 @@ def post_envelope(
     raise SubmissionUndelivered(f"{last_problem} (after {policy.attempts} attempts)")
 
 
+def check_server(server: str, timeout_s: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+    """One GET /healthz; ServerUnreachable (one line) unless a specbench server answers.
+
+    A 503 with the error shape is a specbench server whose store is down for now: it
+    passes, since delivery retries and an undelivered result waits in pending/."""
+    url = f"{server}{HEALTH_PATH}"
+    hint = "check the URL, or run with --no-submit"
+    try:
+        with httpx.Client(timeout=timeout_s, transport=transport, verify=_tls_context(),
+                          follow_redirects=False) as client:
+            response = client.get(url, headers={"User-Agent": f"specsubmit/{__version__}"})
+    except httpx.TransportError as exc:
+        problem = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        raise ServerUnreachable(f"--server {server} does not answer ({problem}); {hint}") from None
+    if 300 <= response.status_code < 400:
+        location = response.headers.get("Location", "another URL")
+        raise ServerUnreachable(f"--server {server} answered {response.status_code} (moved to "
+                                f"{location}): use the new address as --server")
+    try:
+        body = response.json()
+    except (ValueError, UnicodeDecodeError):
+        body = None
+    looks_like_ours = isinstance(body, dict) and (
+        (response.status_code == 200 and body.get("status") == "ok")
+        or (response.status_code == 503 and isinstance(body.get("error"), dict)))
+    if not looks_like_ours:
+        raise ServerUnreachable(
+            f"--server {server} is not a specbench server (GET {HEALTH_PATH} answered "
+            f"{response.status_code} {response.reason_phrase}); {hint}")
+
+
 __all__ = [
     "Receipt",
     "RetryPolicy",
     "backoff_delay",
+    "check_server",
     "error_message",
     "normalize_server",
     "parse_retry_after",

@@ -17,7 +17,7 @@ import nacl.signing
 import typer
 
 from specschema import Submission, envelope_bytes, key_id_of, sign_envelope, submission_bytes
-from specsubmit.errors import SubmissionRejected, SubmissionUndelivered, SubmitError
+from specsubmit.errors import RunAborted, SubmissionRejected, SubmissionUndelivered, SubmitError
 from specsubmit.local import keys, outbox
 from specsubmit.send.consent import consent_lines
 from specsubmit.send.delivery import Receipt, RetryPolicy, normalize_server, post_envelope
@@ -106,19 +106,23 @@ def send_submission(submission: Submission, server: str,
 
 
 def send_pending(server: str, policy: RetryPolicy | None = None,
-                 echo: Echo = typer.echo) -> int:
-    """Retry every pending envelope; returns how many are still not delivered."""
-    failures = 0
+                 echo: Echo = typer.echo) -> tuple[int, int]:
+    """Retry every pending envelope; returns (not delivered, refused by the server)."""
+    undelivered = refused = 0
     for item in outbox.list_pending():
         try:
             receipt = deliver(item.submission_id, item.read(), server, policy)
+        except SubmissionUndelivered as exc:
+            undelivered += 1
+            echo(f"{item.submission_id}: {exc.message}")
+            continue
         except SubmitError as exc:
-            failures += 1
+            refused += 1
             echo(f"{item.submission_id}: {exc.message}")
             continue
         for line in receipt_lines(receipt):
             echo(line)
-    return failures
+    return undelivered, refused
 
 
 def _tty_ask(question: str) -> bool:
@@ -147,7 +151,12 @@ def ask_consent(
     if ask is None and not sys.stdin.isatty():
         say(f"Not submitted: no terminal to ask for consent and no --yes{later}")
         return False
-    if not (ask or _tty_ask)("Send this result?"):
+    try:
+        agreed = (ask or _tty_ask)("Send this result?")
+    except typer.Abort:  # what the prompt makes of Ctrl-C (and of Ctrl-D)
+        say("")  # end the prompt's line: the error goes on a line of its own
+        raise RunAborted(f"interrupted at the consent prompt: not submitted{later}") from None
+    if not agreed:
         say(f"Not submitted{later}")
         return False
     return True
@@ -168,8 +177,9 @@ def offer_submission(
     """After a run: show what would be sent, ask, send. Output goes to stderr.
 
     ``--no-submit`` never sends; ``--yes`` sends without asking; with neither and no
-    terminal to ask on, nothing is sent. An undeliverable result waits in pending/ (not
-    an error for the run); a refusal by the server raises SubmissionRejected.
+    terminal to ask on, nothing is sent. An undeliverable result waits in pending/ and
+    raises SubmissionUndelivered (exit 75: the run's result is saved, its delivery is
+    not done); a refusal by the server raises SubmissionRejected.
     """
     say: Echo = echo or (lambda line: typer.echo(line, err=True))
     later = f"; to send it later: specsubmit submit {result_path}"
@@ -186,10 +196,6 @@ def offer_submission(
     if not ask_consent(submission, target, assume_yes=assume_yes, print_payload=print_payload,
                        say=say, ask=ask, later=later):
         return
-    try:
-        receipt, again = send_submission(submission, target, policy)
-    except SubmissionUndelivered as exc:
-        say(exc.message)
-        return
+    receipt, again = send_submission(submission, target, policy)
     for line in receipt_lines(receipt, again=again):
         say(line)
