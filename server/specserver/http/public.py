@@ -248,28 +248,33 @@ def export(request: Request, reads: Reads) -> Response:
     given = params.query_params(request, (*queries.FILTER_NAMES, "format"))
     filters = params.parse_filters(given)
     fmt = params.choice(params.one(given, "format"), "format", EXPORT_FORMATS) or "csv"
-    version = reads.version()
-    params.check_known(reads, version, filters)
     disposition = {"Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
     state = request.app.state
     settings: ServerSettings = state.export_settings
+    slots: exports.ExportSlots = state.export_slots
     # The store's scratch folder is the only one its locked-down DuckDB may write.
     store = getattr(state, "store", None)
     folder = store.scratch_dir if store is not None else None
+    slot = slots.acquire()  # before any database work: refusing one more export is cheap
 
     def build() -> Response:
-        slot = state.export_slots.acquire()
-        try:
+        with slots.writer(settings.export_build_timeout_s):
             handle = exporting.materialize(reads.engine, filters, fmt, folder=folder,
                                            timeout_s=settings.export_build_timeout_s)
-        except BaseException:
-            slot.release()
-            raise
         return exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
                                           headers=disposition,
                                           send_timeout_s=settings.export_send_timeout_s)
 
-    return caching.conditional(request, version, build)
+    try:
+        version = reads.version()
+        params.check_known(reads, version, filters)
+        response = caching.conditional(request, version, build)
+    except BaseException:
+        slot.release()
+        raise
+    if not isinstance(response, exports.ExportFileResponse):  # a 304: nothing to send
+        slot.release()
+    return response
 
 
 # --- wiring -------------------------------------------------------------------------------

@@ -54,26 +54,42 @@ def _cell(value: Any) -> Any:
 
 def spreadsheet_text(text: str) -> str:
     """A text cell no spreadsheet evaluates and that stays on its record's line."""
-    text = text.translate(_LINE_BREAKS)  # first: "\n=1+1" must not become " =1+1" unmarked
-    if text.lstrip(" ").startswith(FORMULA_STARTS):
+    if not text.isprintable():  # a line break is not printable: the common case is cheap
+        text = text.translate(_LINE_BREAKS)  # first: "\n=1" must not become " =1" unmarked
+    first = text[:1]
+    if first == " ":
+        first = text.lstrip(" ")[:1]
+    if first and first in FORMULA_STARTS:
         text = "'" + text
     return text
 
 
-def _csv_cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return spreadsheet_text(value)
-    return _cell(value)
+def _kinds() -> tuple[list[int], list[int]]:
+    """Positions of the export's timestamp columns and of those that may hold text (all but
+    numbers and booleans): the only cells a CSV row converts."""
+    times, texts = [], []
+    for i, column in enumerate(queries.EXPORT_COLUMNS):
+        if isinstance(column.type, DateTime):
+            times.append(i)
+        elif not isinstance(column.type, Integer | Double | Boolean):
+            texts.append(i)
+    return times, texts
 
 
 def csv_chunks(rows: Iterable[tuple[Any, ...]], batch: int = 500) -> Iterator[bytes]:
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\n")  # None is written as an empty cell
     writer.writerow(queries.EXPORT_NAMES)
+    times, texts = _kinds()
     for count, row in enumerate(rows, 1):
-        writer.writerow([_csv_cell(v) for v in row])
+        cells = list(row)
+        for i in times:
+            cells[i] = _cell(cells[i])
+        for i in texts:
+            value = cells[i]
+            if isinstance(value, str):
+                cells[i] = spreadsheet_text(value)
+        writer.writerow(cells)
         if count % batch == 0:
             yield buffer.getvalue().encode()
             buffer.seek(0)
@@ -141,7 +157,8 @@ def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path)
     chunks = csv_chunks if fmt == "csv" else jsonl_chunks
     written = 0
     with open(path, "wb") as handle:
-        for chunk in chunks(queries.export_rows(conn, filters)):
+        # Small batches: each write releases the GIL, so the event loop waits little.
+        for chunk in chunks(queries.export_rows(conn, filters), batch=100):
             written += handle.write(chunk)
     return written
 
