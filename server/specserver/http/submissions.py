@@ -194,23 +194,6 @@ async def _conflict(store: Store, submission_id: str) -> Conflict:
                     {"submission_id": submission_id})
 
 
-async def _conflict(store: Store, submission_id: str) -> Conflict:
-    """The 409 for an id stored with other bytes, saying who holds it (a signed key or an
-    import): rare, so the holder is read then, off the event loop."""
-    view = await asyncio.to_thread(store.get_submission, submission_id)
-    row = view["submission"] if view is not None else {}
-    key_id = row.get("key_id")
-    if key_id:
-        return Conflict(f"this submission id is already stored with other bytes, signed by key "
-                        f"{key_id}", {"submission_id": submission_id, "held_by": "signed",
-                                      "key_id": key_id})
-    if row.get("source") == "imported":
-        return Conflict("this submission id is already stored with other bytes, by an import",
-                        {"submission_id": submission_id, "held_by": "import"})
-    return Conflict("this submission id is already stored with other bytes",
-                    {"submission_id": submission_id})
-
-
 @router.post(
     SUBMISSIONS_PATH,
     status_code=201,
