@@ -21,6 +21,7 @@ from specserver.board.leaderboard import ReadService
 from specserver.http import public
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
+from specserver.settings import ServerSettings
 from specserver.store import tables
 
 COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
@@ -53,6 +54,7 @@ def store(template, tmp_path):
 @pytest.fixture
 def client(store):
     app = FastAPI()
+    app.state.settings = ServerSettings()  # as create_app does: the pages read it too
     install_error_handlers(app)
     public.install(app, ReadService(store[0]))
     app.include_router(page_routes.router)  # the HTML pages read the same service
@@ -296,7 +298,6 @@ def _tmp_parquet_files():
 
 def test_min_contributors_comes_from_settings(store):
     from specserver.http.app import create_app
-    from specserver.settings import ServerSettings
 
     engine, _ = store
     url = str(engine.url).removeprefix("duckdb:///")

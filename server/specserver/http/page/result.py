@@ -23,6 +23,21 @@ COUNTER_SOURCES = {"llama_server_log": "the llama-server lines of Ollama's log",
                    "mlx_log": "the MLX runner lines of Ollama's log"}
 
 
+LONG_WORD = 24  # characters without a space: longer ones may break anywhere
+
+
+def text(value: Any) -> str:
+    """Escaped contributor text; a pathologically long word may wrap anywhere.
+
+    Only such words get ``span.wrap``: ordinary names keep their width in a table instead of
+    being broken mid-word, and one 190-character chip name cannot widen the page.
+    """
+    shown = escape(word(value))
+    if any(len(part) > LONG_WORD for part in word(value).split()):
+        return f'<span class="wrap">{shown}</span>'
+    return shown
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -140,8 +155,8 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
         model = summary.draft_model or summary.model
         rows.append(
             f'<tr class="config" data-observed="{escape(observed)}">'
-            f'<td><span class="config-name">{escape(summary.name)}</span>'
-            f'<br><span class="muted">{escape(model)}</span></td>'
+            f'<td><span class="config-name">{text(summary.name)}</span>'
+            f'<br><span class="muted">{text(model)}</span></td>'
             f'<td class="num">{_num(summary.median_wall_s)}</td>'
             f'<td class="num">{_num(summary.median_eval_s)}</td>'
             f'<td class="num">{_num(summary.median_tps, 2)}</td>'
@@ -170,13 +185,13 @@ def trials_table(trials: Sequence[dict[str, Any]], baseline: str | None) -> str:
         else:
             output = "not published"
         rows.append(
-            f'<tr><td class="num">{t["position"] + 1}</td><td>{escape(t["config_name"])}</td>'
+            f'<tr><td class="num">{t["position"] + 1}</td><td>{text(t["config_name"])}</td>'
             f'<td class="num">{t["trial_index"] + 1}</td><td class="num">{t["wall_s"]:.2f}</td>'
             f'<td class="num">{_num(t["ttft_s"], 2)}</td><td class="num">{eval_s:.2f}</td>'
             f'<td class="num">{_num(tps, 2)}</td>'
             f'<td class="num">{t["load_duration_ns"] / 1e6:.0f}</td>'
             f'<td>{"cold" if t["cold"] else "warm"}</td>'
-            f'<td>{escape(word(t["done_reason"]))}</td><td>{escape(output)}</td></tr>')
+            f'<td>{text(t["done_reason"])}</td><td>{escape(output)}</td></tr>')
     return f'<table class="trials">{head}{"".join(rows)}</table>'
 
 
@@ -191,7 +206,7 @@ def flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
 
 
 def facts(pairs: Sequence[tuple[str, Any]]) -> str:
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{escape(word(v))}</dd>" for k, v in pairs)
+    items = "".join(f"<dt>{text(k)}</dt><dd>{text(v)}</dd>" for k, v in pairs)
     return f'<dl class="facts">{items}</dl>'
 
 

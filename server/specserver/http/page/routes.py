@@ -28,7 +28,7 @@ from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import parse_filters, query_params
-from specserver.store import queries
+from specserver.store import queries, redaction
 
 router = APIRouter(include_in_schema=False)
 
@@ -105,7 +105,9 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             + ("" if noise else "<th>Speculation</th>")
             + '<th class="num">Contributors</th><th class="num">Submissions</th>'
             f'{ratio}<th class="num">Interquartile</th>'
-            '<th class="num">Range</th><th class="num">Baseline tok/s</th><th>Verdicts</th></tr>')
+            '<th class="num">Range</th><th class="num">Baseline tok/s</th>'
+            # Split by verdict, a speedup row holds one verdict: its Speculation cell says it.
+            + ("<th>Verdicts</th>" if noise else "") + "</tr>")
     rows = []
     for group in groups:
         style = _row_style(group, noise)
@@ -128,7 +130,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
             f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x</td>'
             f'<td class="num">{_num(group.median_baseline_tps, 1)}</td>'
-            f"<td>{_verdict_badges(group.verdicts)}</td></tr>")
+            + (f"<td>{_verdict_badges(group.verdicts)}</td>" if noise else "") + "</tr>")
     return f'<table class="board" data-board="{escape(board)}">{head}{"".join(rows)}</table>'
 
 
@@ -401,6 +403,7 @@ def submission_page(submission_id: str, request: Request, reads: Reads) -> Respo
                         '</code>. <a href="/">Back to the leaderboard</a>.</p>')
                 return HTMLResponse(render_page("not found", body), status_code=404)
             parts = queries.submission_parts(conn, submission_id)
+            row, parts = redaction.redact_page(row, parts)  # hidden: no free text
             history = queries.moderation_history(conn, submission_id, row["key_id"])
         base_url = request.app.state.settings.public_base_url.rstrip("/")  # not Host
         return HTMLResponse(render_page(f"submission {submission_id[:8]}",
