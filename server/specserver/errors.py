@@ -7,6 +7,7 @@
     ├── NotFound                    not_found
     ├── BodyTimeout                 body_timeout
     ├── Conflict                    submission_conflict
+    ├── Gone                        redacted
     ├── BodyTooLarge                body_too_large
     ├── Invalid                     schema_invalid, unknown_protocol, inconsistent,
     │                               invalid_request
@@ -86,6 +87,12 @@ class Conflict(SpecServerError):
     code = "submission_conflict"
 
 
+class Gone(SpecServerError):
+    """It exists but is withdrawn from public view (a hidden submission's envelope)."""
+
+    code = "gone"
+
+
 class BodyTooLarge(SpecServerError):
     code = "body_too_large"
 
@@ -119,7 +126,7 @@ _FROM_SCHEMA: tuple[tuple[type[SpecSchemaError], type[SpecServerError]], ...] = 
 KINDS: dict[str, type[SpecServerError]] = {
     cls.__name__: cls
     for cls in (SpecServerError, Malformed, NotAuthenticated, NotPermitted, NotFound,
-                BodyTimeout, Conflict, BodyTooLarge, Invalid, RateLimited, Unavailable)
+                BodyTimeout, Conflict, Gone, BodyTooLarge, Invalid, RateLimited, Unavailable)
 }
 
 

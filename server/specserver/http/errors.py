@@ -3,7 +3,7 @@ JSON error shape ``{"error": {"code": str, "message": str, "details": any}}`` fo
 FastAPI's 404/405/422, and unexpected exceptions (500, without internals).
 
     SpecServerError 500 · Malformed 400 · NotAuthenticated 401 · NotPermitted 403 ·
-    NotFound 404 · BodyTimeout 408 · Conflict 409 · BodyTooLarge 413 · Invalid 422 ·
+    NotFound 404 · BodyTimeout 408 · Conflict 409 · Gone 410 · BodyTooLarge 413 · Invalid 422 ·
     RateLimited 429 · Unavailable 503
 
 A lost or unreachable database (``specserver.store.outage.is_store_down``) is 503
@@ -28,6 +28,7 @@ from specserver.errors import (
     BodyTimeout,
     BodyTooLarge,
     Conflict,
+    Gone,
     Invalid,
     Malformed,
     NotAuthenticated,
@@ -50,6 +51,7 @@ STATUS: tuple[tuple[type[SpecServerError], int], ...] = (
     (NotFound, 404),
     (BodyTimeout, 408),
     (Conflict, 409),
+    (Gone, 410),
     (BodyTooLarge, 413),
     (Invalid, 422),
     (RateLimited, 429),

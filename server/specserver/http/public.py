@@ -20,13 +20,13 @@ from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.board.leaderboard import Board, ReadService
-from specserver.errors import NotFound
+from specserver.errors import Gone, NotFound
 from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
 from specserver.ingest.names import chip_is_known
 from specserver.settings import ServerSettings
-from specserver.store import exporting, queries
+from specserver.store import exporting, queries, redaction
 from specserver.store.queries import Filters
 
 EXPORT_FORMATS = exporting.FORMATS
@@ -218,7 +218,13 @@ def envelope(submission_id: str, request: Request, reads: Reads) -> Response:
 
     def build() -> Response:
         with reads.engine.connect() as conn:
-            body = queries.envelope_body(conn, submission_id)
+            withdrawn = redaction.hidden_envelope_sha256(conn, submission_id)
+            body = None if withdrawn else queries.envelope_body(conn, submission_id)
+        if withdrawn:  # its free text is redacted everywhere (store/redaction.py)
+            raise Gone("this submission is hidden: its envelope is withdrawn from public view; "
+                       "check a copy against envelope_sha256",
+                       {"submission_id": submission_id, "envelope_sha256": withdrawn},
+                       code="redacted")
         if body is None:
             raise NotFound(f"no submission {submission_id}", {"submission_id": submission_id})
         return Response(body, media_type="application/json")

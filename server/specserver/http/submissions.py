@@ -39,6 +39,7 @@ from specserver.ingest.workers import CheckPool
 from specserver.ratelimit.memory import RateLimiter, client_address, first_refusal
 from specserver.settings import ServerSettings
 from specserver.store.database import Store
+from specserver.store.redaction import redact_view
 
 router = APIRouter()
 SUBMISSIONS_PATH = "/v1/submissions"
@@ -266,6 +267,7 @@ def get_submission(
     view = store.get_submission(str(submission_id))
     if view is None:
         raise NotFound(f"no submission {submission_id}", {"submission_id": str(submission_id)})
+    view = redact_view(view)  # a hidden submission's free text is not public
     payload = json.dumps(view, separators=(",", ":"), sort_keys=True).encode("utf-8")
     etag = caching.content_etag(payload)
     headers = {"ETag": etag, "Cache-Control": caching.CACHE_CONTROL}

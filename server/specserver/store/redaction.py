@@ -1,0 +1,75 @@
+"""What the public sees of a hidden submission (pure): its numbers, not its words.
+
+Hiding keeps a submission off the boards, the list and the export (``queries.visible_clause``),
+but its own page, ``GET /v1/submissions/{id}`` and the envelope stayed public with every free
+text the sender wrote (issue 15): hiding a doxxing note or a slur in a chip name did not
+remove it. The rule (docs/maintainers.md, "Hiding"):
+
+- the free-text fields (``REDACTED_SUBMISSION_FIELDS``, the fingerprint's names and its JSON)
+  are null in every public view of a hidden submission, which lists them under ``redacted``;
+  numbers, verdicts, the moderation history and the envelope's sha256 stay, so the page
+  still says what was measured and why it was hidden;
+- the envelope itself (the signed bytes, which hold the same text) answers 410 ``redacted``
+  with its sha256; it stays in the store, readable by maintainers
+  (``specserver admin query "select body from envelopes where submission_id = '...'"``), and
+  anyone who kept a copy can still check it against the published sha256 and the signature.
+  Unhiding restores every public view: nothing is deleted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from specserver.store import tables
+
+# Columns of ``submissions`` that hold text the sender chose.
+REDACTED_SUBMISSION_FIELDS = ("note", "chip", "backend", "client_name", "source_note")
+# Columns of ``fingerprints`` that do (``json`` is the whole fingerprint as sent).
+REDACTED_FINGERPRINT_FIELDS = ("chip", "cpu_name", "cpu_brand_raw", "gpu_names", "os_version",
+                               "virtualization", "json")
+
+
+def is_hidden(row: dict[str, Any] | None) -> bool:
+    return bool(row and row.get("hidden"))
+
+
+def redact_row(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """A copy with ``fields`` (those present) set to None and listed under ``redacted``."""
+    present = [f for f in fields if f in row]
+    out = {**row, **dict.fromkeys(present)}
+    out["redacted"] = present
+    return out
+
+
+def redact_view(view: dict[str, Any]) -> dict[str, Any]:
+    """``Store.get_submission``'s view as the public may see it (unchanged unless hidden)."""
+    if not is_hidden(view.get("submission")):
+        return view
+    out = dict(view)
+    out["submission"] = redact_row(view["submission"], REDACTED_SUBMISSION_FIELDS)
+    if view.get("fingerprint") is not None:
+        out["fingerprint"] = redact_row(view["fingerprint"], REDACTED_FINGERPRINT_FIELDS)
+    envelope = dict(view.get("envelope") or {})
+    envelope["body"] = None
+    envelope["redacted"] = True
+    out["envelope"] = envelope
+    return out
+
+
+def redact_page(row: dict[str, Any], parts: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                     dict[str, Any]]:
+    """The page's ``queries.submission_row`` and ``submission_parts`` under the same rule."""
+    if not is_hidden(row):
+        return row, parts
+    return redact_row(row, REDACTED_SUBMISSION_FIELDS), {**parts, "fingerprint": None}
+
+
+def hidden_envelope_sha256(conn: Connection, submission_id: str) -> str | None:
+    """The envelope's sha256 when the submission is hidden (its envelope is withdrawn from
+    public view), else None (visible, or no such submission)."""
+    sub = tables.submissions
+    row = conn.execute(select(sub.c.hidden, sub.c.envelope_sha256).where(
+        sub.c.submission_id == submission_id)).first()
+    return str(row.envelope_sha256) if row is not None and row.hidden else None

@@ -1,0 +1,92 @@
+"""Issue 15, hiding is not removal: a hidden submission's free text (note, names) stayed on
+its page, in GET /v1/submissions/{id} and in its envelope. Now every public view redacts it
+(store/redaction.py), the envelope answers 410 with its sha256, and a maintainer can still
+read the signed bytes, which verify and match that sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specschema import PAYLOAD_TYPE, verify_envelope
+from tests.reliability.apps import STORES, app_on
+from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
+from tests.reliability.inprocess import InProcessClient
+from tests.reliability.test_hostile_inputs import assert_error_shape
+
+URL = "/v1/submissions"
+TOKEN = "h" * 40
+ADMIN = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+# What a maintainer hides a submission for: text nobody should keep reading.
+NOTE = "call Jane Doe at +1-555-0100, she lives at 12 Elm St"
+CHIP = "Jane Doe's stolen laptop"
+
+
+@pytest.fixture(params=STORES)
+def client(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[InProcessClient]:
+    with app_on(request.param, tmp_path, admin_token=TOKEN) as app, InProcessClient(app) as c:
+        yield c
+
+
+def _admin(client: InProcessClient, action: str, body: dict[str, Any]) -> Any:
+    response = client.post(f"/admin/v1/{action}", content=json.dumps(body).encode(),
+                           headers=ADMIN)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _public_texts(client: InProcessClient, sid: str) -> dict[str, str]:
+    return {
+        "api": client.get(f"{URL}/{sid}").text,
+        "page": client.get(f"/submissions/{sid}").text,
+        "envelope": client.get(f"{URL}/{sid}/envelope").text,
+        "list": client.get(URL).text,
+        "export": client.get("/v1/export", params={"format": "jsonl"}).text,
+        "board": client.get("/v1/leaderboard", params={"view": "noise_floor"}).text,
+    }
+
+
+def test_a_hidden_submissions_free_text_leaves_every_public_view(
+        client: InProcessClient) -> None:
+    data = payload_dict(21)
+    data["note"] = NOTE
+    data["fingerprint"]["chip"] = CHIP
+    response = client.post(URL, content=signed(dict_bytes(data), signing_key(21)))
+    assert response.status_code == 201, response.text
+    sid = response.json()["submission_id"]
+    shown = _public_texts(client, sid)
+    # Visible: the text is public (the control; the envelope carries it base64-encoded).
+    assert all(NOTE in shown[v] for v in ("api", "page", "list")), shown
+    assert verify_envelope(json.loads(shown["envelope"]), PAYLOAD_TYPE)
+    _admin(client, "hide", {"submission_id": sid, "reason": "personal data in the note"})
+    hidden = _public_texts(client, sid)
+    for view, text in hidden.items():
+        assert NOTE not in text and "Jane Doe" not in text, view  # before: api, page, envelope
+    api = client.get(f"{URL}/{sid}").json()
+    assert api["submission"]["hidden"] is True
+    assert api["submission"]["note"] is None and api["submission"]["chip"] is None
+    assert "note" in api["submission"]["redacted"]
+    assert api["fingerprint"]["json"] is None and api["envelope"]["body"] is None
+    assert api["trials"] and api["summary"]  # the numbers stay
+    assert "personal data in the note" in hidden["page"]  # the reason is shown
+    gone = client.get(f"{URL}/{sid}/envelope")
+    error = assert_error_shape(gone)
+    assert gone.status_code == 410 and error["code"] == "redacted"
+    sha = error["details"]["envelope_sha256"]
+    assert sha == api["submission"]["envelope_sha256"]
+    # A maintainer still reads the signed bytes: they verify and match the published sha256.
+    rows = _admin(client, "query", {"sql": f"select body from envelopes where submission_id"
+                                           f" = '{sid}'"})["rows"]
+    body = bytes.fromhex(rows[0][0])
+    assert hashlib.sha256(body).hexdigest() == sha
+    assert verify_envelope(json.loads(body), PAYLOAD_TYPE).key_id
+    # Unhiding restores the public views: nothing was deleted.
+    _admin(client, "unhide", {"submission_id": sid, "reason": "the sender removed it"})
+    assert client.get(f"{URL}/{sid}/envelope").content == body
+    assert client.get(f"{URL}/{sid}").json()["submission"]["note"] == NOTE
