@@ -111,10 +111,12 @@ class Attack:
 
     def _state(self, sock: socket.socket) -> str:
         """Look at the answer without reading it (MSG_PEEK): a 200 stays stalled."""
-        readable, _, broken = select.select([sock], [], [sock], 0)
-        if broken:
+        poller = select.poll()  # POLLRDHUP: the server closed, even with data unread
+        poller.register(sock, select.POLLIN | select.POLLRDHUP)
+        events = dict(poller.poll(0)).get(sock.fileno(), 0)
+        if events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
             return "dropped"
-        if not readable:
+        if not events:
             return "stalled"
         try:
             head = sock.recv(32, socket.MSG_PEEK)

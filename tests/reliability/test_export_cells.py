@@ -26,9 +26,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import update
 
-from specserver.store import tables
+from specserver.store import exporting, tables
 from specserver.store.exporting import FORMULA_STARTS, spreadsheet_text
-from specserver.store.queries import EXPORT_NAMES
+from specserver.store.queries import EXPORT_NAMES, Filters
 from tests.reliability.apps import app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
 from tests.reliability.inprocess import InProcessClient
@@ -76,6 +76,12 @@ def test_hostile_text_cells_are_inert_in_the_csv(tmp_path: Path) -> None:
             .values(chip=STORED[0], client_name=STORED[1], backend=STORED[2])))
         text = _export(client, "csv").text
         lines = _export(client, "jsonl").text.splitlines()
+        # The API makes CSV and JSON Lines from a Parquet file in a child process; the
+        # bytes are those written straight from the store (the CLI's path).
+        with app.state.store.engine.connect() as conn:
+            for fmt, sent in (("csv", text), ("jsonl", "\n".join(lines) + "\n")):
+                exporting.write_export(conn, Filters(), fmt, tmp_path / f"direct.{fmt}")
+                assert (tmp_path / f"direct.{fmt}").read_bytes() == sent.encode()
 
     physical = text.split("\n")
     assert physical[0] == ",".join(EXPORT_NAMES) and physical[-1] == ""

@@ -286,6 +286,10 @@ def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failu
     assert response.headers["retry-after"] == "30"
     assert response.json()["error"]["code"] == "store_unavailable"
     assert set(_tmp_parquet_files()) == before  # the half-written file is gone
+    # CSV is made from the same Parquet file on DuckDB (exporting.materialize), so it is
+    # 503 too while the disk is full, and whole again once it is not.
+    assert client.get("/v1/export", params={"format": "csv"}).status_code == 503
+    monkeypatch.undo()
     assert client.get("/v1/export", params={"format": "csv"}).status_code == 200
 
 

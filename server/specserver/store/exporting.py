@@ -23,6 +23,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator
@@ -175,26 +177,47 @@ def _interrupt_later(conn: Connection, after_s: float) -> threading.Timer | None
     return timer
 
 
+def _temporary(folder: str | Path | None, suffix: str) -> str:
+    handle, path = tempfile.mkstemp(prefix="specbench-export-", suffix=suffix, dir=folder)
+    os.close(handle)
+    return path
+
+
 def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Path | None = None,
                 timeout_s: float = 120.0) -> IO[bytes]:
     """The export as an open temporary file, positioned at its start and already unlinked
     (it vanishes when closed, or with the process). A pooled connection is held only while
-    the file is written, for at most ``timeout_s`` on DuckDB. A full disk or a write that
-    runs too long is ``Unavailable`` (503 with Retry-After), never a 500 or a stored file."""
-    handle, path = tempfile.mkstemp(prefix="specbench-export-", suffix=f".{fmt}", dir=folder)
-    os.close(handle)
+    the rows are written, for at most ``timeout_s`` on DuckDB. A full disk or a write that
+    runs too long is ``Unavailable`` (503 with Retry-After), never a 500 or a stored file.
+
+    On DuckDB the rows are written as Parquet by DuckDB itself (no GIL held, ~0.1 s for
+    18,000 rows), and CSV or JSON Lines are made from that file in a child process
+    (``python -m specserver.store.exporting``, the same ``csv_chunks``/``jsonl_chunks``):
+    formatting is ~1 s of Python per 10 MB, which in the server process took the GIL from
+    the event loop (bench/stalled_exports.py). PostgreSQL stores write the format directly.
+    """
+    paths: list[str] = []
     try:
+        paths.append(_temporary(folder, f".{fmt}"))
         with engine.connect() as conn:
+            convert = fmt != "parquet" and conn.dialect.name == "duckdb"
+            if convert:
+                paths.append(_temporary(folder, ".parquet"))
             timer = _interrupt_later(conn, timeout_s)
             try:
-                write_export(conn, filters, fmt, path)
+                if convert:
+                    write_parquet(conn, filters, paths[1])
+                else:
+                    write_export(conn, filters, fmt, paths[0])
             finally:
                 if timer is not None:
                     timer.cancel()
-        return open(path, "rb")  # noqa: SIM115 - the caller streams and closes it
+        if convert:
+            _convert_in_child(paths[1], fmt, paths[0], timeout_s)
+        return open(paths[0], "rb")  # noqa: SIM115 - the caller streams and closes it
     except BaseException as exc:
         cause = exc.orig if isinstance(exc, DBAPIError) else exc
-        if isinstance(cause, duckdb.InterruptException):
+        if isinstance(cause, duckdb.InterruptException | subprocess.TimeoutExpired):
             raise Unavailable("the export took too long to write; retry later",
                               {"timeout_s": timeout_s}, retry_after=30) from None
         if isinstance(cause, OSError | duckdb.IOException):
@@ -202,4 +225,36 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
                               {"reason": str(cause)[:200]}, retry_after=30) from None
         raise
     finally:
-        os.unlink(path)
+        for path in paths:
+            os.unlink(path)
+
+
+def _convert_in_child(parquet: str, fmt: str, out: str, timeout_s: float) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "specserver.store.exporting", parquet, fmt, out],
+        capture_output=True, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise OSError(f"the export conversion failed: {' '.join(reason)[:200]}")
+
+
+def convert_parquet(parquet: str | Path, fmt: str, out: str | Path) -> int:
+    """Write ``fmt`` (csv or jsonl) from an export Parquet file; return the bytes written.
+    Parquet keeps the rows' order and types (TIMESTAMP, DOUBLE, BIGINT, BOOLEAN, VARCHAR),
+    so the result is the bytes ``write_export`` writes from the store (tested)."""
+    chunks = csv_chunks if fmt == "csv" else jsonl_chunks
+    written = 0
+    with duckdb.connect() as duck, open(out, "wb") as handle:
+        cursor = duck.execute("SELECT * FROM read_parquet(?)", [str(parquet)])
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            while batch := cursor.fetchmany(2000):
+                yield from batch
+
+        for chunk in chunks(rows(), batch=100):
+            written += handle.write(chunk)
+    return written
+
+
+if __name__ == "__main__":  # the child of ``materialize``: PARQUET FORMAT OUT
+    convert_parquet(sys.argv[1], sys.argv[2], sys.argv[3])
