@@ -223,8 +223,8 @@ audit_log = Table(
     metadata,
     Column("audit_id", String(36), primary_key=True),
     Column("at", DateTime, nullable=False, quote=True),  # AT is reserved in DuckDB
-    Column("action", String(32), nullable=False),  # hide | unhide | ban | unban | import
-    Column("target", String(64), nullable=False),  # submission id or key id
+    Column("action", String(32), nullable=False),  # hide | unhide | ban | unban | import | query
+    Column("target", String(64), nullable=False),  # submission id, key id, or sha256 of a query
     Column("reason", Text, nullable=True),
     Column("actor", String(120), nullable=False),
 )
