@@ -92,7 +92,7 @@ def test_import_reproduces_the_files_own_medians(tmp_path):
     data = json.loads(FIXTURE.read_text())
     out = cli("query", "SELECT * FROM summaries ORDER BY config_name", "--json", "--database", db)
     assert out.exit_code == 0, out.output
-    summaries = {s["config_name"]: s for s in json.loads(out.output)}
+    summaries = {s["config_name"]: s for s in json.loads(out.stdout)}
     assert set(summaries) == {"no_draft", "draft_qwen2.5_0.5b", "draft_qwen2.5_1.5b"}
     for name, summary in summaries.items():
         trials = [r for r in data["results"] if r["config"] == name]
@@ -111,16 +111,16 @@ def test_import_reproduces_the_files_own_medians(tmp_path):
     assert round(summaries["draft_qwen2.5_1.5b"]["speedup_tps"], 2) == 0.90
     row = json.loads(cli("query", "SELECT key_id, source, source_note, protocol_id, chip, "
                          "memory_gb, ollama_version FROM submissions", "--json",
-                         "--database", db).output)[0]
+                         "--database", db).stdout)[0]
     assert row["key_id"] is None and row["source"] == "imported"
     assert "spec-decode-m2" in row["source_note"]
     assert (row["protocol_id"], row["chip"], row["memory_gb"], row["ollama_version"]) == (
         "hardnumbers-m2", "Apple M2", 24, "0.12.8")
     trials = json.loads(cli("query", "SELECT count(*) AS n FROM trials", "--json",
-                            "--database", db).output)
+                            "--database", db).stdout)
     assert trials == [{"n": 15}]
     audit = json.loads(cli("query", "SELECT action, reason FROM audit_log WHERE action <> "
-                           "'query'", "--json", "--database", db).output)
+                           "'query'", "--json", "--database", db).stdout)
     assert audit == [{"action": "import", "reason": "hardnumbers-experiments spec-decode-m2"}]
     again = cli("import-hardnumbers", str(FIXTURE), *IMPORT_ARGS, "--database", db)
     assert again.exit_code == 1
@@ -184,11 +184,14 @@ def test_query_cli_refuses_writes_and_keeps_data(tmp_path):
     assert cli("import-hardnumbers", str(FIXTURE), *IMPORT_ARGS, "--database", db).exit_code == 0
     refused = cli("query", "DELETE FROM trials", "--database", db)
     assert refused.exit_code == 1
-    assert refused.output.count("\n") == 1 and "only SELECT" in refused.output
+    # The store it opened is named first (issue 17), then the refusal: one line each.
+    assert refused.stderr.splitlines() == [
+        f"specserver: store duckdb:///{db}",
+        "specserver: only SELECT queries are allowed, not DELETE"]
     table = cli("query", "SELECT config_name, count(*) AS n FROM trials GROUP BY 1 ORDER BY 1",
                 "--database", db)
     assert table.exit_code == 0
-    lines = table.output.splitlines()
+    lines = table.stdout.splitlines()
     assert lines[0].split() == ["config_name", "n"]
     assert [line.split() for line in lines[2:]] == [["draft_qwen2.5_0.5b", "5"],
                                                     ["draft_qwen2.5_1.5b", "5"],
@@ -312,7 +315,7 @@ def test_while_a_server_process_holds_the_file_the_cli_goes_through_its_api(tmp_
             process.stderr.close()
     # Once the server is gone, the CLI opens the file itself and sees the import.
     stats = cli("stats", "--json", "--database", str(db))
-    assert stats.exit_code == 0 and json.loads(stats.output)["imported"] == 1
+    assert stats.exit_code == 0 and json.loads(stats.stdout)["imported"] == 1
 
 
 # --- the same tools on PostgreSQL ---------------------------------------------------------
@@ -347,3 +350,94 @@ def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
             assert conn.execute(text("SELECT count(*) FROM trials")).scalar() == 75
     finally:
         engine.dispose()
+
+
+# --- rough edges a new maintainer hits first (issue 17) ----------------------------------
+
+
+@pytest.fixture
+def imported_db(tmp_path):
+    db = str(tmp_path / "store.duckdb")
+    assert cli("import-hardnumbers", str(FIXTURE), *IMPORT_ARGS, "--database", db).exit_code == 0
+    return db
+
+
+def _single_error(result) -> str:
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_export_into_a_missing_folder_is_one_line(imported_db, tmp_path):
+    target = tmp_path / "no" / "such" / "out.csv"
+    for where in (["--database", imported_db],
+                  ["--server", f"http://127.0.0.1:{free_port()}", "--token", "x"]):
+        result = cli("export", str(target), *where)
+        assert result.exit_code == 1
+        assert _single_error(result) == (
+            f"specserver: cannot write {target}: the folder {target.parent} does not exist")
+    assert not (tmp_path / "no").exists()
+
+
+def test_export_takes_its_format_from_the_extension(imported_db, tmp_path):
+    for name, fmt in [("a.csv", "csv"), ("a.JSONL", "jsonl"), ("a.ndjson", "jsonl"),
+                      ("a.parquet", "parquet")]:
+        result = cli("export", str(tmp_path / name), "--database", imported_db)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.endswith(f"bytes, {fmt})\n")
+    csv_rows = list(csv.DictReader(io.StringIO((tmp_path / "a.csv").read_text())))
+    jsonl_rows = [json.loads(line) for line in (tmp_path / "a.JSONL").read_text().splitlines()]
+    assert len(csv_rows) == len(jsonl_rows) == pq.read_table(tmp_path / "a.parquet").num_rows == 3
+    # An explicit --format wins over the extension.
+    assert cli("export", str(tmp_path / "b.data"), "--format", "csv",
+               "--database", imported_db).exit_code == 0
+    assert (tmp_path / "b.data").read_text().startswith(next(iter(csv_rows[0])))
+
+
+@pytest.mark.parametrize("name", ["out.xlsx", "out", "out.csv.gz"])
+def test_export_refuses_an_extension_it_cannot_tell(imported_db, tmp_path, name):
+    result = cli("export", str(tmp_path / name), "--database", imported_db)
+    assert result.exit_code == 2
+    line = _single_error(result)
+    assert line.startswith(f"specserver: cannot tell the format of {name!r} from its extension")
+    assert line.endswith("pass --format csv|jsonl|parquet")
+    assert not (tmp_path / name).exists()
+
+
+def test_export_onto_a_folder_is_one_line(imported_db, tmp_path):
+    (tmp_path / "taken.csv").mkdir()
+    result = cli("export", str(tmp_path / "taken.csv"), "--database", imported_db)
+    assert result.exit_code == 1
+    assert _single_error(result).startswith(f"specserver: {tmp_path / 'taken.csv'}: ")
+
+
+def test_query_names_the_store_it_read(imported_db, monkeypatch):
+    monkeypatch.setenv("SPECSERVER_DATABASE_URL", imported_db)  # the "default" store here
+    result = cli("query", "SELECT count(*) AS n FROM trials")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [f"specserver: store duckdb:///{imported_db}"]
+    assert result.stdout.splitlines()[2].strip() == "15"  # stdout stays the table alone
+    stats = cli("stats", "--json")
+    assert f"store duckdb:///{imported_db}" in stats.stderr
+    assert json.loads(stats.stdout)["trials"] == 15
+
+
+def test_query_through_the_server_does_not_name_a_local_store(server):
+    result = cli("query", "SELECT 1 AS one", "--server", server, "--token", TOKEN)
+    assert result.exit_code == 0 and result.stderr == ""
+
+
+def test_a_mistyped_database_folder_is_refused_not_created(tmp_path):
+    typo = tmp_path / "sotre" / "store.duckdb"
+    for command in (["stats"], ["query", "SELECT 1"], ["export", str(tmp_path / "x.csv")]):
+        result = cli(*command, "--database", str(typo))
+        assert result.exit_code == 1
+        assert _single_error(result) == (
+            f"specserver: no store at {typo}: the folder {typo.parent} does not exist (a typo?)")
+    assert not typo.parent.exists()
+    # The folder exists: a new store file is a store like any other (the first import).
+    (tmp_path / "store").mkdir()
+    fresh = str(tmp_path / "store" / "new.duckdb")
+    assert cli("stats", "--database", fresh).exit_code == 0

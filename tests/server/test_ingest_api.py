@@ -23,6 +23,7 @@ from tests.server.ingesthelp import (
     valid_body,
 )
 
+from specschema import SCHEMA_VERSIONS
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
 from specschema.summary import summarize
@@ -407,7 +408,11 @@ def test_unexpected_exception_is_500_json(tmp_path: Path, monkeypatch: pytest.Mo
 def test_healthz_and_openapi(served: Served) -> None:
     health = served.get("/healthz")
     assert health.status_code == 200
+    # store_version is the store's migration, named for what it is; schema_version is the
+    # same number under its first name (issue 17: the docs had it as the wire version 1).
     assert health.json() == {"status": "ok", "store": "duckdb",
+                             "store_version": migrations.LATEST,
+                             "submission_schema_versions": list(SCHEMA_VERSIONS),
                              "schema_version": migrations.LATEST}
     spec = served.get("/openapi.json").json()
     post = spec["paths"][URL]["post"]

@@ -5,8 +5,10 @@ Two ways to reach the store (docs/maintainers.md):
 - ``--server URL`` (env ``SPECSERVER_ADMIN_URL``) with ``SPECSERVER_ADMIN_TOKEN``: the
   running server does the work through its admin API, on its single writer. This is the
   way while a server runs: an embedded DuckDB file admits one process.
-- otherwise the command opens the store itself (``--database`` or the server's settings);
-  if another process holds the DuckDB file, it says so and suggests ``--server``.
+- otherwise the command opens the store itself (``--database`` or the server's settings)
+  and names it on stderr; if another process holds the DuckDB file, it says so and
+  suggests ``--server``. A ``--database`` file whose folder does not exist is refused (a
+  typo would otherwise create a new, empty store there).
 
 Every failure is one line on stderr and exit code 1 (2 for bad usage).
 """
@@ -20,11 +22,31 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from specserver.cli.admin_client import AdminError, connect
+from specserver.cli.admin_client import Admin, AdminError, DirectAdmin, connect
 from specserver.errors import SpecServerError
 
 T = TypeVar("T")
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+                     ".parquet": "parquet"}
+
+
+def export_format(path: Path, fmt: str | None) -> str:
+    """--format if given, else the file's extension; UsageError-style line otherwise."""
+    if fmt is not None:
+        if fmt not in EXPORT_FORMATS:
+            raise _UsageProblem(f"--format must be one of {', '.join(EXPORT_FORMATS)}")
+        return fmt
+    known = EXTENSION_FORMATS.get(path.suffix.lower())
+    if known is None:
+        raise _UsageProblem(
+            f"cannot tell the format of {path.name!r} from its extension "
+            f"({', '.join(EXTENSION_FORMATS)}): pass --format {'|'.join(EXPORT_FORMATS)}")
+    return known
+
+
+class _UsageProblem(Exception):
+    """Bad usage of a maintainer command: one line, exit 2."""
 
 
 # --- output -------------------------------------------------------------------------------
@@ -63,11 +85,24 @@ def _run(fn: Callable[[], T]) -> T:
     """The one place where maintainer-command failures become a line on stderr."""
     try:
         return fn()
+    except _UsageProblem as exc:
+        typer.echo(f"specserver: {exc}", err=True)
+        raise typer.Exit(2) from None
     except AdminError as exc:
         typer.echo(f"specserver: {exc}", err=True)
     except SpecServerError as exc:
         typer.echo(f"specserver: {exc.message}", err=True)
+    except OSError as exc:  # a file the command reads or writes (export's, an import's)
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"specserver: {where}{exc.strerror or exc}", err=True)
     raise typer.Exit(1)
+
+
+def _say_store(admin: Admin) -> None:
+    """Name the store a command opened itself (not through --server), on stderr: a default
+    or a mistyped store must not pass for the intended one."""
+    if isinstance(admin, DirectAdmin):
+        typer.echo(f"specserver: store {admin.store_name}", err=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -111,6 +146,7 @@ def register(app: typer.Typer) -> None:
         """Run one SELECT, read only, at most --limit rows (anything else is refused)."""
         def work() -> dict[str, Any]:
             with connect(server, token, database, actor) as admin:
+                _say_store(admin)
                 return admin.query(sql, limit)
 
         result = _run(work)
@@ -181,22 +217,26 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         path: Annotated[Path, typer.Argument(help="file to write")],
-        fmt: Annotated[str, typer.Option("--format", help="parquet, csv or jsonl")] = "parquet",
+        fmt: Annotated[str | None, typer.Option(
+            "--format", help="parquet, csv or jsonl [default: from the file's extension]")]
+        = None,
         server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
         actor: ActorOpt = "maintainer",
     ) -> None:
         """Export the public data: one row per visible submission x config."""
-        if fmt not in EXPORT_FORMATS:
-            typer.echo(f"specserver: --format must be one of {', '.join(EXPORT_FORMATS)}",
+        chosen = _run(lambda: export_format(path, fmt))
+        folder = path.parent
+        if not folder.is_dir():  # before the store is opened or the server asked
+            typer.echo(f"specserver: cannot write {path}: the folder {folder} does not exist",
                        err=True)
-            raise typer.Exit(2)
+            raise typer.Exit(1)
 
         def work() -> int:
             with connect(server, token, database, actor) as admin:
-                return admin.export(fmt, path)
+                return admin.export(chosen, path)
 
         written = _run(work)
-        typer.echo(f"wrote {path} ({written} bytes, {fmt})")
+        typer.echo(f"wrote {path} ({written} bytes, {chosen})")
 
     @app.command("stats")
     def stats(
@@ -207,6 +247,7 @@ def register(app: typer.Typer) -> None:
         """Counts: submissions, contributors, trials, hidden, banned keys, verdicts."""
         def work() -> dict[str, Any]:
             with connect(server, token, database, actor) as admin:
+                _say_store(admin)
                 return admin.stats()
 
         result = _run(work)

@@ -114,10 +114,12 @@ class HttpAdmin:
 
 
 class DirectAdmin:
-    def __init__(self, store: Any, actor: str, query_timeout_s: float = 30.0) -> None:
+    def __init__(self, store: Any, actor: str, query_timeout_s: float = 30.0,
+                 store_name: str = "") -> None:
         self.store = store
         self.actor = actor
         self.query_timeout_s = query_timeout_s
+        self.store_name = store_name  # for the user: a path or a URL without its password
 
     def hide(self, submission_id: str, reason: str) -> dict[str, Any]:
         from specserver.store import moderation
@@ -189,6 +191,24 @@ class DirectAdmin:
         return Path(path).stat().st_size
 
 
+def duckdb_file_of(value: str) -> Path | None:
+    """The DuckDB file a --database value names (a path or duckdb:///path), else None."""
+    if "://" not in value:
+        return Path(value).expanduser()
+    if value.startswith("duckdb:///") and not value.endswith(":memory:"):
+        return Path(value[len("duckdb:///"):]).expanduser()
+    return None
+
+
+def missing_folder(database: str | None) -> str | None:
+    """One line when an explicit --database DuckDB file's folder does not exist: opening it
+    would create the folder and a new, empty store, which a typo should not do silently."""
+    file = duckdb_file_of(database) if database else None
+    if file is None or file.parent.is_dir():
+        return None
+    return f"no store at {file}: the folder {file.parent} does not exist (a typo?)"
+
+
 def _is_lock_error(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "lock" in text and ("conflicting" in text or "could not set" in text)
@@ -199,8 +219,13 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
     from specserver.http.app import build_store
     from specserver.settings import get_settings
 
+    problem = missing_folder(database)
+    if problem is not None:
+        raise AdminError(problem)
     overrides: dict[str, object] = {"database_url": database} if database else {}
     settings = get_settings(**overrides)
+    from specserver.store.database import display_url  # never print a PostgreSQL password
+
     store = build_store(settings)
     try:
         store.open()
@@ -210,12 +235,11 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
             raise AdminError(
                 f"the store {settings.resolved_database_url} is held by another process (a "
                 "running server?): use --server URL with SPECSERVER_ADMIN_TOKEN") from None
-        from specserver.store.database import display_url  # never print a PostgreSQL password
-
         raise AdminError(f"cannot open the store {display_url(settings.resolved_database_url)}: "
                          f"{str(exc).splitlines()[0]}") from None
     try:
-        yield DirectAdmin(store, actor, settings.admin_query_timeout_s)
+        yield DirectAdmin(store, actor, settings.admin_query_timeout_s,
+                          display_url(settings.resolved_database_url))
     finally:
         store.close()
 

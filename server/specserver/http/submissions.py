@@ -21,13 +21,17 @@ from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from specschema import SCHEMA_VERSIONS
+from specschema.errors import SpecSchemaError
 from specschema.jsonschema_export import ENVELOPE_SCHEMA as PUBLISHED_ENVELOPE_SCHEMA
 from specschema.summary import ConfigSummary
 from specserver.errors import (
     BodyTimeout,
     BodyTooLarge,
     Conflict,
+    Invalid,
     Malformed,
+    NotAuthenticated,
     NotFound,
     NotPermitted,
     RateLimited,
@@ -36,7 +40,9 @@ from specserver.http import caching
 from specserver.http.errors import error_body, error_doc, response_for
 from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
 from specserver.ingest.workers import CheckPool
+from specserver.ratelimit import rejections
 from specserver.ratelimit.memory import RateLimiter, client_address, first_refusal
+from specserver.ratelimit.rejections import RejectionGate
 from specserver.settings import ServerSettings
 from specserver.store.database import Store
 from specserver.store.redaction import redact_view
@@ -56,8 +62,14 @@ class Receipt(BaseModel):
 
 
 class Health(BaseModel):
+    """``store_version``: the store's migration (store/migrations.py); ``submission_schema_
+    versions``: the wire format versions POST accepts. ``schema_version`` is the store's
+    migration under its first name, kept so that existing monitors keep working."""
+
     status: str
     store: str
+    store_version: int | None
+    submission_schema_versions: list[int]
     schema_version: int | None
 
 
@@ -128,6 +140,12 @@ class Answer:
     headers: dict[str, str]
 
 
+# What the sender caused (and is charged for in the rejections bucket); not the server's own
+# trouble (Unavailable), nor a rate limit itself.
+REJECTIONS = (Malformed, NotAuthenticated, NotPermitted, Invalid, BodyTooLarge, BodyTimeout,
+              SpecSchemaError)
+
+
 def check_limits(settings: ServerSettings) -> CheckLimits:
     return CheckLimits(max_age=timedelta(days=settings.max_submission_age_days),
                        max_future_skew=timedelta(seconds=settings.max_future_skew_s))
@@ -152,15 +170,30 @@ async def accept_submission(
     settings: ServerSettings = state.settings
     store: Store = state.store
     limiter: RateLimiter = state.rate_limiter
+    gate: RejectionGate | None = getattr(state, "rejection_gate", None)
+    address = client_address(peer, forwarded_for, settings.proxy_networks())
     with store.arriving():
-        body = await read_body(receive, content_length, settings.max_body_bytes,
-                               settings.body_read_timeout_s)
-        prepared = await prepare(state, body, datetime.now(UTC))
-        if await store.check_banned(prepared.key_id):  # never blocks the loop (issue 16)
-            raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
-                            code="key_banned")
-        address = client_address(peer, forwarded_for, settings.proxy_networks())
-        refused = first_refusal(limiter, (("key", prepared.key_id), ("address", address)))
+        # Rate limits charge before the expensive checks, and refusals cost more than
+        # acceptances (ratelimit/rejections.py): a bad body is never free.
+        blocked = gate.blocked(address) if gate is not None else None
+        if blocked is not None:
+            raise RateLimited("too many refused submissions from this address; retry later",
+                              {"scope": rejections.SCOPE}, retry_after=blocked)
+        try:
+            body = await read_body(receive, content_length, settings.max_body_bytes,
+                                   settings.body_read_timeout_s)
+            refused = first_refusal(limiter, (("address", address),))
+            if refused is None:
+                prepared = await prepare(state, body, datetime.now(UTC))
+                if await store.check_banned(prepared.key_id):  # never blocks the loop (issue 16)
+                    raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
+                                    code="key_banned")
+        except REJECTIONS:
+            if gate is not None:
+                gate.rejected(address)
+            raise
+        if refused is None:
+            refused = first_refusal(limiter, (("key", prepared.key_id),))
         if refused is not None:
             scope, wait = refused
             raise RateLimited(f"too many submissions from this {scope}; retry later",
@@ -284,5 +317,7 @@ def healthz(store: StoreDep) -> Response:
             error_body("store_unavailable", "the store does not answer"), status_code=503,
             headers={"Retry-After": "5"},
         )
-    health = Health(status="ok", store=store.dialect, schema_version=store.schema_version)
+    health = Health(status="ok", store=store.dialect, store_version=store.schema_version,
+                    submission_schema_versions=list(SCHEMA_VERSIONS),
+                    schema_version=store.schema_version)
     return Response(health.model_dump_json(), media_type="application/json")
