@@ -12,9 +12,9 @@ from specschema.protocol import load_protocol_bytes
 PINNED = {
     ("hardnumbers-m2", 1): "8cde3201e243314e7d04b2f4fe655fcb83f6ffd5f720dee94ccd4d96bf047bab",
     ("ollama-draft", 1): "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924",
-    ("llamacpp-draft", 1): "648b53cea389615d28a51b18540450de73a459f6c41ca76a960b18308c534da2",
+    ("llamacpp-draft", 1): "750d72f1808172ecbede311a70b80d10438bd35cc8b11aff7406d66d4204199b",
     ("llamacpp-draft-long", 1):
-        "5b899ace80ce70b9a8674a92affb1cf2e00af1fc1f35edb3e46ebd343ccb7a9e",
+        "3b1907388ad5690ef64329a31bdbdc6da2fc9386a1f83ef9a642648a6482cd50",
 }
 
 
@@ -110,8 +110,11 @@ def test_llamacpp_draft_asks_the_seeds_question_on_llama_server(protocol_id: str
     protocol = get_protocol(protocol_id)
     seed = get_protocol("hardnumbers-m2")
     assert protocol.target == seed.target == "qwen3:14b"
-    assert protocol.options.model_dump(exclude={"num_ctx"}) == seed.options.model_dump(
-        exclude={"num_ctx"})
+    # The seed's options but repeat_penalty 1.0: llama.cpp's draft ignores the target's
+    # penalty, so 1.1 would reject even an identical draft's tokens (see the description).
+    assert protocol.options.repeat_penalty == 1.0
+    same = {"num_ctx", "repeat_penalty"}
+    assert protocol.options.model_dump(exclude=same) == seed.options.model_dump(exclude=same)
     assert seed.prompt.split("`merge_dicts")[1] in protocol.prompt
     assert protocol.baseline().mechanism == "none" and protocol.baseline().draft_model is None
     drafts = [c for c in protocol.configs if c.role == "draft"]

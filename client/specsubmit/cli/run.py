@@ -7,17 +7,17 @@ first, then renders it. Errors are raised as ``SpecSubmitError``s for ``cli.main
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.padding import Padding
 from rich.progress import (
     BarColumn,
@@ -43,6 +43,7 @@ from specschema.payload import submission_bytes
 from specsubmit.engines.base import Engine as RunEngine
 from specsubmit.engines.base import PullProgress
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
+from specsubmit.engines.ollama import logsource
 from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine
 from specsubmit.engines.ollama.host import parse_ollama_host
@@ -58,16 +59,6 @@ from specsubmit.run.runner import (
 )
 from specsubmit.send.delivery import check_server
 from specsubmit.send.submit import offer_submission, resolve_server
-
-
-def default_log_path() -> Path:
-    """Where Ollama writes its server log: macOS ~/.ollama/logs, Windows %LOCALAPPDATA%.
-    On Linux it goes to journald; pass a file with --ollama-log (for example one that
-    `journalctl -u ollama -f > ollama.log` is writing during the run)."""
-    local = os.environ.get("LOCALAPPDATA")
-    if os.name == "nt" and local:
-        return Path(local) / "Ollama" / "server.log"
-    return Path("~/.ollama/logs/server.log").expanduser()
 
 
 class ConsoleListener(RunListener):
@@ -95,6 +86,10 @@ class ConsoleListener(RunListener):
             self.console.print(f"[dim]{message}[/]")
         else:
             self.progress.update(self.task, description=message)
+
+    def launched(self, config: str, command: list[str]) -> None:
+        self.console.print(f"[dim]{escape(config)}: {escape(' '.join(command))}[/]",
+                           soft_wrap=True, highlight=False)
 
     def pull_progress(self, model: str, progress: PullProgress) -> None:
         if model not in self.pull_tasks:
@@ -186,11 +181,15 @@ def _protocol(protocol_id: str) -> Protocol:
         raise UsageError(exc.message) from None
 
 
-def _log_path(option: Path | None) -> Path | None:
-    if option is not None:
-        return option.expanduser()
-    default = default_log_path()
-    return default if default.exists() else None
+def _log_settings(option: str | None) -> dict[str, Any]:
+    """--ollama-log (a path or a command), else the OS's default place when it is there
+    (engines/ollama/logsource.py); the pre-flight says what is missing and the fix."""
+    source = logsource.parse_option(option) if option else logsource.default_source()
+    if source is None:
+        return {}
+    if source.command is not None:
+        return {"log_command": source.command}
+    return {"log_path": source.path}
 
 
 ENGINES = ("ollama", "llama-server")
@@ -198,24 +197,29 @@ ENGINES = ("ollama", "llama-server")
 
 @contextlib.contextmanager
 def _open_engine(name: str, settings: RunSettings, *, base_url: str, timeout: float,
-                 llama_server: Path | None, ollama_models: Path | None) -> Iterator[RunEngine]:
+                 llama_server: Path | None, ollama_models: Path | None,
+                 llama_threads: int | None = None) -> Iterator[RunEngine]:
     """The engine of this run; on exit every engine process it started is gone."""
     if name == "llama-server":
+        if llama_threads is not None and not 0 < llama_threads <= 1024:
+            raise UsageError("--llama-threads must be between 1 and 1024")
         with LlamaServerEngine(settings, binary=llama_server, models_dir=ollama_models,
-                               timeout_s=timeout) as server_engine:
+                               timeout_s=timeout, threads=llama_threads) as server_engine:
             yield server_engine
         return
-    if llama_server is not None or ollama_models is not None:
-        raise UsageError("--llama-server and --ollama-models need --engine llama-server")
+    if llama_server is not None or ollama_models is not None or llama_threads is not None:
+        raise UsageError("--llama-server, --ollama-models and --llama-threads need "
+                         "--engine llama-server")
     with OllamaClient(base_url, timeout_s=timeout) as client:
         yield OllamaEngine(client, settings)
 
 
 def run_command(
     *, protocol_id: str, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
-    output: Path | None, json_out: bool, yes: bool, ollama_log: Path | None, timeout: float,
+    output: Path | None, json_out: bool, yes: bool, ollama_log: str | None, timeout: float,
     print_payload: bool, server: str | None = None, engine: str = "ollama",
     llama_server: Path | None = None, ollama_models: Path | None = None,
+    llama_threads: int | None = None,
 ) -> None:
     err = Console(stderr=True)
     if engine not in ENGINES:
@@ -230,7 +234,7 @@ def run_command(
         # Before the minutes of trials, not after them: a typo in --server is said now.
         check_server(submit_to)
     settings = RunSettings(protocol=protocol, target=target, pull=pull, assume_yes=yes,
-                           log_path=_log_path(ollama_log))
+                           **_log_settings(ollama_log))
     listener = ConsoleListener(err)
     saved: list[Path] = []  # where the checkpoints went (one file, rewritten per trial)
     trials_saved = 0
@@ -244,7 +248,7 @@ def run_command(
 
     with _CtrlC(err) as ctrl_c, _open_engine(
         engine, settings, base_url=base_url, timeout=timeout, llama_server=llama_server,
-        ollama_models=ollama_models,
+        ollama_models=ollama_models, llama_threads=llama_threads,
     ) as run_engine:
         try:
             fingerprint = default_fingerprint()
@@ -336,11 +340,13 @@ def register(app: typer.Typer) -> None:
             "--json", help="Print the result JSON on stdout and nothing else there.")] = False,
         yes: Annotated[bool, typer.Option(
             "--yes", help="Continue past the memory warning; consent to submit.")] = False,
-        ollama_log: Annotated[Path | None, typer.Option(
+        ollama_log: Annotated[str | None, typer.Option(
             "--ollama-log", envvar="SPECSUBMIT_OLLAMA_LOG",
-            help="Ollama server log, read for speculation counters (default "
-                 "~/.ollama/logs/server.log when it exists; on Linux pass the file that "
-                 "`journalctl -u ollama -f` writes during the run).")]
+            help="Ollama server log, read for speculation counters: a path, or a command "
+                 "that prints it (e.g. 'journalctl -u ollama', 'docker logs -t ollama'). "
+                 "Default: ~/.ollama/logs/server.log (macOS), "
+                 "%LOCALAPPDATA%\\Ollama\\server.log (Windows), journalctl -u ollama "
+                 "(Linux, when readable).")]
         = None,
         timeout: Annotated[float, typer.Option(
             "--timeout", envvar="SPECSUBMIT_TIMEOUT",
@@ -362,13 +368,17 @@ def register(app: typer.Typer) -> None:
             "--ollama-models", help="Ollama models folder to read models from, read-only "
                                     "(default $OLLAMA_MODELS, else ~/.ollama/models).")]
         = None,
+        llama_threads: Annotated[int | None, typer.Option(
+            "--llama-threads", envvar="SPECSUBMIT_LLAMA_THREADS",
+            help="llama-server --threads (default: its own choice, the physical cores).")]
+        = None,
     ) -> None:
         """Run a trial protocol against the local Ollama and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
                     ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
                     server=server, engine=engine, llama_server=llama_server,
-                    ollama_models=ollama_models)
+                    ollama_models=ollama_models, llama_threads=llama_threads)
 
     @app.command("protocols")
     def protocols() -> None:

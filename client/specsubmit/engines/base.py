@@ -19,7 +19,7 @@ from specschema import Fingerprint, ModelInfo, Trial
 from specschema.protocol import ProtocolConfig
 
 if TYPE_CHECKING:
-    from specschema import Launch
+    from specschema import Launch, TrialCounters
     from specsubmit.engines.ollama.serverlog import DraftCounters
 
 EngineName = Literal["ollama", "llama-server"]
@@ -42,6 +42,9 @@ class RunListener:
     def phase(self, message: str) -> None: ...
 
     def pull_progress(self, model: str, progress: PullProgress) -> None: ...
+
+    def launched(self, config: str, command: list[str]) -> None:
+        """An engine process started for `config` (paths in `command` are digests)."""
 
     def trial_started(self, position: int, total: int, config: str, index: int) -> None: ...
 
@@ -83,6 +86,9 @@ class Preflight:
     memory_available: int | None
     engine_name: EngineName = "ollama"
     build: str | None = None
+    # "ggml" | "mlx" when the pre-flight could tell (Ollama: the target's /api/tags
+    # details.format, "safetensors" running on MLX); the log may say more (EngineReport).
+    runtime: str | None = None
 
 
 @dataclass
@@ -101,6 +107,14 @@ class EngineReport:
     models_loaded: Mapping[str, list[str]] = field(default_factory=dict)
     ps_after: Mapping[str, list[dict[str, object]]] = field(default_factory=dict)
     build: str | None = None  # the build as the running engine reported it (/props)
+    # Ollama, from its log (wire v2): per config, each trial's counters in trial order
+    # (None: the trial logged none) and whether the engine (re)started during that trial;
+    # the runtime the log showed ("ggml": a llama-server start or line; "mlx": MLX stats);
+    # the log's status ("read" | "not_given" | "unreadable").
+    trial_counters: Mapping[str, list[TrialCounters | None]] = field(default_factory=dict)
+    reloaded: Mapping[str, list[bool]] = field(default_factory=dict)
+    runtime: str | None = None
+    log_status: str | None = None
 
 
 class Engine(Protocol):

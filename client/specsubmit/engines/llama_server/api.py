@@ -131,7 +131,11 @@ class LlamaServerApi:
         wall = 0.0
         start = time.perf_counter()
         try:
-            with self._http.stream("POST", "/completion", json=dict(body)) as response:
+            # A fresh connection per request: llama-server's HTTP library closes a kept-alive
+            # connection after a few requests or seconds, and a request sent as it closes
+            # fails with nothing received (seen here mid-run). Loopback connects cost ~0.1 ms.
+            with self._http.stream("POST", "/completion", json=dict(body),
+                                   headers={"Connection": "close"}) as response:
                 if response.status_code != 200:
                     response.read()
                     raise LlamaServerError(

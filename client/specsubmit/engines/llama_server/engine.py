@@ -94,7 +94,7 @@ class LlamaServerEngine:
         timeout_s: float = 600.0,
         startup_timeout_s: float = 300.0,
         threads: int | None = None,
-        port_picker: Callable[[], int] = process.free_port,
+        port_picker: Callable[[], int] | None = None,
         which: Callable[[str], str | None] = shutil.which,
     ) -> None:
         self.settings, self.protocol = settings, settings.protocol
@@ -249,7 +249,7 @@ class LlamaServerEngine:
         self._stop_server()
         log_path = self._log_dir / f"{config.name}.log"
         for attempt in range(1, BIND_TRIES + 1):
-            port = self.port_picker()
+            port = (self.port_picker or process.free_port)()
             args = self.launch_args(config, port)
             self._log_path = log_path
             self._process = process.spawn([str(self.binary.path), *args], log_path,
@@ -272,7 +272,7 @@ class LlamaServerEngine:
                 f"{_error_lines(tail)}")
         self.commands[config.name] = self.redacted(args)
         self.launches.setdefault(config.name, []).append(self._launch(config))
-        listener.phase(f"{config.name}: {' '.join(self.commands[config.name])}")
+        listener.launched(config.name, self.commands[config.name])
         if config.draft_model is not None:
             self._check_draft_loaded(config)
         assert self._api is not None

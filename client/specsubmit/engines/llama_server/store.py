@@ -46,7 +46,8 @@ def default_models_dir() -> Path:
 
 
 def is_gguf_path(name: str) -> bool:
-    return name.endswith(".gguf") or os.sep in name or name.startswith(".")
+    """A file rather than an Ollama name (``user/model:tag`` has a slash too)."""
+    return name.endswith(".gguf") or name.startswith(("/", ".", "~"))
 
 
 def split_name(name: str) -> tuple[str, str, str]:

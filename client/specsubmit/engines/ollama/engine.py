@@ -1,25 +1,32 @@
 """Ollama behind the runner's ``Engine`` interface.
 
 One server for the whole run (the speculative settings are request options), a pre-flight
-from ``run.preflight``, and the acceptance counters read from the server log after the
-trials, attributed to the request that produced them by byte offset (``serverlog``).
+from ``run.preflight`` plus the log's (``logsource.check``), and after the trials the log's
+evidence per request (``serverlog.read_requests``: counters, engine starts, synthetic
+warnings), attributed by byte offset (a file) or time (a command's output), per config
+and per trial (``per_config``).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from specschema import Fingerprint
+from specschema import Fingerprint, Launch, TrialCounters
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.base import EngineName, EngineReport, Generation, Preflight, RunListener
+from specsubmit.engines.ollama import logsource
 from specsubmit.engines.ollama.client import GenerateRequest, OllamaClient
+from specsubmit.engines.ollama.logsource import LogSource
 from specsubmit.engines.ollama.serverlog import (
     DraftCounters,
+    RequestEvidence,
     Segment,
     log_size,
-    read_counters,
+    read_requests,
     wait_for_quiet_log,
 )
 from specsubmit.run.evidence import unrequested
@@ -40,9 +47,24 @@ class OllamaEngine:
         self.ps_after: dict[str, list[dict[str, Any]]] = {}
         self.models_loaded: dict[str, list[str]] = {}
 
+    @property
+    def log_source(self) -> LogSource | None:
+        if self.settings.log_command is not None:
+            return LogSource(command=self.settings.log_command)
+        if self.settings.log_path is not None:
+            return LogSource(path=self.settings.log_path)
+        return None
+
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
-        return preflight(self.client, self.settings, fingerprint, listener, stop)
+        pre = preflight(self.client, self.settings, fingerprint, listener, stop)
+        # The log, checked before the first trial: one line with what is missing and the fix.
+        could_speculate = any(c.role == "draft" and pre.can_honor[c.name] is not False
+                              for c in self.protocol.configs)
+        problem = logsource.check(self.log_source)
+        if problem is not None and could_speculate:
+            listener.warning(problem)
+        return pre
 
     def request(self, config: ProtocolConfig) -> GenerateRequest:
         return GenerateRequest(
@@ -57,12 +79,15 @@ class OllamaEngine:
         """Nothing to start: the config is in each request's options."""
 
     def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
-        path = self.settings.log_path
+        path = self.settings.log_path if self.settings.log_command is None else None
         offset = log_size(path) if path else None
         self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
         generation = self.client.generate(self.request(config))
         if path is not None and self.settings.log_settle_s > 0:
             wait_for_quiet_log(path, self.settings.log_settle_s)
+        elif self.settings.log_command is not None:
+            # A command's lines are attributed by time: let late ones land before the next.
+            time.sleep(self.settings.log_settle_s * 4)
         return generation
 
     def end_config(self, config: ProtocolConfig, *, last: bool) -> None:
@@ -75,36 +100,74 @@ class OllamaEngine:
         self.models_loaded[config.name] = [n for n in names if 0 < len(n) <= 120][:16]
 
     def report(self, pre: Preflight, listener: RunListener) -> EngineReport:
-        counters, log_read = self._counters(pre, listener)
-        return EngineReport(counters=counters, log_read=log_read,
-                            models_loaded=self.models_loaded, ps_after=self.ps_after)
-
-    def _counters(self, pre: Preflight, listener: RunListener
-                  ) -> tuple[dict[str, DraftCounters], bool | None]:
+        source = self.log_source
         could_speculate = any(
             c.role == "draft" and pre.can_honor[c.name] is not False
             for c in self.protocol.configs
         )
-        path = self.settings.log_path
-        if path is None:
+        if source is None:
             if could_speculate:
                 listener.warning("no Ollama server log given (--ollama-log): speculation can "
                                  "be neither confirmed nor ruled out by its counters")
-            return {}, None
-        found = read_counters(path, self.segments)
-        if found is None:
+            return EngineReport(log_read=None, log_status="not_given", runtime=pre.runtime,
+                                models_loaded=self.models_loaded, ps_after=self.ps_after)
+        requests = read_requests(source.read(), self.segments)
+        if requests is None:
             if could_speculate:
-                listener.warning(f"cannot read the Ollama server log at {path}: "
+                listener.warning(f"cannot read the Ollama server log at {source.describe()}: "
                                  "speculation can be neither confirmed nor ruled out")
-            return {}, False
-        for name in unrequested(self.protocol.configs, pre.can_honor, found):
+            return EngineReport(log_read=False, log_status="unreadable", runtime=pre.runtime,
+                                models_loaded=self.models_loaded, ps_after=self.ps_after)
+        report = per_config(self.segments, requests, pre.runtime)
+        for name in unrequested(self.protocol.configs, pre.can_honor, report.counters):
+            role = self.protocol.config(name).role
             listener.warning(
-                f"the server log shows speculation during {name} ({found[name].drafted} "
-                "tokens drafted), which this config does not ask for: the model speculates "
-                "by itself (MTP layers or a DRAFT), so every config may include it"
+                f"the server log shows speculation during {name} "
+                f"({report.counters[name].drafted} tokens drafted), which this config does not "
+                "ask for: the model speculates by itself (MTP layers, a DRAFT or MLX)"
+                + (", so every comparison against this baseline is invalid"
+                   if role == "baseline" else "")
             )
-        return found, True
+        report.models_loaded, report.ps_after = self.models_loaded, self.ps_after
+        return report
 
     def close(self) -> None:
         """The client belongs to the caller, who closes it."""
 
+
+def per_config(segments: Sequence[Segment], requests: Sequence[RequestEvidence],
+               runtime: str | None) -> EngineReport:
+    """The log's evidence per config: each trial's counters and reload flag (the counted
+    segments of a config are its trials, in order), the engine starts seen during any of
+    its requests (warm-ups too: they are what the config ran with), the totals (the sums
+    of the trials' counters) and the runtime the lines show."""
+    trial_counters: dict[str, list[TrialCounters | None]] = {}
+    reloaded: dict[str, list[bool]] = {}
+    launches: dict[str, list[Launch]] = {}
+    seen_runtime = set()
+    for segment, evidence in zip(segments, requests, strict=True):
+        starts = evidence.all_launches()
+        for launch in starts:
+            found = launches.setdefault(segment.config, [])
+            if launch not in found and len(found) < 16:
+                found.append(launch)
+        if evidence.launches:
+            seen_runtime.add("ggml")
+        seen_runtime.update("mlx" if c.source == "mlx_log" else "ggml"
+                            for c in evidence.counters)
+        if segment.counted:
+            trial_counters.setdefault(segment.config, []).append(evidence.trial_counters())
+            reloaded.setdefault(segment.config, []).append(bool(evidence.launches))
+    counters: dict[str, DraftCounters] = {}
+    for name, per_trial in trial_counters.items():
+        present = [c for c in per_trial if c is not None]
+        if present:
+            source = max(present, key=lambda c: c.drafted).source
+            counters[name] = DraftCounters(
+                drafted=sum(c.drafted for c in present),
+                accepted=sum(c.accepted for c in present), source=source, lines=len(present))
+    # The log's own lines decide; the pre-flight's guess (model format) otherwise.
+    found_runtime = ("mlx" if "mlx" in seen_runtime else "ggml") if seen_runtime else runtime
+    return EngineReport(counters=counters, log_read=True, launches=launches,
+                        trial_counters=trial_counters, reloaded=reloaded,
+                        runtime=found_runtime, log_status="read")

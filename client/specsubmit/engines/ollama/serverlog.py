@@ -19,28 +19,55 @@ output asynchronously, so after each request the runner waits until the log has 
 quiet for a moment (``wait_for_quiet_log``): a line flushed just after its response
 still lands before the next request starts. Byte offsets are exact and need no
 clock; timestamps are the fallback when the log was rotated or unreadable at the start.
-Lines without a timestamp inherit the last timestamp seen above them.
+Lines without a timestamp inherit the last timestamp seen above them (journald's own
+leading timestamp counts too, for ``journalctl -o short-iso-precise`` output).
+
+Since llama.cpp PR #24536 (Ollama 0.33.2 on) the llama-server line reads
+``draft acceptance = 0.82090 (  110 accepted /   134 generated), mean len =  7.47``; both
+forms are parsed, the mean accepted length when present.
+
+Besides counters the log says how each engine start was configured (wire v2): Ollama's
+``msg="starting llama-server" cmd="…"`` line (``llm/llama_server.go``) gives the spec type,
+n-max, the draft model (kept as its blob digest, never a path) and synthetic-acceptance
+flags; llama-server's ``synthetic speculative acceptance is enabled`` warning marks a start
+whose flags came from the environment (``LLAMA_ARG_SPEC_SYNTH_LEN``). ``read_requests``
+attributes all of it to the request during which it was logged.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+
+from specschema import Launch, TrialCounters
 
 # engine_api: not from a log but summed from the engine's own per-request counters
 # (llama-server's timings.draft_n), which the runner keeps in the same DraftCounters.
 CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
 
 _TIME = re.compile(r"(?:^|\s)time=(\S+)")
+# journalctl -o short-iso-precise: "2026-12-01T21:50:00.123456+0000 host ollama[1]: ..."
+_LEADING_TIME = re.compile(
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(Z|[+-]\d\d:?\d\d)\s")
 _MLX = re.compile(r'msg="speculative decode stats".*?\bdrafted=(\d+)\b.*?\baccepted=(\d+)\b')
+_MLX_MEAN = re.compile(r"\bavg_accepted=([0-9.]+)")
+# Old: "draft acceptance rate = 0.98260 ( 1186 accepted /  1207 generated)"; new (PR
+# #24536): "draft acceptance = 0.82090 (  110 accepted /   134 generated), mean len =  7.47"
 _LLAMA = re.compile(
-    r"draft acceptance rate\s*=\s*[0-9.]+\s*\(\s*(\d+)\s+accepted\s*/\s*(\d+)\s+generated\s*\)"
+    r"draft acceptance(?: rate)?\s*=\s*[0-9.]+\s*\(\s*(\d+)\s+accepted\s*/\s*(\d+)\s+"
+    r"generated\s*\)(?:,\s*mean (?:len|acceptance length)\s*=\s*([0-9.]+))?"
 )
+_STARTING = re.compile(r'msg="starting llama-server".*?\bcmd="((?:[^"\\]|\\.)*)"')
+_SYNTHETIC_WARNING = "synthetic speculative acceptance is enabled"
+_SYNTH_FLAGS = ("--spec-synth-len", "--spec-synth-rates")
+_SYNTH_ENV = ("LLAMA_ARG_SPEC_SYNTH_LEN", "LLAMA_ARG_SPEC_SYNTH_RATES")
+_BLOB = re.compile(r"sha256[-:]([0-9a-f]{64})$")
 
 
 @dataclass(frozen=True)
@@ -50,6 +77,49 @@ class CounterEvent:
     drafted: int
     accepted: int
     source: CounterSource
+    mean_len: float | None = None
+
+
+@dataclass(frozen=True)
+class LaunchEvent:
+    """A ``starting llama-server`` line, or (``warning``) llama-server's synthetic warning."""
+
+    offset: int
+    time: datetime | None
+    launch: Launch | None  # None for the warning
+    warning: bool = False
+
+
+LogEvent = CounterEvent | LaunchEvent
+
+
+@dataclass
+class RequestEvidence:
+    """What the log says about one request the runner sent (one ``Segment``)."""
+
+    counters: list[CounterEvent] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)
+    synthetic_warning: bool = False
+
+    def trial_counters(self) -> TrialCounters | None:
+        """This request's counters (summed when it logged several lines), if it drafted."""
+        drafted = sum(c.drafted for c in self.counters)
+        if not self.counters or drafted == 0:
+            return None
+        means = [c.mean_len for c in self.counters if c.mean_len is not None]
+        source = max(self.counters, key=lambda c: c.drafted).source
+        return TrialCounters(drafted=drafted, accepted=sum(c.accepted for c in self.counters),
+                             mean_accepted_len=round(sum(means) / len(means), 4) if means
+                             else None, source=source)
+
+    def all_launches(self) -> list[Launch]:
+        """The engine starts, a synthetic warning folded into them as the flag 'warning'."""
+        if not self.synthetic_warning:
+            return list(self.launches)
+        if not self.launches:
+            return [Launch(source="llama_server_log", synthetic_flags=["warning"])]
+        return [launch.model_copy(update={"synthetic_flags": sorted(
+            {*launch.synthetic_flags, "warning"})}) for launch in self.launches]
 
 
 @dataclass(frozen=True)
@@ -85,30 +155,88 @@ def parse_time(text: str) -> datetime | None:
         return None
 
 
-def parse_events(data: bytes, base_offset: int = 0) -> list[CounterEvent]:
-    """Every counter line in ``data`` (which starts at byte ``base_offset`` of the log)."""
-    events: list[CounterEvent] = []
+def _flag_values(argv: Sequence[str]) -> dict[str, str | None]:
+    values: dict[str, str | None] = {}
+    for i, arg in enumerate(argv):
+        if arg.startswith("--"):
+            name, eq, inline = arg.partition("=")
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            values[name] = inline if eq else (
+                nxt if nxt is not None and not nxt.startswith("--") else None)
+    return values
+
+
+def parse_launch(cmd: str) -> Launch:
+    """What one ``starting llama-server`` command line ran with (never a path: digests)."""
+    try:
+        argv = shlex.split(cmd)
+    except ValueError:
+        argv = cmd.split()
+    flags = _flag_values(argv)
+    spec_type = flags.get("--spec-type")
+    n_max = flags.get("--spec-draft-n-max") or flags.get("--draft-max")
+    draft = flags.get("--spec-draft-model") or flags.get("--model-draft")
+    digest = None
+    if draft:
+        blob = _BLOB.search(draft.replace("\\", "/").rsplit("/", 1)[-1])
+        digest = blob.group(1) if blob else None
+    synthetic = [f for f in _SYNTH_FLAGS if f in flags] + [e for e in _SYNTH_ENV if e in cmd]
+    return Launch(
+        source="llama_server_log",
+        spec_type=spec_type if spec_type and re.fullmatch(r"[A-Za-z0-9_.\-]{1,48}", spec_type)
+        else None,
+        draft_n_max=int(n_max) if n_max and n_max.isdigit() and int(n_max) <= 4096 else None,
+        draft_model=draft is not None,
+        draft_model_digest=digest,
+        synthetic_flags=synthetic,
+    )
+
+
+def _unquote(text: str) -> str:
+    """Go's strconv.Quote escapes (slog's quoted values) undone for \\" and \\\\."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def parse_log(data: bytes, base_offset: int = 0) -> list[LogEvent]:
+    """Every counter, engine-start and synthetic-warning line in ``data`` (which starts at
+    byte ``base_offset`` of the log), with its offset and inherited time."""
+    events: list[LogEvent] = []
     offset = base_offset
     last_time: datetime | None = None
     for raw in data.splitlines(keepends=True):
         line = raw.decode("utf-8", errors="replace")
+        leading = _LEADING_TIME.match(line)
+        if leading:
+            base, zone = leading.groups()
+            zone = zone if zone == "Z" or ":" in zone else f"{zone[:3]}:{zone[3:]}"
+            last_time = parse_time(f"{base}{zone}") or last_time
         time_match = _TIME.search(line)
         if time_match:
             last_time = parse_time(time_match.group(1)) or last_time
         mlx = _MLX.search(line)
         if mlx:
+            mean = _MLX_MEAN.search(line)
             events.append(CounterEvent(offset, last_time, int(mlx.group(1)), int(mlx.group(2)),
-                                       "mlx_log"))
-        else:
-            llama = _LLAMA.search(line)
-            if llama:
-                events.append(CounterEvent(offset, last_time, int(llama.group(2)),
-                                           int(llama.group(1)), "llama_server_log"))
+                                       "mlx_log", float(mean.group(1)) if mean else None))
+        elif llama := _LLAMA.search(line):
+            events.append(CounterEvent(offset, last_time, int(llama.group(2)),
+                                       int(llama.group(1)), "llama_server_log",
+                                       float(llama.group(3)) if llama.group(3) else None))
+        elif starting := _STARTING.search(line):
+            events.append(LaunchEvent(offset, last_time, parse_launch(_unquote(
+                starting.group(1)))))
+        elif _SYNTHETIC_WARNING in line:
+            events.append(LaunchEvent(offset, last_time, None, warning=True))
         offset += len(raw)
     return events
 
 
-def _owner(event: CounterEvent, segments: Sequence[Segment], by_offset: bool) -> Segment | None:
+def parse_events(data: bytes, base_offset: int = 0) -> list[CounterEvent]:
+    """Every counter line in ``data`` (which starts at byte ``base_offset`` of the log)."""
+    return [e for e in parse_log(data, base_offset) if isinstance(e, CounterEvent)]
+
+
+def _owner(event: LogEvent, segments: Sequence[Segment], by_offset: bool) -> Segment | None:
     owner: Segment | None = None
     for segment in segments:
         if by_offset:
@@ -181,3 +309,38 @@ def read_counters(path: Path, segments: Sequence[Segment]) -> dict[str, DraftCou
         return attribute(parse_events(data[first:], first), segments, by_offset=True)
     # The log was unreadable at the start or has been rotated since: use timestamps.
     return attribute(parse_events(data), segments, by_offset=False)
+
+
+def requests_evidence(events: Iterable[LogEvent], segments: Sequence[Segment], *,
+                      by_offset: bool) -> list[RequestEvidence]:
+    """Per segment (in the given order), what the log says about that request."""
+    found = [RequestEvidence() for _ in segments]
+    index = {id(s): i for i, s in enumerate(segments)}
+    ordered = sorted(segments, key=lambda s: (s.start_offset or 0, s.start_time)
+                     if by_offset else (s.start_time, 0))
+    for event in events:
+        owner = _owner(event, ordered, by_offset)
+        if owner is None:
+            continue
+        evidence = found[index[id(owner)]]
+        if isinstance(event, CounterEvent):
+            evidence.counters.append(event)
+        elif event.warning:
+            evidence.synthetic_warning = True
+        elif event.launch is not None:
+            evidence.launches.append(event.launch)
+    return found
+
+
+def read_requests(data: bytes | None, segments: Sequence[Segment]
+                  ) -> list[RequestEvidence] | None:
+    """Per segment, from the whole log ``data``; None when the log could not be read."""
+    if data is None:
+        return None
+    if not segments:
+        return []
+    offsets = [s.start_offset for s in segments]
+    first = min((o for o in offsets if o is not None), default=None)
+    if first is not None and None not in offsets and first <= len(data):
+        return requests_evidence(parse_log(data[first:], first), segments, by_offset=True)
+    return requests_evidence(parse_log(data), segments, by_offset=False)
