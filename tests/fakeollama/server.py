@@ -13,9 +13,22 @@ What it reproduces (shared/reference/ollama-api.md):
   HTTP 500 `{"error":"option \"num_predict\" must be of type integer"}`.
 - 404 `model '<name>' not found` for generate and show.
 - Versions: before 0.30.0 `draft_num_predict` is an unknown option. From 0.30.0 it is a
-  runner option (default 4) that makes a model flagged ``mtp`` speculate: decode runs
-  faster and the log gets llama-server `draft acceptance rate = ...` lines (GGUF models)
-  or MLX `msg="speculative decode stats"` lines (safetensors models).
+  runner (load-time) option (default 4) that makes a GGUF model flagged ``mtp`` speculate:
+  decode runs faster and the log gets llama-server acceptance lines, in the old form
+  `draft acceptance rate = ...` before 0.33.2 and the new one (llama.cpp PR #24536)
+  `draft acceptance = ... (... accepted / ... generated), mean len = ...` from 0.33.2.
+- Reloads (ollama-api.md "Read first" 2-3): a request whose load-time options
+  (`draft_num_predict`, `num_ctx`) differ from the loaded runner's restarts it: the load
+  (``FakeModel.load_s``) counts in that request's `load_duration`, and each GGUF start
+  logs `msg="starting llama-server" cmd="…"` with `--spec-type draft-mtp
+  --spec-draft-n-max N` when it speculates.
+- MLX (safetensors models, item 4): `draft_num_predict` is not consulted; a model with a
+  draft head (``mtp``) speculates on every request, the baseline included, unless it asks
+  for `logprobs`/`top_logprobs`; the log gets `msg="speculative decode stats"` lines.
+- Synthetic acceptance (item 5): ``spec_synth_len`` set puts `--spec-synth-len N` on the
+  starting line (``synth_on_cmdline``; otherwise it came from the environment and only
+  the warning shows) and llama-server's real warning line
+  (tests/fixtures/llama_server/synthetic-warning.txt); every drafted token is accepted.
 Fault knobs (attributes, settable while running): ``error_mid_stream``,
 ``end_without_done``, ``stall_s``, ``die_after_generates`` and ``kill()``.
 """
@@ -113,6 +126,7 @@ class _Loaded:
     model: FakeModel
     expires_at: datetime | None
     num_ctx: int
+    draft_num_predict: int | None = None
 
 
 @dataclass
@@ -129,6 +143,8 @@ class FakeOllama:
     stall_s: float = 0.0
     die_after_generates: int | None = None
     log_delay_s: float = 0.0  # speculation lines reach the log this long after the response
+    spec_synth_len: int | None = None  # LLAMA_ARG_SPEC_SYNTH_LEN / --spec-synth-len
+    synth_on_cmdline: bool = True
 
     def __post_init__(self) -> None:
         self.requests: list[tuple[str, str, Any]] = []
@@ -136,6 +152,8 @@ class FakeOllama:
         self._loaded: dict[str, _Loaded] = {}
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
+        self._late_done = threading.Condition()
+        self._late_pending = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._task = 0
@@ -205,6 +223,24 @@ class FakeOllama:
     def knows_draft_num_predict(self) -> bool:
         return self.version_tuple >= (0, 30, 0)
 
+    @property
+    def new_acceptance_line(self) -> bool:
+        return self.version_tuple >= (0, 33, 2)
+
+    def starting_line(self, model: FakeModel, num_ctx: int, dnp: int) -> None:
+        """Ollama's log line for a llama-server start (llm/llama_server.go:433)."""
+        cmd = (f"/usr/local/lib/ollama/llama-server --model /root/.ollama/models/blobs/"
+               f"sha256-{model.digest} --ctx-size {num_ctx} --batch-size 512 "
+               f"--n-gpu-layers 999 --threads 8 --no-mmap --parallel 1 --port 39521")
+        if model.mtp and dnp > 0:
+            cmd += f" --spec-type draft-mtp --spec-draft-n-max {dnp} --spec-draft-backend-sampling"
+        if self.spec_synth_len is not None and self.synth_on_cmdline:
+            cmd += f" --spec-synth-len {self.spec_synth_len}"
+        self.log("INFO", "llama_server.go:433", "starting llama-server", f'cmd="{cmd}"')
+        if self.spec_synth_len is not None:  # llama-server's own warning (verbatim form)
+            self.log_raw("0.00.171.700 W spec common_specu: synthetic speculative acceptance "
+                         "is enabled for benchmarking; generated output is not valid")
+
     def find(self, name: str) -> FakeModel | None:
         wanted = _normalize(name)
         return next((m for m in self.models if _normalize(m.name) == wanted), None)
@@ -235,6 +271,22 @@ class FakeOllama:
         with self._lock:
             self._task += 1
             return self._task
+
+    # Late log lines (``log_delay_s``) still to be written: a test can wait for them as a
+    # condition instead of trusting that a timer thread ran on time on a loaded machine.
+    def _late_line_scheduled(self) -> None:
+        with self._late_done:
+            self._late_pending += 1
+
+    def _late_line_written(self) -> None:
+        with self._late_done:
+            self._late_pending -= 1
+            self._late_done.notify_all()
+
+    def wait_for_late_lines(self, timeout_s: float = 10.0) -> bool:
+        """True once every late line scheduled so far is in the log."""
+        with self._late_done:
+            return self._late_done.wait_for(lambda: self._late_pending == 0, timeout_s)
 
 
 def _parse_keep_alive(value: Any) -> timedelta | None:
@@ -518,14 +570,21 @@ class _Handler(BaseHTTPRequestHandler):
             ordinal = fake.generate_count
         if fake.stall_s:
             time.sleep(fake.stall_s)
-        # load
+        # load: a model not loaded, or loaded with other load-time options, (re)starts
         key = _normalize(model.name)
         num_ctx = int(options.get("num_ctx", 4096))
-        if key not in {_normalize(e.model.name) for e in fake.loaded_models()}:
+        mlx = model.format == "safetensors"
+        dnp = int(options.get("draft_num_predict", 4)) if fake.knows_draft_num_predict else 0
+        runner_dnp = None if mlx else dnp  # the MLX runner never reads draft_num_predict
+        current = {_normalize(e.model.name): e for e in fake.loaded_models()}.get(key)
+        if current is None or (current.num_ctx, current.draft_num_predict) != (num_ctx,
+                                                                               runner_dnp):
             time.sleep(model.load_s)
+            if fake.knows_draft_num_predict and not mlx:
+                fake.starting_line(model, num_ctx, dnp)
         with fake._lock:
             fake._loaded[key] = _Loaded(model, None if keep is None else
-                                        datetime.now(UTC) + keep, num_ctx)
+                                        datetime.now(UTC) + keep, num_ctx, runner_dnp)
         load_ns = time.monotonic_ns() - start_ns
         prompt = body.get("prompt") or ""
         stream = body.get("stream", True) is not False
@@ -542,9 +601,17 @@ class _Handler(BaseHTTPRequestHandler):
         num_predict = int(options.get("num_predict", -1))
         count = model.natural_tokens if num_predict < 0 else min(num_predict, model.natural_tokens)
         done_reason = "length" if 0 <= num_predict < model.natural_tokens else "stop"
-        dnp = int(options.get("draft_num_predict", 4)) if fake.knows_draft_num_predict else 0
+        if mlx and fake.knows_draft_num_predict:
+            # The MLX runner's own draft depth (adaptive in Ollama; fixed at 4 here), and no
+            # speculation when logprobs are asked for (x/mlxrunner/speculate.go:117-126).
+            dnp = 0 if body.get("logprobs") or body.get("top_logprobs") else 4
         speculating = model.mtp and dnp > 0
-        iterations = math.ceil(count / (1 + model.acceptance * dnp)) if speculating else count
+        if speculating and fake.spec_synth_len is not None and not mlx:
+            iterations_override = True
+        else:
+            iterations_override = False
+        acceptance = 1.0 if iterations_override else model.acceptance  # synthetic: all
+        iterations = math.ceil(count / (1 + acceptance * dnp)) if speculating else count
         speed = model.tokens_per_s
         if speculating:
             speed *= (count / max(iterations, 1)) / (1 + 0.1 * dnp)
@@ -601,8 +668,15 @@ class _Handler(BaseHTTPRequestHandler):
         if not speculating:
             return
         if self.fake.log_delay_s > 0:  # like Ollama forwarding llama-server's output late
-            threading.Timer(self.fake.log_delay_s, self._write_speculation,
-                            (model, count, iterations, dnp)).start()
+            self.fake._late_line_scheduled()
+
+            def late() -> None:
+                try:
+                    self._write_speculation(model, count, iterations, dnp)
+                finally:
+                    self.fake._late_line_written()
+
+            threading.Timer(self.fake.log_delay_s, late).start()
         else:
             self._write_speculation(model, count, iterations, dnp)
 
@@ -617,6 +691,11 @@ class _Handler(BaseHTTPRequestHandler):
                      f"iterations={iterations} drafted={drafted} accepted={accepted} "
                      f"acceptance={rate:.2f} avg_draft={dnp:.2f} max_draft={dnp} "
                      f"avg_accepted={accepted / max(iterations, 1):.2f} depth_over_time=[]")
+        elif fake.new_acceptance_line:  # one line, as llama.cpp 0c1e57098 prints it
+            task = fake.next_task()
+            fake.log_raw(f"slot print_timing: id  0 | task {task} | draft acceptance = "
+                         f"{rate:.5f} ({accepted:5d} accepted / {drafted:5d} generated), "
+                         f"mean len = {count / max(iterations, 1):5.2f}")
         else:
             task = fake.next_task()
             fake.log_raw(f"slot print_timing: id  0 | task {task} | ")
