@@ -18,7 +18,41 @@ from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
 VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
-                 "not_observed": "not observed", "unknown": "unknown"}
+                 "not_observed": "not observed", "unknown": "unknown",
+                 "baseline_speculated": "baseline speculated (no comparison)",
+                 "synthetic": "synthetic acceptance (invalid)",
+                 "cannot_compare": "cannot be compared (MLX)"}
+
+# Each verdict: what it means (its evidence), and what the contributor can do about it.
+# The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
+# ("Verdicts") says the same at length. None of the last three is ever a speedup.
+VERDICT_HELP: dict[str, tuple[str, str]] = {
+    "confirmed": ("acceptance counters (drafted / accepted tokens) were seen for this "
+                  "config's trials, and the baseline showed none",
+                  "nothing: this ratio is a measured effect of speculation"),
+    "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
+                    "seen for it ran without speculation",
+                    "use an engine version and a target that can speculate (see the "
+                    "protocol's requirements)"),
+    "not_observed": ("the engine could speculate, but no counters were found for the trials",
+                     "pass the Ollama server log with --ollama-log so counters can be read"),
+    "unknown": ("the engine version could not be read and no counters were seen",
+                "rerun with an Ollama that reports its version"),
+    "baseline_speculated": ("the baseline itself speculated (counters in its trials, or an "
+                            "engine start with --spec-type), so there is no baseline without "
+                            "speculation to compare against",
+                            "use a target that does not draft by default, or make sure the "
+                            "baseline sends draft_num_predict 0 and is not on MLX"),
+    "synthetic": ("synthetic acceptance was on (--spec-synth-len / LLAMA_ARG_SPEC_SYNTH_LEN "
+                  "or llama-server's 'synthetic' warning): output and timings are fake",
+                  "unset LLAMA_ARG_SPEC_SYNTH_LEN / LLAMA_ARG_SPEC_SYNTH_RATES where "
+                  "`ollama serve` runs, restart it, and run again"),
+    "cannot_compare": ("the target runs on Ollama's MLX engine, where speculation cannot be "
+                       "switched off per request: every config speculates, the baseline too",
+                       "nothing on this engine; a GGUF build of the model runs on llama-server, "
+                       "where the baseline can be measured"),
+}
+INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
 
 
 def capability_reason(mechanism: str, engine_version: str) -> str:
@@ -95,7 +129,9 @@ def effect(summary: ConfigSummary) -> str:
 
 
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
-                    baseline: ConfigSummary | None, engine_version: str) -> str:
+                    baseline: ConfigSummary | None, engine_version: str,
+                    log_status: str | None = None) -> str:
+    """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen."""
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
@@ -111,9 +147,18 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                       f"accepted ({rate:.0%})")
         sentence = (f"{summary.name} speculated (counters in the server log) and ran "
                     f"{effect(summary)}{counts}")
+    elif evidence.observed in INVALID_COMPARISONS:
+        meaning, todo = VERDICT_HELP[evidence.observed]
+        ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
+        sentence = (f"{summary.name} cannot be compared ({VERDICT_WORDS[evidence.observed]}): "
+                    f"{meaning}, so {ratio} is not a speedup; what to do: {todo}")
     elif evidence.observed in ("not_observed", "unknown"):
         why = ("no counters were found in the server log" if evidence.observed == "not_observed"
                else "the Ollama version could not be read and no counters were found")
+        if evidence.observed == "not_observed" and log_status == "not_given":
+            why = "no Ollama server log was given (--ollama-log), so no counters could be read"
+        elif evidence.observed == "not_observed" and log_status == "unreadable":
+            why = "the Ollama server log could not be read"
         sentence = (f"{summary.name} could not be checked: {why}, so its {effect(summary)} "
                     "cannot be attributed to speculation")
     else:
@@ -127,11 +172,11 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
 
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
-               *, engine_version: str, complete: bool) -> str:
+               *, engine_version: str, complete: bool, log_status: str | None = None) -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
-    as ``unknown``: nothing was seen).
+    as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``.
     """
     baseline = next((s for s in summaries if s.role == "baseline"), None)
     drafts = [s for s in summaries if s.role == "draft"]
@@ -142,10 +187,17 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
-    sentences = [config_sentence(s, found[s.name], baseline, engine_version) for s in drafts]
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status)
+                 for s in drafts]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
         lead = (f"Speculative decoding did not run in this test: Ollama {engine_version} "
                 "applied none of the drafts, so every config measured the same thing. ")
+    elif drafts and all(e.observed == "baseline_speculated" for e in found.values()):
+        lead = ("The baseline speculated too, so this run has no baseline without "
+                "speculation: no ratio below measures what speculation does. ")
+    elif drafts and all(e.observed == "cannot_compare" for e in found.values()):
+        lead = ("On the MLX engine speculation cannot be switched off per request, so the "
+                "baseline speculated too and nothing here can be compared. ")
     else:
         lead = ""
     return prefix + lead + "; ".join(sentences) + "."

@@ -50,8 +50,11 @@ def build_evidence(
     v2: dict[str, Any] = {"launches": list(launches)} if launches else {}
     # Counters from the engine's API belong to their trials whatever the role: a baseline
     # that drafted must show its totals (they are the sums of its trials' counters).
+    # So must a baseline whose log shows counters (wire v2: the evidence of
+    # baseline_speculated). A draft whose mechanism cannot act keeps none (v1's rule).
     totals = counters if counters is not None and (
-        seen or counters.source == "engine_api") else None
+        seen or counters.source == "engine_api"
+        or (config.role == "baseline" and counters.drafted > 0)) else None
     return SpeculationEvidence(
         requested=requested,
         mechanism=config.mechanism,

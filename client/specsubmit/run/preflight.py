@@ -21,6 +21,13 @@ __all__ = ["Preflight", "available_memory", "check_memory", "model_identity",
            "normalize_model_name", "preflight"]
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_FORMAT = re.compile(r"^[a-z0-9_\-]{1,32}$")
+# /api/tags details.format -> the engine runtime Ollama runs it on (ollama-api.md §2 and
+# "Read first" 4: safetensors models run on the MLX engine, GGUF ones on llama-server).
+RUNTIME_OF_FORMAT = {"safetensors": "mlx", "gguf": "ggml"}
+MLX_NOTICE = ("{model} runs on Ollama's MLX engine, where speculation cannot be switched off "
+              "per request (draft_num_predict is not read): the baseline speculates too, so "
+              "no config of this run can be a speedup (cannot_compare or baseline_speculated)")
 
 
 def normalize_model_name(name: str) -> str:
@@ -57,7 +64,9 @@ def model_identity(name: str, tag: dict[str, Any], show: dict[str, Any]) -> Mode
             details.update({k: v for k, v in source.items() if v})
     digest = str(tag.get("digest") or "").removeprefix("sha256:").lower()
     size = tag.get("size")
+    fmt = str(details.get("format") or "").lower()
     return ModelInfo(
+        format=fmt if _FORMAT.match(fmt) else None,
         name=name,
         digest=digest if _DIGEST.match(digest) else None,
         quantization=_str_or_none(details.get("quantization_level")),
@@ -115,13 +124,18 @@ def preflight(client: OllamaClient, settings: RunSettings, fingerprint: Fingerpr
                              "so the measurement is the same without it")
             continue
         models.append(model_identity(model, tag, client.show(model)))
+    target_model = protocol.model_for(protocol.baseline(), target)
+    target_info = next((m for m in models if m.name == target_model), None)
+    runtime = RUNTIME_OF_FORMAT.get(target_info.format or "") if target_info else None
+    if runtime == "mlx":
+        listener.warning(MLX_NOTICE.format(model=target_model))
     sizes = [m.size_bytes for m in models if m.name in needed_models]
     needed = sum(s for s in sizes if s) or None
     if protocol.requirements.memory_bytes:
         needed = max(needed or 0, protocol.requirements.memory_bytes)
     available = available_memory(fingerprint)
     check_memory(needed, available, settings.assume_yes, listener)
-    return Preflight(version, models, can_honor, needed, available)
+    return Preflight(version, models, can_honor, needed, available, runtime=runtime)
 
 
 def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,

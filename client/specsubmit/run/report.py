@@ -38,7 +38,8 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
     summaries = list(summaries) if summaries is not None else summarize(submission)
     return wording.conclusion(summaries, {c.name: c.speculation for c in submission.configs},
                               engine_version=submission.engine.version,
-                              complete=submission.complete)
+                              complete=submission.complete,
+                              log_status=submission.engine_log)
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:

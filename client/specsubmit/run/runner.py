@@ -36,6 +36,7 @@ from specschema import (
     ProtocolRef,
     Submission,
     Trial,
+    TrialCounters,
     Warmup,
 )
 from specschema.protocol import ProtocolConfig
@@ -149,12 +150,22 @@ class _Run:
         self.schedule = self.protocol.schedule()
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
         self.done = 0
+        self.last_load: dict[str, Any] | None = None  # load-time options of the last request
+
+    def switches_load(self, config: ProtocolConfig) -> bool:
+        """Whether this request changes a load-time option: the engine restarts for it."""
+        load = {k: v for k, v in self.protocol.request_options(config).items()
+                if k in LOAD_TIME_OPTIONS}
+        switched = self.last_load is not None and load != self.last_load
+        self.last_load = load
+        return switched
 
     def warmup(self, config: ProtocolConfig) -> bool:
         for _ in range(self.protocol.warmups_per_config):
             if self.stop.is_set():
                 return False
             self.listener.phase(f"warming up {config.name}")
+            self.switches_load(config)
             gen = self.engine.generate(config, counted=False)
             state = self.states[config.name]
             if len(state.warmups) < 16:  # the wire's limit; a restart per block warms again
@@ -166,9 +177,12 @@ class _Run:
     def trial(self, position: int, name: str, index: int) -> None:
         config = self.protocol.config(name)
         self.listener.trial_started(position, len(self.schedule), name, index)
+        switched = self.switches_load(config)
         gen = self.engine.generate(config, counted=True)
         trial = trial_from(gen, index=index, position=position,
                            cold_load_ns=self.settings.cold_load_ns)
+        if switched and not trial.cold:  # a reload with a small load_duration is still one
+            trial = trial.model_copy(update={"cold": True})
         self.states[name].trials.append(trial)
         self.states[name].generations.append(gen)
         self.done += 1
@@ -325,11 +339,14 @@ def build_submission(
             outputs_match=outputs_match_baseline(baseline_trials, state.trials),
             launches=report.launches.get(config.name, []),
         )
+        trials = with_log_evidence(state.trials, report.trial_counters.get(config.name, []),
+                                   report.reloaded.get(config.name, []),
+                                   keep_counters=evidence.drafted_tokens is not None)
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=protocol.model_for(config, target),
             draft_model=config.draft_model, request_options=protocol.request_options(config),
             request_fields=dict(config.request_fields), warmups=state.warmups,
-            trials=state.trials, speculation=evidence,
+            trials=trials, speculation=evidence,
         ))
     main_model = protocol.model_for(protocol.baseline(), target)
     models = pre.models or [ModelInfo(name=main_model)]
@@ -346,23 +363,46 @@ def build_submission(
     if pre.engine_name == "ollama":
         ps = next(iter(report.ps_after.values()), [])
         backend, fraction = backend_from_ps({"models": ps}, main_model)
-        return Submission(
-            schema_version=1, configs=configs,
-            engine=Engine(version=_engine_version(pre.engine_version), backend=backend,
-                          gpu_fraction=fraction),
-            **common,
-        )
-    return _v2_submission(pre, report, configs, common)
+        runtime = report.runtime or pre.runtime
+        engine = Engine(version=_engine_version(pre.engine_version), backend=backend,
+                        gpu_fraction=fraction,
+                        runtime=runtime if runtime in ("ggml", "mlx") else None)  # type: ignore[arg-type]
+        common["engine_log"] = report.log_status
+        return _v2_submission(pre, report, configs, common, engine)
+    engine = Engine(name=pre.engine_name, version=_engine_version(pre.engine_version),
+                    build=(report.build or pre.build or "")[:200] or None, runtime="ggml")
+    return _v2_submission(pre, report, configs, common, engine)
+
+
+# Ollama's load-time (Runner) options: a request that changes one restarts the runner
+# (server/sched.go), so its trial is a cold one (ollama-api.md "Read first" 3).
+LOAD_TIME_OPTIONS = frozenset({"draft_num_predict", "num_ctx", "num_batch", "num_gpu",
+                               "main_gpu", "use_mmap", "num_thread"})
+
+
+def with_log_evidence(trials: Sequence[Trial], counters: Sequence[TrialCounters | None],
+                      reloaded: Sequence[bool], *, keep_counters: bool) -> list[Trial]:
+    """The trials with the log's per-trial counters (only where the config keeps its
+    totals: they are the same lines summed) and ``cold`` set where the engine restarted
+    during the trial (a ``starting llama-server`` line in its request)."""
+    out: list[Trial] = []
+    for i, trial in enumerate(trials):
+        update: dict[str, Any] = {}
+        found = counters[i] if i < len(counters) else None
+        if keep_counters and found is not None and trial.counters is None:
+            update["counters"] = found
+        if i < len(reloaded) and reloaded[i] and not trial.cold:
+            update["cold"] = True
+        out.append(trial.model_copy(update=update) if update else trial)
+    return out
 
 
 def _v2_submission(pre: Preflight, report: EngineReport, configs: list[ConfigResult],
-                   common: dict[str, Any]) -> Submission:
-    """A llama-server result: wire v2 (engine name, build, per-trial counters, launches),
-    with every verdict from ``specschema.submission_verdicts``, the rule the server applies."""
+                   common: dict[str, Any], engine: Engine) -> Submission:
+    """Wire v2 (engine name, runtime, build, per-trial counters, launches), with every
+    verdict from ``specschema.submission_verdicts``, the rule the server applies."""
     from specschema import submission_verdicts
 
-    engine = Engine(name=pre.engine_name, version=_engine_version(pre.engine_version),
-                    build=(report.build or pre.build or "")[:200] or None, runtime="ggml")
     draft = Submission(schema_version=2, configs=configs, engine=engine, **common)
     fixed = [
         c.model_copy(update={"speculation": c.speculation.model_copy(

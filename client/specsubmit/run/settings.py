@@ -22,6 +22,8 @@ class RunSettings:
     pull: bool = False
     assume_yes: bool = False
     log_path: Path | None = None
+    # --ollama-log as a command (journalctl, docker logs): read once after the trials
+    log_command: tuple[str, ...] | None = None
     cold_load_ns: int = COLD_LOAD_NS
     # After each request, wait until the server log has been quiet this long (at most
     # LOG_SETTLE_MAX_S): counter lines that Ollama forwards late still land before the
