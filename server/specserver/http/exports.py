@@ -31,7 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 from specserver.errors import Unavailable
 
 log = logging.getLogger("specserver")
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = 64 * 1024  # what one stalled connection can leave buffered in the server
 
 
 class ExportSlot:
