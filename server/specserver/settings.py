@@ -64,6 +64,12 @@ class ServerSettings(BaseSettings):
         default=120.0, ge=0, description="accepted POSTs per client address per minute (0 = off)"
     )
     rate_addr_burst: int = Field(default=240, ge=1, description="bucket size per client address")
+    rate_reject_per_minute: float = Field(
+        default=12.0, ge=0,
+        description="refused POSTs per client address per minute before it is refused unread "
+                    "(0 = off)",
+    )
+    rate_reject_burst: int = Field(default=30, ge=1, description="refusals an address may burst")
     redis_url: str = Field(
         default="",
         description="redis:// URL: rate limits shared by replicas; empty = in-process limits",

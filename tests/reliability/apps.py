@@ -25,6 +25,7 @@ def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
         "max_body_bytes": BODY_LIMIT,
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,
+        "rate_reject_per_minute": 0,
         "ban_cache_s": 0,
         "public_base_url": "http://testserver",
     }

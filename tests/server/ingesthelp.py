@@ -58,6 +58,7 @@ def settings_for(tmp: Path, **overrides: Any) -> ServerSettings:
         "database_url": str(tmp / "store.duckdb"),
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,
+        "rate_reject_per_minute": 0,
         "ban_cache_s": 0,
         "public_base_url": "http://testserver",
         "group_commit_ms": 2,

@@ -20,6 +20,7 @@ from specserver.http import admin, public, submissions
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.ingest.workers import CheckPool
+from specserver.ratelimit import rejections
 from specserver.ratelimit.memory import Limit, MemoryRateLimiter, RateLimiter
 from specserver.settings import ServerSettings, get_settings
 from specserver.store.database import Store
@@ -29,6 +30,7 @@ def default_rate_limiter(settings: ServerSettings) -> RateLimiter:
     limits = {
         "key": Limit(settings.rate_key_per_minute, settings.rate_key_burst),
         "address": Limit(settings.rate_addr_per_minute, settings.rate_addr_burst),
+        rejections.SCOPE: Limit(settings.rate_reject_per_minute, settings.rate_reject_burst),
     }
     if settings.redis_url:  # replicas share their buckets (docs/deploying.md)
         from specserver.ratelimit.redis import RedisRateLimiter
@@ -97,6 +99,7 @@ def create_app(
     app.state.settings = settings
     app.state.store = store
     app.state.rate_limiter = limiter
+    app.state.rejection_gate = rejections.RejectionGate(limiter)
     app.state.check_pool = None
     install_error_handlers(app)
     app.include_router(submissions.router)
