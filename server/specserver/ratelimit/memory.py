@@ -17,9 +17,9 @@ a full bucket, so only a bucket that has refilled to full may be forgotten: that
 exactly equivalent. When ``max_keys`` buckets are all still refilling, a *new* key of that
 scope is refused (Retry-After: until the oldest one is full) rather than an existing one
 reset; that takes ``max_keys`` keys that each had a token taken within the last
-burst/rate seconds (120 s by default), and since both scopes are checked all or nothing
-(``hit_many``), a request refused by its address's bucket creates no key bucket, so
-minting keys is bounded by the address limit.
+burst/rate seconds (120 s by default). A request refused by its address's bucket creates
+no key bucket (``http/submissions.py`` charges the address first; ``hit_many`` takes
+several buckets all or nothing), so minting keys is bounded by the address limit.
 """
 
 from __future__ import annotations
