@@ -146,7 +146,7 @@ def test_two_writers_on_one_database_store_each_submission_once(postgres_url: st
         lock = threading.Lock()
 
         def send(part: list[tuple[int, bytes]]) -> None:
-            futures = [(b, stores[r].submit_future(checked(b), RECEIVED)) for r, b in part]
+            futures = [(b, submit_checked(stores[r], checked(b), RECEIVED)) for r, b in part]
             done = [(b, f.result(60)) for b, f in futures]
             with lock:
                 results.extend(done)
