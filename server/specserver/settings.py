@@ -97,6 +97,11 @@ class ServerSettings(BaseSettings):
     min_contributors: int = Field(
         default=3, ge=1, description="contributors a group needs for percentiles on the board"
     )
+    new_key_probation_days: float = Field(
+        default=7.0, ge=0,
+        description="a key is new this long after its first submission; new keys weigh as one "
+                    "contributor per group (board/newkeys.py; 0 = off)",
+    )
     read_max_stale_s: float = Field(
         default=0.0, ge=0, le=300,
         description="public reads may reuse the store's data version this long (0 = exact)",

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Engine
 
-from specserver.board import aggregate, sql
+from specserver.board import aggregate, newkeys, sql
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.store import queries
 
@@ -79,8 +79,10 @@ class ReadService:
         min_contributors: int = aggregate.DEFAULT_MIN_CONTRIBUTORS,
         cache_size: int = 256,
         max_stale_s: float = 0.0,
+        probation_days: float = 0.0,  # off unless configured (create_app: settings)
     ) -> None:
         self.engine = engine
+        self.probation_days = probation_days
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
         self._version: str | None = None
@@ -147,6 +149,9 @@ class ReadService:
             verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
             with self.engine.connect() as conn:
                 reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
+                # Sybil resistance: new keys weigh as one contributor per group (newkeys.py).
+                reduced = newkeys.fold_new_keys(
+                    reduced, newkeys.new_key_ids(conn, self.probation_days))
                 totals = sql.verdict_totals(conn, filters)
             groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
             board = Board(

@@ -107,7 +107,8 @@ def create_app(
     # --- read side (issue 6): public API, web page, admin API ---------------------------
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
     reads = ReadService(store.engine, min_contributors=settings.min_contributors,
-                        max_stale_s=settings.read_max_stale_s)
+                        max_stale_s=settings.read_max_stale_s,
+                        probation_days=settings.new_key_probation_days)
     public.install(app, reads)  # /v1 reads, CORS for GET
     app.include_router(page_routes.router)  # the HTML page
     admin.install(app)  # /admin/v1, bearer token from settings.admin_token
