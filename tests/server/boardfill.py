@@ -15,6 +15,7 @@ import nacl.signing
 from sqlalchemy import Engine, create_engine, insert
 
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
+from specschema.evidence import submission_evidence
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
@@ -99,9 +100,15 @@ def insert_submission(
                     eval_duration_ns=t.eval_duration_ns, done_reason=t.done_reason,
                     output_chars=t.output_chars, output_sha256=t.output_sha256, cold=t.cold,
                 ))
-        for summary in summarize(submission):
+        summaries = summarize(submission)
+        # The evidence level as ingestion stores it (ingest/rows.py).
+        levels = dict(zip([c.name for c in submission.configs], submission_evidence(
+            submission, {m.name: m.speedup_tps for m in summaries}), strict=True))
+        for summary in summaries:
             values = summary.model_dump()
             values["config_name"] = values.pop("name")
+            values["evidence"] = levels[summary.name].level
+            values["evidence_reason"] = levels[summary.name].reason
             conn.execute(insert(tables.summaries).values(submission_id=sid, **values))
     return sid
 

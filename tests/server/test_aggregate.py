@@ -24,7 +24,8 @@ _counter = iter(range(10**9))
 
 def row(speedup: float | None, key_id: str | None = "alice", *, chip: str = "Apple M2",
         memory_gb: int | None = 24, verdict: str = "confirmed", baseline: float | None = 20.0,
-        config: str = "spec_4", wall: float | None = None) -> DraftResult:
+        config: str = "spec_4", wall: float | None = None,
+        evidence: str | None = "log") -> DraftResult:
     return DraftResult(
         submission_id=f"sub-{next(_counter)}", key_id=key_id, protocol_id="ollama-draft",
         protocol_version=1, protocol_sha256="a" * 64, target_model="qwen3.5:9b-mtp",
@@ -32,6 +33,7 @@ def row(speedup: float | None, key_id: str | None = "alice", *, chip: str = "App
         os="macos", backend="100% GPU", config_name=config, draft_model=None,
         mechanism="draft_num_predict", verdict=verdict, speedup_tps=speedup,
         speedup_wall=wall if wall is not None else speedup, baseline_tps=baseline,
+        evidence=evidence,
     )
 
 
@@ -177,6 +179,7 @@ def _sql_vs_pure(engine):
         BOARD_VERDICTS,
         NOISE_VERDICTS,
         aggregate_contributors,
+        on_board,
         reduce_contributors,
     )
     from specserver.store import queries
@@ -195,7 +198,8 @@ def _sql_vs_pure(engine):
         for dims in cases:
             for verdicts in (BOARD_VERDICTS, NOISE_VERDICTS, frozenset({"unknown"})):
                 sql = board_sql.contributor_results(conn, queries.Filters(), dims, verdicts)
-                pure = reduce_contributors([r for r in rows if r.verdict in verdicts], dims)
+                pure = reduce_contributors([r for r in rows if r.verdict in verdicts
+                                            and on_board(r.verdict, r.evidence)], dims)
                 by_key = {(c.key, c.contributor): c for c in pure}
                 assert len(sql) == len(pure)
                 for item in sql:
@@ -204,6 +208,7 @@ def _sql_vs_pure(engine):
                     assert (item.confirmed, item.not_observed, item.not_applied, item.unknown) == (
                         expected.confirmed, expected.not_observed, expected.not_applied,
                         expected.unknown)
+                    assert item.evidence() == expected.evidence()
                     for name in ("speedup", "speedup_wall", "baseline_tps"):
                         got, want = getattr(item, name), getattr(expected, name)
                         assert (got is None) == (want is None)

@@ -354,6 +354,22 @@ def test_fast_verdict_equals_the_rules_for_combined_edges(
     event(f"plainly consistent: {_agree(data)}")
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
+    """``name_values`` (the fast verdict's) reads the same names as ``name_fields`` (the
+    rule's), on submissions with every optional name present."""
+    data = fresh(seed, "ollama-draft", engine_version="0.30.1", counters_seen=True)
+    data["note"] = "a note"
+    data["fingerprint"]["gpus"] = [{"name_raw": "raw", "name": "NVIDIA GeForce RTX 4090",
+                                    "driver": "550", "metal_family": "none"}] * 2
+    data["fingerprint"].update(machine_model="Mac14,2", virtualization="none")
+    data["protocol"]["parameters"] = {"target": data["configs"][0]["model"]}
+    submission = parse_submission(json.dumps(data).encode())
+    fields = [value for _path, value, _kind in checks.name_fields(submission)]
+    assert sorted(checks.name_values(submission)) == sorted(fields)
+    assert len(fields) > 25
+
+
 def test_a_protocol_not_shipped_goes_to_the_rules() -> None:
     data = fresh(0)
     submission = parse_submission(json.dumps(data).encode())

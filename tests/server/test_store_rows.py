@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Table
 
+from specschema.evidence import config_evidence
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Cpu, Fingerprint, Gpu, Launch, OsInfo, Runtime, Submission
 from specschema.summary import summarize
@@ -107,10 +108,15 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
                     "mean_accepted_len": t.counters.mean_accepted_len,
                     "counters_source": t.counters.source}),
             }))
+    speedups = {m.name: m.speedup_tps for m in checked.summaries}
+    configs = {c.name: c for c in checked.submission.configs}
     for summary in checked.summaries:
         values = summary.model_dump()
         values["config_name"] = values.pop("name")
         values["submission_id"] = sid
+        found = config_evidence(checked.submission, configs[summary.name],
+                                speedups[summary.name])
+        values["evidence"], values["evidence_reason"] = found.level, found.reason
         out["summaries"].append(_row(tables.summaries, values))
     return out
 

@@ -17,6 +17,10 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    ``unknown`` rows are in neither and only show up in the verdict counts, and so are the
    v2 verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: each says
    that the run has no valid baseline or no valid output, so its ratio measures nothing.
+6. A ``confirmed`` row is on the speedup board only when its counters' evidence level
+   (``specschema.evidence``) is corroborated (``engine_api`` or ``log``): counters that are
+   only ``reported`` or ``implausible`` are claims the trials do not bear out, so such a
+   row is in neither view and shows up only in the evidence counts (``on_board``).
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
 that are not banned. On a large store the first step of rule 3 runs in SQL
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Literal, NamedTuple
 
+from specschema.evidence import CORROBORATED, LEVELS
 from specschema.stats import median, percentile
 from specserver.store.queries import VERDICTS
 
@@ -90,6 +95,7 @@ class DraftResult:
     speedup_tps: float | None
     speedup_wall: float | None
     baseline_tps: float | None
+    evidence: str | None = None  # specschema.evidence level; None: not assessed
 
     @property
     def contributor(self) -> str:
@@ -110,6 +116,8 @@ class GroupAggregate:
     median_baseline_tps: float | None
     few_results: bool
     verdicts: dict[str, int] = field(default_factory=dict)
+    # Draft results per evidence level (specschema.evidence.LEVELS) among the group's rows.
+    evidence: dict[str, int] = field(default_factory=dict)
 
     def label(self, dimensions: Sequence[str]) -> str:
         return " · ".join(dimension_label(d, self.key[d]) for d in dimensions if d in self.key)
@@ -123,8 +131,19 @@ def view_of(verdict: str) -> View | None:
     return None
 
 
+def on_board(verdict: str, evidence: str | None) -> bool:
+    """Rule 6: a confirmed verdict counts only with corroborated counters (None: not
+    assessed, which no stored row is after store version 4, counts as not corroborated)."""
+    return verdict != "confirmed" or evidence in CORROBORATED
+
+
 def in_view(rows: Iterable[DraftResult], view: View) -> list[DraftResult]:
-    return [r for r in rows if view_of(r.verdict) == view]
+    return [r for r in rows if view_of(r.verdict) == view and on_board(r.verdict, r.evidence)]
+
+
+def evidence_counts(rows: Iterable[DraftResult]) -> dict[str, int]:
+    counts = Counter(r.evidence or "none" for r in rows)
+    return {level: counts.get(level, 0) for level in LEVELS}
 
 
 def verdict_counts(rows: Iterable[DraftResult]) -> dict[str, int]:
@@ -206,6 +225,16 @@ class ContributorResult(NamedTuple):
     baseline_speculated: int = 0
     synthetic: int = 0
     cannot_compare: int = 0
+    # Rows per evidence level, in specschema.evidence.LEVELS order (the SQL's too).
+    engine_api: int = 0
+    log: int = 0
+    reported: int = 0
+    implausible: int = 0
+    no_counters: int = 0  # level "none"
+
+    def evidence(self) -> dict[str, int]:
+        return dict(zip(LEVELS, (self.engine_api, self.log, self.reported, self.implausible,
+                                 self.no_counters), strict=True))
 
 
 def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
@@ -222,6 +251,7 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
     reduced = []
     for (key, who), members in pools.items():
         counts = Counter(r.verdict for r in members)
+        levels = evidence_counts(members)
         reduced.append(ContributorResult(
             key=key, contributor=who, submissions=len({r.submission_id for r in members}),
             speedup=_median_or_none([r.speedup_tps for r in members if r.speedup_tps is not None]),
@@ -233,6 +263,8 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
             not_applied=counts["not_applied"], unknown=counts["unknown"],
             baseline_speculated=counts["baseline_speculated"], synthetic=counts["synthetic"],
             cannot_compare=counts["cannot_compare"],
+            engine_api=levels["engine_api"], log=levels["log"], reported=levels["reported"],
+            implausible=levels["implausible"], no_counters=levels["none"],
         ))
     return reduced
 
@@ -260,6 +292,7 @@ def aggregate_group(
             [c.baseline_tps for c in contributors if c.baseline_tps is not None]),
         few_results=not enough,
         verdicts={v: sum(getattr(c, v) for c in contributors) for v in VERDICTS},
+        evidence={level: sum(c.evidence()[level] for c in contributors) for level in LEVELS},
     )
 
 

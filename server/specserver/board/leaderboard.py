@@ -23,7 +23,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Engine
@@ -67,6 +67,9 @@ class Board:
     groups: list[GroupAggregate]  # in key order; callers sort
     verdict_counts: dict[str, int]  # over every draft result the filters match
     results: int  # draft results in this view
+    # Over every draft result the filters match, per specschema.evidence level: confirmed
+    # rows only "reported" or "implausible" are counted here and on no board.
+    evidence_counts: dict[str, int] = field(default_factory=dict)
 
 
 class ReadService:
@@ -153,6 +156,7 @@ class ReadService:
                 reduced = newkeys.fold_new_keys(
                     reduced, newkeys.new_key_ids(conn, self.probation_days))
                 totals = sql.verdict_totals(conn, filters)
+                levels = sql.evidence_totals(conn, filters)
             groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
             board = Board(
                 version=version,
@@ -161,6 +165,7 @@ class ReadService:
                 groups=groups,
                 verdict_counts=totals,
                 results=sum(sum(g.verdicts.values()) for g in groups),
+                evidence_counts=levels,
             )
             with self._cache_lock:
                 self._boards.put(key, board)

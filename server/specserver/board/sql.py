@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, literal, literal_column, select
+from sqlalchemy import Connection, and_, func, literal, literal_column, or_, select
 
+from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
 from specserver.store import tables
 from specserver.store.queries import (
@@ -34,7 +35,7 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
             sub.c.protocol_sha256, sub.c.target_model, sub.c.target_digest, sub.c.chip,
             sub.c.memory_gb, sub.c.ollama_version, sub.c.os_name, sub.c.backend,
             draft.c.config_name, draft.c.draft_model, draft.c.mechanism, draft.c.observed,
-            draft.c.speedup_tps, draft.c.speedup_wall, base.c.median_tps,
+            draft.c.speedup_tps, draft.c.speedup_wall, base.c.median_tps, draft.c.evidence,
         )
         .select_from(
             draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
@@ -90,10 +91,12 @@ def contributor_results(
     submissions = (func.count() if "draft" in dimensions
                    else func.count(draft.c.submission_id.distinct()))
     counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
+    level = func.coalesce(draft.c.evidence, "none")
+    counts += [func.count().filter(level == name) for name in LEVELS]
     source = draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
     where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
-             *submission_clauses(filters), *draft_clauses(filters, draft)]
+             board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (
@@ -114,6 +117,26 @@ def contributor_results(
         return [ContributorResult(key_of[row[0]], *row[1:]) for row in rows]
     # Medians of DOUBLE columns are floats and counts ints on both dialects: no conversion.
     return [ContributorResult(tuple(row[:width]), *row[width:]) for row in rows]
+
+
+def board_clause(draft: Any) -> Any:
+    """``aggregate.on_board`` in SQL: a confirmed row needs corroborated counters."""
+    return or_(draft.c.observed != "confirmed",
+               func.coalesce(draft.c.evidence, "none").in_(sorted(CORROBORATED)))
+
+
+def evidence_totals(conn: Connection, filters: Filters) -> dict[str, int]:
+    """Draft results per evidence level among visible submissions matching the filters
+    (those kept off the boards for their evidence included)."""
+    draft = summ.alias("d")
+    level = func.coalesce(draft.c.evidence, "none")
+    stmt = (select(level, func.count())
+            .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+            .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
+                   *draft_clauses(filters, draft))
+            .group_by(level))
+    found = {str(v): int(n) for v, n in conn.execute(stmt).all()}
+    return {name: found.get(name, 0) for name in LEVELS}
 
 
 def verdict_totals(conn: Connection, filters: Filters) -> dict[str, int]:

@@ -72,6 +72,7 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "next_offset": offset + limit if offset + limit < len(groups) else None,
         "results": board.results,
         "verdict_counts": board.verdict_counts,
+        "evidence_counts": board.evidence_counts,
         "groups": [group_json(g, dimensions) for g in page],
     }
 

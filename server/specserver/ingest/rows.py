@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from specschema.evidence import submission_evidence
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import canonical, canonical_chip, canonical_optional
 from specserver.store.tables import Row, RowSet
@@ -43,6 +44,9 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     chip = canonical_chip(fp.chip)
     backend = canonical_optional(engine.backend)
     protocol = sub.protocol
+    # The evidence level of each config's counters, against the server's own speedups.
+    evidence = dict(zip((c.name for c in configs), submission_evidence(
+        sub, {m.name: m.speedup_tps for m in checked.summaries}), strict=True))
     config_rows: list[Row] = []
     trial_rows: list[Row] = []
     for config in configs:
@@ -90,7 +94,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             (sid, m.name, m.role, m.model, m.draft_model, m.mechanism, m.observed, m.trials,
              m.median_wall_s, m.median_eval_s, m.median_tps, m.min_tps, m.max_tps,
              m.stdev_tps, m.cv_tps, m.speedup_tps, m.speedup_tps_ci_low,
-             m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline)
+             m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline,
+             evidence[m.name].level, evidence[m.name].reason)
             for m in checked.summaries
         ],
     }

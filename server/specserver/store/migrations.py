@@ -11,12 +11,25 @@ On PostgreSQL, concurrent replicas serialise on an advisory lock while migrating
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, func, insert, inspect, select, text
+from sqlalchemy import (
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    func,
+    insert,
+    inspect,
+    select,
+    text,
+    update,
+)
 
+from specschema import evidence
 from specserver.errors import SpecServerError
 from specserver.store import tables
 
@@ -80,6 +93,70 @@ def _wire_v2(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN observed TYPE VARCHAR(32)"))
 
 
+def _evidence_levels(conn: Connection) -> None:
+    """summaries.evidence and evidence_reason (issue 15), filled for every stored row with
+    the same pure rule ingestion applies (``specschema.evidence.evidence_level``), from the
+    stored submission, config and trial rows. Configs without counters are 'none' in one
+    UPDATE; only those with counters are read back, a submission's worth at a time."""
+    present = set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'summaries' "
+        "AND table_schema = current_schema()")).scalars())
+    for column, kind in (("evidence", "VARCHAR(16)"), ("evidence_reason", "TEXT")):
+        if column not in present:
+            conn.execute(text(f"ALTER TABLE summaries ADD COLUMN {column} {kind}"))
+    sub, cfg, trl, summ = tables.submissions, tables.configs, tables.trials, tables.summaries
+    with_counters = select(cfg.c.submission_id, cfg.c.config_name).where(
+        cfg.c.drafted_tokens.is_not(None) | cfg.c.counters_source.is_not(None))
+    claimed = {(str(a), str(b)) for a, b in conn.execute(with_counters).all()}
+    claimed |= {(str(a), str(b)) for a, b in conn.execute(
+        select(trl.c.submission_id, trl.c.config_name).where(trl.c.drafted.is_not(None))
+        .distinct()).all()}
+    conn.execute(update(summ).where(summ.c.evidence.is_(None)).values(
+        evidence="none", evidence_reason="no acceptance counters"))
+    stmt = (select(sub.c.wire_version, sub.c.engine_name, sub.c.ollama_version,
+                   sub.c.engine_log, cfg.c.drafted_tokens, cfg.c.accepted_tokens,
+                   cfg.c.counters_source, cfg.c.mean_accepted_len, cfg.c.request_options,
+                   cfg.c.launches, summ.c.speedup_tps)
+            .select_from(cfg.join(sub, sub.c.submission_id == cfg.c.submission_id).join(
+                summ, and_(summ.c.submission_id == cfg.c.submission_id,
+                           summ.c.config_name == cfg.c.config_name)))
+            .where(cfg.c.submission_id == bindparam("sid"),
+                   cfg.c.config_name == bindparam("name")))
+    trial_stmt = (select(trl.c.eval_count, trl.c.drafted, trl.c.accepted,
+                         trl.c.mean_accepted_len, trl.c.counters_source)
+                  .where(trl.c.submission_id == bindparam("sid"),
+                         trl.c.config_name == bindparam("name"))
+                  .order_by(trl.c.trial_index))
+    updates = []
+    for sid, name in sorted(claimed):
+        row = conn.execute(stmt, {"sid": sid, "name": name}).first()
+        if row is None:
+            continue
+        trials = [evidence.TrialCounts(int(t.eval_count), t.drafted, t.accepted,
+                                       t.mean_accepted_len, t.counters_source)
+                  for t in conn.execute(trial_stmt, {"sid": sid, "name": name}).all()]
+        try:
+            options = json.loads(row.request_options)
+        except ValueError:
+            options = {}
+        found = evidence.evidence_level(
+            wire_version=row.wire_version, engine_name=row.engine_name or "ollama",
+            engine_version=str(row.ollama_version), engine_log=row.engine_log,
+            drafted=row.drafted_tokens, accepted=row.accepted_tokens,
+            source=row.counters_source, mean_accepted_len=row.mean_accepted_len,
+            trials=trials,
+            n_max=evidence.n_max_of(options if isinstance(options, dict) else {},
+                                    evidence.launches_of(row.launches)),
+            speedup_tps=row.speedup_tps)
+        updates.append({"sid": sid, "name": name, "level": found.level,
+                        "reason": found.reason})
+    if updates:
+        conn.execute(update(summ).where(summ.c.submission_id == bindparam("sid"),
+                                        summ.c.config_name == bindparam("name"))
+                     .values(evidence=bindparam("level"), evidence_reason=bindparam("reason")),
+                     updates)
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -88,6 +165,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _received_at_index),
     Migration(3, "wire format v2: engine name/runtime/build, log status, per-trial counters, "
                  "launches, mean accepted length; observed VARCHAR(32)", _wire_v2),
+    Migration(4, "evidence levels: summaries.evidence and evidence_reason, computed for every "
+                 "stored config", _evidence_levels),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -28,6 +28,7 @@ from sqlalchemy import (
     tuple_,
 )
 
+from specschema.conclusion import VERDICT_HELP
 from specschema.models import Observed, OsInfo
 from specserver.store import tables
 
@@ -197,7 +198,8 @@ def _drafts_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[dict[str,
         return {}
     stmt = (select(summ.c.submission_id, summ.c.config_name, summ.c.draft_model,
                    summ.c.mechanism, summ.c.observed, summ.c.speedup_tps,
-                   summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high, summ.c.speedup_wall)
+                   summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high, summ.c.speedup_wall,
+                   summ.c.evidence, summ.c.evidence_reason)
             .where(summ.c.submission_id.in_(list(ids)), summ.c.role == "draft")
             .order_by(summ.c.submission_id, summ.c.config_name))
     found: dict[str, list[dict[str, Any]]] = {}
@@ -265,6 +267,11 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     configs = rows(tables.configs, tables.configs.c.config_name)
     for config in configs:
         config["request_options"] = json.loads(config["request_options"])
+        # wire v2: the engine starts as logged (a JSON list), and what the verdict means
+        # and what the contributor can do about it (the words the CLI prints too)
+        config["launches"] = json.loads(config["launches"]) if config.get("launches") else []
+        meaning, todo = VERDICT_HELP.get(config["observed"], ("", ""))
+        config["verdict_help"] = {"meaning": meaning, "what_to_do": todo}
     audit = tables.audit_log
     targets = [submission_id] + ([submission["key_id"]] if submission["key_id"] else [])
     moderation = [
@@ -396,7 +403,8 @@ EXPORT_COLUMNS = (
     summ.c.observed.label("verdict"), summ.c.trials, summ.c.median_wall_s, summ.c.median_eval_s,
     summ.c.median_tps, summ.c.min_tps, summ.c.max_tps, summ.c.stdev_tps, summ.c.cv_tps,
     summ.c.speedup_tps, summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high,
-    summ.c.speedup_wall, summ.c.outputs_match_baseline,
+    summ.c.speedup_wall, summ.c.outputs_match_baseline, summ.c.evidence,
+    summ.c.evidence_reason,
 )
 EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
 

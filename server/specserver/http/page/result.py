@@ -16,11 +16,19 @@ from html import escape
 from typing import Any
 
 from specschema.conclusion import capability_reason, conclusion, verdict_label, vs_baseline
+from specschema.evidence import CORROBORATED
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
 COUNTER_SOURCES = {"llama_server_log": "the llama-server lines of Ollama's log",
-                   "mlx_log": "the MLX runner lines of Ollama's log"}
+                   "mlx_log": "the MLX runner lines of Ollama's log",
+                   "engine_api": "llama-server's own API (timings.draft_n, draft_n_accepted)"}
+# specschema.evidence levels as a reader sees them; only the first two count as confirmed.
+LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
+               "log": "log counters, consistent",
+               "reported": "reported only: not counted as confirmed",
+               "implausible": "implausible: not counted as confirmed",
+               "none": "no counters"}
 
 
 LONG_WORD = 24  # characters without a space: longer ones may break anywhere
@@ -59,6 +67,13 @@ def summaries_of(rows: Sequence[dict[str, Any]]) -> list[ConfigSummary]:
     return [ConfigSummary(name=r["config_name"], **{f: r.get(f) for f in fields}) for r in rows]
 
 
+def levels_of(rows: Sequence[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """The stored summary rows' evidence level and reason, by config name."""
+    return {r["config_name"]: (str(r.get("evidence") or "none"),
+                               str(r.get("evidence_reason") or "not assessed"))
+            for r in rows}
+
+
 def evidence_of(rows: Sequence[dict[str, Any]]) -> dict[str, SpeculationEvidence]:
     """The stored config rows' speculation evidence, by config name."""
     return {r["config_name"]: SpeculationEvidence.model_validate({
@@ -90,8 +105,10 @@ def server_output_check(name: str, trials: Sequence[dict[str, Any]],
 
 
 def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
-                   engine_version: str, output_check: str | None) -> tuple[list[str], list[str]]:
-    """(what the server checked, what the client reported), as plain sentences."""
+                   engine_version: str, output_check: str | None,
+                   level: tuple[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """(what the server checked, what the client reported), as plain sentences; ``level``
+    is the stored evidence level and its reason (``specschema.evidence``)."""
     if summary.role == "baseline" or evidence is None or not evidence.requested:
         return ["no speculation requested: the reference every ratio is taken against"], []
     checked: list[str] = []
@@ -107,8 +124,12 @@ def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
         source = COUNTER_SOURCES.get(evidence.counters_source or "", "Ollama's log")
         reported.append(f"{evidence.accepted_tokens} of {evidence.drafted_tokens} drafted "
                         f"tokens accepted, read from {source}")
-        checked.append("the counters are consistent (accepted ≤ drafted); the server cannot "
-                       "see the log itself")
+        if level is None:
+            checked.append("the counters are consistent (accepted ≤ drafted); the server "
+                           "cannot see the log itself")
+        else:
+            name, why = level
+            checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): {why}")
     elif evidence.engine_can_honor is not False:
         reported.append("no speculation counters found in Ollama's log")
     if output_check is not None:
@@ -131,13 +152,17 @@ def _evidence_cell(checked: Sequence[str], reported: Sequence[str]) -> str:
 
 def conclusion_section(summaries: Sequence[ConfigSummary],
                        evidence: dict[str, SpeculationEvidence], engine_version: str,
-                       complete: bool) -> str:
-    text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete)
+                       complete: bool, log_status: str | None = None) -> str:
+    """``log_status``: the submission's ``engine_log`` (wire v2), so that a run without a
+    log reads "no Ollama server log was given", not "no counters were found"."""
+    text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete,
+                      log_status=log_status)
     return f'<p class="conclusion" id="conclusion">{escape(text)}</p>'
 
 
 def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],
-                  trials: Sequence[dict[str, Any]], engine_version: str) -> str:
+                  trials: Sequence[dict[str, Any]], engine_version: str,
+                  levels: dict[str, tuple[str, str]] | None = None) -> str:
     """The article's table: one row per config, in seconds and tok/s, verdict and evidence."""
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
@@ -148,20 +173,28 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
         found = evidence.get(summary.name)
         label = verdict_label(summary, found)
         observed = "baseline" if summary.role == "baseline" else summary.observed
+        level = (levels or {}).get(summary.name)
         checked, reported = evidence_lines(
-            summary, found, engine_version, server_output_check(summary.name, trials, baseline))
+            summary, found, engine_version, server_output_check(summary.name, trials, baseline),
+            level)
+        evidence_level = level[0] if level else "none"
+        verdict_class: str = observed
+        if observed == "confirmed" and level is not None and level[0] not in CORROBORATED:
+            label += f" (not counted: {level[0]} counters)"
+            verdict_class = "uncorroborated"  # never coloured as a confirmed effect
         # A not-applied ratio is noise: shown, but in the neutral style, never as an effect.
         ratio_class = "num noise" if observed == "not_applied" else "num"
         model = summary.draft_model or summary.model
         rows.append(
-            f'<tr class="config" data-observed="{escape(observed)}">'
+            f'<tr class="config" data-observed="{escape(observed)}" '
+            f'data-evidence="{escape(evidence_level)}">'
             f'<td><span class="config-name">{text(summary.name)}</span>'
             f'<br><span class="muted">{text(model)}</span></td>'
             f'<td class="num">{_num(summary.median_wall_s)}</td>'
             f'<td class="num">{_num(summary.median_eval_s)}</td>'
             f'<td class="num">{_num(summary.median_tps, 2)}</td>'
             f'<td class="{ratio_class}">{escape(vs_baseline(summary))}</td>'
-            f'<td class="verdict {escape(observed)}">{escape(label)}</td>'
+            f'<td class="verdict {escape(verdict_class)}">{escape(label)}</td>'
             f"<td>{_evidence_cell(checked, reported)}</td></tr>")
     return f'<table class="results">{head}{"".join(rows)}</table>'
 

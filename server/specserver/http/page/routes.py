@@ -74,6 +74,18 @@ def _verdict_badges(counts: dict[str, int]) -> str:
                    for v, n in counts.items() if n)
 
 
+# Evidence levels on a board row, strongest first (specschema.evidence.LEVELS); a speedup
+# board row never holds "reported" or "implausible" confirmed results (aggregate rule 6).
+LEVEL_BADGES = {"engine_api": "engine API", "log": "log", "reported": "reported",
+                "implausible": "implausible", "none": "no counters"}
+
+
+def _evidence_badges(counts: dict[str, int]) -> str:
+    return "".join(f'<span class="badge" data-evidence="{escape(level)}">'
+                   f"{escape(LEVEL_BADGES.get(level, level))} {n}</span>"
+                   for level, n in counts.items() if n)
+
+
 def _key(group: GroupAggregate, dimension: str) -> str:
     return aggregate.dimension_label(dimension, group.key[dimension])
 
@@ -107,7 +119,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f'{ratio}<th class="num">Interquartile</th>'
             '<th class="num">Range</th><th class="num">Baseline tok/s</th>'
             # Split by verdict, a speedup row holds one verdict: its Speculation cell says it.
-            + ("<th>Verdicts</th>" if noise else "") + "</tr>")
+            + ("<th>Verdicts</th>" if noise else "<th>Evidence</th>") + "</tr>")
     rows = []
     for group in groups:
         style = _row_style(group, noise)
@@ -130,7 +142,8 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
             f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x</td>'
             f'<td class="num">{_num(group.median_baseline_tps, 1)}</td>'
-            + (f"<td>{_verdict_badges(group.verdicts)}</td>" if noise else "") + "</tr>")
+            + (f"<td>{_verdict_badges(group.verdicts)}</td>" if noise
+               else f'<td class="evidence">{_evidence_badges(group.evidence)}</td>') + "</tr>")
     return f'<table class="board" data-board="{escape(board)}">{head}{"".join(rows)}</table>'
 
 
@@ -170,8 +183,12 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "could speculate but no counters were seen, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
-                     "asked with <code>group_by=verdict</code>. Verdicts: "
-                     f"{_verdict_badges(_sum_verdicts(speed))}</p>")
+                     "asked with <code>group_by=verdict</code>. A confirmed result counts only "
+                     "when its counters are consistent with its trials (evidence "
+                     "<em>engine API</em>: llama-server's own counters, or <em>log</em>); "
+                     "counters that are only reported, or that cannot explain the measured "
+                     "speedup, keep a result off this board (see each submission's page). "
+                     f"Verdicts: {_verdict_badges(_sum_verdicts(speed))}</p>")
         parts.append(board_chart(speed, board, f"Speedup by chip, {protocol_id}", noise=False))
         parts.append(board_table(speed, board))
     else:
@@ -254,7 +271,9 @@ def home(request: Request, reads: Reads) -> Response:
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
         parts = ["<h1>Speculative decoding leaderboard</h1>", filter_form(filters, menus),
                  f'<p class="note">Draft results matching these filters: '
-                 f"{_verdict_badges(counts) or 'none'}. Each contributor counts once per group "
+                 f"{_verdict_badges(counts) or 'none'}; by evidence: "
+                 f"{_evidence_badges(speed_board.evidence_counts) or 'none'}. "
+                 "Each contributor counts once per group "
                  f"(their median first); interquartile ranges need "
                  f"{reads.min_contributors} contributors.</p>"]
         if not protocols:
@@ -337,9 +356,11 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     if row["key_banned"]:
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
-    out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"])))
+    out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
+                                         row.get("engine_log")))
     out.append("<h2>Results</h2>")
-    out.append(result.results_table(summaries, evidence, parts["trials"], version))
+    out.append(result.results_table(summaries, evidence, parts["trials"], version,
+                                    result.levels_of(parts["summaries"])))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
                "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
