@@ -285,6 +285,7 @@ def test_a_confirmed_result_separates_what_the_server_checked(wide, site):
     assert "reported by the client\n900 of 1200 drafted tokens accepted" in evidence.replace(
         " 900", "\n900")
     assert "checked by the server" in evidence and "cannot see the log itself" in evidence
+    assert "evidence level log (log counters, consistent)" in evidence  # specschema.evidence
     assert tab.locator("p.conclusion").inner_text().startswith("spec_4 speculated")
     # Opened, the details still fit and still speak in words and units.
     for summary in tab.locator("details > summary").all():

@@ -129,7 +129,10 @@ def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
                            "cannot see the log itself")
         else:
             name, why = level
-            checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): {why}")
+            unseen = ("; the server cannot see the log itself"
+                      if evidence.counters_source != "engine_api" else "")
+            checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): "
+                           f"{why}{unseen}")
     elif evidence.engine_can_honor is not False:
         reported.append("no speculation counters found in Ollama's log")
     if output_check is not None:
