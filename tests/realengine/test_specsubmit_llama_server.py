@@ -315,3 +315,74 @@ def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
     assert not sub.complete and 2 <= sum(len(c.trials) for c in sub.configs) < 30
     assert sub.note and "llama-server failed (EngineDied)" in sub.note
     assert _llama_servers_using(models_dir) == []
+
+
+# --- to a real specserver and onto its board -----------------------------------------------
+
+
+@pytest.fixture
+def specserver(tmp_path: Path) -> Iterator[str]:
+    """A real `specserver serve` on a free loopback port with its own DuckDB file (as in
+    tests/e2e)."""
+    import httpx
+
+    from tests.server.liveserver import free_port
+
+    port = free_port()
+    env = {**os.environ, "SPECSERVER_DATABASE_URL": str(tmp_path / "store.duckdb")}
+    log = tmp_path / "specserver.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen([str(Path(sys.executable).with_name("specserver")), "serve",
+                                   "--port", str(port)], env=env, stdout=sink,
+                                  stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"specserver did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_the_result_is_accepted_and_shown_under_engine_llama_server(
+        tmp_path: Path, llama_server_bin: Path, models_dir: Path, specserver: str) -> None:
+    import httpx
+
+    env = _env(tmp_path)
+    env["SPECSUBMIT_SERVER"] = specserver
+    argv = [a for a in _argv(llama_server_bin, models_dir) if a != "--no-submit"] + ["--yes"]
+    result = _run(tmp_path, argv, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sub,) = _saved(tmp_path)
+    sid = str(sub.submission_id)
+    assert f"{specserver}/submissions/{sid}" in result.stdout + result.stderr
+    stored = httpx.get(f"{specserver}/v1/submissions/{sid}").json()
+    row = stored["submission"]
+    assert (row["engine_name"], row["engine_runtime"], row["wire_version"]) == (
+        "llama-server", "ggml", 2)
+    assert "0c1e570" in row["engine_build"]
+    assert {c["config_name"]: c["observed"] for c in stored["configs"]} == {
+        c.name: c.speculation.observed for c in sub.configs}
+    board = httpx.get(f"{specserver}/v1/leaderboard",
+                      params={"protocol": "llamacpp-draft"}).json()
+    assert board["groups"], board  # confirmed drafts are measured speedups (or slowdowns)
+    page = httpx.get(f"{specserver}/", params={"protocol": "llamacpp-draft"})
+    drafts = {g["key"]["draft"]["config_name"] for g in board["groups"]}
+    assert "draft_qwen3_0.6b_n8" in drafts
+    assert {g["key"]["draft"]["mechanism"] for g in board["groups"]} == {"server_launch"}
+    # The board page names the engine (the leaderboard JSON has no engine dimension yet).
+    assert page.status_code == 200 and "llama-server" in page.text
+    detail = httpx.get(f"{specserver}/submissions/{sid}")
+    assert detail.status_code == 200 and "llama-server" in detail.text

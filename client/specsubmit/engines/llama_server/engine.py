@@ -108,6 +108,9 @@ class LlamaServerEngine:
         self.launches: dict[str, list[Launch]] = {}
         self.commands: dict[str, list[str]] = {}
         self.props_build: str | None = None
+        # Server CPU seconds per config, read just before each stop (not on the wire: the
+        # real-engine tests and bench/engine_ab.py compare them; None where unreadable).
+        self.cpu_seconds: dict[str, float | None] = {}
         self.prompt: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._api: LlamaServerApi | None = None
@@ -324,6 +327,11 @@ class LlamaServerEngine:
             return None
 
     def end_config(self, config: ProtocolConfig, *, last: bool) -> None:
+        if self._process is not None:
+            used = process.cpu_seconds(self._process)
+            before = self.cpu_seconds.get(config.name, 0.0)
+            self.cpu_seconds[config.name] = (None if used is None or before is None
+                                             else before + used)
         self._stop_server()
 
     def _stop_server(self) -> None:

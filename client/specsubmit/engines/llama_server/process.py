@@ -119,3 +119,14 @@ def wait_until(check: Callable[[], bool], process: subprocess.Popen[bytes],
             return True
         time.sleep(interval_s)
     return False
+
+
+def cpu_seconds(process_: subprocess.Popen[bytes]) -> float | None:
+    """User + system CPU time the server has used so far (Linux /proc; None elsewhere).
+    On busy machines it is steadier than wall time: waiting for a core costs no CPU."""
+    try:
+        fields = Path(f"/proc/{process_.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
