@@ -134,7 +134,7 @@ def example_submission(
             request_options=proto.request_options(config),
             request_fields=dict(config.request_fields),
             warmups=[Warmup(wall_s=3.2, load_duration_ns=3_000_000_000,
-                            total_duration_ns=3_150_000_000)] * proto.warmups_per_config,
+                            total_duration_ns=3_150_000_000)] * proto.warmups_for(config.name),
             trials=trials,
             speculation=SpeculationEvidence(
                 requested=requested, mechanism=config.mechanism, engine_can_honor=can_honor,

@@ -14,6 +14,8 @@ import hashlib
 import json
 from functools import cache
 from importlib import resources
+from itertools import groupby
+from operator import itemgetter
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -59,6 +61,11 @@ class Requirements(_ProtocolModel):
     target_note: str | None = None
 
 
+# Fields added after the first protocols were pinned, with the value that leaves a
+# protocol's identity as it was (``Protocol.sha256`` leaves them out at that value).
+_ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False}
+
+
 class Protocol(_ProtocolModel):
     id: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9\-]{0,63}$")]
     version: Annotated[int, Field(ge=1)]
@@ -71,12 +78,23 @@ class Protocol(_ProtocolModel):
     keep_alive: str
     warmups_per_config: Annotated[int, Field(ge=0, le=10)]
     trials_per_config: Annotated[int, Field(ge=1, le=100)]
-    order: Literal["blocked", "interleaved"]
+    order: Literal["blocked", "interleaved", "abba"]
     requirements: Requirements
+    # "abba": blocks of ``block_trials`` trials, configs in order then reversed (A B C C B
+    # A ...), so that every config's mean run position is the same and a linear drift
+    # cancels while the engine switches configs only once per block.
+    block_trials: Annotated[int, Field(ge=1, le=100)] | None = None
+    # The warm-ups run again whenever the config changes (each block after a switch),
+    # not once per config before all trials: a switch of a load-time option reloads.
+    warmup_each_block: bool = False
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(dumps_canonical(self.model_dump(mode="json"))).hexdigest()
+        data = self.model_dump(mode="json")
+        for name, default in _ADDED_FIELDS.items():  # absent from the files that predate them
+            if data.get(name) == default:
+                del data[name]
+        return hashlib.sha256(dumps_canonical(data)).hexdigest()
 
     def baseline(self) -> ProtocolConfig:
         return next(c for c in self.configs if c.role == "baseline")
@@ -105,7 +123,24 @@ class Protocol(_ProtocolModel):
         trials = range(self.trials_per_config)
         if self.order == "blocked":
             return [(name, i) for name in names for i in trials]
+        if self.order == "abba":
+            size = self.block_trials or 1
+            done = dict.fromkeys(names, 0)
+            out: list[tuple[str, int]] = []
+            for _ in range(self.trials_per_config // (2 * size)):
+                for name in names + names[::-1]:
+                    out.extend((name, done[name] + i) for i in range(size))
+                    done[name] += size
+            return out
         return [(name, i) for i in trials for name in names]
+
+    def warmups_for(self, name: str) -> int:
+        """How many warm-ups config ``name`` runs: once per config, or (``warmup_each_block``)
+        once per run of consecutive trials of it in the schedule."""
+        if not self.warmup_each_block:
+            return self.warmups_per_config
+        runs = sum(1 for key, _ in groupby(self.schedule(), key=itemgetter(0)) if key == name)
+        return self.warmups_per_config * runs
 
 
 def _validate(data: object, origin: str) -> Protocol:
@@ -118,6 +153,12 @@ def _validate(data: object, origin: str) -> Protocol:
         raise ProtocolError(f"protocol {origin} must have exactly one baseline config")
     if len({c.name for c in protocol.configs}) != len(protocol.configs):
         raise ProtocolError(f"protocol {origin} has duplicate config names")
+    if protocol.order == "abba" and (
+        protocol.block_trials is None
+        or protocol.trials_per_config % (2 * protocol.block_trials) != 0
+    ):
+        raise ProtocolError(f"protocol {origin}: order abba needs block_trials dividing half "
+                            "of trials_per_config")
     return protocol
 
 
@@ -126,15 +167,21 @@ def load_protocol_bytes(data: bytes, origin: str = "<bytes>") -> Protocol:
 
 
 @cache
-def shipped_protocols() -> dict[str, Protocol]:
-    """The protocols shipped inside specschema, keyed by id."""
-    found: dict[str, Protocol] = {}
+def all_protocols() -> tuple[Protocol, ...]:
+    """Every protocol file shipped inside specschema, every version (older versions stay
+    loadable: submissions made with them are still checked and shown)."""
+    found: list[Protocol] = []
     folder = resources.files("specschema") / "protocols"
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            protocol = load_protocol_bytes(entry.read_bytes(), entry.name)
-            found[protocol.id] = protocol
-    return found
+            found.append(load_protocol_bytes(entry.read_bytes(), entry.name))
+    return tuple(sorted(found, key=lambda p: (p.id, p.version)))
+
+
+@cache
+def shipped_protocols() -> dict[str, Protocol]:
+    """The newest shipped version of each protocol, keyed by id (what a run uses)."""
+    return {p.id: p for p in all_protocols()}  # sorted by version: the last one wins
 
 
 def get_protocol(protocol_id: str) -> Protocol:
@@ -146,11 +193,11 @@ def get_protocol(protocol_id: str) -> Protocol:
 
 
 def find_protocol(protocol_id: str, version: int, sha256: str) -> Protocol | None:
-    """The shipped protocol with this exact identity, or None."""
-    protocol = shipped_protocols().get(protocol_id)
-    if protocol is None or protocol.version != version or protocol.sha256 != sha256:
-        return None
-    return protocol
+    """The shipped protocol with this exact identity (any version), or None."""
+    for protocol in all_protocols():
+        if (protocol.id, protocol.version, protocol.sha256) == (protocol_id, version, sha256):
+            return protocol
+    return None
 
 
 def canonical_json(protocol: Protocol) -> str:

@@ -19,7 +19,7 @@ from specserver.ingest.checks import check_submission
 from specsubmit.engines.ollama.serverlog import Segment, parse_log, read_requests
 from specsubmit.run.preflight import MLX_NOTICE
 from specsubmit.run.report import conclusion
-from tests.client.test_runner import MTP, Recorder, _run
+from tests.client.test_runner import MTP, OLLAMA_DRAFT_V1, Recorder, _run
 from tests.fakeollama import FakeModel, FakeOllama, default_models
 from tests.support.realengine.fixture_files import verbatim
 
@@ -92,9 +92,34 @@ def test_a_ggml_0_34_run_with_an_mtp_target_is_confirmed_per_trial(tmp_path: Pat
     base = sub.configs[0]
     assert all(t.counters is None for t in base.trials)
     assert [launch.spec_type for launch in base.speculation.launches] == [None]
-    # v1's interleaved order switches draft_num_predict at every trial: every one reloads
-    assert all(t.cold for c in sub.configs for t in c.trials)
+    # v2: the warm-up after each switch takes the reload; the trials after it are warm
+    assert not any(t.cold for c in sub.configs for t in c.trials)
     assert submission_verdicts(sub) == [c.speculation.observed for c in sub.configs]
+
+
+def test_reloads_cost_and_cold_flags_v1_against_v2(tmp_path: Path) -> None:
+    """draft_num_predict is a load-time option: v1's interleaved order reloads before every
+    trial (each one cold, the reload inside its timing); v2 reloads once per block, in the
+    warm-up. The fake's load takes 50 ms, so the cost shows in load_duration."""
+    found = {}
+    for protocol in (OLLAMA_DRAFT_V1, get_protocol("ollama-draft")):
+        assert protocol is not None
+        log = tmp_path / f"v{protocol.version}.log"
+        with FakeOllama(version="0.34.1", models=[FakeModel(MTP, mtp=True, load_s=0.05)],
+                        log_path=log) as fake:
+            sub = _run(fake, protocol, target=MTP, log_path=log).submission
+        trials = [t for c in sub.configs for t in c.trials]
+        found[protocol.version] = (
+            log.read_text().count('msg="starting llama-server"'),
+            sum(t.cold for t in trials), len(trials),
+            sum(t.load_duration_ns for t in trials) / 1e9,
+            sum(w.load_duration_ns or 0 for c in sub.configs for w in c.warmups) / 1e9,
+        )
+    starts1, cold1, n1, trial_load1, _ = found[1]
+    starts2, cold2, n2, trial_load2, warm_load2 = found[2]
+    assert (starts1, cold1, n1) == (18, 15, 15)  # every one of the 18 requests restarts
+    assert (starts2, cold2, n2) == (5, 0, 18)  # one start per block (5), each in its warm-up
+    assert trial_load1 >= 14 * 0.05 and trial_load2 < 0.05 <= warm_load2 / 5
 
 
 def _signed(sub_bytes: bytes) -> bytes:

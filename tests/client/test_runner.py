@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specschema import Fingerprint, get_protocol, summarize
+from specschema import Fingerprint, Protocol, find_protocol, get_protocol, summarize
 from specschema.payload import parse_submission, submission_bytes
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine
@@ -35,9 +35,17 @@ class Recorder(RunListener):
         self.finished.append((position, config))
 
 
-def _run(fake: FakeOllama, protocol: str = "hardnumbers-m2", *, fingerprint=MACHINE,
-         stop: threading.Event | None = None, listener: RunListener | None = None, **kw):
-    settings = RunSettings(protocol=get_protocol(protocol), **kw)
+# ollama-draft v1 (interleaved: a switch at every trial), still loadable by its identity
+OLLAMA_DRAFT_V1 = find_protocol(
+    "ollama-draft", 1, "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924")
+
+
+def _run(fake: FakeOllama, protocol: str | Protocol | None = "hardnumbers-m2", *,
+         fingerprint=MACHINE, stop: threading.Event | None = None,
+         listener: RunListener | None = None, **kw):
+    assert protocol is not None
+    chosen = protocol if isinstance(protocol, Protocol) else get_protocol(protocol)
+    settings = RunSettings(protocol=chosen, **kw)
     with OllamaClient(fake.url, timeout_s=10) as client:
         return run_protocol(OllamaEngine(client, settings), settings, fingerprint=fingerprint,
                             listener=listener or Recorder(), stop=stop)
@@ -106,6 +114,7 @@ def test_ollama_draft_confirmed_with_acceptance_counts_from_the_log(tmp_path: Pa
     with FakeOllama(version="0.33.1", models=models, log_path=log) as fake:
         outcome = _run(fake, "ollama-draft", target=MTP, log_path=log)
     sub = outcome.submission
+    trials = get_protocol("ollama-draft").trials_per_config
     assert outcome.log_read is True
     assert sub.protocol.parameters == {"target": MTP}
     by_name = {c.name: c for c in sub.configs}
@@ -114,10 +123,10 @@ def test_ollama_draft_confirmed_with_acceptance_counts_from_the_log(tmp_path: Pa
     for name, dnp in (("spec_4", 4), ("spec_8", 8)):
         evidence = by_name[name].speculation
         assert evidence.observed == "confirmed" and evidence.counters_source == "llama_server_log"
-        # 5 trials of 200 tokens; per trial ceil(200 / (1 + 0.75 * dnp)) iterations
+        # trials of 200 tokens; per trial ceil(200 / (1 + 0.75 * dnp)) iterations
         iterations = -(-200 // (1 + 0.75 * dnp))
-        assert evidence.drafted_tokens == 5 * int(iterations) * dnp
-        assert evidence.accepted_tokens == 5 * (200 - int(iterations))
+        assert evidence.drafted_tokens == trials * int(iterations) * dnp
+        assert evidence.accepted_tokens == trials * (200 - int(iterations))
         assert evidence.outputs_match_baseline is True
         assert by_name[name].request_options["draft_num_predict"] == dnp
     summaries = {s.name: s for s in summarize(sub)}
@@ -146,7 +155,7 @@ def test_late_log_lines_are_still_attributed_to_their_request(
             serverlog.wait_for_quiet_log(path, quiet_s, max_s, sleep=sleep_until_written)
 
         monkeypatch.setattr(engine, "wait_for_quiet_log", settle)
-        sub = _run(fake, "ollama-draft", target=MTP, log_path=log,
+        sub = _run(fake, OLLAMA_DRAFT_V1, target=MTP, log_path=log,
                    log_settle_s=settle_s).submission
     drafted = {c.name: c.speculation.drafted_tokens for c in sub.configs if c.role == "draft"}
     exact = {"spec_4": 5 * 50 * 4, "spec_8": 5 * 29 * 8}  # 5 trials x iterations x depth

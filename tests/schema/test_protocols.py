@@ -5,13 +5,14 @@ import json
 import pytest
 
 from specschema import ProtocolError, find_protocol, get_protocol, shipped_protocols
-from specschema.protocol import load_protocol_bytes
+from specschema.protocol import all_protocols, load_protocol_bytes
 
 # Changing a shipped protocol changes its hash. Bump its version (a new file) instead,
 # and pin the new hash here: results are only ever compared within one identity.
 PINNED = {
     ("hardnumbers-m2", 1): "8cde3201e243314e7d04b2f4fe655fcb83f6ffd5f720dee94ccd4d96bf047bab",
     ("ollama-draft", 1): "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924",
+    ("ollama-draft", 2): "2892c8cfafd83ab1f382e807ac22b494368fb1bff71cba2943d5a532200ebc7e",
     ("llamacpp-draft", 1): "750d72f1808172ecbede311a70b80d10438bd35cc8b11aff7406d66d4204199b",
     ("llamacpp-draft-long", 1):
         "3b1907388ad5690ef64329a31bdbdc6da2fc9386a1f83ef9a642648a6482cd50",
@@ -19,8 +20,9 @@ PINNED = {
 
 
 def test_both_protocols_ship_with_pinned_hashes() -> None:
-    found = {(p.id, p.version): p.sha256 for p in shipped_protocols().values()}
+    found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
+    assert {p.id: p.version for p in shipped_protocols().values()}["ollama-draft"] == 2
 
 
 def test_hardnumbers_replicates_the_article() -> None:
@@ -41,7 +43,9 @@ def test_hardnumbers_replicates_the_article() -> None:
 
 
 def test_ollama_draft_uses_draft_num_predict_interleaved() -> None:
-    protocol = get_protocol("ollama-draft")
+    # v1 stays loadable by its identity (submissions made with it are still checked)
+    protocol = find_protocol("ollama-draft", 1, PINNED[("ollama-draft", 1)])
+    assert protocol is not None
     assert protocol.target is None
     values = [protocol.request_options(c)["draft_num_predict"] for c in protocol.configs]
     assert values == [0, 4, 8]
@@ -133,3 +137,35 @@ def test_llamacpp_draft_long_has_a_long_prompt_that_fits_its_context() -> None:
     assert len(protocol.prompt) >= 20_000
     assert protocol.options.num_ctx == 8192
     assert len(protocol.prompt) / 2.6 + protocol.options.num_predict <= protocol.options.num_ctx
+
+
+def test_ollama_draft_v2_blocks_with_a_warmup_after_every_switch() -> None:
+    protocol = get_protocol("ollama-draft")
+    assert (protocol.version, protocol.order, protocol.block_trials) == (2, "abba", 3)
+    schedule = protocol.schedule()
+    names = [name for name, _ in schedule]
+    # blocks A B C C B A: five switches of draft_num_predict instead of one per trial
+    switches = sum(1 for a, b in zip(names, names[1:], strict=False) if a != b)
+    assert switches == 4 and len(schedule) == 18
+    for config in protocol.configs:
+        mine = [pos for pos, (name, _) in enumerate(schedule) if name == config.name]
+        assert len(mine) == 6 and sum(mine) / 6 == 8.5  # the same mean position: drift cancels
+        assert [i for name, i in schedule if name == config.name] == list(range(6))
+    assert {c.name: protocol.warmups_for(c.name) for c in protocol.configs} == {
+        "spec_off": 2, "spec_4": 2, "spec_8": 1}
+    # the same configs and options as v1: only the order and the warm-ups changed
+    v1 = find_protocol("ollama-draft", 1, PINNED[("ollama-draft", 1)])
+    assert v1 is not None and v1.configs == protocol.configs and v1.options == protocol.options
+
+
+def test_abba_needs_whole_blocks() -> None:
+    data = get_protocol("ollama-draft").model_dump(mode="json")
+    data["block_trials"] = 4
+    with pytest.raises(ProtocolError, match="block_trials"):
+        load_protocol_bytes(json.dumps(data).encode())
+
+
+def test_fields_added_later_leave_old_identities_alone() -> None:
+    data = get_protocol("hardnumbers-m2").model_dump(mode="json")
+    assert "block_trials" in data  # the model has it, the identity leaves it out
+    assert load_protocol_bytes(json.dumps(data).encode()).sha256 == PINNED[("hardnumbers-m2", 1)]

@@ -26,6 +26,7 @@ from tests.server.ingesthelp import (
 from specschema import SCHEMA_VERSIONS
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
+from specschema.protocol import all_protocols
 from specschema.summary import summarize
 from specserver.store import migrations, tables
 
@@ -271,7 +272,9 @@ def test_unknown_protocol_and_wrong_hash_are_422(served: Served) -> None:
     assert response.status_code == 422
     error = error_of(response)
     assert error["code"] == "unknown_protocol"
-    assert {p["id"] for p in error["details"]["known"]} == {"hardnumbers-m2", "ollama-draft"}
+    # every shipped identity, older versions too (ollama-draft v1 and v2)
+    assert {(p["id"], p["version"]) for p in error["details"]["known"]} == {
+        (p.id, p.version) for p in all_protocols()}
     data["protocol"]["id"] = "made-up"
     assert error_of(served.post(sign_dict(data)))["code"] == "unknown_protocol"
     assert_nothing_stored(served)

@@ -181,3 +181,26 @@ def test_a_version_2_store_gains_the_wire_v2_columns(store_url: str, tmp_path: P
         honest(data)
         response = served.post(sign_dict(data))
         assert response.status_code == 201, response.text
+
+
+def test_new_verdicts_are_explained_and_kept_off_the_boards(tmp_path: Path) -> None:
+    data = _now_v2(34)
+    data["engine"]["runtime"] = "mlx"
+    honest(data)
+    data["engine_log"] = "not_given"
+    with Served(settings_for(tmp_path)) as served:
+        response = served.post(sign_dict(data))
+        assert response.status_code == 201, response.text
+        sid = response.json()["submission_id"]
+        view = served.get(f"/v1/submissions/{sid}").json()
+        helps = {c["config_name"]: c["verdict_help"] for c in view["configs"]}
+        assert "MLX" in helps["spec_4"]["meaning"] and helps["spec_4"]["what_to_do"]
+        page = served.get(f"/submissions/{sid}").text
+        assert "cannot be switched off per request" in page
+        for view_name in ("speedup", "noise_floor"):
+            board = served.get(f"/v1/leaderboard?view={view_name}").json()
+            assert board["groups"] == [] and board["results"] == 0  # on no board
+        assert board["verdict_counts"]["cannot_compare"] == 2  # counted, shown apart
+        # the same run on GGML, confirmed, does reach the speedup board
+        assert served.post(sign_dict(honest(_now_v2(35)))).status_code == 201
+        assert served.get("/v1/leaderboard?view=speedup").json()["results"] == 2

@@ -261,7 +261,7 @@ def run_protocol(
     run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None)
     error: EngineError | None = None
     try:
-        if engine.per_config_start:
+        if engine.per_config_start or protocol.warmup_each_block:
             run.run_per_config()
         else:
             run.run_shared()

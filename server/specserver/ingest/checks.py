@@ -30,10 +30,11 @@ from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
 from specschema.models import ConfigResult, Mechanism, Submission, Trial
 from specschema.payload import parse_submission
-from specschema.protocol import Protocol, get_protocol, shipped_protocols
+from specschema.protocol import Protocol, all_protocols, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
 from specserver.errors import Invalid, Malformed
 from specserver.ingest.names import name_problem
+from specserver.ingest.plausibility import implausible_reason
 
 # --- documented bounds (docs/server.md, "Consistency rules") ------------------------------
 
@@ -85,6 +86,9 @@ class Checked:
     body: bytes
     body_sha256: str
     summaries: list[ConfigSummary]
+    # Why it is stored quarantined (hidden until a maintainer releases it), or None
+    # (ingest.plausibility: a baseline faster than the hardware can decode).
+    quarantine: str | None = None
 
 
 # --- step 2: envelope ---------------------------------------------------------------------
@@ -123,7 +127,7 @@ def parse_envelope_json(body: bytes) -> Any:
 @cache
 def _protocols_by_identity() -> dict[tuple[str, int, str], Protocol]:
     """Shipped protocols by (id, version, sha256); computing a sha256 per request is slow."""
-    return {(p.id, p.version, p.sha256): p for p in shipped_protocols().values()}
+    return {(p.id, p.version, p.sha256): p for p in all_protocols()}  # older versions too
 
 
 def check_protocol(submission: Submission) -> Protocol:
@@ -134,7 +138,8 @@ def check_protocol(submission: Submission) -> Protocol:
     known = shipped_protocols()
     details = {
         "protocol": {"id": ref.id, "version": ref.version, "sha256": ref.sha256},
-        "known": [{"id": p.id, "version": p.version, "sha256": p.sha256} for p in known.values()],
+        "known": [{"id": p.id, "version": p.version, "sha256": p.sha256}
+                  for p in all_protocols()],
     }
     if ref.id not in known:
         message = f"unknown protocol {ref.id!r}"
@@ -186,7 +191,7 @@ def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator
                 yield Violation(
                     rule, f"{path}.{field}", f"{field} of {config.name} must be {value!r}"
                 )
-        if len(config.warmups) > proto.warmups_per_config:
+        if len(config.warmups) > proto.warmups_for(config.name):
             yield Violation(rule, f"{path}.warmups", "more warmups than the protocol runs")
     missing = [name for name in expected if name not in seen]
     if submission.complete and missing:
@@ -522,6 +527,7 @@ class _ConfigPlan:
     options_exact: bool  # == plus "no bool sent" is ``_same`` (wanted values str/int/float)
     request_fields: dict[str, Any]
     fields_exact: bool
+    max_warmups: int  # Protocol.warmups_for: per block when the protocol warms up each block
 
 
 @dataclass(frozen=True)
@@ -550,6 +556,7 @@ def _plan(identity: tuple[str, int, str], target: str | None) -> _Plan:
             head, _scalar_exact(head),
             wanted["request_options"], _flat_exact(wanted["request_options"]),
             wanted["request_fields"], _flat_exact(wanted["request_fields"]),
+            proto.warmups_for(name),
         )
     positions: dict[str, dict[int, int]] = {name: {} for name in configs}
     for pos, (name, index) in enumerate(proto.schedule()):
@@ -605,7 +612,6 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
     plan = _plan(identity, parameters.get("target") or proto.target)
     complete = submission.complete
     per_config = proto.trials_per_config
-    max_warmups = proto.warmups_per_config
     version = submission.engine.version
     seen: set[str] = set()
     expected_verdicts = submission_verdicts(submission)
@@ -631,7 +637,7 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
             return False
         if not _same_flat(fields, want.request_fields, want.fields_exact):
             return False
-        if len(warmups) > max_warmups:
+        if len(warmups) > want.max_warmups:
             return False
         # durations_coherent: warmups
         for w in warmups:
@@ -780,4 +786,5 @@ def check_submission(
         body=body,
         body_sha256=hashlib.sha256(body).hexdigest(),
         summaries=server_summaries(submission),
+        quarantine=implausible_reason(submission),
     )
