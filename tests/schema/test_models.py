@@ -84,7 +84,8 @@ def test_summary_computed_from_trials() -> None:
     )
     by_name = {s.name: s for s in summarize(submission)}
     base = by_name["spec_off"]
-    assert base.speedup_tps is None and base.trials == get_protocol("ollama-draft").trials_per_config
+    trials = get_protocol("ollama-draft").trials_per_config
+    assert base.speedup_tps is None and base.trials == trials
     spec8 = by_name["spec_8"]
     assert spec8.observed == "confirmed"
     assert spec8.speedup_tps is not None and 1.7 < spec8.speedup_tps < 2.3
