@@ -84,6 +84,19 @@ class ExportSlots:
             self.in_progress -= 1
 
 
+def _abort_connection(receive: Receive) -> None:
+    """Reset the client's connection now, without flushing what is buffered for it.
+
+    ASGI has no message for this, so it reaches for the server's transport: uvicorn's
+    ``receive`` is a method of the request cycle, which holds it (h11 and httptools alike).
+    Under another server nothing happens and the connection is closed the ordinary way.
+    """
+    transport = getattr(getattr(receive, "__self__", None), "transport", None)
+    abort = getattr(transport, "abort", None)  # asyncio's and uvloop's transports have it
+    if callable(abort):
+        abort()
+
+
 async def _file_chunks(handle: IO[bytes]) -> AsyncGenerator[bytes, None]:
     while chunk := await anyio.to_thread.run_sync(handle.read, CHUNK_BYTES):
         yield chunk
@@ -113,10 +126,12 @@ class ExportFileResponse(StreamingResponse):
         try:
             await super().__call__(scope, receive, send_in_time)
         except TimeoutError:
-            # Returning before the response is complete makes the server close the
-            # connection (uvicorn logs one line); the client had its chance.
+            # The client had its chance. Returning before the response is complete makes
+            # uvicorn close the connection, but asyncio closes a socket only once its
+            # buffered bytes are flushed, which a client that never reads never allows.
             log.warning("export dropped: the client took no data for %g s",
                         self.send_timeout_s)
+            _abort_connection(receive)
         finally:
             await self.close()
 
