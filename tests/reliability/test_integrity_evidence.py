@@ -158,6 +158,7 @@ def test_forged_counters_are_stored_but_never_confirmed_on_the_board(
         assert all(d["evidence_reason"] for d in drafts)
     page = client.get(f"/submissions/{ids[0]}").text
     assert f'data-evidence="{level}"' in page and "not counted" in page
+    assert f"not counted: {level} counters" in client.get("/").text  # recent submissions
     rows = list(csv.DictReader(io.StringIO(client.get("/v1/export").text)))
     assert {r["evidence"] for r in rows if r["submission_id"] == ids[0]
             and r["role"] == "draft"} == {level}

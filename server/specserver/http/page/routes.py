@@ -228,12 +228,21 @@ def filter_form(filters: queries.Filters, menus: dict[str, list[Any]]) -> str:
             '<button type="submit">Apply</button> <a href="/">reset</a></form>')
 
 
+def _uncounted(draft: dict[str, Any]) -> str:
+    """", not counted: <level> counters" for a confirmed draft kept off the board."""
+    level = draft.get("evidence")
+    if draft.get("observed") != "confirmed" or aggregate.on_board("confirmed", level):
+        return ""
+    return f", not counted: {escape(str(level or 'unassessed'))} counters"
+
+
 def recent_table(items: Sequence[dict[str, Any]]) -> str:
     rows = []
     for item in items:
         drafts = ", ".join(
             f"{escape(d['config_name'])} {_num(d['speedup_tps'])}x "
-            f"({escape(VERDICT_WORDS.get(d['observed'], str(d['observed']).replace('_', ' ')))})"
+            f"({escape(VERDICT_WORDS.get(d['observed'], str(d['observed']).replace('_', ' ')))}"
+            f"{_uncounted(d)})"
             for d in item["drafts"])
         rows.append(
             f'<tr><td><a href="/submissions/{escape(item["submission_id"])}">'
