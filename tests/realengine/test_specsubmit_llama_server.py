@@ -386,3 +386,23 @@ def test_the_result_is_accepted_and_shown_under_engine_llama_server(
     assert page.status_code == 200 and "llama-server" in page.text
     detail = httpx.get(f"{specserver}/submissions/{sid}")
     assert detail.status_code == 200 and "llama-server" in detail.text
+
+
+def test_a_target_given_as_a_gguf_path_is_published_by_digest(
+        tmp_path: Path, llama_server_bin: Path, models_dir: Path,
+        tiny_model_set: ModelSet) -> None:
+    import hashlib
+
+    target = tmp_path / "alice-private" / "my-finetune.gguf"
+    target.parent.mkdir()
+    target.write_bytes(tiny_model_set.target.read_bytes())
+    result = _run(tmp_path, _argv(llama_server_bin, models_dir, "--target", str(target)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sub,) = _saved(tmp_path)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    public = f"sha256-{digest[:16]}.gguf"
+    text = json.dumps(sub.model_dump(mode="json"))
+    assert "alice-private" not in text and "my-finetune" not in text
+    assert sub.protocol.parameters == {"target": public}
+    assert {c.model for c in sub.configs} == {public}
+    assert any(m.name == public and m.digest == digest for m in sub.models)

@@ -86,6 +86,9 @@ class Preflight:
     memory_available: int | None
     engine_name: EngineName = "ollama"
     build: str | None = None
+    # A model given as a file path is published under this name instead (a path is
+    # private: it names folders, often the user's): {path as given: public name}.
+    public_names: dict[str, str] = field(default_factory=dict)
     # "ggml" | "mlx" when the pre-flight could tell (Ollama: the target's /api/tags
     # details.format, "safetensors" running on MLX); the log may say more (EngineReport).
     runtime: str | None = None

@@ -328,7 +328,9 @@ def build_submission(
     note: str | None,
     submission_id: uuid.UUID | None = None,
 ) -> Submission:
-    protocol, target = settings.protocol, settings.target
+    protocol = settings.protocol
+    target = pre.public_names.get(settings.target, settings.target) if settings.target \
+        else None
     baseline_trials = states[protocol.baseline().name].trials
     configs: list[ConfigResult] = []
     for config in protocol.configs:

@@ -186,7 +186,8 @@ class LlamaServerEngine:
                     f"{config.name}: {config.draft_model} cannot draft for {target}, their "
                     f"vocabularies differ ({why}); llama-server would run without the draft")
         can_honor = {c.name: engine_can_honor(c.mechanism, version) for c in self.protocol.configs}
-        infos = [self._model_info(name) for name in self.models]
+        public = {name: m.name for name, m in self.models.items() if m.source == "path"}
+        infos = [self._model_info(name, public.get(name, name)) for name in self.models]
         # One config runs at a time: the target plus the biggest draft.
         drafts = [self.models[n].size for n in self.models if n != target]
         needed = self.models[target].size + max(drafts, default=0)
@@ -195,12 +196,12 @@ class LlamaServerEngine:
         available = available_memory(fingerprint)
         check_memory(needed, available, self.settings.assume_yes, listener)
         return Preflight(version, infos, can_honor, needed, available,
-                         engine_name="llama-server", build=build)
+                         engine_name="llama-server", build=build, public_names=public)
 
-    def _model_info(self, name: str) -> ModelInfo:
+    def _model_info(self, name: str, public: str) -> ModelInfo:
         model, header = self.models[name], self.headers[name]
         return ModelInfo(
-            name=name[:120], digest=model.digest, size_bytes=model.size or None,
+            name=public[:120], digest=model.digest, size_bytes=model.size or None,
             family=(header.architecture or None) and header.architecture[:200],
             quantization=_FILE_TYPES.get(header.file_type, f"file_type {header.file_type}")
             if header.file_type is not None else None,

@@ -124,7 +124,9 @@ def resolve_path(name: str) -> ResolvedModel:
         digest = file_sha256(path)
     except OSError as exc:
         raise BadModelFile(f"cannot read the model file {path}: {exc.strerror}") from None
-    return ResolvedModel(path.name, path.resolve(), digest, size, "path")
+    # Published by digest, not by file name: a name like "alice-finetune.gguf" can be as
+    # private as the folder it sits in.
+    return ResolvedModel(f"sha256-{digest[:16]}.gguf", path.resolve(), digest, size, "path")
 
 
 def resolve_model(name: str, models_dir: Path) -> ResolvedModel:
