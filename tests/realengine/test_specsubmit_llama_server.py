@@ -406,3 +406,33 @@ def test_a_target_given_as_a_gguf_path_is_published_by_digest(
     assert sub.protocol.parameters == {"target": public}
     assert {c.model for c in sub.configs} == {public}
     assert any(m.name == public and m.digest == digest for m in sub.models)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_specsubmit_mid_run_leaves_no_llama_server(
+        tmp_path: Path, llama_server_bin: Path, models_dir: Path, signum: int) -> None:
+    """SIGTERM: specsubmit exits through its handler and stops the server itself; SIGKILL:
+    nothing of specsubmit runs, and the kernel ends the server (PR_SET_PDEATHSIG)."""
+    log = tmp_path / "stderr.txt"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(_argv(llama_server_bin, models_dir), env=_env(tmp_path),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=sink)
+    try:
+        deadline = time.monotonic() + 300
+        while not _llama_servers_using(models_dir) and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.02)
+        servers = _llama_servers_using(models_dir)
+        assert servers, "no llama-server started"
+        proc.send_signal(signum)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 10
+    while _llama_servers_using(models_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _llama_servers_using(models_dir) == []
+    assert proc.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signum), (
+        log.read_text()[-2000:])
