@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from functools import lru_cache
+from operator import itemgetter
+from typing import NamedTuple
 
 from specschema.models import (
     ConfigResult,
@@ -39,6 +41,7 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
     return int(major), int(minor), int(patch or 0)
 
 
+@lru_cache(maxsize=1024)
 def engine_can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
     """True/False when known; None when the version cannot be read."""
     if mechanism in ("none", "server_launch"):
@@ -108,14 +111,19 @@ def verdict(
 # --- the evidence, read from the wire models -------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Facts:
-    """What one config's evidence says, as the verdict needs it."""
+class Facts(NamedTuple):
+    """What one config's evidence says, as the verdict needs it (a NamedTuple: it is built
+    per config on the server's ingest fast path)."""
 
     counters_seen: bool  # acceptance counters: the config's totals or any trial's
     spec_launch: bool  # an engine start with --spec-type other than none
     synthetic: bool  # an engine start with synthetic acceptance
     launched_plain: bool  # engine starts were seen and none of them speculated
+
+
+# A Trial's counters from its __dict__ (where pydantic keeps field values): an attribute
+# read goes through BaseModel.__getattr__ and costs several times more.
+_COUNTERS = itemgetter("counters")
 
 
 def launch_speculates(launch: Launch) -> bool:
@@ -125,13 +133,16 @@ def launch_speculates(launch: Launch) -> bool:
 def facts(
     *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch]
 ) -> Facts:
-    trial_counters = any(t.counters is not None and t.counters.drafted > 0 for t in trials)
+    counters_seen = totals_seen or any(
+        c is not None and c.drafted > 0 for c in map(_COUNTERS, map(vars, trials)))
+    if not launches:  # every v1 submission, and v2 ones without a log
+        return Facts(counters_seen, False, False, False)
     spec_launch = any(launch_speculates(launch) for launch in launches)
     return Facts(
-        counters_seen=totals_seen or trial_counters,
+        counters_seen=counters_seen,
         spec_launch=spec_launch,
         synthetic=any(launch.synthetic_flags for launch in launches),
-        launched_plain=bool(launches) and not spec_launch,
+        launched_plain=not spec_launch,
     )
 
 
