@@ -109,6 +109,26 @@ async def unhide(body: UnhideBody, request: Request, actor: Actor) -> dict[str, 
     return result.as_dict()
 
 
+@router.get("/quarantine")
+async def quarantine(request: Request, actor: Actor) -> dict[str, Any]:
+    """Submissions stored quarantined (a physically implausible baseline), with the reason;
+    release one with /unhide, reject it with /reject (both audited)."""
+    items = await run_in_threadpool(_read, request, moderation.quarantined)
+    return {"items": items}
+
+
+def _read(request: Request, fn: Any) -> Any:
+    with _store(request).engine.connect() as conn:
+        return fn(conn)
+
+
+@router.post("/reject")
+async def reject(body: HideBody, request: Request, actor: Actor) -> dict[str, Any]:
+    result = await _store(request).awrite(
+        lambda conn: moderation.reject(conn, body.submission_id, body.reason, actor))
+    return result.as_dict()
+
+
 @router.post("/ban")
 async def ban(body: BanBody, request: Request, actor: Actor) -> dict[str, Any]:
     store = _store(request)

@@ -75,7 +75,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             naive_utc(received_at), checked.body_sha256, protocol.id, protocol.version,
             protocol.sha256, target, digest, chip, fp.memory_gb, engine.version,
             os_info.name, backend, canonical(sub.client.name), sub.client.version, sub.complete,
-            False, None, sub.note, sub.schema_version, engine.name, engine.runtime,
+            checked.quarantine is not None, checked.quarantine, sub.note, sub.schema_version, engine.name, engine.runtime,
             canonical_optional(engine.build), sub.engine_log,
         )],
         "envelopes": [(sid, checked.body)],

@@ -77,6 +77,41 @@ def unhide(conn: Connection, submission_id: str, reason: str | None, actor: str)
     return ActionResult("unhide", submission_id, True)
 
 
+# A submission stored quarantined (ingest.plausibility) is hidden with a reason starting so;
+# a maintainer releases it (unhide) or rejects it (``reject``: it stays hidden).
+QUARANTINE_PREFIX = "quarantined: "
+REJECTED_PREFIX = "rejected: "
+
+
+def quarantined(conn: Connection) -> list[dict[str, Any]]:
+    """The review view: submissions waiting in quarantine, oldest first, with the reason."""
+    sub = tables.submissions
+    stmt = (select(sub.c.submission_id, sub.c.key_id, sub.c.received_at, sub.c.chip,
+                   sub.c.target_model, sub.c.hidden_reason)
+            .where(sub.c.hidden.is_(True), sub.c.hidden_reason.startswith(QUARANTINE_PREFIX))
+            .order_by(sub.c.received_at, sub.c.submission_id))
+    return [{**dict(r._mapping), "received_at": r.received_at.isoformat() + "Z",
+             "reason": r.hidden_reason} for r in conn.execute(stmt)]
+
+
+def reject(conn: Connection, submission_id: str, reason: str, actor: str) -> ActionResult:
+    """Keep a quarantined submission off the boards for good (it stays stored, hidden)."""
+    if not reason.strip():
+        raise Invalid("rejecting needs a reason", code="reason_required")
+    sub = tables.submissions
+    row = conn.execute(select(sub.c.hidden, sub.c.hidden_reason).where(
+        sub.c.submission_id == submission_id)).first()
+    if row is None:
+        raise NotFound(f"no submission {submission_id}", {"submission_id": submission_id})
+    if not (row.hidden and str(row.hidden_reason or "").startswith(QUARANTINE_PREFIX)):
+        raise Invalid(f"submission {submission_id} is not in quarantine",
+                      {"submission_id": submission_id}, code="not_quarantined")
+    conn.execute(update(sub).where(sub.c.submission_id == submission_id).values(
+        hidden_reason=f"{REJECTED_PREFIX}{reason} ({row.hidden_reason})"))
+    record(conn, "reject", submission_id, reason, actor)
+    return ActionResult("reject", submission_id, True)
+
+
 def _check_key(key_id: str) -> None:
     if not KEY_ID.match(key_id):
         raise Invalid("a key id is 64 lowercase hex characters (sha256 of the public key)",

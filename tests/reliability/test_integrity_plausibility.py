@@ -1,0 +1,118 @@
+"""Issue 15, implausible speed: a 500 tok/s baseline for a 9B model on an Apple M2 24 GB was
+accepted (the only bound was 0.01-10,000 tok/s). Now the baseline is bounded by memory
+bandwidth / model size (ingest/plausibility.py, known_chips.json); an implausible result is
+stored quarantined (hidden, with its reason), listed in the maintainers' review view, kept
+off the boards, and released or rejected by a maintainer, both audited.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specschema import envelope_bytes, sign_envelope, submission_bytes
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specserver.ingest import plausibility
+from tests.reliability.apps import STORES, app_on
+from tests.reliability.hostile import signing_key
+from tests.reliability.inprocess import InProcessClient
+from tests.reliability.test_hostile_inputs import assert_error_shape
+
+URL = "/v1/submissions"
+TOKEN = "q" * 40
+ADMIN = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+M2 = next(m for m in EXAMPLE_MACHINES if m["chip"] == "Apple M2")
+
+
+@pytest.fixture(params=STORES)
+def client(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[InProcessClient]:
+    with app_on(request.param, tmp_path, admin_token=TOKEN) as app, InProcessClient(app) as c:
+        yield c
+
+
+def _post(client: InProcessClient, seed: int, baseline_tps: float) -> str:
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1", machine=M2,
+                             baseline_tps=baseline_tps, counters_seen=True,
+                             created_at=datetime.now(UTC) - timedelta(minutes=5))
+    body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed)))
+    response = client.post(URL, content=body)
+    assert response.status_code == 201, response.text  # stored, never silently dropped
+    return str(response.json()["submission_id"])
+
+
+def _admin(client: InProcessClient, method: str, action: str, body: Any = None) -> Any:
+    response = client.request(method, f"/admin/v1/{action}", headers=ADMIN,
+                              content=json.dumps(body).encode() if body is not None else None)
+    return response
+
+
+def _on_board(client: InProcessClient, sid: str) -> bool:
+    listed = client.get(URL, params={"limit": 100}).json()["items"]
+    return sid in {item["submission_id"] for item in listed}
+
+
+def test_a_500_tok_s_baseline_on_an_m2_is_quarantined_and_reviewed(
+        client: InProcessClient) -> None:
+    honest = _post(client, 1, 9.5)  # ~0.9 of the M2's peak for this 9.3 GB model
+    fake = _post(client, 2, 500.0)  # the issue's number
+    assert _on_board(client, honest)
+    # Before: on the board like any other. After: stored, hidden with the reason.
+    assert not _on_board(client, fake)
+    view = client.get(f"{URL}/{fake}").json()["submission"]
+    assert view["hidden"] is True
+    assert view["hidden_reason"].startswith("quarantined: baseline decodes 499.9 tok/s")
+    assert "Apple M2 (100 GB/s)" in view["hidden_reason"]
+    review = _admin(client, "GET", "quarantine")
+    assert review.status_code == 200
+    assert [i["submission_id"] for i in review.json()["items"]] == [fake]
+    # Release (unhide, audited): it joins the board.
+    released = _admin(client, "POST", "unhide", {"submission_id": fake,
+                                                  "reason": "verified on a real M2 Ultra"})
+    assert released.status_code == 200 and released.json()["changed"] is True
+    assert _on_board(client, fake)
+    history = client.get(f"{URL}/{fake}").json()["moderation"]
+    assert [h["action"] for h in history] == ["unhide"]
+
+
+def test_a_rejected_quarantine_stays_off_the_boards_audited(client: InProcessClient) -> None:
+    fake = _post(client, 3, 500.0)
+    rejected = _admin(client, "POST", "reject", {"submission_id": fake,
+                                                  "reason": "not a real measurement"})
+    assert rejected.status_code == 200, rejected.text
+    assert _admin(client, "GET", "quarantine").json()["items"] == []
+    view = client.get(f"{URL}/{fake}").json()
+    assert view["submission"]["hidden"] is True
+    assert view["submission"]["hidden_reason"].startswith("rejected: not a real measurement")
+    assert [h["action"] for h in view["moderation"]] == ["reject"]
+    honest = _post(client, 4, 9.5)
+    refused = _admin(client, "POST", "reject", {"submission_id": honest, "reason": "x"})
+    assert refused.status_code == 422
+    assert assert_error_shape(refused)["code"] == "not_quarantined"
+
+
+def test_the_bound_follows_the_hardware_not_a_fixed_cap() -> None:
+    # NOMAD's fixed caps refused real results (peers.md section 7): 430 tok/s for
+    # llama3.2:1b (1.3 GB) and 801 tok/s on RTX 5090s. Relative bounds admit both.
+    assert plausibility.baseline_bound("NVIDIA GeForce RTX 4090", 1_300_000_000) > 430 * 2
+    assert plausibility.baseline_bound("NVIDIA GeForce RTX 5090", 1_300_000_000) > 801 * 2
+    # The issue's M2 case: a 9B Q4 model (~6.6 GB) at most ~30 tok/s, with the slack.
+    bound = plausibility.baseline_bound("apple m2", 6_600_000_000)
+    assert bound is not None and 20 < bound < 40
+    assert plausibility.baseline_bound("My Homebrew NPU", 6_600_000_000) is None
+    assert plausibility.baseline_bound("Apple M2", None) is None
+
+
+def test_mixture_of_experts_models_are_not_judged_by_the_dense_bound() -> None:
+    sub = example_submission("ollama-draft", seed=5, engine_version="0.30.1", machine=M2,
+                             baseline_tps=500.0)
+    assert plausibility.implausible_reason(sub) is not None
+    target = next(c.model for c in sub.configs if c.role == "baseline")
+    moe = sub.model_copy(update={"models": [
+        m.model_copy(update={"family": "qwen3moe"}) if m.name == target else m
+        for m in sub.models]})
+    assert plausibility.implausible_reason(moe) is None
