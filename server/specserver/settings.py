@@ -124,7 +124,9 @@ class ServerSettings(BaseSettings):
                     "last loaded one (the reload runs off the event loop)",
     )
     export_max_concurrent: int = Field(
-        default=4, ge=1, le=1000,
+        # Each slot a stalled client holds costs one export file's CPU per
+        # export_send_timeout_s (~1.5 s per 10 MB): 2 slots bound that to ~0.1 core.
+        default=2, ge=1, le=1000,
         description="exports written or sent at once; one more is 503 with Retry-After",
     )
     export_send_timeout_s: float = Field(

@@ -111,7 +111,7 @@ def _wait_for(condition, timeout: float = 15.0) -> bool:  # type: ignore[no-unty
 @pytest.mark.slow
 def test_stalled_exports_leave_the_server_answering(tmp_path: Path,
                                                    request: pytest.FixtureRequest) -> None:
-    server, rows = _server(tmp_path)
+    server, rows = _server(tmp_path, SPECSERVER_EXPORT_MAX_CONCURRENT="4")
     try:
         socks = stall_many(server.port, STALLED)
         request.addfinalizer(lambda: close_all(socks))
@@ -129,7 +129,7 @@ def test_stalled_exports_leave_the_server_answering(tmp_path: Path,
         assert posted.status_code == 201, posted.text
 
         # Exports are bounded: the rest are refused at once, in the one error shape.
-        assert statuses.count(200) == 4  # export_max_concurrent's default
+        assert statuses.count(200) == 4  # export_max_concurrent
         assert statuses.count(503) == STALLED - 4
         for status, headers, body in answers:
             if status == 503:
