@@ -224,8 +224,10 @@ def main() -> None:
                   f"{r.health_p99_ms:.1f} ms max {r.health_max_ms:.1f} ms, "
                   f"{r.health_failed} unanswered")
             if r.attack is not None:
-                print(f"  attack: {r.attack.answers} answers, {r.attack.dropped} stalls "
-                      "closed by the server")
+                # A dropped stall is seen here only after its unsent bytes: the server
+                # aborts its end, and the kernel sends the FIN behind them.
+                print(f"  attack: {r.attack.answers} answers, {r.attack.dropped} closes "
+                      "seen by the attackers")
         alone, attacked = results
         ratio = attacked.accepted_per_s / alone.accepted_per_s if alone.accepted_per_s else 0.0
         print(f"ingest with stalls / without: {ratio:.0%} (target >= 90 %); /healthz p99 "
