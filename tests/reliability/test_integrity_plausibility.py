@@ -8,6 +8,7 @@ off the boards, and released or rejected by a maintainer, both audited.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_a_500_tok_s_baseline_on_an_m2_is_quarantined_and_reviewed(
     assert not _on_board(client, fake)
     view = client.get(f"{URL}/{fake}").json()["submission"]
     assert view["hidden"] is True
-    assert view["hidden_reason"].startswith("quarantined: baseline decodes 499.9 tok/s")
+    # ~500 tok/s (the example's trials scatter around the asked rate)
+    assert re.match(r"quarantined: baseline decodes (4[5-9]\d|5[0-4]\d)\.\d tok/s",
+                    view["hidden_reason"]), view["hidden_reason"]
     assert "Apple M2 (100 GB/s)" in view["hidden_reason"]
     review = _admin(client, "GET", "quarantine")
     assert review.status_code == 200
