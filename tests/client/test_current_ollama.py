@@ -206,3 +206,22 @@ def test_the_stored_json_carries_the_v2_evidence(tmp_path: Path) -> None:
     assert data["configs"][1]["trials"][0]["counters"]["source"] == "llama_server_log"
     assert parse_submission(submission_bytes(sub)) == sub
     assert get_protocol("ollama-draft").version >= 1
+
+
+def test_the_preflight_names_a_missing_log_before_the_first_trial(tmp_path: Path) -> None:
+    events: list[str] = []
+
+    class Order(Recorder):
+        def warning(self, message: str) -> None:
+            super().warning(message)
+            events.append("warning: " + message)
+
+        def trial_started(self, position, total, config, index) -> None:  # type: ignore[no-untyped-def]
+            events.append("trial")
+
+    gone = tmp_path / "nowhere.log"
+    with FakeOllama(version="0.34.1", models=default_models()) as fake:
+        _run(fake, log_path=gone, listener=Order())  # hardnumbers: only the log shows a
+    first_trial = events.index("trial")              # model that drafts by itself
+    said = [e for e in events[:first_trial] if "does not exist" in e]
+    assert len(said) == 1 and "--ollama-log" in said[0] and str(gone) in said[0]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from specschema import Fingerprint, Launch, TrialCounters
+from specschema import Fingerprint, Launch, TrialCounters, engine_can_honor
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.base import EngineName, EngineReport, Generation, Preflight, RunListener
 from specsubmit.engines.ollama import logsource
@@ -59,8 +59,11 @@ class OllamaEngine:
                   stop: threading.Event | None = None) -> Preflight:
         pre = preflight(self.client, self.settings, fingerprint, listener, stop)
         # The log, checked before the first trial: one line with what is missing and the fix.
+        # Needed whenever something could speculate: a draft config, or (Ollama >= 0.30, on
+        # llama-server or MLX) a model that drafts by itself, which only the log can show.
         could_speculate = any(c.role == "draft" and pre.can_honor[c.name] is not False
-                              for c in self.protocol.configs)
+                              for c in self.protocol.configs) or engine_can_honor(
+            "draft_num_predict", pre.engine_version) is not False
         problem = logsource.check(self.log_source)
         if problem is not None and could_speculate:
             listener.warning(problem)
