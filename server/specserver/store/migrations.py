@@ -17,13 +17,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    Column,
     Connection,
     Engine,
+    MetaData,
+    String,
+    Table,
+    Text,
     and_,
-    bindparam,
+    exists,
     func,
     insert,
     inspect,
+    or_,
     select,
     text,
     update,
@@ -32,6 +38,7 @@ from sqlalchemy import (
 from specschema import evidence
 from specserver.errors import SpecServerError
 from specserver.store import tables
+from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
 
@@ -97,7 +104,9 @@ def _evidence_levels(conn: Connection) -> None:
     """summaries.evidence and evidence_reason (issue 15), filled for every stored row with
     the same pure rule ingestion applies (``specschema.evidence.evidence_level``), from the
     stored submission, config and trial rows. Configs without counters are 'none' in one
-    UPDATE; only those with counters are read back, a submission's worth at a time."""
+    UPDATE; those with counters are read in two ordered queries (configs, then their
+    trials), and their levels written back through a temporary table in one UPDATE
+    (row-by-row statements took ~19 ms per config on DuckDB: bench/migrate_evidence.py)."""
     present = set(conn.execute(text(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'summaries' "
         "AND table_schema = current_schema()")).scalars())
@@ -105,36 +114,35 @@ def _evidence_levels(conn: Connection) -> None:
         if column not in present:
             conn.execute(text(f"ALTER TABLE summaries ADD COLUMN {column} {kind}"))
     sub, cfg, trl, summ = tables.submissions, tables.configs, tables.trials, tables.summaries
-    with_counters = select(cfg.c.submission_id, cfg.c.config_name).where(
-        cfg.c.drafted_tokens.is_not(None) | cfg.c.counters_source.is_not(None))
-    claimed = {(str(a), str(b)) for a, b in conn.execute(with_counters).all()}
-    claimed |= {(str(a), str(b)) for a, b in conn.execute(
-        select(trl.c.submission_id, trl.c.config_name).where(trl.c.drafted.is_not(None))
-        .distinct()).all()}
-    conn.execute(update(summ).where(summ.c.evidence.is_(None)).values(
-        evidence="none", evidence_reason="no acceptance counters"))
-    stmt = (select(sub.c.wire_version, sub.c.engine_name, sub.c.ollama_version,
-                   sub.c.engine_log, cfg.c.drafted_tokens, cfg.c.accepted_tokens,
-                   cfg.c.counters_source, cfg.c.mean_accepted_len, cfg.c.request_options,
-                   cfg.c.launches, summ.c.speedup_tps)
-            .select_from(cfg.join(sub, sub.c.submission_id == cfg.c.submission_id).join(
-                summ, and_(summ.c.submission_id == cfg.c.submission_id,
-                           summ.c.config_name == cfg.c.config_name)))
-            .where(cfg.c.submission_id == bindparam("sid"),
-                   cfg.c.config_name == bindparam("name")))
-    trial_stmt = (select(trl.c.eval_count, trl.c.drafted, trl.c.accepted,
-                         trl.c.mean_accepted_len, trl.c.counters_source)
-                  .where(trl.c.submission_id == bindparam("sid"),
-                         trl.c.config_name == bindparam("name"))
-                  .order_by(trl.c.trial_index))
-    updates = []
-    for sid, name in sorted(claimed):
-        row = conn.execute(stmt, {"sid": sid, "name": name}).first()
-        if row is None:
-            continue
-        trials = [evidence.TrialCounts(int(t.eval_count), t.drafted, t.accepted,
-                                       t.mean_accepted_len, t.counters_source)
-                  for t in conn.execute(trial_stmt, {"sid": sid, "name": name}).all()]
+    conn.execute(update(summ).values(evidence="none", evidence_reason="no acceptance counters"))
+    counted = trl.alias("counted")  # its own name: the trials query reads trl too
+    claimed = or_(cfg.c.drafted_tokens.is_not(None), cfg.c.counters_source.is_not(None),
+                  exists().where(counted.c.submission_id == cfg.c.submission_id,
+                                 counted.c.config_name == cfg.c.config_name,
+                                 counted.c.drafted.is_not(None)))
+    order = (cfg.c.submission_id, cfg.c.config_name)
+    configs = conn.execute(
+        select(cfg.c.submission_id, cfg.c.config_name, sub.c.wire_version, sub.c.engine_name,
+               sub.c.ollama_version, sub.c.engine_log, cfg.c.drafted_tokens,
+               cfg.c.accepted_tokens, cfg.c.counters_source, cfg.c.mean_accepted_len,
+               cfg.c.request_options, cfg.c.launches, summ.c.speedup_tps)
+        .select_from(cfg.join(sub, sub.c.submission_id == cfg.c.submission_id).join(
+            summ, and_(summ.c.submission_id == cfg.c.submission_id,
+                       summ.c.config_name == cfg.c.config_name)))
+        .where(claimed).order_by(*order)).all()
+    if not configs:
+        return
+    trials: dict[tuple[str, str], list[evidence.TrialCounts]] = {}
+    for t in conn.execute(
+            select(trl.c.submission_id, trl.c.config_name, trl.c.eval_count, trl.c.drafted,
+                   trl.c.accepted, trl.c.mean_accepted_len, trl.c.counters_source)
+            .select_from(trl.join(cfg, and_(cfg.c.submission_id == trl.c.submission_id,
+                                            cfg.c.config_name == trl.c.config_name)))
+            .where(claimed).order_by(*order, trl.c.trial_index)).all():
+        trials.setdefault((t[0], t[1]), []).append(evidence.TrialCounts(
+            int(t.eval_count), t.drafted, t.accepted, t.mean_accepted_len, t.counters_source))
+    levels = []
+    for row in configs:
         try:
             options = json.loads(row.request_options)
         except ValueError:
@@ -144,17 +152,25 @@ def _evidence_levels(conn: Connection) -> None:
             engine_version=str(row.ollama_version), engine_log=row.engine_log,
             drafted=row.drafted_tokens, accepted=row.accepted_tokens,
             source=row.counters_source, mean_accepted_len=row.mean_accepted_len,
-            trials=trials,
+            trials=trials.get((row.submission_id, row.config_name), []),
             n_max=evidence.n_max_of(options if isinstance(options, dict) else {},
                                     evidence.launches_of(row.launches)),
             speedup_tps=row.speedup_tps)
-        updates.append({"sid": sid, "name": name, "level": found.level,
-                        "reason": found.reason})
-    if updates:
-        conn.execute(update(summ).where(summ.c.submission_id == bindparam("sid"),
-                                        summ.c.config_name == bindparam("name"))
-                     .values(evidence=bindparam("level"), evidence_reason=bindparam("reason")),
-                     updates)
+        levels.append({"submission_id": row.submission_id, "config_name": row.config_name,
+                       "evidence": found.level, "evidence_reason": found.reason})
+    fill = Table("evidence_fill", MetaData(), Column("submission_id", String(36)),
+                 Column("config_name", String(120)), Column("evidence", String(16)),
+                 Column("evidence_reason", Text), prefixes=["TEMPORARY"])
+    fill.create(conn)
+    if conn.dialect.name == "duckdb":  # its appender: executemany is one statement per row
+        duckdb_append(conn, fill, [tuple(level.values()) for level in levels])
+    else:
+        conn.execute(insert(fill), levels)
+    conn.execute(text(
+        "UPDATE summaries SET evidence = f.evidence, evidence_reason = f.evidence_reason "
+        "FROM evidence_fill f WHERE summaries.submission_id = f.submission_id "
+        "AND summaries.config_name = f.config_name"))
+    fill.drop(conn)
 
 
 # Append only. Version 1 is the day-one schema.
