@@ -68,6 +68,8 @@ def insert_submission(
             backend=submission.engine.backend, client_name=submission.client.name,
             client_version=submission.client.version, complete=submission.complete,
             hidden=hidden, hidden_reason=None, note=submission.note,
+            wire_version=submission.schema_version, engine_name=submission.engine.name,
+            engine_runtime=submission.engine.runtime, engine_build=submission.engine.build,
         ))
         conn.execute(insert(tables.envelopes).values(submission_id=sid, body=body))
         conn.execute(insert(tables.fingerprints).values(

@@ -119,7 +119,7 @@ def test_grouping_keys_and_composite_dimensions():
             row(1.3, chip="Apple M2", memory_gb=24, config="spec_8"),
             row(1.4, chip="Apple M3", memory_gb=None)]
     dims = leaderboard_dimensions(["chip", "memory_gb"])
-    assert dims == ["protocol", "target", "draft", "chip", "memory_gb"]
+    assert dims == ["protocol", "target", "draft", "engine", "chip", "memory_gb"]
     groups = aggregate(rows, dims)
     assert len(groups) == 4
     first = groups[0]
@@ -127,7 +127,7 @@ def test_grouping_keys_and_composite_dimensions():
                                      "protocol_sha256": "a" * 64}
     assert first.key["draft"]["config_name"] == "spec_4"
     labels = [g.label(dims) for g in groups]
-    assert "ollama-draft v1 · qwen3.5:9b-mtp · spec_4 · Apple M3 · ? GB" in labels
+    assert "ollama-draft v1 · qwen3.5:9b-mtp · spec_4 · ollama · Apple M3 · ? GB" in labels
     assert [g.key["memory_gb"]["memory_gb"] for g in aggregate(rows, ["memory_gb"])] == [
         16, 24, None]
     assert len(aggregate(rows, [])) == 1
@@ -172,6 +172,7 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 
 def _sql_vs_pure(engine):
     from boardfill import fill, insert_submission, key
+    from sqlalchemy import update
 
     from specschema.examples import EXAMPLE_MACHINES, example_submission
     from specserver.board import sql as board_sql
@@ -182,7 +183,7 @@ def _sql_vs_pure(engine):
         on_board,
         reduce_contributors,
     )
-    from specserver.store import queries
+    from specserver.store import queries, tables
 
     fill(engine, 14, contributors=5)
     for seed in range(3):
@@ -190,11 +191,24 @@ def _sql_vs_pure(engine):
                                                      machine=EXAMPLE_MACHINES[seed % 2]), None)
     insert_submission(engine, example_submission("ollama-draft", seed=9999, engine_version="x"),
                       key(1))  # unreadable version: verdict unknown
-    cases = [["protocol", "target", "draft", "chip", "memory_gb"], ["chip"], ["os", "verdict"],
-             ["ollama_version", "backend", "draft"], []]
+    # Two llama-server results (issue 14): the engine and its version are dimensions, and
+    # ollama_version is null on their rows; one stored as before wire v2 (engine_name null).
+    for seed in range(2):
+        llama = example_submission("llamacpp-draft", seed=500 + seed, engine_version="b1",
+                                   schema_version=2, runtime="ggml", counters_seen=True)
+        insert_submission(engine, llama.model_copy(update={"engine": llama.engine.model_copy(
+            update={"name": "llama-server", "build": "commit 0c1e570"})}), key(2))
+    with engine.begin() as conn:
+        conn.execute(update(tables.submissions).where(
+            tables.submissions.c.protocol_id == "hardnumbers-m2").values(engine_name=None))
+    cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
+             ["os", "verdict"], ["ollama_version", "backend", "draft"], ["engine"],
+             ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], []]
     with engine.connect() as conn:
         rows = board_sql.draft_results(conn, queries.Filters())
         assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown"}
+        assert {(r.engine, r.ollama_version is None) for r in rows} == {
+            ("ollama", False), ("llama-server", True)}
         for dims in cases:
             for verdicts in (BOARD_VERDICTS, NOISE_VERDICTS, frozenset({"unknown"})):
                 sql = board_sql.contributor_results(conn, queries.Filters(), dims, verdicts)

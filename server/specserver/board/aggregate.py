@@ -51,9 +51,11 @@ View = Literal["speedup", "noise_floor"]
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "chip": ("chip",),
     "memory_gb": ("memory_gb",),
-    "ollama_version": ("ollama_version",),
+    "ollama_version": ("ollama_version",),  # null on llama-server rows (store.queries)
     "os": ("os",),
     "backend": ("backend",),
+    "engine": ("engine",),  # "ollama" | "llama-server"; v1 submissions are "ollama"
+    "engine_version": ("engine", "engine_version"),  # a version means nothing without its engine
     "protocol": ("protocol_id", "protocol_version", "protocol_sha256"),
     "target": ("target_model", "target_digest"),
     "draft": ("config_name", "draft_model", "mechanism"),
@@ -61,8 +63,10 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 }
 
 # The leaderboard never mixes results that measure different things: these dimensions are
-# always part of a leaderboard group, whatever the caller's group_by.
-COMPARISON_DIMENSIONS = ("protocol", "target", "draft")
+# always part of a leaderboard group, whatever the caller's group_by. The engine is one: the
+# same draft is not applied under Ollama (a noise-floor row) and measured under llama-server
+# (issue 14), and the two must stand side by side, never in one median.
+COMPARISON_DIMENSIONS = ("protocol", "target", "draft", "engine")
 DEFAULT_GROUP_BY = ("chip", "memory_gb")
 
 SORTS = ("speedup", "-speedup", "contributors", "-contributors", "submissions",
@@ -85,7 +89,7 @@ class DraftResult:
     target_digest: str | None
     chip: str | None
     memory_gb: int | None
-    ollama_version: str
+    ollama_version: str | None  # null for llama-server rows
     os: str | None
     backend: str | None
     config_name: str
@@ -96,6 +100,8 @@ class DraftResult:
     speedup_wall: float | None
     baseline_tps: float | None
     evidence: str | None = None  # specschema.evidence level; None: not assessed
+    engine: str = "ollama"
+    engine_version: str | None = None
 
     @property
     def contributor(self) -> str:
@@ -175,6 +181,9 @@ def dimension_label(name: str, value: Mapping[str, KeyValue]) -> str:
     if name == "draft":
         model = value["draft_model"]
         return str(value["config_name"]) + (f" ({model})" if model else "")
+    if name == "engine_version":
+        version = value["engine_version"]
+        return f"{value['engine']} {'unknown' if version is None else version}"
     single = value[DIMENSIONS[name][0]]
     return "unknown" if single is None else str(single)
 

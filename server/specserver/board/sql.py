@@ -17,6 +17,9 @@ from specserver.store.queries import (
     VERDICTS,
     Filters,
     draft_clauses,
+    engine_name,
+    engine_version,
+    ollama_version,
     submission_clauses,
     visible_clause,
 )
@@ -33,9 +36,10 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
         select(
             sub.c.submission_id, sub.c.key_id, sub.c.protocol_id, sub.c.protocol_version,
             sub.c.protocol_sha256, sub.c.target_model, sub.c.target_digest, sub.c.chip,
-            sub.c.memory_gb, sub.c.ollama_version, sub.c.os_name, sub.c.backend,
+            sub.c.memory_gb, ollama_version, sub.c.os_name, sub.c.backend,
             draft.c.config_name, draft.c.draft_model, draft.c.mechanism, draft.c.observed,
             draft.c.speedup_tps, draft.c.speedup_wall, base.c.median_tps, draft.c.evidence,
+            engine_name, engine_version,
         )
         .select_from(
             draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
@@ -53,7 +57,8 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
 def _field_columns(draft: Any) -> dict[str, Any]:
     return {
         "chip": sub.c.chip, "memory_gb": sub.c.memory_gb,
-        "ollama_version": sub.c.ollama_version, "os": sub.c.os_name, "backend": sub.c.backend,
+        "ollama_version": ollama_version, "os": sub.c.os_name, "backend": sub.c.backend,
+        "engine": engine_name, "engine_version": engine_version,
         "protocol_id": sub.c.protocol_id, "protocol_version": sub.c.protocol_version,
         "protocol_sha256": sub.c.protocol_sha256, "target_model": sub.c.target_model,
         "target_digest": sub.c.target_digest, "config_name": draft.c.config_name,

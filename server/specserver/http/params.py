@@ -89,6 +89,8 @@ def parse_filters(params: dict[str, list[str]]) -> Filters:
         memory_gb=integer(one(params, "memory_gb"), "memory_gb", 1, 2**20),
         ollama_version=one(params, "ollama_version"),
         os=choice(one(params, "os"), "os", queries.OS_NAMES),
+        engine=choice(one(params, "engine"), "engine", queries.ENGINE_NAMES),
+        engine_version=one(params, "engine_version"),
         verdicts=frozenset(verdicts),
     )
 
@@ -99,7 +101,8 @@ MAX_LISTED = 200
 def check_known(reads: ReadService, version: str, filters: Filters) -> None:
     """Refuse (422) a free-text filter value no visible submission has, listing those there are."""
     asked = {"chip": filters.chip, "target": filters.target, "draft": filters.draft,
-             "ollama_version": filters.ollama_version, "memory_gb": filters.memory_gb}
+             "ollama_version": filters.ollama_version, "memory_gb": filters.memory_gb,
+             "engine_version": filters.engine_version}
     if all(v is None for v in asked.values()):
         return
     known = reads.known_values(version)

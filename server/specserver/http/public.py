@@ -114,8 +114,12 @@ FILTER_DOCS = [
     _param("draft", "draft config name or draft model name"),
     _param("chip", "chip, as in the fingerprint"),
     _param("memory_gb", "memory in GB", {"type": "integer", "minimum": 1}),
-    _param("ollama_version", "Ollama version"),
+    _param("ollama_version", "Ollama version (Ollama results only: null on llama-server ones)"),
     _param("os", "operating system", {"type": "string", "enum": list(queries.OS_NAMES)}),
+    _param("engine", "inference engine; v1 submissions are ollama",
+           {"type": "string", "enum": list(queries.ENGINE_NAMES)}),
+    _param("engine_version", "engine version, whatever the engine (Ollama release or "
+                             "llama-server build)"),
     _param("verdict", "comma-separated verdicts: " + ", ".join(queries.VERDICTS)),
 ]
 BOARD_DOCS = FILTER_DOCS + [

@@ -18,18 +18,20 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    String,
     and_,
     case,
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     tuple_,
 )
 
 from specschema.conclusion import VERDICT_HELP
-from specschema.models import Observed, OsInfo
+from specschema.models import EngineName, Observed, OsInfo
 from specserver.store import tables
 
 sub = tables.submissions
@@ -45,6 +47,21 @@ OS_NAMES: tuple[str, ...] = next(
     get_args(kind) for kind in get_args(OsInfo.model_fields["name"].annotation)
     if kind is not type(None)
 )
+# The wire format's engine names (``Engine.name``), the values of the ``engine`` filter.
+ENGINE_NAMES: tuple[str, ...] = get_args(EngineName)
+
+# The engine as a dimension (issue 14). A row stored before wire v2 has no engine_name: v1
+# knew only Ollama. The column ``ollama_version`` has always held ``engine.version``, so it
+# is the engine's version for every row; what the API calls ``ollama_version`` is that
+# version for Ollama rows only (null for llama-server rows, whose version is a llama.cpp
+# build such as "b6123", not an Ollama release). Computed here rather than rewritten in
+# the store: no migration, and a v1 client's ``ollama_version`` reads as before. The
+# constant is inlined SQL, not a bound parameter, so that an expression in a SELECT and its
+# GROUP BY render identically (PostgreSQL requires that).
+_OLLAMA = literal_column("'ollama'", String)
+engine_name = func.coalesce(sub.c.engine_name, _OLLAMA)
+engine_version = sub.c.ollama_version
+ollama_version = case((engine_name == _OLLAMA, sub.c.ollama_version), else_=None)
 
 
 @dataclass(frozen=True)
@@ -56,8 +73,10 @@ class Filters:
     draft: str | None = None  # a draft config name or a draft model name
     chip: str | None = None
     memory_gb: int | None = None
-    ollama_version: str | None = None
+    ollama_version: str | None = None  # Ollama rows only (see ``ollama_version`` above)
     os: str | None = None
+    engine: str | None = None  # an ENGINE_NAMES value
+    engine_version: str | None = None  # engine.version, whatever the engine
     verdicts: frozenset[str] = field(default_factory=frozenset)
 
     def is_empty(self) -> bool:
@@ -65,7 +84,7 @@ class Filters:
 
 
 FILTER_NAMES = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
-                "verdict")
+                "engine", "engine_version", "verdict")
 
 
 def _banned_key_ids() -> Select[Any]:
@@ -92,9 +111,14 @@ def submission_clauses(filters: Filters) -> list[ColumnElement[bool]]:
     if filters.memory_gb is not None:
         clauses.append(sub.c.memory_gb == filters.memory_gb)
     if filters.ollama_version is not None:
-        clauses.append(sub.c.ollama_version == filters.ollama_version)
+        clauses.append(and_(engine_name == "ollama",
+                            sub.c.ollama_version == filters.ollama_version))
     if filters.os is not None:
         clauses.append(sub.c.os_name == filters.os)
+    if filters.engine is not None:
+        clauses.append(engine_name == filters.engine)
+    if filters.engine_version is not None:
+        clauses.append(engine_version == filters.engine_version)
     return clauses
 
 
@@ -150,9 +174,11 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 SUBMISSION_COLUMNS = (
     sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.source_note, sub.c.created_at,
     sub.c.received_at, sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256,
-    sub.c.target_model, sub.c.target_digest, sub.c.chip, sub.c.memory_gb, sub.c.ollama_version,
-    sub.c.os_name, sub.c.backend, sub.c.client_name, sub.c.client_version, sub.c.complete,
-    sub.c.hidden, sub.c.note,
+    sub.c.target_model, sub.c.target_digest, sub.c.chip, sub.c.memory_gb,
+    ollama_version.label("ollama_version"), sub.c.os_name, sub.c.backend, sub.c.client_name,
+    sub.c.client_version, sub.c.complete, sub.c.hidden, sub.c.note,
+    engine_name.label("engine"), engine_version.label("engine_version"), sub.c.engine_runtime,
+    sub.c.engine_build,
 )
 
 
@@ -334,9 +360,15 @@ def protocol_counts(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
+# Filter values that are computed from columns rather than stored as one (see above).
+COMPUTED: dict[str, Any] = {"engine": engine_name, "engine_version": engine_version,
+                            "ollama_version": ollama_version}
+
+
 def distinct_values(conn: Connection, column: str, filters: Filters | None = None) -> list[Any]:
-    """Distinct visible values of a submissions column, for the page's filter menus."""
-    col = sub.c[column]
+    """Distinct visible values of a submissions column (or a ``COMPUTED`` one), for the
+    page's filter menus."""
+    col = COMPUTED[column] if column in COMPUTED else sub.c[column]
     stmt = (select(col).distinct().where(visible_clause(), col.is_not(None),
                                          *submission_clauses(filters or Filters()))
             .order_by(col))
@@ -347,7 +379,7 @@ def known_filter_values(conn: Connection) -> dict[str, list[Any]]:
     """The values each free-text filter can take: those of the visible submissions."""
     known = {name: distinct_values(conn, column) for name, column in (
         ("chip", "chip"), ("target", "target_model"), ("ollama_version", "ollama_version"),
-        ("memory_gb", "memory_gb"))}
+        ("engine_version", "engine_version"), ("memory_gb", "memory_gb"))}
     draft = summ.alias("d")
     names: set[str] = set()
     for column in (draft.c.config_name, draft.c.draft_model):
@@ -397,8 +429,11 @@ def stats(conn: Connection) -> dict[str, Any]:
 EXPORT_COLUMNS = (
     sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
     sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
-    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, sub.c.ollama_version,
+    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, ollama_version.label("ollama_version"),
     sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
+    # The engine (issue 14); ollama_version is null for llama-server rows, engine_version not.
+    engine_name.label("engine"), engine_version.label("engine_version"),
+    sub.c.engine_runtime, sub.c.engine_build,
     summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,
     summ.c.observed.label("verdict"), summ.c.trials, summ.c.median_wall_s, summ.c.median_eval_s,
     summ.c.median_tps, summ.c.min_tps, summ.c.max_tps, summ.c.stdev_tps, summ.c.cv_tps,

@@ -25,7 +25,9 @@ from sqlalchemy import Connection, select
 from specserver.store import tables
 
 # Columns of ``submissions`` that hold text the sender chose.
-REDACTED_SUBMISSION_FIELDS = ("note", "chip", "backend", "client_name", "source_note")
+# engine_build too: wire v2's build string is whatever the sender's engine (or sender) said.
+REDACTED_SUBMISSION_FIELDS = ("note", "chip", "backend", "client_name", "source_note",
+                              "engine_build")
 # Columns of ``fingerprints`` that do (``json`` is the whole fingerprint as sent).
 REDACTED_FINGERPRINT_FIELDS = ("chip", "cpu_name", "cpu_brand_raw", "gpu_names", "os_version",
                                "virtualization", "json")

@@ -32,7 +32,8 @@ from specserver.store import queries, redaction
 
 router = APIRouter(include_in_schema=False)
 
-PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os")
+PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
+                "engine", "engine_version")
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
@@ -113,7 +114,7 @@ def _chart_label(group: GroupAggregate) -> str:
 def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
     ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
              "</span></th>" if noise else '<th class="num">Median speedup</th>')
-    head = ("<tr><th>Target</th><th>Draft config</th><th>Chip</th><th>Memory</th>"
+    head = ("<tr><th>Target</th><th>Draft config</th><th>Engine</th><th>Chip</th><th>Memory</th>"
             + ("" if noise else "<th>Speculation</th>")
             + '<th class="num">Contributors</th><th class="num">Submissions</th>'
             f'{ratio}<th class="num">Interquartile</th>'
@@ -135,6 +136,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
             f"<td>{result.text(_key(group, 'target'))}</td>"
             f"<td>{result.text(_key(group, 'draft'))}</td>"
+            f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
             f"<td>{result.text(_key(group, 'chip'))}</td>"
             f"<td>{escape(_key(group, 'memory_gb'))}</td>"
             f'{tag}<td class="num">{group.contributors}</td>'
@@ -220,6 +222,9 @@ def filter_form(filters: queries.Filters, menus: dict[str, list[Any]]) -> str:
         _select("protocol", "Protocol", sorted(shipped_protocols()), filters.protocol),
         _select("chip", "Chip", menus["chip"], filters.chip),
         _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb),
+        _select("engine", "Engine", menus["engine"], filters.engine),
+        _select("engine_version", "Engine version", menus["engine_version"],
+                filters.engine_version),
         _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version),
         _select("os", "OS", menus["os_name"], filters.os),
         _select("target", "Target model", menus["target_model"], filters.target),
@@ -249,10 +254,11 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
             f'{escape(item["submission_id"][:8])}</a></td>'
             f'<td>{escape(str(item["received_at"])[:16].replace("T", " "))}</td>'
             f'<td>{escape(item["protocol_id"])}</td><td>{result.text(item["chip"])}</td>'
-            f'<td>{escape(str(item["memory_gb"]))}</td><td>{result.text(item["ollama_version"])}</td>'
+            f'<td>{escape(str(item["memory_gb"]))}</td>'
+            f"<td>{result.text(_engine(item))}</td>"
             f"<td>{drafts}</td></tr>")
     return ("<table><tr><th>Submission</th><th>Received (UTC)</th><th>Protocol</th><th>Chip</th>"
-            f"<th>GB</th><th>Ollama</th><th>Drafts</th></tr>{''.join(rows)}</table>")
+            f"<th>GB</th><th>Engine</th><th>Drafts</th></tr>{''.join(rows)}</table>")
 
 
 def _by_protocol(board: Board) -> dict[str, list[GroupAggregate]]:
@@ -275,7 +281,8 @@ def home(request: Request, reads: Reads) -> Response:
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
             menus = {c: queries.distinct_values(conn, c) for c in
-                     ("chip", "memory_gb", "ollama_version", "os_name", "target_model")}
+                     ("chip", "memory_gb", "ollama_version", "os_name", "target_model",
+                      "engine", "engine_version")}
             recent, _ = queries.list_submissions(conn, filters, limit=15)
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
         parts = ["<h1>Speculative decoding leaderboard</h1>", filter_form(filters, menus),
@@ -303,6 +310,13 @@ def _when(value: Any) -> str:
     return "–" if value is None else f"{str(value)[:16].replace('T', ' ')} UTC"
 
 
+def _engine(row: dict[str, Any]) -> str:
+    """"Ollama 0.30.1" or "llama-server b6123 (ggml, <build>)": the engine that ran."""
+    name = "Ollama" if row["engine"] == "ollama" else str(row["engine"])
+    extra = ", ".join(str(v) for v in (row.get("engine_runtime"), row.get("engine_build")) if v)
+    return f"{name} {row['engine_version']}" + (f" ({extra})" if extra else "")
+
+
 def _subtitle(row: dict[str, Any]) -> str:
     machine = ", ".join(str(v) for v in (
         row["chip"], f"{row['memory_gb']} GB" if row["memory_gb"] is not None else None,
@@ -310,7 +324,7 @@ def _subtitle(row: dict[str, Any]) -> str:
     signer = (f"signed by key {str(row['key_id'])[:12]}…" if row["key_id"]
               else "imported reference result, unsigned")
     return (f"{row['protocol_id']} v{row['protocol_version']} · target {row['target_model']} · "
-            f"{machine or 'machine not reported'} · Ollama {row['ollama_version']} · {signer} · "
+            f"{machine or 'machine not reported'} · {_engine(row)} · {signer} · "
             f"received {_when(row['received_at'])}")
 
 
@@ -356,7 +370,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     summaries = result.summaries_of(parts["summaries"])
     evidence = result.evidence_of(parts["configs"])
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
-    version = str(row["ollama_version"])
+    version = str(row["engine_version"])
     out = [f'<h1>Submission <code class="sid">{escape(sid)}</code></h1>',
            f'<p class="subtitle">{escape(_subtitle(row))}</p>']
     if row["hidden"]:
@@ -383,7 +397,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
                      f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
-        ("OS", row["os"]), ("Ollama", row["ollama_version"]), ("Backend", row["backend"]),
+        ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),
         ("Client", f"{row['client_name']} {row['client_version']}"),
         ("Run at", _when(row["created_at"])), ("Received", _when(row["received_at"])),
         ("All trials measured", row["complete"]),
