@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.payload import submission_bytes
+from specschema.protocol import get_protocol
 from specschema.stats import median
 from specserver.cli import admin
 from specserver.http.app import create_app
@@ -258,7 +259,8 @@ def test_export_and_stats_through_the_server_and_directly(server, tmp_path):
     assert cli("export", str(parquet), "--format", "parquet", *base).exit_code == 0
     assert pq.read_table(parquet).num_rows == 4 * 3
     stats = cli("stats", "--json", *base)
-    assert stats.exit_code == 0 and json.loads(stats.output)["trials"] == 4 * 15
+    per_run = 3 * get_protocol("ollama-draft").trials_per_config  # v2: 18 trials per run
+    assert stats.exit_code == 0 and json.loads(stats.output)["trials"] == 4 * per_run
     bad = cli("export", str(tmp_path / "x"), "--format", "xls", *base)
     assert bad.exit_code == 2
     # Directly on a store no server holds: same rows.
@@ -344,10 +346,11 @@ def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
                 float(r["speedup_tps"]) for r in rows if r["role"] == "draft"]
         with engine.connect() as conn:
             result = adhoc.run_query(conn, "SELECT count(*) AS n FROM trials")
-            assert result == {"columns": ["n"], "rows": [[75]], "truncated": False}
+            trials = 5 * 3 * get_protocol("ollama-draft").trials_per_config
+            assert result == {"columns": ["n"], "rows": [[trials]], "truncated": False}
             with pytest.raises(adhoc.QueryRefused):
                 adhoc.run_query(conn, "DELETE FROM trials")
-            assert conn.execute(text("SELECT count(*) FROM trials")).scalar() == 75
+            assert conn.execute(text("SELECT count(*) FROM trials")).scalar() == trials
     finally:
         engine.dispose()
 

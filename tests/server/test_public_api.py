@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from sqlalchemy import create_engine, insert, update
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specschema.protocol import get_protocol
 from specserver.board.leaderboard import ReadService
 from specserver.http import public
 from specserver.http.errors import install_error_handlers
@@ -79,7 +80,8 @@ def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
     assert speedups == sorted(speedups, reverse=True)
     # Both views show the verdict counts of every draft result the filters match.
     assert body["verdict_counts"] == {"confirmed": 32, "not_observed": 0, "not_applied": 2,
-                                      "unknown": 0}
+                                      "unknown": 0, "baseline_speculated": 0, "synthetic": 0,
+                                      "cannot_compare": 0}
 
 
 def test_noise_floor_view_holds_not_applied_drafts(client):
@@ -238,7 +240,9 @@ def test_protocols_and_stats(client):
     assert stats["submissions"] == COUNT + 1
     assert stats["contributors"] == 4
     assert stats["imported"] == 1
-    assert stats["trials"] == (COUNT + 1) * 15
+    per_run = {p: 3 * get_protocol(p).trials_per_config for p in ("ollama-draft",
+                                                                  "hardnumbers-m2")}
+    assert stats["trials"] == COUNT * per_run["ollama-draft"] + per_run["hardnumbers-m2"]
     assert stats["draft_verdicts"]["confirmed"] == 2 * COUNT
 
 
@@ -347,7 +351,8 @@ def test_the_public_api_on_postgres(postgres_url):
             assert seen == list(reversed(ids))
             board = client.get("/v1/leaderboard").json()
             assert sum(g["submissions"] for g in board["groups"]) == 2 * 9
-            assert client.get("/v1/stats").json()["trials"] == 9 * 15
+            per_run = 3 * get_protocol("ollama-draft").trials_per_config
+            assert client.get("/v1/stats").json()["trials"] == 9 * per_run
             rows = list(csv.DictReader(io.StringIO(client.get("/v1/export").text)))
             assert len(rows) == 9 * 3
             page = client.get("/", params={"chip": "Apple M2"})

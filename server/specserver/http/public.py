@@ -16,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.middleware.cors import CORSMiddleware
 
-from specschema.protocol import shipped_protocols
+from specschema.protocol import all_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.board.leaderboard import Board, ReadService
@@ -195,7 +195,7 @@ def protocols(request: Request, reads: Reads) -> Response:
             "configs": [{"name": c.name, "role": c.role, "draft_model": c.draft_model,
                          "mechanism": c.mechanism} for c in p.configs],
             "submissions": counts.get((p.id, p.version, p.sha256), 0),
-        } for p in shipped_protocols().values()]
+        } for p in all_protocols()]  # every version accepted (older ones stay valid)
         return JSONResponse({"items": items})
 
     return caching.conditional(request, version, build)
