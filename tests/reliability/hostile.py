@@ -395,7 +395,8 @@ def hostile_cases() -> list[HostileCase]:
             body=_mutated(20, _set("created_at", "2026-01-01T00:00:00")),
         ),
         HostileCase(
-            "schema_version_2", 422, "schema", body=_mutated(21, _set("schema_version", 2))
+            # wire v2 exists (issue 13): an unknown version is 3
+            "schema_version_3", 422, "schema", body=_mutated(21, _set("schema_version", 3))
         ),
         # 4. protocol
         HostileCase(
