@@ -382,8 +382,13 @@ def test_the_result_is_accepted_and_shown_under_engine_llama_server(
     drafts = {g["key"]["draft"]["config_name"] for g in board["groups"]}
     assert "draft_qwen3_0.6b_n8" in drafts
     assert {g["key"]["draft"]["mechanism"] for g in board["groups"]} == {"server_launch"}
-    # The board page names the engine (the leaderboard JSON has no engine dimension yet).
-    assert page.status_code == 200 and "llama-server" in page.text
+    # The engine is a comparison dimension of the leaderboard, and the page's board rows
+    # name it (issue 14).
+    assert {g["key"]["engine"]["engine"] for g in board["groups"]} == {"llama-server"}
+    only = httpx.get(f"{specserver}/v1/leaderboard",
+                     params={"protocol": "llamacpp-draft", "engine": "llama-server"}).json()
+    assert only["groups"] == board["groups"]
+    assert page.status_code == 200 and '<td class="engine">llama-server</td>' in page.text
     detail = httpx.get(f"{specserver}/submissions/{sid}")
     assert detail.status_code == 200 and "llama-server" in detail.text
 

@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from backends import board_bodies, submission_id_of
-from ingesthelp import Served, settings_for, valid_body
+from ingesthelp import Served, settings_for, sign_dict, valid_body
+from tests.server.test_engine_dimension import llama_server_v2
 
 TOKEN = "same-answers-token"
 BOARD_QUERIES = [
@@ -30,6 +31,11 @@ BOARD_QUERIES = [
     "/v1/aggregates?group_by=chip,memory_gb,ollama_version",
     "/v1/aggregates?group_by=os,backend",
     "/v1/aggregates?group_by=chip&view=noise_floor",
+    # The engine (issue 14): a comparison dimension, a grouping and two filters.
+    "/v1/aggregates?group_by=engine,engine_version,ollama_version",
+    "/v1/leaderboard?engine=llama-server",
+    "/v1/leaderboard?engine=ollama&view=noise_floor",
+    "/v1/leaderboard?engine_version=b1&group_by=engine_version",
     "/v1/stats",
     "/v1/protocols",
 ]
@@ -93,6 +99,8 @@ def test_duckdb_and_postgres_answer_the_same(tmp_path: Path, postgres_url: str) 
     bodies = board_bodies(24, contributors=5, start=500)
     # Noise-floor submissions (hardnumbers-m2 drafts are `not_applied`) from other keys.
     bodies += [valid_body(seed=900 + i, key_seed=50 + i % 3) for i in range(6)]
+    # llama-server results (wire v2, engine_api counters) from two more keys.
+    bodies += [sign_dict(llama_server_v2(seed=950 + i), key_seed=60 + i) for i in range(3)]
     hide = submission_id_of(bodies[3])
     ban_body = json.loads(bodies[4])
     ban = ban_body["signatures"][0]["keyid"]
@@ -106,6 +114,8 @@ def test_duckdb_and_postgres_answer_the_same(tmp_path: Path, postgres_url: str) 
     board = duck["/v1/leaderboard"]
     assert board["total_groups"] > 0 and board["groups"]
     assert duck["/v1/leaderboard?view=noise_floor"]["groups"]
+    assert duck["/v1/leaderboard?engine=llama-server"]["groups"]
+    assert {r["engine"] for r in duck["csv"]} == {"ollama", "llama-server"}
     assert len(duck["csv"]) > 0 and len(duck["parquet"]) == len(duck["csv"])
     assert hide not in {r["submission_id"] for r in duck["csv"]}
     for name in duck:

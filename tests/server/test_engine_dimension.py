@@ -35,8 +35,8 @@ def ollama_v1() -> dict[str, Any]:
                         created_at=datetime.now().astimezone())
 
 
-def llama_server_v2() -> dict[str, Any]:
-    data = payload_dict(8, "llamacpp-draft", engine_version=LLAMA_VERSION, counters_seen=True,
+def llama_server_v2(seed: int = 8) -> dict[str, Any]:
+    data = payload_dict(seed, "llamacpp-draft", engine_version=LLAMA_VERSION, counters_seen=True,
                         schema_version=2, runtime="ggml", created_at=datetime.now().astimezone(),
                         draft_speedups={"draft_qwen2.5_0.5b_n8": 1.6,
                                         "draft_qwen2.5_1.5b_n8": 1.4,

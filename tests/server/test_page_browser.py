@@ -165,7 +165,7 @@ def test_a_filter_changes_the_rows(page, site):
     assert "chip=Apple+M3+Pro" in tab.url
     rows = tab.locator("tr.group")
     assert 0 < rows.count() < before
-    chips = {rows.nth(i).locator("td").nth(2).inner_text() for i in range(rows.count())}
+    chips = {rows.nth(i).locator("td").nth(3).inner_text() for i in range(rows.count())}
     assert chips == {"Apple M3 Pro"}
     assert tab.locator("select[name=chip]").input_value() == "Apple M3 Pro"
     assert groups_per_board(tab)["speedup-ollama-draft"] == (2, 2)
@@ -320,11 +320,12 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     assert _overflow(tab)[0] <= _overflow(tab)[1]
     speed = "table.board[data-board='speedup-ollama-draft'] tr.group"
     rows = _rows(tab, speed)
-    m2_spec4 = [r for r in rows if r[2] == "Apple M2" and r[1].startswith("spec_4")]
-    assert sorted(r[4] for r in m2_spec4) == ["confirmed: speculation seen",
+    assert {r[2] for r in rows} == {"ollama"}  # the Engine column (issue 14)
+    m2_spec4 = [r for r in rows if r[3] == "Apple M2" and r[1].startswith("spec_4")]
+    assert sorted(r[5] for r in m2_spec4) == ["confirmed: speculation seen",
                                               "not observed: unverified"]
     styles = tab.evaluate(f"""() => [...document.querySelectorAll({speed!r})].map(tr => {{
-        const cell = tr.querySelectorAll('td')[7];
+        const cell = tr.querySelectorAll('td')[8];
         const style = getComputedStyle(cell);
         return [tr.dataset.style, style.color, style.fontWeight, cell.innerText];
     }})""")
@@ -344,7 +345,7 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     assert "Median speedup" not in " ".join(head)
     cells = tab.evaluate("""() => [...document.querySelectorAll(
         "table.board[data-board='noise-hardnumbers-m2'] tr.group")].map(tr => {
-            const cell = tr.querySelectorAll('td')[6];
+            const cell = tr.querySelectorAll('td')[7];
             const style = getComputedStyle(cell);
             return [cell.className, style.color, style.fontWeight];
         })""")

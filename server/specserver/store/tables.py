@@ -70,7 +70,9 @@ submissions = Table(
     Column("hidden_reason", Text, nullable=True),
     Column("note", Text, nullable=True),
     # Wire v2 (schema version 3 of the store; null on rows stored before it): the engine as
-    # a dimension and whether the client read its log. ollama_version holds engine.version.
+    # a dimension and whether the client read its log. ollama_version holds engine.version
+    # for every engine; reads call it engine_version and show ollama_version only for
+    # Ollama rows (store.queries, issue 14).
     Column("wire_version", Integer, nullable=True),  # the submission's schema_version
     Column("engine_name", String(32), nullable=True),  # null: 'ollama' (v1 knows no other)
     Column("engine_runtime", String(16), nullable=True),  # 'ggml' | 'mlx'
