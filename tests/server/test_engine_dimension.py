@@ -149,6 +149,12 @@ def test_submissions_carry_the_engine_and_v1_clients_keep_ollama_version(served:
     assert (llama["engine"], llama["engine_version"], llama["ollama_version"]) == (
         "llama-server", LLAMA_VERSION, None)
     assert (llama["engine_runtime"], llama["engine_build"]) == ("ggml", LLAMA_BUILD)
+    for item, version, ollama_version in ((ollama, OLLAMA_VERSION, OLLAMA_VERSION),
+                                          (llama, LLAMA_VERSION, None)):
+        row = served.get(f"/v1/submissions/{item['submission_id']}").json()["submission"]
+        assert (row["engine_version"], row["ollama_version"]) == (version, ollama_version)
+    page = served.get(f"/submissions/{llama['submission_id']}").text
+    assert f"llama-server {LLAMA_VERSION} (ggml, {LLAMA_BUILD})" in page
 
 
 def test_the_export_has_the_engine_columns(served: Any) -> None:
@@ -196,3 +202,17 @@ def test_a_row_stored_before_wire_v2_counts_as_ollama(tmp_path: Path) -> None:
         assert (item["engine"], item["ollama_version"]) == ("ollama", OLLAMA_VERSION)
         noise = app.get("/v1/leaderboard", params={"view": "noise_floor"}).json()
         assert noise["groups"] and set(_engines(noise["groups"])) == {"ollama"}
+
+
+def test_a_hidden_submissions_engine_build_is_redacted(tmp_path: Path) -> None:
+    """The build string is free text the sender chose: hidden, it is withheld like the note."""
+    data = llama_server_v2()
+    with Served(settings_for(tmp_path)) as app:
+        assert app.post(sign_dict(data)).status_code == 201
+        with app.store.engine.begin() as conn:
+            conn.execute(update(tables.submissions).values(hidden=True, hidden_reason="test"))
+        sid = data["submission_id"]
+        row = app.get(f"/v1/submissions/{sid}").json()["submission"]
+        assert row["engine_build"] is None and "engine_build" in row["redacted"]
+        assert row["engine_version"] == LLAMA_VERSION  # a version, not free text
+        assert LLAMA_BUILD not in app.get(f"/submissions/{sid}").text

@@ -285,6 +285,11 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     if row is None:
         return None
     submission = _jsonable(dict(row._mapping))
+    # The stored row, read as the list and the export read it (see ``ollama_version`` above):
+    # engine_version is the stored version; ollama_version only for Ollama rows.
+    submission["engine_version"] = submission["ollama_version"]
+    if (submission.get("engine_name") or "ollama") != "ollama":
+        submission["ollama_version"] = None
 
     def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
         return [_jsonable(r) for r in _table_rows(conn, table, submission_id, *order)]
