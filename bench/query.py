@@ -82,7 +82,9 @@ def generate(path: Path, start: int, stop: int) -> None:
             CASE WHEN mtp THEN 'qwen3.5:9b-mtp' ELSE 'qwen3:14b' END, sha256(chip),
             chip, memory_gb, CASE WHEN mtp THEN version ELSE '0.12.8' END,
             CASE WHEN chip LIKE 'Apple%' THEN 'macos' ELSE 'linux' END, '100% GPU',
-            'specsubmit', '0.1.0', true, false, NULL, NULL
+            'specsubmit', '0.1.0', true, false, NULL, NULL,
+            -- wire v2's columns, null as on rows stored before it (engine_name null: Ollama)
+            NULL, NULL, NULL, NULL, NULL
         FROM gen
     """)
     con.execute("INSERT INTO envelopes SELECT sid, encode('{}') FROM gen")
@@ -115,7 +117,7 @@ def generate(path: Path, start: int, stop: int) -> None:
         INSERT INTO configs SELECT sid, config_name, role,
                CASE WHEN mtp THEN 'qwen3.5:9b-mtp' ELSE 'qwen3:14b' END, draft_model, mechanism,
                '{}', role = 'draft', mtp OR role = 'baseline', observed,
-               NULL, NULL, NULL, CASE WHEN role = 'draft' THEN true END
+               NULL, NULL, NULL, CASE WHEN role = 'draft' THEN true END, NULL, NULL
         FROM cfg
     """)
     con.execute("""
@@ -124,7 +126,7 @@ def generate(path: Path, start: int, stop: int) -> None:
                CAST((200 / (base_tps * speedup) + 0.28) * 1e9 AS BIGINT), 30000000, 58,
                200000000, 200, CAST(200 / (base_tps * speedup * (0.97 + 0.06 * random())) * 1e9
                                     AS BIGINT),
-               'length', 812, sha256(sid), false
+               'length', 812, sha256(sid), false, NULL, NULL, NULL, NULL
         FROM cfg, range(0, 5) t(j)
     """)
     con.execute("""
@@ -137,7 +139,9 @@ def generate(path: Path, start: int, stop: int) -> None:
                CASE WHEN role = 'draft' THEN speedup * 0.95 END,
                CASE WHEN role = 'draft' THEN speedup * 1.05 END,
                CASE WHEN role = 'draft' THEN speedup END,
-               CASE WHEN role = 'draft' THEN true END
+               CASE WHEN role = 'draft' THEN true END,
+               -- evidence (store version 4): confirmed rows' counters corroborated by the log
+               CASE WHEN observed = 'confirmed' THEN 'log' ELSE 'none' END, NULL
         FROM cfg
     """)
     con.execute("CHECKPOINT")
