@@ -338,8 +338,10 @@ def test_the_public_api_on_postgres(postgres_url):
     try:
         ids = fill(engine, 9)
         app = FastAPI()
+        app.state.settings = ServerSettings()  # as create_app does: the pages read it too
         install_error_handlers(app)
         public.install(app, ReadService(engine))
+        app.include_router(page_routes.router)  # the page below is read on PostgreSQL too
         with AsgiClient(app) as client:
             seen, cursor = [], None
             while True:
