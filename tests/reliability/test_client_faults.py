@@ -1,7 +1,8 @@
 """Client side, end to end: the real `specsubmit` CLI, the fake Ollama, the real server.
 
-The server is down while a contributor finishes a run: the signed result waits in the
-pending queue. Once the server is up, `specsubmit submit --pending` delivers it; the
+The server is down when a contributor sends a finished run (``run`` checks ``--server``
+before any trial, so the run itself is made without it): the signed result waits in the
+pending queue and the command exits 75. Once the server is up, `specsubmit submit --pending` delivers it; the
 server stores it exactly once, byte for byte as it was parked; a second `--pending`
 sends nothing. (Ollama killed mid-run -> clear message, partial result saved as
 incomplete, exit 1 is the client's own test: tests/client/test_run_cli.py::
@@ -46,11 +47,14 @@ def test_server_down_then_pending_delivered_exactly_once(tmp_path: Path) -> None
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with FakeOllama() as fake:
-        run = _specsubmit(tmp_path, "run", "--ollama", fake.url, "--yes", "--server", url)
-    assert "Traceback" not in run.stderr
-    print(f"run with the server down: exit {run.returncode}; "
-          f"{[line for line in run.stderr.splitlines() if line.strip()][-1:]}")
-    assert run.returncode == 0, run.stderr  # measured and saved; delivery only postponed
+        run = _specsubmit(tmp_path, "run", "--ollama", fake.url)
+    assert run.returncode == 0, run.stderr
+    (result,) = sorted((tmp_path / "state" / "results").glob("*.json"))
+    sent = _specsubmit(tmp_path, "submit", str(result), "--yes", "--server", url)
+    assert "Traceback" not in sent.stderr
+    print(f"submit with the server down: exit {sent.returncode}; "
+          f"{[line for line in sent.stderr.splitlines() if line.strip()][-1:]}")
+    assert sent.returncode == 75, sent.stderr  # saved and signed; delivery only postponed
     pending = _pending(tmp_path)
     assert len(pending) == 1, list((tmp_path / "state").rglob("*"))
     parked = pending[0].read_bytes()
