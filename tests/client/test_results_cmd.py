@@ -102,7 +102,7 @@ def test_pending_without_a_result_file_still_counts_when_sent(capsys, monkeypatc
         monkeypatch.setenv("SPECSUBMIT_SERVER", server.url)
         monkeypatch.setenv("SPECSUBMIT_RETRY_BASE_S", "0.001")
         code, _, err = run_cli(["submit", "--pending"], capsys, monkeypatch)
-        assert code == 75 and "1 of 1 pending results were not delivered" in err  # waits: EX_TEMPFAIL
+        assert code == 75 and "1 of 1 pending results were not delivered" in err
         assert len(outbox.list_pending()) == 1
         code, out, _ = run_cli(["results", "list", "--json"], capsys, monkeypatch)
         assert [(e["submission_id"], e["status"]) for e in json.loads(out)] == [

@@ -594,15 +594,6 @@ def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
     # submission_id_not_reserved
     if submission.submission_id.version == IMPORT_UUID_VERSION:
         return False
-    # names_printable: printable ASCII has no problem (``name_problem``'s own shortcut)
-    for _path, value, kind in name_fields(submission):
-        if not (value.isascii() and value.isprintable()) and (
-            _name_problem(value, kind) is not None
-        ):
-            return False
-    # submission_id_not_reserved
-    if submission.submission_id.version == IMPORT_UUID_VERSION:
-        return False
     # names_printable: printable ASCII has no problem (``name_problem``'s own shortcut), so
     # one test on all names joined decides nearly every submission (bench/names_check.py)
     joined = "".join(name_values(submission))
