@@ -4,9 +4,9 @@ The server is down when a contributor sends a finished run (``run`` checks ``--s
 before any trial, so the run itself is made without it): the signed result waits in the
 pending queue and the command exits 75. Once the server is up,
 `specsubmit submit --pending` delivers it; the server stores it exactly once, byte for
-byte as it was parked; a second `--pending` sends nothing. (Ollama killed mid-run -> clear message, partial result saved as
-incomplete, exit 1 is the client's own test: tests/client/test_run_cli.py::
-test_ollama_killed_mid_run. The retry/backoff unit behaviour against a scripted server:
+byte as it was parked; a second `--pending` sends nothing. (Ollama killed mid-run ->
+clear message, partial result saved as incomplete, exit 1 is the client's own test:
+tests/client/test_run_cli.py::test_ollama_killed_mid_run. The retry/backoff unit behaviour against a scripted server:
 tests/client/test_submit.py.)
 """
 
