@@ -10,11 +10,12 @@ from specschema import strictjson
 from specschema.errors import PayloadParseError
 
 
-def reference_depth(text: str) -> int:
-    """The deepest bracket nesting outside strings, character by character (the
-    definition the fast checks are held to)."""
+def scan(text: str) -> tuple[int, bool]:
+    """The deepest bracket nesting outside strings, and whether a backslash stands outside a
+    string (invalid JSON, which the parser refuses right after the depth check), character by
+    character (the definition the fast checks are held to)."""
     depth = deepest = 0
-    in_string = escaped = False
+    in_string = escaped = stray_backslash = False
     for ch in text:
         if in_string:
             if escaped:
@@ -30,26 +31,17 @@ def reference_depth(text: str) -> int:
             deepest = max(deepest, depth)
         elif ch in "]}":
             depth -= 1
-    return deepest
+        elif ch == "\\":
+            stray_backslash = True
+    return deepest, stray_backslash
+
+
+def reference_depth(text: str) -> int:
+    return scan(text)[0]
 
 
 def backslash_outside_strings(text: str) -> bool:
-    """A backslash outside a string literal: invalid JSON, which the parser refuses right
-    after the depth check (the fast check is exact only for text without one)."""
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "\\":
-            return True
-    return False
+    return scan(text)[1]
 
 
 def _reference_too_deep(text: str) -> bool:

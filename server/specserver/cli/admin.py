@@ -158,6 +158,15 @@ def register(app: typer.Typer) -> None:
         if result.get("truncated"):
             typer.echo(f"(first {limit} rows)", err=True)
 
+    def _moderate(server: str | None, token: str | None, database: str | None, actor: str,
+                  action: Callable[[Any], dict[str, Any]]) -> None:
+        """One moderation action through the API or the store, printed as one line."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                return action(admin)
+
+        typer.echo(_action_line(_run(work)))
+
     @app.command("hide")
     def hide(
         submission_id: Annotated[str, typer.Argument(help="submission id")],
@@ -166,11 +175,7 @@ def register(app: typer.Typer) -> None:
         actor: ActorOpt = "maintainer",
     ) -> None:
         """Hide a submission from the leaderboard and exports."""
-        def work() -> dict[str, Any]:
-            with connect(server, token, database, actor) as admin:
-                return admin.hide(submission_id, reason)
-
-        typer.echo(_action_line(_run(work)))
+        _moderate(server, token, database, actor, lambda admin: admin.hide(submission_id, reason))
 
     @app.command("unhide")
     def unhide(
@@ -180,11 +185,7 @@ def register(app: typer.Typer) -> None:
         actor: ActorOpt = "maintainer",
     ) -> None:
         """Show a hidden submission again."""
-        def work() -> dict[str, Any]:
-            with connect(server, token, database, actor) as admin:
-                return admin.unhide(submission_id, reason)
-
-        typer.echo(_action_line(_run(work)))
+        _moderate(server, token, database, actor, lambda admin: admin.unhide(submission_id, reason))
 
     @app.command("ban")
     def ban(
@@ -194,11 +195,7 @@ def register(app: typer.Typer) -> None:
         actor: ActorOpt = "maintainer",
     ) -> None:
         """Refuse a key's new submissions and leave its results out of the leaderboard."""
-        def work() -> dict[str, Any]:
-            with connect(server, token, database, actor) as admin:
-                return admin.ban(key_id, reason)
-
-        typer.echo(_action_line(_run(work)))
+        _moderate(server, token, database, actor, lambda admin: admin.ban(key_id, reason))
 
     @app.command("unban")
     def unban(
@@ -208,11 +205,7 @@ def register(app: typer.Typer) -> None:
         actor: ActorOpt = "maintainer",
     ) -> None:
         """Lift a ban."""
-        def work() -> dict[str, Any]:
-            with connect(server, token, database, actor) as admin:
-                return admin.unban(key_id, reason)
-
-        typer.echo(_action_line(_run(work)))
+        _moderate(server, token, database, actor, lambda admin: admin.unban(key_id, reason))
 
     @app.command("export")
     def export(
