@@ -91,6 +91,12 @@ class HostileCase:
     kind: str = "plain"  # plain | banned | conflict
     why: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    # A body relative to the clock is made when it is sent: cases are built at collection,
+    # and a suite that runs for ten minutes would otherwise age "ten minutes ahead" to now.
+    at_send: Callable[[datetime], bytes] | None = None
+
+    def content(self) -> bytes:
+        return self.at_send(datetime.now(UTC)) if self.at_send is not None else self.body
 
 
 # --- mutations of the signed payload (signature stays valid) ------------------------------
@@ -206,7 +212,6 @@ def hostile_cases() -> list[HostileCase]:
     big_note = example_submission("hardnumbers-m2", seed=3)
     ten_mb = big_note.model_copy(update={"note": "x" * (10 * 1024 * 1024)})
     deep_payload = b"[" * 100_000 + b"]" * 20_000  # base64 of it stays under the limit
-    now = datetime.now(UTC)
     cases = [
         # 1. size
         HostileCase(
@@ -437,19 +442,25 @@ def hostile_cases() -> list[HostileCase]:
             "created_at_far_future",
             422,
             "consistency",
-            body=signed(valid_payload(29, created_at=now + timedelta(days=2)), signing_key(29)),
+            at_send=lambda now: signed(
+                valid_payload(29, created_at=now + timedelta(days=2)), signing_key(29)
+            ),
         ),
         HostileCase(
             "created_at_ten_minutes_ahead",
             422,
             "consistency",
-            body=signed(valid_payload(30, created_at=now + timedelta(minutes=10)), signing_key(30)),
+            at_send=lambda now: signed(
+                valid_payload(30, created_at=now + timedelta(minutes=10)), signing_key(30)
+            ),
         ),
         HostileCase(
             "created_at_too_old",
             422,
             "consistency",
-            body=signed(valid_payload(31, created_at=now - timedelta(days=3650)), signing_key(31)),
+            at_send=lambda now: signed(
+                valid_payload(31, created_at=now - timedelta(days=3650)), signing_key(31)
+            ),
         ),
         HostileCase("trial_missing", 422, "consistency", body=_mutated(32, _drop_trial)),
         HostileCase(

@@ -26,7 +26,7 @@ CASES = hostile_cases()
 
 
 def _body(case: HostileCase) -> bytes:
-    return b"".join(case.stream()) if case.stream else case.body
+    return b"".join(case.stream()) if case.stream else case.content()
 
 
 def _stage_reached(body: bytes) -> str:

@@ -93,7 +93,7 @@ def test_hostile_case(served: tuple[InProcessClient, Any], case: HostileCase) ->
         response = client.post(URL, stream=_counted_stream(case, pulled),
                                headers={"content-type": "application/json"})
     else:
-        response = client.post(URL, content=case.body, headers=case.headers)
+        response = client.post(URL, content=case.content(), headers=case.headers)
     error = assert_error_shape(response)
     print(f"{case.name:45s} expected {case.expected} got {response.status_code} "
           f"{error['code']}: {error['message'][:90]}")
