@@ -97,6 +97,15 @@ class ServerSettings(BaseSettings):
     min_contributors: int = Field(
         default=3, ge=1, description="contributors a group needs for percentiles on the board"
     )
+    page_groups: int = Field(
+        default=25, ge=1, le=1000,
+        description="groups each board of the page shows at most; more are paged (?page=N), "
+                    "groups under min_contributors last",
+    )
+    page_menu_values: int = Field(
+        default=100, ge=1, le=10_000,
+        description="values each filter menu of the page offers at most (the most common)",
+    )
     new_key_probation_days: float = Field(
         default=7.0, ge=0,
         description="a key is new this long after its first submission; new keys weigh as one "

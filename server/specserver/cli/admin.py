@@ -187,6 +187,38 @@ def register(app: typer.Typer) -> None:
         """Show a hidden submission again."""
         _moderate(server, token, database, actor, lambda admin: admin.unhide(submission_id, reason))
 
+    @app.command("quarantine")
+    def quarantine(
+        as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """List the submissions held in quarantine (an implausible result), oldest first,
+        with the reason. Release one with `unhide`, keep it off the boards with `reject`."""
+        def work() -> list[dict[str, Any]]:
+            with connect(server, token, database, actor) as admin:
+                return admin.quarantined()
+
+        items = _run(work)
+        if as_json:
+            typer.echo(json.dumps(items, default=str, indent=2))
+            return
+        if not items:
+            typer.echo("quarantine is empty")
+            return
+        columns = ["submission_id", "received_at", "chip", "target_model", "reason"]
+        typer.echo(format_table(columns, [[item.get(c) for c in columns] for item in items]))
+
+    @app.command("reject")
+    def reject(
+        submission_id: Annotated[str, typer.Argument(help="submission id (in quarantine)")],
+        reason: Annotated[str, typer.Option(help="why (recorded in the audit log)")],
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Keep a quarantined submission off the boards for good (it stays stored, hidden)."""
+        _moderate(server, token, database, actor, lambda admin: admin.reject(submission_id, reason))
+
     @app.command("ban")
     def ban(
         key_id: Annotated[str, typer.Argument(help="contributor key id (64 hex)")],

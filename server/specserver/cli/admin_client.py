@@ -28,6 +28,8 @@ class Admin(Protocol):
     def unhide(self, submission_id: str, reason: str | None) -> dict[str, Any]: ...
     def ban(self, key_id: str, reason: str) -> dict[str, Any]: ...
     def unban(self, key_id: str, reason: str | None) -> dict[str, Any]: ...
+    def quarantined(self) -> list[dict[str, Any]]: ...
+    def reject(self, submission_id: str, reason: str) -> dict[str, Any]: ...
     def query(self, sql: str, limit: int) -> dict[str, Any]: ...
     def import_hardnumbers(self, content: bytes, source: str, chip: str, memory_gb: int,
                            ollama_version: str, os_name: str | None) -> dict[str, Any]: ...
@@ -77,6 +79,13 @@ class HttpAdmin:
 
     def unban(self, key_id: str, reason: str | None) -> dict[str, Any]:
         return self._post("unban", {"key_id": key_id, "reason": reason})
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call("GET", "/admin/v1/quarantine").json()["items"]
+        return items
+
+    def reject(self, submission_id: str, reason: str) -> dict[str, Any]:
+        return self._post("reject", {"submission_id": submission_id, "reason": reason})
 
     def query(self, sql: str, limit: int) -> dict[str, Any]:
         return self._post("query", {"sql": sql, "limit": limit})
@@ -141,6 +150,17 @@ class DirectAdmin:
 
         return self._write(lambda c: moderation.unban(c, key_id, reason, self.actor))
 
+    def quarantined(self) -> list[dict[str, Any]]:
+        from specserver.store import moderation
+
+        with self.store.engine.connect() as conn:
+            return moderation.quarantined(conn)
+
+    def reject(self, submission_id: str, reason: str) -> dict[str, Any]:
+        from specserver.store import moderation
+
+        return self._write(lambda c: moderation.reject(c, submission_id, reason, self.actor))
+
     def _write(self, fn: Callable[[Any], Any]) -> dict[str, Any]:
         result: dict[str, Any] = self.store.write(fn).as_dict()
         return result
@@ -154,14 +174,13 @@ class DirectAdmin:
 
     def import_hardnumbers(self, content: bytes, source: str, chip: str, memory_gb: int,
                            ollama_version: str, os_name: str | None) -> dict[str, Any]:
-        from specserver.http import admin
         from specserver.ingest import hardnumbers
 
         imported = hardnumbers.build_submission(
             content, chip=chip, memory_gb=memory_gb, ollama_version=ollama_version,
             os_name=os_name, source=source)
         result: dict[str, Any] = self.store.write(
-            lambda c: admin.import_into(c, imported, self.actor))
+            lambda c: hardnumbers.import_into(c, imported, self.actor))
         return result
 
     def stats(self) -> dict[str, Any]:

@@ -166,26 +166,14 @@ async def import_hardnumbers(body: ImportBody, request: Request, actor: Actor) -
         hardnumbers.build_submission, body.content.encode(), chip=body.chip,
         memory_gb=body.memory_gb, ollama_version=body.ollama_version, os_name=body.os,
         source=body.source)
-    return await _store(request).awrite(lambda conn: import_into(conn, imported, actor))
+    return await _store(request).awrite(
+        lambda conn: hardnumbers.import_into(conn, imported, actor))
 
 
 @router.get("/stats")
 def stats(request: Request, actor: Actor) -> dict[str, Any]:
     with _store(request).engine.connect() as conn:
         return queries.stats(conn)
-
-
-def import_into(conn: Any, imported: hardnumbers.Imported, actor: str) -> dict[str, Any]:
-    """Store an import on an open write connection; the receipt the CLI prints."""
-    from datetime import UTC, datetime
-
-    received = datetime.now(UTC)
-    rows = hardnumbers.import_rows(imported, received)
-    moderation.store_import(conn, rows, imported.submission_id, imported.source, actor)
-    return {
-        "submission_id": imported.submission_id,
-        "summary": [s.model_dump() for s in imported.summaries],
-    }
 
 
 def _jsonable(value: Any) -> Any:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy import Connection
 
 from specschema.capability import engine_can_honor, verdict
 from specschema.models import (
@@ -53,7 +54,7 @@ from specserver import __version__
 from specserver.errors import Invalid
 from specserver.ingest.checks import Checked
 from specserver.ingest.rows import submission_rows
-from specserver.store import tables
+from specserver.store import moderation, tables
 from specserver.store.queries import OS_NAMES
 from specserver.store.tables import RowSet
 
@@ -294,3 +295,14 @@ def import_rows(imported: Imported, received_at: datetime) -> RowSet:
         fixed.append(tuple(values[n] for n in names))
     rows.rows["submissions"] = fixed
     return rows
+
+
+def import_into(conn: Connection, imported: Imported, actor: str) -> dict[str, Any]:
+    """Store an import on an open write connection (the admin API's and the CLI's one
+    step); the receipt the CLI prints."""
+    rows = import_rows(imported, datetime.now(UTC))
+    moderation.store_import(conn, rows, imported.submission_id, imported.source, actor)
+    return {
+        "submission_id": imported.submission_id,
+        "summary": [s.model_dump() for s in imported.summaries],
+    }

@@ -370,13 +370,19 @@ COMPUTED: dict[str, Any] = {"engine": engine_name, "engine_version": engine_vers
                             "ollama_version": ollama_version}
 
 
-def distinct_values(conn: Connection, column: str, filters: Filters | None = None) -> list[Any]:
-    """Distinct visible values of a submissions column (or a ``COMPUTED`` one), for the
-    page's filter menus."""
+def distinct_values(conn: Connection, column: str, filters: Filters | None = None,
+                    *, most_common: int | None = None) -> list[Any]:
+    """Distinct visible values of a submissions column (or a ``COMPUTED`` one), in order.
+    With ``most_common``, only that many, the most frequent (ties by value): the page's
+    filter menus, which one key minting names must not make unbounded (issue 15)."""
     col = COMPUTED[column] if column in COMPUTED else sub.c[column]
-    stmt = (select(col).distinct().where(visible_clause(), col.is_not(None),
-                                         *submission_clauses(filters or Filters()))
-            .order_by(col))
+    where = (visible_clause(), col.is_not(None), *submission_clauses(filters or Filters()))
+    if most_common is None:
+        stmt = select(col).distinct().where(*where).order_by(col)
+    else:
+        top = (select(col.label("value")).where(*where).group_by(col)
+               .order_by(func.count().desc(), col).limit(most_common).subquery())
+        stmt = select(top.c.value).order_by(top.c.value)
     return [r[0] for r in conn.execute(stmt)]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from html import escape
 from importlib import resources
@@ -27,7 +28,8 @@ from specserver.board.leaderboard import Board
 from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
-from specserver.http.params import parse_filters, query_params
+from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.settings import ServerSettings
 from specserver.store import queries, redaction
 
 router = APIRouter(include_in_schema=False)
@@ -165,8 +167,59 @@ def _sum_verdicts(groups: Sequence[GroupAggregate]) -> dict[str, int]:
     return total
 
 
+@dataclass(frozen=True)
+class Paging:
+    """Which page of each board section the page shows, and the links to the others."""
+
+    page: int  # 1-based
+    per_page: int  # settings.page_groups
+    min_contributors: int
+    query: dict[str, str]  # the page's filters, to keep in the links
+
+    def link(self, page: int, protocol_id: str) -> str:
+        params = {**self.query, "protocol": protocol_id}
+        if page > 1:
+            params["page"] = str(page)
+        return "/?" + urlencode(params)
+
+
+def section_page(groups: Sequence[GroupAggregate], paging: Paging) -> list[GroupAggregate]:
+    """The groups of one board section on this page. A section that fits on one page is
+    shown whole, in its order. A longer one (one key can mint groups without end, issue 15)
+    is cut into pages of ``per_page``, the groups with at least ``min_contributors`` first:
+    a flood of one-contributor groups cannot push the established ones off the first page."""
+    if len(groups) <= paging.per_page and paging.page == 1:
+        return list(groups)
+    ordered = ([g for g in groups if g.contributors >= paging.min_contributors]
+               + [g for g in groups if g.contributors < paging.min_contributors])
+    start = (paging.page - 1) * paging.per_page
+    return ordered[start:start + paging.per_page]
+
+
+def paging_note(groups: Sequence[GroupAggregate], shown: int, paging: Paging,
+                protocol_id: str) -> str:
+    """"Groups 26-50 of 2,000 ..." with the links to the pages before and after."""
+    total = len(groups)
+    if total <= paging.per_page and paging.page == 1:
+        return ""
+    start = (paging.page - 1) * paging.per_page
+    thin = sum(1 for g in groups if g.contributors < paging.min_contributors)
+    where = (f"groups {start + 1}–{start + shown} of {total}" if shown
+             else f"no groups on page {paging.page} (this board has {total})")
+    links = []
+    if paging.page > 1:
+        links.append(f'<a rel="prev" href="{escape(paging.link(paging.page - 1, protocol_id))}">'
+                     "previous groups</a>")
+    if start + paging.per_page < total:
+        links.append(f'<a rel="next" href="{escape(paging.link(paging.page + 1, protocol_id))}">'
+                     f"next {paging.per_page} groups</a>")
+    folded = (f"; the {thin} with fewer than {paging.min_contributors} contributors come last"
+              if thin else "")
+    return (f'<p class="note paging">Showing {where}{folded}. {" · ".join(links)}</p>')
+
+
 def protocol_section(protocol_id: str, speed: list[GroupAggregate],
-                     noise: list[GroupAggregate]) -> str:
+                     noise: list[GroupAggregate], paging: Paging | None = None) -> str:
     protocol = shipped_protocols().get(protocol_id)
     parts = [f'<section class="protocol" id="protocol-{escape(protocol_id)}">',
              f"<h2>{escape(protocol_id)}"
@@ -191,8 +244,11 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "counters that are only reported, or that cannot explain the measured "
                      "speedup, keep a result off this board (see each submission's page). "
                      f"Verdicts: {_verdict_badges(_sum_verdicts(speed))}</p>")
-        parts.append(board_chart(speed, board, f"Speedup by chip, {protocol_id}", noise=False))
-        parts.append(board_table(speed, board))
+        shown = section_page(speed, paging) if paging else speed
+        parts.append(board_chart(shown, board, f"Speedup by chip, {protocol_id}", noise=False))
+        parts.append(board_table(shown, board))
+        if paging:
+            parts.append(paging_note(speed, len(shown), paging, protocol_id))
     else:
         parts.append('<p class="muted">No draft configs with a confirmed or not-observed '
                      "speculation verdict match these filters.</p>")
@@ -204,30 +260,41 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "Their ratio is not a speedup or a slowdown; its spread around 1.0x is the "
                      "smallest effect the speedup board can resolve. "
                      f"Verdicts: {_verdict_badges(_sum_verdicts(noise))}</p>")
-        parts.append(board_chart(noise, floor, f"Noise floor, {protocol_id}", noise=True))
-        parts.append(board_table(noise, floor, noise=True))
+        shown = section_page(noise, paging) if paging else noise
+        parts.append(board_chart(shown, floor, f"Noise floor, {protocol_id}", noise=True))
+        parts.append(board_table(shown, floor, noise=True))
+        if paging:
+            parts.append(paging_note(noise, len(shown), paging, protocol_id))
     parts.append("</section>")
     return "".join(parts)
 
 
-def _select(name: str, label: str, values: Sequence[Any], chosen: Any) -> str:
+def _select(name: str, label: str, values: Sequence[Any], chosen: Any,
+            cut_at: int | None = None) -> str:
+    values = list(values)
+    if chosen is not None and str(chosen) not in map(str, values):
+        values.append(chosen)  # a rare value, below the menu's cut, chosen through the URL
     options = ['<option value="">any</option>'] + [
         f'<option value="{escape(str(v))}"{" selected" if str(v) == str(chosen) else ""}>'
         f"{escape(str(v))}</option>" for v in values]
+    if cut_at is not None and len(values) >= cut_at:
+        options.append(f"<option disabled>(the {cut_at} most common; others by URL)</option>")
     return f'<label>{escape(label)}<select name="{name}">{"".join(options)}</select></label>'
 
 
-def filter_form(filters: queries.Filters, menus: dict[str, list[Any]]) -> str:
+def filter_form(filters: queries.Filters, menus: dict[str, list[Any]],
+                cut_at: int | None = None) -> str:
     fields = [
         _select("protocol", "Protocol", sorted(shipped_protocols()), filters.protocol),
-        _select("chip", "Chip", menus["chip"], filters.chip),
-        _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb),
-        _select("engine", "Engine", menus["engine"], filters.engine),
+        _select("chip", "Chip", menus["chip"], filters.chip, cut_at),
+        _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb, cut_at),
+        _select("engine", "Engine", menus["engine"], filters.engine, cut_at),
         _select("engine_version", "Engine version", menus["engine_version"],
-                filters.engine_version),
-        _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version),
-        _select("os", "OS", menus["os_name"], filters.os),
-        _select("target", "Target model", menus["target_model"], filters.target),
+                filters.engine_version, cut_at),
+        _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version,
+                cut_at),
+        _select("os", "OS", menus["os_name"], filters.os, cut_at),
+        _select("target", "Target model", menus["target_model"], filters.target, cut_at),
     ]
     return (f'<form class="filters" method="get" action="/">{"".join(fields)}'
             '<button type="submit">Apply</button> <a href="/">reset</a></form>')
@@ -270,8 +337,14 @@ def _by_protocol(board: Board) -> dict[str, list[GroupAggregate]]:
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, reads: Reads) -> Response:
-    params = query_params(request, PAGE_FILTERS)
+    params = query_params(request, (*PAGE_FILTERS, "page"))
     filters = parse_filters(params)
+    settings: ServerSettings = request.app.state.settings
+    paging = Paging(integer(one(params, "page"), "page", 1, 10**6) or 1, settings.page_groups,
+                    reads.min_contributors,
+                    {name: value for name in PAGE_FILTERS
+                     if (value := one(params, name)) is not None})
+    menu_cut = settings.page_menu_values
     version = reads.version()
 
     def build() -> Response:
@@ -280,12 +353,12 @@ def home(request: Request, reads: Reads) -> Response:
         noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version))
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
-            menus = {c: queries.distinct_values(conn, c) for c in
+            menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
                      ("chip", "memory_gb", "ollama_version", "os_name", "target_model",
                       "engine", "engine_version")}
             recent, _ = queries.list_submissions(conn, filters, limit=15)
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
-        parts = ["<h1>Speculative decoding leaderboard</h1>", filter_form(filters, menus),
+        parts = ["<h1>Speculative decoding leaderboard</h1>", filter_form(filters, menus, menu_cut),
                  f'<p class="note">Draft results matching these filters: '
                  f"{_verdict_badges(counts) or 'none'}; by evidence: "
                  f"{_evidence_badges(speed_board.evidence_counts) or 'none'}. "
@@ -295,7 +368,8 @@ def home(request: Request, reads: Reads) -> Response:
         if not protocols:
             parts.append('<p class="empty">No results match these filters yet. Contribute one '
                          "with <code>specsubmit run</code>.</p>")
-        parts += [protocol_section(p, speed.get(p, []), noise.get(p, [])) for p in protocols]
+        parts += [protocol_section(p, speed.get(p, []), noise.get(p, []), paging)
+                  for p in protocols]
         parts.append("<h2>Recent submissions</h2>" + recent_table(recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))
 

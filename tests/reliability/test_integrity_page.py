@@ -1,0 +1,126 @@
+"""Issue 15, the unbounded page: one key can create groups without end (a new chip name per
+submission), and the home page rendered every group, so 28 KB grew to 5 MB after 2,000
+submissions. Now each board section of the page shows at most ``page_groups`` groups, the
+groups with ``min_contributors`` first, with links to the next pages, and each filter menu
+offers at most ``page_menu_values`` values (http/page/routes.py, store/queries.py).
+
+The honest contributors are stored as an older server stored them (established keys, 30
+days before); the attacker posts real signed envelopes through the API with one key, each
+with a chip name of its own. The control run lifts both caps and shows the growth itself.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specschema import envelope_bytes, sign_envelope, submission_bytes
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from tests.reliability.apps import STORES, app_on
+from tests.reliability.hostile import signing_key
+from tests.reliability.storecount import app_engine
+from tests.support.boardfill import insert_submission
+from tests.support.inprocess import InProcessClient
+
+URL = "/v1/submissions"
+M2 = next(m for m in EXAMPLE_MACHINES if m["chip"] == "Apple M2")
+HONEST = [1.06, 1.09, 1.11, 1.14]
+CAPS = {"page_groups": 10, "page_menu_values": 20, "new_key_probation_days": 0}
+
+
+def _submission(seed: int, speedup: float, machine: dict[str, Any], created_at: datetime) -> Any:
+    return example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                              machine=machine, draft_speedups={"spec_4": speedup,
+                                                               "spec_8": speedup},
+                              counters_seen=True, created_at=created_at)
+
+
+def _flooded(client: InProcessClient, flood: int) -> None:
+    """Four established contributors on Apple M2, then ``flood`` submissions from one key,
+    each on a chip of its own (3.0x: above every honest group in the default sort)."""
+    now = datetime.now(UTC)
+    engine = app_engine(client.app)
+    for i, speedup in enumerate(HONEST):
+        insert_submission(engine, _submission(10 + i, speedup, M2, now - timedelta(days=31)),
+                          signing_key(10 + i),
+                          received_at=(now - timedelta(days=30)).replace(tzinfo=None))
+    attacker = signing_key(7000)
+    for i in range(flood):
+        machine = {**M2, "chip": f"Flood Chip {i}"}
+        sub = _submission(5000 + i, 3.0, machine, now - timedelta(minutes=5))
+        body = envelope_bytes(sign_envelope(submission_bytes(sub), attacker))
+        response = client.post(URL, content=body)
+        assert response.status_code == 201, response.text
+
+
+def _speed_rows(page: str) -> list[str]:
+    """The rows of the ollama-draft speedup board, as their chip cells."""
+    return [chip for _draft, chip in _speed_groups(page)]
+
+
+def _speed_groups(page: str) -> list[tuple[str, str]]:
+    """The rows of the ollama-draft speedup board, as (draft config, chip)."""
+    table = re.search(r'<table class="board" data-board="speedup-ollama-draft">(.*?)</table>',
+                      page, re.S)
+    assert table is not None, "no ollama-draft speedup board"
+    return re.findall(r'<tr class="group".*?<td>.*?</td><td>(.*?)</td><td class="engine">'
+                      r'.*?</td><td>(.*?)</td>', table.group(1), re.S)
+
+
+def _chip_options(page: str) -> list[str]:
+    menu = re.search(r'<select name="chip">(.*?)</select>', page, re.S)
+    assert menu is not None
+    return re.findall(r'<option value="([^"]*)"', menu.group(1))
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_flood_of_groups_leaves_the_page_bounded_and_the_established_first(
+        store: str, tmp_path: Path) -> None:
+    sizes = {}
+    for flood in (30, 90):
+        with app_on(store, tmp_path / str(flood), **CAPS) as app, InProcessClient(app) as client:
+            _flooded(client, flood)
+            response = client.get("/")
+            assert response.status_code == 200
+            page = response.text
+            sizes[flood] = len(response.content)
+            rows = _speed_rows(page)
+            assert len(rows) == CAPS["page_groups"]  # 2 x flood + 2 groups on this board
+            assert rows[:2] == ["Apple M2", "Apple M2"]  # 4 contributors: ahead of the flood
+            assert f"of {2 * flood + 2}" in page and 'rel="next"' in page
+            assert len(_chip_options(page)) == 1 + CAPS["page_menu_values"]  # "any" + the cut
+            # the next page: the following groups, and a way back
+            second = client.get("/", params={"protocol": "ollama-draft", "page": 2}).text
+            second_groups = _speed_groups(second)
+            assert len(second_groups) == CAPS["page_groups"]
+            assert not set(second_groups) & set(_speed_groups(page)) and 'rel="prev"' in second
+            # a chip below the menu's cut can still be chosen (by URL) and is kept selected
+            rare = client.get("/", params={"chip": f"Flood Chip {flood - 1}"}).text
+            assert _speed_rows(rare) == [f"Flood Chip {flood - 1}"] * 2
+            assert f'value="Flood Chip {flood - 1}" selected' in rare
+            # past the last page: an empty board with a way back, not an error
+            last = client.get("/", params={"protocol": "ollama-draft", "page": 99}).text
+            assert "no groups on page 99" in last
+            bad = client.get("/", params={"page": "0"})
+            assert bad.status_code == 422 and "page" in bad.json()["error"]["message"]
+    print(f"\npage with {2 * 30 + 2} groups: {sizes[30]:,} B; with {2 * 90 + 2}: {sizes[90]:,} B")
+    assert sizes[90] < sizes[30] * 1.05  # three times the groups, the same page
+
+
+def test_without_the_caps_the_same_flood_grows_the_page(tmp_path: Path) -> None:
+    """The control: with caps above the flood the page grows with every group."""
+    sizes = {}
+    lifted = {**CAPS, "page_groups": 1000, "page_menu_values": 10_000}
+    for flood in (30, 90):
+        with app_on("duckdb", tmp_path / str(flood), **lifted) as app, \
+                InProcessClient(app) as client:
+            _flooded(client, flood)
+            response = client.get("/")
+            sizes[flood] = len(response.content)
+            assert len(_speed_rows(response.text)) == 2 * flood + 2
+    print(f"\nuncapped: {sizes[30]:,} B -> {sizes[90]:,} B")
+    assert sizes[90] > sizes[30] * 2
