@@ -82,6 +82,38 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+# Iglewicz and Hoaglin (1993): a modified z-score above 3.5 marks a potential outlier;
+# 0.6745 makes the MAD of normal data estimate its standard deviation (1 / 1.4826).
+OUTLIER_SCORE = 3.5
+_MAD_NORMAL = 0.6745
+_MEAN_AD_NORMAL = 0.7979  # the same for the mean absolute deviation, when the MAD is 0
+
+
+def median_absolute_deviation(values: Sequence[float]) -> float:
+    """The median of the absolute deviations from the median (MAD), unscaled."""
+    centre = median(values)
+    return median([abs(v - centre) for v in values])
+
+
+def robust_scores(values: Sequence[float]) -> list[float]:
+    """Each value's modified z-score, ``0.6745 * (x - median) / MAD``, signed: robust to the
+    outliers it is meant to find (a mean and standard deviation are pulled by them). When
+    more than half the values are equal the MAD is 0; then the mean absolute deviation
+    stands in for it (``0.7979 * (x - median) / meanAD``), and if that is 0 too every
+    value is the median and scores 0."""
+    if not values:
+        return []
+    centre = median(values)
+    deviations = [v - centre for v in values]
+    mad = median([abs(d) for d in deviations])
+    if mad > 0:
+        return [_MAD_NORMAL * d / mad for d in deviations]
+    mean_ad = math.fsum(abs(d) for d in deviations) / len(deviations)
+    if mean_ad > 0:
+        return [_MEAN_AD_NORMAL * d / mean_ad for d in deviations]
+    return [0.0 for _ in values]
+
+
 def decode_tps(eval_count: int, eval_duration_ns: int) -> float | None:
     """Decode tokens per second as Ollama documents it: eval_count / eval_duration * 1e9."""
     if eval_duration_ns <= 0:

@@ -21,6 +21,11 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    (``specschema.evidence``) is corroborated (``engine_api`` or ``log``): counters that are
    only ``reported`` or ``implausible`` are claims the trials do not bear out, so such a
    row is in neither view and shows up only in the evidence counts (``on_board``).
+7. Within a group of at least ``min_contributors``, each per-contributor median gets a
+   robust score (modified z-score over the median absolute deviation,
+   ``specschema.stats.robust_scores``); the group reports its MAD and how many contributors
+   score beyond 3.5. They stay in the group: the median does not move for them, and a
+   reader (or a maintainer) sees that the group holds results far from the rest.
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
 that are not banned. On a large store the first step of rule 3 runs in SQL
@@ -37,7 +42,13 @@ from operator import attrgetter
 from typing import Literal, NamedTuple
 
 from specschema.evidence import CORROBORATED, LEVELS
-from specschema.stats import median, percentile
+from specschema.stats import (
+    OUTLIER_SCORE,
+    median,
+    median_absolute_deviation,
+    percentile,
+    robust_scores,
+)
 from specserver.store.queries import VERDICTS
 
 DEFAULT_MIN_CONTRIBUTORS = 3
@@ -122,6 +133,11 @@ class GroupAggregate:
     median_baseline_tps: float | None
     few_results: bool
     verdicts: dict[str, int] = field(default_factory=dict)
+    # Robust spread of the per-contributor medians (specschema.stats, rule 7): the MAD, and
+    # how many contributors score beyond OUTLIER_SCORE (flagged, never dropped: the median
+    # is already robust to them). None / 0 below min_contributors.
+    mad_speedup: float | None = None
+    outlier_contributors: int = 0
     # Draft results per evidence level (specschema.evidence.LEVELS) among the group's rows.
     evidence: dict[str, int] = field(default_factory=dict)
 
@@ -302,6 +318,9 @@ def aggregate_group(
         few_results=not enough,
         verdicts={v: sum(getattr(c, v) for c in contributors) for v in VERDICTS},
         evidence={level: sum(c.evidence()[level] for c in contributors) for level in LEVELS},
+        mad_speedup=median_absolute_deviation(per_contributor) if enough else None,
+        outlier_contributors=sum(1 for score in robust_scores(per_contributor)
+                                 if abs(score) > OUTLIER_SCORE) if enough else 0,
     )
 
 

@@ -113,6 +113,16 @@ def _chart_label(group: GroupAggregate) -> str:
     return label + (" · unverified" if _row_verdict(group) == "not_observed" else "")
 
 
+def _outliers(group: GroupAggregate) -> str:
+    """A mark for contributors far from the rest (aggregate rule 7: kept, flagged)."""
+    count = group.outlier_contributors
+    if not count:
+        return ""
+    plural = "s" if count > 1 else ""
+    return (' <span class="outliers" title="contributors whose median is far from the rest '
+            f'(robust score above 3.5)">{count} outlier{plural}</span>')
+
+
 def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
     ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
              "</span></th>" if noise else '<th class="num">Median speedup</th>')
@@ -144,7 +154,8 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f'{tag}<td class="num">{group.contributors}</td>'
             f'<td class="num">{group.submissions}</td>'
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
-            f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x</td>'
+            f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x'
+            f"{_outliers(group)}</td>"
             f'<td class="num">{_num(group.median_baseline_tps, 1)}</td>'
             + (f"<td>{_verdict_badges(group.verdicts)}</td>" if noise
                else f'<td class="evidence">{_evidence_badges(group.evidence)}</td>') + "</tr>")
