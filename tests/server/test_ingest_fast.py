@@ -1,8 +1,10 @@
-"""The fast verdict of the consistency rules (``plainly_consistent``) equals the rules'.
+"""The one-pass consistency check (``checks.violations``) reports what the rules report.
 
-``violations`` skips the rules when ``plainly_consistent`` says no rule can fire, so the
-two must agree on every submission: honest ones (the fast path is taken) and broken ones,
-with values right at each rule's bounds (the fast path repeats the rules' arithmetic).
+The rules as first written, one generator each, are the reference
+(tests/server/consistency_reference.py); the single pass must return the same list of
+violations (rules, paths, messages, order, truncation) on every submission: honest ones,
+broken ones, with values right at each rule's bounds (the pass repeats the rules'
+arithmetic), and with several configs and trials broken at once.
 """
 
 import json
@@ -14,12 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from tests.server.test_ingest_rules import CASES, ctx_for, fresh
 
 from specschema.capability import submission_verdicts
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
 from specserver.ingest import checks
+from tests.server import consistency_reference as reference
+from tests.server.test_ingest_rules import CASES, ctx_for, fresh
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROTOCOLS = [
@@ -30,22 +33,23 @@ PROTOCOLS = [
     ("ollama-draft", "weird-build", False),
 ]
 
-def _verdicts(data: dict[str, Any]) -> tuple[bool, list[checks.Violation]] | None:
+def _reported(data: dict[str, Any]) -> list[checks.Violation] | None:
+    """What ``violations`` reports, asserted equal to the reference's list; None when the
+    schema refuses the data (a mutation it refuses never reaches the rules)."""
     try:
         submission = parse_submission(json.dumps(data).encode())
     except PayloadSchemaError:
-        return None  # a mutation the schema refuses never reaches the rules
+        return None
     ctx = ctx_for(data)
-    return checks.plainly_consistent(submission, ctx), checks.rule_violations(submission, ctx)
+    found = checks.violations(submission, ctx)
+    assert found == reference.rule_violations(submission, ctx)
+    return found
 
 
 def _agree(data: dict[str, Any]) -> bool | None:
-    found = _verdicts(data)
-    if found is None:
-        return None
-    fast, slow = found
-    assert fast == (slow == []), slow
-    return fast
+    """True when nothing is reported (and the reference reports nothing either)."""
+    found = _reported(data)
+    return None if found is None else found == []
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -63,13 +67,57 @@ def test_every_broken_case_leaves_the_fast_path(name: str, rule: str, breaker: A
     assert _agree(data) is False, name
 
 
-def test_violations_still_reports_through_the_rules() -> None:
+def test_the_rules_are_reported_in_the_reference_order() -> None:
+    assert checks.RULE_NAMES == tuple(rule.__name__ for rule in reference.RULES)
+    assert tuple(checks.RULES) == checks.RULE_NAMES
+
+
+def test_violations_reports_the_violation_itself() -> None:
     data = fresh(1)
     data["configs"][0]["trials"][2]["eval_count"] = 999
-    submission = parse_submission(json.dumps(data).encode())
-    found = checks.violations(submission, ctx_for(data))
-    assert found == checks.rule_violations(submission, ctx_for(data))
-    assert found[0].rule == "eval_count_fits_num_predict"
+    found = _reported(data)
+    assert found == [checks.Violation("eval_count_fits_num_predict",
+                                      "configs.0.trials.2.eval_count",
+                                      "eval_count 999 exceeds num_predict 200")]
+
+
+def test_several_configs_broken_report_rule_by_rule() -> None:
+    """Violations of every config, grouped by rule in ``RULES`` order (not config by config),
+    and durations_coherent's warm-ups after all configs' trials."""
+    data = fresh(2, "ollama-draft", engine_version="0.30.1", counters_seen=True)
+    for config in data["configs"]:
+        config["trials"][1].update(wall_s=0.001, ttft_s=None)
+        config["warmups"] = [{"wall_s": 1.0, "load_duration_ns": 11, "total_duration_ns": 10}]
+        config["speculation"]["requested"] = not config["speculation"]["requested"]
+    data["configs"][2]["name"] = "draft_mystery"
+    data["configs"][0]["trials"][0]["position"] += 1
+    data["configs"][0]["trials"][3]["index"] = 0
+    found = _reported(data)
+    assert found is not None
+    rules = [v.rule for v in found]
+    assert rules == sorted(rules, key=checks.RULE_NAMES.index)
+    durations = [v.path for v in found if v.rule == "durations_coherent"]
+    assert durations == ["configs.0.trials.1.wall_s", "configs.1.trials.1.wall_s",
+                         "configs.2.trials.1.wall_s", "configs.0.warmups.0",
+                         "configs.1.warmups.0", "configs.2.warmups.0"]
+    schedule = [v.path for v in found if v.rule == "trials_fit_schedule"]
+    assert schedule[:2] == ["configs.0.trials", "configs.0.trials.0.position"]
+    assert {v.path for v in found if v.rule == "speculation_coherent"} == {
+        f"configs.{ci}.speculation.requested" for ci in range(3)}
+
+
+def test_more_than_the_limit_is_cut_at_the_limit() -> None:
+    data = fresh(0, "ollama-draft", engine_version="0.30.1")
+    for config in data["configs"]:
+        for trial in config["trials"]:
+            trial.update(eval_count=999, wall_s=0.001, ttft_s=None)  # 18 trials, 36 violations
+    found = _reported(data)
+    assert found is not None
+    assert len(found) == checks.MAX_VIOLATIONS
+    assert [v.rule for v in found] == (["eval_count_fits_num_predict"] * 18
+                                       + ["durations_coherent"] * 2)
+    assert [v.path for v in found[18:]] == ["configs.0.trials.0.wall_s",
+                                            "configs.0.trials.1.wall_s"]
 
 
 # --- edges: a trial set right at one rule's bound, each way ------------------------------
@@ -326,7 +374,7 @@ def _wire_v2(d: dict[str, Any], value: str) -> None:
 
 @pytest.mark.parametrize("setup", PROTOCOLS[:3], ids=["m2", "draft-counters", "draft"])
 @pytest.mark.parametrize(("name", "edge"), EDGES, ids=[e[0] for e in EDGES])
-def test_fast_verdict_equals_the_rules_at_each_edge(
+def test_violations_equal_the_rules_at_each_edge(
     name: str, edge: Callable[[dict[str, Any]], None], setup: tuple[str, str, bool]
 ) -> None:
     protocol, version, counters = setup
@@ -341,7 +389,7 @@ def test_fast_verdict_equals_the_rules_at_each_edge(
     st.sampled_from(PROTOCOLS),
     st.lists(st.sampled_from(EDGES), max_size=4),
 )
-def test_fast_verdict_equals_the_rules_for_combined_edges(
+def test_violations_equal_the_rules_for_combined_edges(
     seed: int, setup: tuple[str, str, bool], edges: list[tuple[str, Any]]
 ) -> None:
     protocol, version, counters = setup
@@ -351,13 +399,64 @@ def test_fast_verdict_equals_the_rules_for_combined_edges(
             edge(data)
         except (IndexError, KeyError, TypeError):
             continue  # an edge that an earlier one made impossible (a config or trial gone)
-    event(f"plainly consistent: {_agree(data)}")
+    event(f"consistent: {_agree(data)}")
+
+
+# --- many places broken at once: any trial of any config ----------------------------------
+
+TRIAL_VALUES: dict[str, list[Any]] = {
+    "index": [0, 1, 5, 6, 7],
+    "position": [0, 1, 17, 18],
+    "eval_count": [0, 1, 15, 16, 198, 199, 200, 201, 999],
+    "eval_duration_ns": [0, 1, 100_000, 10**9, 10**12],
+    "total_duration_ns": [0, 1, 10**9, 10**12],
+    "load_duration_ns": [0, 10**9, 10**12],
+    "prompt_eval_duration_ns": [None, 0, 10**12],
+    "wall_s": [0.0, 0.001, 1.0, 1000.0],
+    "ttft_s": [None, 0.0, 1000.0],
+    "done_reason": [None, "stop", "length", "unload"],
+}
+
+
+@st.composite
+def trial_breaks(draw: st.DrawFn) -> tuple[int, int, str, Any]:
+    field = draw(st.sampled_from(sorted(TRIAL_VALUES)))
+    # trial -1: every trial of the config (so the limit on violations is reached often)
+    return (draw(st.integers(0, 2)), draw(st.integers(-1, 5)), field,
+            draw(st.sampled_from(TRIAL_VALUES[field])))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 7),
+    st.sampled_from(PROTOCOLS),
+    st.lists(trial_breaks(), max_size=30),
+    st.lists(st.sampled_from(CASES), max_size=3),
+)
+def test_violations_equal_the_rules_with_many_places_broken(
+    seed: int, setup: tuple[str, str, bool], breaks: list[tuple[int, int, str, Any]],
+    cases: list[tuple[str, str, Any]],
+) -> None:
+    protocol, version, counters = setup
+    data = fresh(seed, protocol, engine_version=version, counters_seen=counters)
+    for ci, ti, field, value in breaks:
+        trials = data["configs"][ci % len(data["configs"])]["trials"]
+        for trial in trials if ti == -1 else [trials[ti % len(trials)]]:
+            trial[field] = value
+    for _name, _rule, breaker in cases:
+        try:
+            breaker(data)
+        except (IndexError, KeyError, TypeError):
+            continue
+    found = _reported(data)
+    event("schema refused" if found is None else
+          f"violations: {min(len(found), checks.MAX_VIOLATIONS) // 5 * 5}+")
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
-    """``name_values`` (the fast verdict's) reads the same names as ``name_fields`` (the
-    rule's), on submissions with every optional name present."""
+    """``name_values`` (the pass's first test) reads the same names as ``name_fields`` (the
+    walk that gives the paths), on submissions with every optional name present."""
     data = fresh(seed, "ollama-draft", engine_version="0.30.1", counters_seen=True)
     data["note"] = "a note"
     data["fingerprint"]["gpus"] = [{"name_raw": "raw", "name": "NVIDIA GeForce RTX 4090",
@@ -370,11 +469,17 @@ def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
     assert len(fields) > 25
 
 
-def test_a_protocol_not_shipped_goes_to_the_rules() -> None:
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_protocol_not_shipped_is_checked_the_same(broken: bool) -> None:
+    """A protocol object that is not one of the shipped ones (not cached by identity)."""
     data = fresh(0)
+    if broken:
+        data["configs"][1]["trials"][0]["position"] += 1
+        data["configs"][0]["warmups"] = [{"wall_s": 1.0}] * 3
     submission = parse_submission(json.dumps(data).encode())
     shipped = ctx_for(data)
     ctx = checks.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
                              shipped.max_future_skew)
-    assert not checks.plainly_consistent(submission, ctx)
-    assert checks.violations(submission, ctx) == []
+    found = checks.violations(submission, ctx)
+    assert found == reference.rule_violations(submission, ctx)
+    assert (found != []) == broken

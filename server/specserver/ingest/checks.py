@@ -9,26 +9,26 @@ Order (each step's status in docs/server.md):
     6. banned key / rate limits                   403 / 429   (ingest_api)
     7. idempotency by submission id               200 / 409   (store)
 
-Every consistency rule is a function ``(submission, context) -> Iterator[Violation]``
-named for what it checks; ``check_consistency`` runs them all and reports every violation
-(up to a limit), the first one in the message.
+The consistency rules (``RULES``: name and what each holds) are checked in one pass,
+``violations``; ``check_consistency`` reports every violation (up to a limit), the first
+one in the message.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache, lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, Literal, get_args
 
 from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
-from specschema.models import ConfigResult, Mechanism, Submission, Trial
+from specschema.models import ConfigResult, Mechanism, Submission
 from specschema.payload import parse_submission
 from specschema.protocol import Protocol, all_protocols, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
@@ -149,53 +149,98 @@ def check_protocol(submission: Submission) -> Protocol:
 
 
 # --- step 5: consistency rules ------------------------------------------------------------
+#
+# One pass over the submission checks every rule and records what each refuses. Nearly every
+# submission breaks none, so the pass reads plain values (a model's ``__dict__`` through
+# itemgetter, not attributes), compares them with a plan cached per protocol, and formats a
+# path or a message only for a violation it found. The report lists the violations rule by
+# rule in ``RULES`` order, each rule's in the order its definition walks the submission
+# (config by config, trial by trial; a rule's later part, such as the warm-ups of
+# durations_coherent, after its earlier part for all configs). The definition, one
+# generator per rule as first written, is kept in tests/server/consistency_reference.py;
+# tests/server/test_ingest_fast.py holds the two to the same lists (Hypothesis).
 
-Rule = Callable[[Submission, RuleContext], Iterator[Violation]]
+RuleName = Literal[
+    "configs_match_protocol",
+    "trials_fit_schedule",
+    "eval_count_fits_num_predict",
+    "durations_coherent",
+    "decode_rate_plausible",
+    "created_at_recent",
+    "speculation_coherent",
+    "counters_consistent",
+    "names_printable",
+    "submission_id_not_reserved",
+]
+# The rules in report order (docs/server.md, "Consistency rules", says what each refuses).
+RULE_NAMES: tuple[RuleName, ...] = get_args(RuleName)
+RULES: dict[RuleName, str] = {
+    "configs_match_protocol":
+        "each config is one of the protocol's, sent exactly as the protocol says",
+    "trials_fit_schedule":
+        "trial counts and indices per config, and positions in the protocol's run order",
+    "eval_count_fits_num_predict":
+        "eval_count <= num_predict; done_reason is stop or length, and length means the limit",
+    "durations_coherent":
+        "engine durations fit inside total_duration; the client's wall time covers it",
+    "decode_rate_plausible":
+        "decode tok/s inside [MIN_DECODE_TPS, MAX_DECODE_TPS]; every trial decodes something",
+    "created_at_recent":
+        "created_at is neither in the future (beyond the skew) nor older than the max age",
+    "speculation_coherent":
+        "the evidence agrees with what the engine can honor and with its own counters; each "
+        "verdict is the one specschema.capability.submission_verdicts derives",
+    "counters_consistent":
+        "counters agree with the trials (specschema.capability.counter_problems: accepted <= "
+        "drafted, accepted <= eval_count, trial counters add up to the config's totals), and "
+        "only llama-server reports counters from its own API",
+    "names_printable":
+        "no name holds a control, format or invisible character, or mixes Latin with its "
+        "Cyrillic or Greek lookalikes (ingest.names; docs/aggregation.md, \"Names\")",
+    "submission_id_not_reserved":
+        "a signed submission's id is not a version-5 (name-based) UUID: those are the "
+        "imports' (ingest.hardnumbers: uuid5 of the public file), so no key can take one first",
+}
+
+_WALL_FACTOR = 1 - DURATION_TOLERANCE_FRACTION
+# Fields in one C call on a model's ``__dict__`` (where pydantic keeps field values):
+# reading them as attributes costs ~140 ns each, through BaseModel's ``__getattr__`` hook.
+_config_fields = itemgetter(
+    "name", "role", "model", "draft_model", "request_options", "request_fields", "warmups",
+    "trials", "speculation",
+)
+_speculation_fields = itemgetter(
+    "requested", "mechanism", "engine_can_honor", "observed", "drafted_tokens",
+    "accepted_tokens", "counters_source",
+)
+_trial_numbers = itemgetter(
+    "index", "position", "eval_count", "eval_duration_ns", "total_duration_ns",
+    "load_duration_ns", "prompt_eval_duration_ns", "wall_s", "ttft_s", "done_reason",
+)
+# The scalar fields configs_match_protocol compares, in its report order (then
+# request_options, request_fields, warmups).
+_HEAD_FIELDS = ("role", "model", "draft_model", "speculation.mechanism")
+_NOT_SCHEDULED: dict[int, int] = {}
 
 
-def _trial_paths(submission: Submission) -> Iterator[tuple[str, ConfigResult, Trial]]:
-    for ci, config in enumerate(submission.configs):
-        for ti, trial in enumerate(config.trials):
-            yield f"configs.{ci}.trials.{ti}", config, trial
+# Violations as the pass finds them, by rule; reported in ``RULES`` order (``_in_order``).
+_Found = dict[RuleName, list[Violation]]
 
 
-def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """Each config is one of the protocol's, sent exactly as the protocol says."""
-    proto = ctx.protocol
-    rule = "configs_match_protocol"
-    target = submission.protocol.parameters.get("target") or proto.target
-    if proto.target is None and "target" not in submission.protocol.parameters:
-        yield Violation(rule, "protocol.parameters", f"protocol {proto.id} needs a target")
-        return
-    expected = _expected_configs(_identity(proto), target)
-    seen: set[str] = set()
-    for ci, config in enumerate(submission.configs):
-        path = f"configs.{ci}"
-        wanted = expected.get(config.name)
-        if wanted is None:
-            yield Violation(rule, f"{path}.name", f"config {config.name!r} is not in {proto.id}")
-            continue
-        if config.name in seen:
-            yield Violation(rule, f"{path}.name", f"config {config.name!r} appears twice")
-        seen.add(config.name)
-        actual: dict[str, Any] = {
-            "role": config.role,
-            "model": config.model,
-            "draft_model": config.draft_model,
-            "speculation.mechanism": config.speculation.mechanism,
-            "request_options": config.request_options,
-            "request_fields": config.request_fields,
-        }
-        for field, value in wanted.items():
-            if not _same(actual[field], value):
-                yield Violation(
-                    rule, f"{path}.{field}", f"{field} of {config.name} must be {value!r}"
-                )
-        if len(config.warmups) > proto.warmups_for(config.name):
-            yield Violation(rule, f"{path}.warmups", "more warmups than the protocol runs")
-    missing = [name for name in expected if name not in seen]
-    if submission.complete and missing:
-        yield Violation(rule, "configs", f"a complete submission lacks {', '.join(missing)}")
+def _add(found: _Found, rule: RuleName, path: str, message: str) -> None:
+    found.setdefault(rule, []).append(Violation(rule, path, message))
+
+
+def _add_later(found: _Found, rule: RuleName, later: list[Violation]) -> None:
+    """Violations held back (a rule's later part), after those the rule has so far."""
+    found.setdefault(rule, []).extend(later)
+
+
+def _in_order(found: _Found) -> list[Violation]:
+    if not found:
+        return []
+    ordered = [v for rule in RULE_NAMES for v in found.get(rule, ())]
+    return ordered[:MAX_VIOLATIONS]
 
 
 def _identity(protocol: Protocol) -> tuple[str, int, str]:
@@ -237,144 +282,96 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """Trial counts and indices per config, and positions in the protocol's run order."""
-    proto = ctx.protocol
-    rule = "trials_fit_schedule"
-    positions = {slot: pos for pos, slot in enumerate(proto.schedule())}
-    for ci, config in enumerate(submission.configs):
-        count = len(config.trials)
-        if count > proto.trials_per_config or (
-            submission.complete and count != proto.trials_per_config
-        ):
-            yield Violation(
-                rule, f"configs.{ci}.trials",
-                f"{config.name} has {count} trials; the protocol runs {proto.trials_per_config}",
+@dataclass(frozen=True)
+class _ConfigPlan:
+    """What configs_match_protocol wants of one config, in a form quick to compare."""
+
+    head: tuple[Any, ...]  # role, model, draft_model, speculation.mechanism (_HEAD_FIELDS)
+    head_exact: bool  # == on ``head`` is ``_same`` (every wanted value a str or None)
+    request_options: dict[str, Any]
+    options_exact: bool  # == plus "no bool sent" is ``_same`` (wanted values str/int/float)
+    request_fields: dict[str, Any]
+    fields_exact: bool
+    max_warmups: int  # Protocol.warmups_for: per block when the protocol warms up each block
+
+
+@dataclass(frozen=True)
+class _Plan:
+    # None when the protocol has no target and the submission names none: then
+    # configs_match_protocol reports only that (nothing to compare the configs with).
+    configs: dict[str, _ConfigPlan] | None
+    positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
+
+
+def _scalar_exact(values: tuple[Any, ...]) -> bool:
+    return all(v is None or type(v) is str for v in values)
+
+
+def _flat_exact(wanted: dict[str, Any]) -> bool:
+    return all(type(v) in (str, int, float) for v in wanted.values())
+
+
+@cache
+def _shipped_identities() -> dict[int, tuple[str, int, str]]:
+    """Shipped protocols' identities by ``id()`` (they live as long as the process does)."""
+    return {id(p): identity for identity, p in _protocols_by_identity().items()}
+
+
+def _plan_for(proto: Protocol, parameters: dict[str, str]) -> _Plan:
+    target = parameters.get("target") or proto.target
+    lacks_target = proto.target is None and "target" not in parameters
+    identity = _shipped_identities().get(id(proto))
+    if identity is not None:
+        return _shipped_plan(identity, target, lacks_target)
+    # not a shipped protocol (check_protocol returns only those; tests make others): uncached
+    return _build_plan(proto, _identity(proto), target, lacks_target)
+
+
+@lru_cache(maxsize=256)
+def _shipped_plan(identity: tuple[str, int, str], target: str | None,
+                  lacks_target: bool) -> _Plan:
+    return _build_plan(_protocols_by_identity()[identity], identity, target, lacks_target)
+
+
+def _build_plan(proto: Protocol, identity: tuple[str, int, str], target: str | None,
+                lacks_target: bool) -> _Plan:
+    """``_expected_configs`` and the protocol's schedule, for ``violations``."""
+    configs: dict[str, _ConfigPlan] | None = None
+    if not lacks_target:
+        configs = {}
+        for name, wanted in _expected_configs(identity, target).items():
+            head = tuple(wanted[field] for field in _HEAD_FIELDS)
+            configs[name] = _ConfigPlan(
+                head, _scalar_exact(head),
+                wanted["request_options"], _flat_exact(wanted["request_options"]),
+                wanted["request_fields"], _flat_exact(wanted["request_fields"]),
+                proto.warmups_for(name),
             )
-        if sorted(t.index for t in config.trials) != list(range(count)):
-            yield Violation(rule, f"configs.{ci}.trials", "trial indices must be 0..n-1, once")
-        for ti, trial in enumerate(config.trials):
-            expected = positions.get((config.name, trial.index))
-            if expected is not None and trial.position != expected:
-                yield Violation(
-                    rule, f"configs.{ci}.trials.{ti}.position",
-                    f"trial {trial.index} of {config.name} runs at position {expected}",
-                )
+    positions: dict[str, dict[int, int]] = {}
+    for pos, (name, index) in enumerate(proto.schedule()):
+        positions.setdefault(name, {})[index] = pos
+    return _Plan(configs, positions)
 
 
-def eval_count_fits_num_predict(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """eval_count <= num_predict; done_reason is stop or length, and length means the limit."""
-    rule = "eval_count_fits_num_predict"
-    for path, config, trial in _trial_paths(submission):
-        limit = _num_predict(config.request_options)
-        if limit is None:
-            continue  # no limit sent (configs_match_protocol reports the options)
-        if trial.eval_count > limit:
-            yield Violation(rule, f"{path}.eval_count",
-                            f"eval_count {trial.eval_count} exceeds num_predict {limit}")
-        if trial.done_reason is not None and trial.done_reason not in DONE_REASONS:
-            yield Violation(rule, f"{path}.done_reason",
-                            f"done_reason {trial.done_reason!r} is not stop or length")
-        if trial.done_reason == "length" and trial.eval_count < limit - 1:
-            yield Violation(rule, f"{path}.done_reason",
-                            f"done_reason length with eval_count {trial.eval_count} < {limit}")
+def _same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bool:
+    """``_same(actual, wanted)``: when every wanted value is a str, int or float, dict
+    equality differs from it only where a bool stands for a number (True == 1)."""
+    if exact:
+        return actual == wanted and bool not in map(type, actual.values())
+    return _same(actual, wanted)
 
 
-def durations_coherent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """Engine durations fit inside total_duration; the client's wall time covers it."""
-    rule = "durations_coherent"
-    for path, _config, t in _trial_paths(submission):
-        slack = DURATION_TOLERANCE_NS + int(t.total_duration_ns * DURATION_TOLERANCE_FRACTION)
-        if t.eval_duration_ns > t.total_duration_ns:
-            yield Violation(rule, f"{path}.eval_duration_ns", "eval_duration exceeds total")
-        parts = t.load_duration_ns + (t.prompt_eval_duration_ns or 0) + t.eval_duration_ns
-        if parts > t.total_duration_ns + slack:
-            yield Violation(rule, f"{path}.total_duration_ns",
-                            "load + prompt_eval + eval durations exceed total_duration")
-        wall_floor = t.total_duration_ns / 1e9 * (1 - DURATION_TOLERANCE_FRACTION)
-        if t.wall_s < wall_floor - WALL_TOLERANCE_S:
-            yield Violation(rule, f"{path}.wall_s",
-                            f"wall_s {t.wall_s} is shorter than total_duration")
-        if t.ttft_s is not None and t.ttft_s > t.wall_s:
-            yield Violation(rule, f"{path}.ttft_s", "time to first token exceeds wall time")
-        if t.eval_count > 0 and t.eval_duration_ns == 0:
-            yield Violation(rule, f"{path}.eval_duration_ns", "tokens decoded in zero time")
-    for ci, config in enumerate(submission.configs):
-        for wi, w in enumerate(config.warmups):
-            if w.total_duration_ns is not None and w.load_duration_ns is not None and (
-                w.load_duration_ns > w.total_duration_ns
-            ):
-                yield Violation(rule, f"configs.{ci}.warmups.{wi}", "load exceeds total")
+def _num_predict(options: dict[str, Any]) -> int | None:
+    """The limit eval_count_fits_num_predict checks against, None when it checks none."""
+    limit = options.get("num_predict")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    return limit
 
 
-def decode_rate_plausible(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """Decode tok/s inside [MIN_DECODE_TPS, MAX_DECODE_TPS]; every trial decodes something."""
-    rule = "decode_rate_plausible"
-    for path, _config, t in _trial_paths(submission):
-        if t.eval_count == 0:
-            yield Violation(rule, f"{path}.eval_count", "the trial decoded no tokens")
-            continue
-        if t.eval_count < RATE_MIN_TOKENS or t.eval_duration_ns == 0:
-            continue
-        rate = t.eval_count / t.eval_duration_ns * 1e9
-        if not MIN_DECODE_TPS <= rate <= MAX_DECODE_TPS:
-            yield Violation(rule, f"{path}.eval_duration_ns",
-                            f"decode rate {rate:.4g} tok/s is outside "
-                            f"[{MIN_DECODE_TPS}, {MAX_DECODE_TPS:g}]")
-
-
-def created_at_recent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """created_at is neither in the future (beyond the skew) nor older than the max age."""
-    rule = "created_at_recent"
-    created = submission.created_at
-    if created > ctx.now + ctx.max_future_skew:
-        yield Violation(rule, "created_at", f"created_at {created.isoformat()} is in the future")
-    elif created < ctx.now - ctx.max_age:
-        yield Violation(rule, "created_at",
-                        f"created_at {created.isoformat()} is older than {ctx.max_age.days} days")
-
-
-def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """The evidence agrees with what the engine can honor and with its own counters; each
-    verdict is the one ``specschema.capability.submission_verdicts`` derives."""
-    rule = "speculation_coherent"
-    version = submission.engine.version
-    expected_verdicts = submission_verdicts(submission)
-    for ci, config in enumerate(submission.configs):
-        path = f"configs.{ci}.speculation"
-        s = config.speculation
-        if s.requested != (config.role == "draft"):
-            yield Violation(rule, f"{path}.requested", "only draft configs request speculation")
-        can_honor = engine_can_honor(s.mechanism, version)
-        if s.engine_can_honor != can_honor:
-            yield Violation(rule, f"{path}.engine_can_honor",
-                            f"{s.mechanism} on Ollama {version}: engine_can_honor is {can_honor}")
-        counters = (s.drafted_tokens, s.accepted_tokens, s.counters_source)
-        seen = all(c is not None for c in counters)
-        if not seen and any(c is not None for c in counters):
-            yield Violation(rule, path, "drafted, accepted and counters_source come together")
-        if seen and (s.accepted_tokens or 0) > (s.drafted_tokens or 0):
-            yield Violation(rule, f"{path}.accepted_tokens", "more tokens accepted than drafted")
-        expected = expected_verdicts[ci]
-        if s.observed != expected:
-            yield Violation(rule, f"{path}.observed",
-                            f"observed must be {expected!r} for this evidence, not {s.observed!r}")
-        elif seen and expected == "not_applied":
-            yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
-
-
-def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """Counters agree with the trials (``specschema.capability.counter_problems``: accepted
-    <= drafted, accepted <= eval_count, trial counters add up to the config's totals), and
-    only llama-server reports counters from its own API."""
-    rule = "counters_consistent"
-    api_allowed = submission.engine.name == "llama-server"
-    for ci, config in enumerate(submission.configs):
-        for where, message in counter_problems(config):
-            yield Violation(rule, f"configs.{ci}.{where}", message)
-        if not api_allowed and _reports_api_counters(config):
-            yield Violation(rule, f"configs.{ci}.speculation.counters_source",
-                            "only the llama-server engine reports counters from its API")
+@lru_cache(maxsize=1024)
+def _can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
+    return engine_can_honor(mechanism, engine_version)
 
 
 def _reports_api_counters(config: ConfigResult) -> bool:
@@ -429,8 +426,9 @@ def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
 
 def name_values(submission: Submission) -> list[str]:
     """The values of ``name_fields``, read from the models' ``__dict__`` (no generator, no
-    attribute hook): the fast verdict's input. tests/server/test_ingest_fast.py holds the
-    two to the same values."""
+    attribute hook): what ``violations`` tests first, walking ``name_fields`` only when a
+    name is not printable ASCII. tests/server/test_ingest_fast.py holds the two to the same
+    values."""
     d = vars(submission)
     fp = vars(d["fingerprint"])
     cpu = vars(fp["cpu"])
@@ -458,254 +456,207 @@ def _name_problem(value: str, kind: str) -> str | None:
     return name_problem(value, note=kind == "note", chip=kind == "chip")
 
 
-def names_printable(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """No name holds a control, format or invisible character, or mixes Latin with its
-    Cyrillic or Greek lookalikes (``ingest.names``; docs/aggregation.md, "Names")."""
-    for path, value, kind in name_fields(submission):
-        problem = _name_problem(value, kind)
-        if problem is not None:
-            yield Violation("names_printable", path, problem)
+def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
+    """Every rule's violations in ``RULES`` order, at most ``MAX_VIOLATIONS``."""
+    found: _Found = {}
 
-
-def submission_id_not_reserved(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
-    """A signed submission's id is not a version-5 (name-based) UUID: those are the imports'
-    (``ingest.hardnumbers``: uuid5 of the public file), so no key can take one first."""
-    if submission.submission_id.version == IMPORT_UUID_VERSION:
-        yield Violation("submission_id_not_reserved", "submission_id",
-                        f"version-{IMPORT_UUID_VERSION} UUIDs are reserved for imports; "
-                        "a signed submission's id is random (uuid4)")
-
-
-RULES: tuple[Rule, ...] = (
-    configs_match_protocol,
-    trials_fit_schedule,
-    eval_count_fits_num_predict,
-    durations_coherent,
-    decode_rate_plausible,
-    created_at_recent,
-    speculation_coherent,
-    counters_consistent,
-    names_printable,
-    submission_id_not_reserved,
-)
-
-
-# --- the same rules as one fast verdict ---------------------------------------------------
-#
-# Nearly every submission breaks no rule, and the rules above spend most of their time
-# walking the trials seven times with generators and formatting paths they never report.
-# ``plainly_consistent`` decides "no rule in RULES would report anything" in one pass over
-# plain values, with the same comparisons (copied expression for expression, so the float
-# arithmetic is the same); ``violations`` runs the rules only when it says no, to report
-# them. tests/server/test_ingest_fast.py checks that its verdict equals the rules' verdict
-# on honest and broken submissions (Hypothesis).
-
-_WALL_FACTOR = 1 - DURATION_TOLERANCE_FRACTION
-# Fields in one C call on a model's ``__dict__`` (where pydantic keeps field values):
-# reading them as attributes costs ~140 ns each, through BaseModel's ``__getattr__`` hook.
-_config_fields = itemgetter(
-    "name", "role", "model", "draft_model", "request_options", "request_fields", "warmups",
-    "trials", "speculation",
-)
-_speculation_fields = itemgetter(
-    "requested", "mechanism", "engine_can_honor", "observed", "drafted_tokens",
-    "accepted_tokens", "counters_source",
-)
-_trial_numbers = itemgetter(
-    "index", "position", "eval_count", "eval_duration_ns", "total_duration_ns",
-    "load_duration_ns", "prompt_eval_duration_ns", "wall_s", "ttft_s", "done_reason",
-)
-
-
-@dataclass(frozen=True)
-class _ConfigPlan:
-    """What ``configs_match_protocol`` wants of one config, in a form quick to compare."""
-
-    head: tuple[Any, ...]  # role, model, draft_model, speculation.mechanism
-    head_exact: bool  # == on ``head`` is ``_same`` (every wanted value a str or None)
-    request_options: dict[str, Any]
-    options_exact: bool  # == plus "no bool sent" is ``_same`` (wanted values str/int/float)
-    request_fields: dict[str, Any]
-    fields_exact: bool
-    max_warmups: int  # Protocol.warmups_for: per block when the protocol warms up each block
-
-
-@dataclass(frozen=True)
-class _Plan:
-    configs: dict[str, _ConfigPlan]
-    positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
-
-
-def _scalar_exact(values: tuple[Any, ...]) -> bool:
-    return all(v is None or type(v) is str for v in values)
-
-
-def _flat_exact(wanted: dict[str, Any]) -> bool:
-    return all(type(v) in (str, int, float) for v in wanted.values())
-
-
-@lru_cache(maxsize=256)
-def _plan(identity: tuple[str, int, str], target: str | None) -> _Plan:
-    """For the shipped protocol ``identity`` (``_expected_configs`` and the schedule)."""
-    proto = _protocols_by_identity()[identity]
-    configs: dict[str, _ConfigPlan] = {}
-    for name, wanted in _expected_configs(identity, target).items():
-        head = (wanted["role"], wanted["model"], wanted["draft_model"],
-                wanted["speculation.mechanism"])
-        configs[name] = _ConfigPlan(
-            head, _scalar_exact(head),
-            wanted["request_options"], _flat_exact(wanted["request_options"]),
-            wanted["request_fields"], _flat_exact(wanted["request_fields"]),
-            proto.warmups_for(name),
-        )
-    positions: dict[str, dict[int, int]] = {name: {} for name in configs}
-    for pos, (name, index) in enumerate(proto.schedule()):
-        positions.setdefault(name, {})[index] = pos
-    return _Plan(configs, positions)
-
-
-def _same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bool:
-    """``_same(actual, wanted)``: when every wanted value is a str, int or float, dict
-    equality differs from it only where a bool stands for a number (True == 1)."""
-    if exact:
-        return actual == wanted and bool not in map(type, actual.values())
-    return _same(actual, wanted)
-
-
-def _num_predict(options: dict[str, Any]) -> int | None:
-    """The limit ``eval_count_fits_num_predict`` checks against, None when it checks none."""
-    limit = options.get("num_predict")
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-        return None
-    return limit
-
-
-@lru_cache(maxsize=1024)
-def _can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
-    return engine_can_honor(mechanism, engine_version)
-
-
-def plainly_consistent(submission: Submission, ctx: RuleContext) -> bool:
-    """True only when no rule in ``RULES`` reports anything for this submission."""
     # created_at_recent
     created = submission.created_at
-    if created > ctx.now + ctx.max_future_skew or created < ctx.now - ctx.max_age:
-        return False
+    if created > ctx.now + ctx.max_future_skew:
+        _add(found, "created_at_recent", "created_at",
+             f"created_at {created.isoformat()} is in the future")
+    elif created < ctx.now - ctx.max_age:
+        _add(found, "created_at_recent", "created_at",
+             f"created_at {created.isoformat()} is older than {ctx.max_age.days} days")
+
     # submission_id_not_reserved
     if submission.submission_id.version == IMPORT_UUID_VERSION:
-        return False
+        _add(found, "submission_id_not_reserved", "submission_id",
+             f"version-{IMPORT_UUID_VERSION} UUIDs are reserved for imports; "
+             "a signed submission's id is random (uuid4)")
+
     # names_printable: printable ASCII has no problem (``name_problem``'s own shortcut), so
-    # one test on all names joined decides nearly every submission (bench/names_check.py)
+    # one test on all names joined decides nearly every submission (bench/names_check.py);
+    # ``name_fields`` gives the paths when it does not
     joined = "".join(name_values(submission))
     if not (joined.isascii() and joined.isprintable()):
-        for _path, value, kind in name_fields(submission):
-            if _name_problem(value, kind) is not None:
-                return False
+        for path, value, kind in name_fields(submission):
+            problem = _name_problem(value, kind)
+            if problem is not None:
+                _add(found, "names_printable", path, problem)
+
     # configs_match_protocol: the target
     proto = ctx.protocol
-    parameters = submission.protocol.parameters
-    if proto.target is None and "target" not in parameters:
-        return False
-    identity = _identity(proto)
-    if _protocols_by_identity().get(identity) is not proto:
-        return False  # not a shipped protocol (check_protocol returns only those): the rules
-    plan = _plan(identity, parameters.get("target") or proto.target)
+    plan = _plan_for(proto, submission.protocol.parameters)
+    wanted_configs = plan.configs
+    if wanted_configs is None:
+        _add(found, "configs_match_protocol", "protocol.parameters",
+             f"protocol {proto.id} needs a target")
+
     complete = submission.complete
     per_config = proto.trials_per_config
     version = submission.engine.version
-    seen: set[str] = set()
     expected_verdicts = submission_verdicts(submission)
     api_allowed = submission.engine.name == "llama-server"
+    seen: set[str] = set()
+    warmup_violations: list[Violation] = []  # durations_coherent reports them after the trials
     for ci, config in enumerate(submission.configs):
         name, role, model, draft_model, options, fields, warmups, trials, spec = (
             _config_fields(vars(config)))
-        # configs_match_protocol
-        want = plan.configs.get(name)
-        if want is None or name in seen:
-            return False
-        seen.add(name)
         requested, mechanism, claimed_can_honor, observed, drafted, accepted, source = (
             _speculation_fields(vars(spec))
         )
-        head = (role, model, draft_model, mechanism)
-        if want.head_exact:
-            if head != want.head:
-                return False
-        elif not all(_same(a, b) for a, b in zip(head, want.head, strict=True)):
-            return False
-        if not _same_flat(options, want.request_options, want.options_exact):
-            return False
-        if not _same_flat(fields, want.request_fields, want.fields_exact):
-            return False
-        if len(warmups) > want.max_warmups:
-            return False
-        # durations_coherent: warmups
-        for w in warmups:
+
+        # configs_match_protocol: a config of the protocol, once, sent as it says (a config
+        # it does not know is compared with nothing; the other rules still check it)
+        want = None if wanted_configs is None else wanted_configs.get(name)
+        if want is None:
+            if wanted_configs is not None:
+                _add(found, "configs_match_protocol", f"configs.{ci}.name",
+                     f"config {name!r} is not in {proto.id}")
+        else:
+            if name in seen:
+                _add(found, "configs_match_protocol", f"configs.{ci}.name",
+                     f"config {name!r} appears twice")
+            seen.add(name)
+            head = (role, model, draft_model, mechanism)
+            if not want.head_exact or head != want.head:
+                for field, actual, value in zip(_HEAD_FIELDS, head, want.head, strict=True):
+                    if not _same(actual, value):
+                        _add(found, "configs_match_protocol", f"configs.{ci}.{field}",
+                             f"{field} of {name} must be {value!r}")
+            if not _same_flat(options, want.request_options, want.options_exact):
+                _add(found, "configs_match_protocol", f"configs.{ci}.request_options",
+                     f"request_options of {name} must be {want.request_options!r}")
+            if not _same_flat(fields, want.request_fields, want.fields_exact):
+                _add(found, "configs_match_protocol", f"configs.{ci}.request_fields",
+                     f"request_fields of {name} must be {want.request_fields!r}")
+            if len(warmups) > want.max_warmups:
+                _add(found, "configs_match_protocol", f"configs.{ci}.warmups",
+                     "more warmups than the protocol runs")
+
+        # durations_coherent: warm-ups
+        for wi, w in enumerate(warmups):
             if w.total_duration_ns is not None and w.load_duration_ns is not None and (
                 w.load_duration_ns > w.total_duration_ns
             ):
-                return False
+                warmup_violations.append(Violation("durations_coherent",
+                                                   f"configs.{ci}.warmups.{wi}",
+                                                   "load exceeds total"))
+
         # speculation_coherent
         if requested != (role == "draft"):
-            return False
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.requested",
+                 "only draft configs request speculation")
         can_honor = _can_honor(mechanism, version)
         if claimed_can_honor != can_honor:
-            return False
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.engine_can_honor",
+                 f"{mechanism} on Ollama {version}: engine_can_honor is {can_honor}")
         counters = (drafted, accepted, source)
         counters_seen = None not in counters
         if not counters_seen and counters != (None, None, None):
-            return False
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation",
+                 "drafted, accepted and counters_source come together")
         if counters_seen and (accepted or 0) > (drafted or 0):
-            return False
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.accepted_tokens",
+                 "more tokens accepted than drafted")
         expected = expected_verdicts[ci]
-        if observed != expected or (counters_seen and expected == "not_applied"):
-            return False
+        if observed != expected:
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.observed",
+                 f"observed must be {expected!r} for this evidence, not {observed!r}")
+        elif counters_seen and expected == "not_applied":
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation",
+                 "acceptance counters for a config that cannot speculate")
+
         # counters_consistent
-        if counter_problems(config) or (not api_allowed and _reports_api_counters(config)):
-            return False
-        # trials_fit_schedule: counts
+        for where, message in counter_problems(config):
+            _add(found, "counters_consistent", f"configs.{ci}.{where}", message)
+        if not api_allowed and _reports_api_counters(config):
+            _add(found, "counters_consistent", f"configs.{ci}.speculation.counters_source",
+                 "only the llama-server engine reports counters from its API")
+
+        # trials_fit_schedule: the count, then the indices, then each trial's position
         count = len(trials)
         if count > per_config or (complete and count != per_config):
-            return False
-        limit = _num_predict(options)
-        positions = plan.positions[name]
+            _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
+                 f"{name} has {count} trials; the protocol runs {per_config}")
+        positions = plan.positions.get(name, _NOT_SCHEDULED)
+        misplaced: list[Violation] = []
         in_order = True
+        limit = _num_predict(options)
         for ti, (index, position, eval_count, eval_ns, total_ns, load_ns, prompt_ns, wall_s,
                  ttft_s, done) in enumerate(
             map(_trial_numbers, map(vars, trials))
         ):
-            # trials_fit_schedule: indices and positions
+            # trials_fit_schedule
             if index != ti:
                 in_order = False
             scheduled = positions.get(index)
             if scheduled is not None and position != scheduled:
-                return False
-            # eval_count_fits_num_predict
-            if limit is not None and (
-                eval_count > limit
-                or (done is not None and done not in DONE_REASONS)
-                or (done == "length" and eval_count < limit - 1)
-            ):
-                return False
+                misplaced.append(Violation("trials_fit_schedule",
+                                           f"configs.{ci}.trials.{ti}.position",
+                                           f"trial {index} of {name} runs at position "
+                                           f"{scheduled}"))
+
+            # eval_count_fits_num_predict (no limit sent: configs_match_protocol reports it)
+            if limit is not None:
+                if eval_count > limit:
+                    _add(found, "eval_count_fits_num_predict",
+                         f"configs.{ci}.trials.{ti}.eval_count",
+                         f"eval_count {eval_count} exceeds num_predict {limit}")
+                if done is not None and done not in DONE_REASONS:
+                    _add(found, "eval_count_fits_num_predict",
+                         f"configs.{ci}.trials.{ti}.done_reason",
+                         f"done_reason {done!r} is not stop or length")
+                if done == "length" and eval_count < limit - 1:
+                    _add(found, "eval_count_fits_num_predict",
+                         f"configs.{ci}.trials.{ti}.done_reason",
+                         f"done_reason length with eval_count {eval_count} < {limit}")
+
             # durations_coherent
             slack = DURATION_TOLERANCE_NS + int(total_ns * DURATION_TOLERANCE_FRACTION)
-            if eval_ns > total_ns or load_ns + (prompt_ns or 0) + eval_ns > total_ns + slack:
-                return False
+            if eval_ns > total_ns:
+                _add(found, "durations_coherent", f"configs.{ci}.trials.{ti}.eval_duration_ns",
+                     "eval_duration exceeds total")
+            if load_ns + (prompt_ns or 0) + eval_ns > total_ns + slack:
+                _add(found, "durations_coherent", f"configs.{ci}.trials.{ti}.total_duration_ns",
+                     "load + prompt_eval + eval durations exceed total_duration")
             if wall_s < total_ns / 1e9 * _WALL_FACTOR - WALL_TOLERANCE_S:
-                return False
+                _add(found, "durations_coherent", f"configs.{ci}.trials.{ti}.wall_s",
+                     f"wall_s {wall_s} is shorter than total_duration")
             if ttft_s is not None and ttft_s > wall_s:
-                return False
-            # durations_coherent (zero time) and decode_rate_plausible
-            if eval_count == 0 or (eval_count > 0 and eval_ns == 0):
-                return False  # no tokens decoded, or tokens decoded in zero time
-            if eval_count >= RATE_MIN_TOKENS and not (
-                MIN_DECODE_TPS <= eval_count / eval_ns * 1e9 <= MAX_DECODE_TPS
-            ):
-                return False
+                _add(found, "durations_coherent", f"configs.{ci}.trials.{ti}.ttft_s",
+                     "time to first token exceeds wall time")
+            if eval_count > 0 and eval_ns == 0:
+                _add(found, "durations_coherent", f"configs.{ci}.trials.{ti}.eval_duration_ns",
+                     "tokens decoded in zero time")
+
+            # decode_rate_plausible (rates over a few tokens, or zero time, are not checked)
+            if eval_count == 0:
+                _add(found, "decode_rate_plausible", f"configs.{ci}.trials.{ti}.eval_count",
+                     "the trial decoded no tokens")
+            elif eval_count >= RATE_MIN_TOKENS and eval_ns != 0:
+                rate = eval_count / eval_ns * 1e9
+                if not MIN_DECODE_TPS <= rate <= MAX_DECODE_TPS:
+                    _add(found, "decode_rate_plausible",
+                         f"configs.{ci}.trials.{ti}.eval_duration_ns",
+                         f"decode rate {rate:.4g} tok/s is outside "
+                         f"[{MIN_DECODE_TPS}, {MAX_DECODE_TPS:g}]")
+
         if not in_order and sorted(t.index for t in trials) != list(range(count)):
-            return False
+            _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
+                 "trial indices must be 0..n-1, once")
+        if misplaced:
+            _add_later(found, "trials_fit_schedule", misplaced)
+
     # configs_match_protocol: a complete submission has every config
-    return not (complete and len(seen) != len(plan.configs))
+    if wanted_configs is not None and complete and len(seen) != len(wanted_configs):
+        missing = [name for name in wanted_configs if name not in seen]
+        _add(found, "configs_match_protocol", "configs",
+             f"a complete submission lacks {', '.join(missing)}")
+    if warmup_violations:
+        _add_later(found, "durations_coherent", warmup_violations)
+    return _in_order(found)
 
 
 def nul_characters(value: Any, path: str = "") -> Iterator[Violation]:
@@ -724,23 +675,6 @@ def nul_characters(value: Any, path: str = "") -> Iterator[Violation]:
         for index, item in enumerate(value):
             yield from nul_characters(item, f"{path}.{index}")
 
-
-def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
-    """Every rule's violations in ``RULES`` order, at most ``MAX_VIOLATIONS``."""
-    if plainly_consistent(submission, ctx):
-        return []
-    return rule_violations(submission, ctx)
-
-
-def rule_violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
-    """The definition: run every rule in ``RULES`` (``violations`` without its fast path)."""
-    found: list[Violation] = []
-    for rule in RULES:
-        for violation in rule(submission, ctx):
-            found.append(violation)
-            if len(found) >= MAX_VIOLATIONS:
-                return found
-    return found
 
 
 def check_consistency(submission: Submission, ctx: RuleContext) -> None:
@@ -788,3 +722,4 @@ def check_submission(
         summaries=server_summaries(submission),
         quarantine=implausible_reason(submission),
     )
+
