@@ -31,7 +31,7 @@ from specserver.store.exporting import FORMULA_STARTS, spreadsheet_text
 from specserver.store.queries import EXPORT_NAMES, Filters
 from tests.reliability.apps import app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
-from tests.reliability.inprocess import InProcessClient
+from tests.support.inprocess import InProcessClient
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12},")
 # (chip, client name, engine backend) of hostile contributors: the payloads of OWASP's
@@ -124,3 +124,18 @@ def test_no_text_cell_starts_a_formula_or_a_line(text: str) -> None:
 def test_ordinary_values_are_unchanged_or_only_prefixed(value: str) -> None:
     cell = spreadsheet_text(value)
     assert cell == (("'" + value) if value.startswith("-") else value)
+
+
+def test_the_export_child_imports_neither_the_models_nor_sqlalchemy() -> None:
+    """The child process of every CSV/JSON Lines export (store/exportformat.py) starts
+    without the server's imports: ~0.4 s of CPU per export file, paid again each time a
+    stalled client's slot is re-filled (BENCHMARKS.md, "Stalled exports")."""
+    import subprocess
+    import sys
+
+    heavy = ("sqlalchemy", "pydantic", "fastapi", "specschema", "specserver.store.queries")
+    probe = ("import sys, specserver.store.exportformat as f, duckdb; "
+             f"print([m for m in {heavy!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]", done.stdout
