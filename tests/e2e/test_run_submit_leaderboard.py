@@ -20,7 +20,7 @@ import pytest
 
 from specschema import parse_submission
 from tests.fakeollama import FakeModel, FakeOllama
-from tests.server.liveserver import free_port
+from tests.support.liveserver import free_port
 
 BIN = Path(sys.executable).parent
 MTP = "qwen3.5:9b-mtp"

@@ -326,7 +326,7 @@ def specserver(tmp_path: Path) -> Iterator[str]:
     tests/e2e)."""
     import httpx
 
-    from tests.server.liveserver import free_port
+    from tests.support.liveserver import free_port
 
     port = free_port()
     env = {**os.environ, "SPECSERVER_DATABASE_URL": str(tmp_path / "store.duckdb")}

@@ -7,15 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 from tests.reliability.hostile import BODY_LIMIT
-from tests.reliability.pg import private_schema_url
+from tests.support.postgres import STORES, private_schema_url
 
-# Parametrize over these; the PostgreSQL half carries the `postgres` marker.
-STORES = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+__all__ = ["STORES", "app_on", "make_settings"]  # STORES: the stores app_on takes
 
 
 def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:

@@ -32,11 +32,10 @@ from sqlalchemy import func, select, text
 from specschema import key_id_of
 from specserver.http.app import create_app
 from specserver.store import adhoc, tables
-from tests.conftest import POSTGRES_ADMIN_DSN
 from tests.reliability.apps import STORES, app_on, make_settings
 from tests.reliability.hostile import signing_key, valid_envelope
-from tests.reliability.inprocess import InProcessClient
-from tests.reliability.pg import private_schema_url
+from tests.support.inprocess import InProcessClient
+from tests.support.postgres import POSTGRES_ADMIN_DSN, private_schema_url
 
 TOKEN = "test-admin-token-" + "x" * 20
 ADMIN = {"Authorization": f"Bearer {TOKEN}", "X-Specserver-Actor": "tester"}

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from specserver.errors import NotFound
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import valid_envelope
-from tests.reliability.inprocess import InProcessClient
+from tests.support.inprocess import InProcessClient
 
 TOKEN = "test-admin-token-" + "y" * 20
 ADMIN = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

@@ -6,8 +6,8 @@ pending queue and the command exits 75. Once the server is up,
 `specsubmit submit --pending` delivers it; the server stores it exactly once, byte for
 byte as it was parked; a second `--pending` sends nothing. (Ollama killed mid-run ->
 clear message, partial result saved as incomplete, exit 1 is the client's own test:
-tests/client/test_run_cli.py::test_ollama_killed_mid_run. The retry/backoff unit
-behaviour against a scripted server: tests/client/test_submit.py.)
+tests/client/cli/test_run_cli.py::test_ollama_killed_mid_run. The retry/backoff unit
+behaviour against a scripted server: tests/client/send/test_submit.py.)
 """
 
 from __future__ import annotations

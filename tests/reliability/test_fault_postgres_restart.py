@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 from tests.reliability.load import drive_until_acked, make_items
-from tests.reliability.pg import private_schema_url
 from tests.reliability.servers import ServerProcess
 from tests.reliability.storecount import audit_url
+from tests.support.postgres import private_schema_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import signing_key
-from tests.reliability.inprocess import InProcessClient
+from tests.support.inprocess import InProcessClient
 
 SQL_CHIP = "Robert'); DROP TABLE submissions;--"
 UNICODE_CHIP = "芯片 M2 ✓ 🍎 Pro"  # canonical already: stored names are NFKC (issue 15)

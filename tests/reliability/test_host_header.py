@@ -23,7 +23,7 @@ import pytest
 from specschema import key_id_of
 from tests.reliability.apps import app_on
 from tests.reliability.hostile import signing_key, valid_envelope
-from tests.reliability.inprocess import InProcessClient
+from tests.support.inprocess import InProcessClient
 
 PUBLIC = "https://specbench.example"
 ATTACKER = "attacker.example:8080"

@@ -31,8 +31,8 @@ from tests.reliability.hostile import (
     valid_envelope,
     valid_payload,
 )
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.storecount import app_engine, count_rows
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 CASES = hostile_cases()

@@ -25,9 +25,9 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.payload import parse_submission, submission_bytes
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import dict_bytes, signed, signing_key
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.storecount import app_engine, count_rows
 from tests.reliability.test_hostile_inputs import assert_error_shape
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 M2 = next(m for m in EXAMPLE_MACHINES if m["chip"] == "Apple M2")

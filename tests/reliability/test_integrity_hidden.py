@@ -17,8 +17,8 @@ import pytest
 from specschema import PAYLOAD_TYPE, verify_envelope
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.test_hostile_inputs import assert_error_shape
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 TOKEN = "h" * 40

@@ -22,10 +22,10 @@ from specschema.examples import example_submission
 from specserver.ingest import hardnumbers
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.storecount import app_engine, count_rows
 from tests.reliability.test_hostile_inputs import assert_error_shape
-from tests.server.boardfill import insert_submission
+from tests.support.boardfill import insert_submission
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 TOKEN = "t" * 40

@@ -21,8 +21,8 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.ingest import plausibility
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import signing_key
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.test_hostile_inputs import assert_error_shape
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 TOKEN = "q" * 40

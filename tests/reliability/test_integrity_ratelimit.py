@@ -30,8 +30,8 @@ from tests.reliability.hostile import (
     signing_key,
     valid_envelope,
 )
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.test_hostile_inputs import assert_error_shape
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 FLOODER = ("198.51.100.66", 40000)

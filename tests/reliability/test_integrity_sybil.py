@@ -25,9 +25,9 @@ from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 from tests.reliability.apps import make_settings
 from tests.reliability.hostile import signing_key
-from tests.reliability.inprocess import InProcessClient
 from tests.reliability.storecount import app_engine
-from tests.server.boardfill import insert_submission
+from tests.support.boardfill import insert_submission
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 M2 = next(m for m in EXAMPLE_MACHINES if m["chip"] == "Apple M2")

@@ -24,7 +24,7 @@ from specserver.ratelimit.memory import Limit, MemoryRateLimiter
 from specserver.ratelimit.redis import RedisRateLimiter
 from tests.reliability.apps import make_settings
 from tests.reliability.hostile import valid_envelope
-from tests.reliability.inprocess import InProcessClient
+from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
 REDIS_URL = os.environ.get("SPECBENCH_TEST_REDIS", "redis://127.0.0.1:6379/0")

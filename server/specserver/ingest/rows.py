@@ -2,7 +2,7 @@
 
 Rows are tuples in the column order of ``store/tables.py`` so that a batch of submissions
 can be bulk-appended table by table. They are built directly as tuples (no dict per row:
-this runs once per submission on the ingest path); tests/server/test_store_rows.py holds
+this runs once per submission on the ingest path); tests/server/ingest/test_store_rows.py holds
 them equal to a definition by column name, so a change to tables.py that this module does
 not follow fails there.
 

@@ -10,7 +10,7 @@ that a conftest's namespace holds)::
 
 and mark the tests ``@pytest.mark.realengine``.
 
-Policy, like PostgreSQL's in tests/conftest.py: without cmake and a C/C++ compiler (and no
+Policy, like PostgreSQL's in tests/support/postgres.py: without cmake and a C/C++ compiler (and no
 cached binary) the tests are skipped on a developer machine but fail when CI=true, because
 CI must exercise the real engine. A build that starts and fails is always a failure.
 """

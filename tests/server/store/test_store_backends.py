@@ -16,25 +16,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from backends import (
-    BACKENDS,
-    board_bodies,
-    board_submission,
-    expected_rows,
-    signed,
-    store_url_for,
-    stored_counts,
-    stored_envelope_sha,
-    submission_id_of,
-)
 from sqlalchemy import inspect, select
-from tests.support.stores import submit_checked
 
 from specserver.ingest.checks import Checked, check_submission
 from specserver.store import tables
 from specserver.store.database import Store
 from specserver.store.migrations import LATEST
 from specserver.store.writer import WriteOutcome
+from tests.support.backends import (
+    board_bodies,
+    board_submission,
+    expected_rows,
+    signed,
+    stored_counts,
+    stored_envelope_sha,
+    submission_id_of,
+)
+from tests.support.postgres import STORES, store_url_for
+from tests.support.stores import submit_checked
 
 RECEIVED = datetime(2026, 11, 30, 8, 0, 0)
 
@@ -45,7 +44,7 @@ def checked(body: bytes) -> Checked:
                             max_future_skew=timedelta(minutes=5))
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
 

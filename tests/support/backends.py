@@ -1,7 +1,6 @@
-"""Test helpers for running the store on DuckDB and PostgreSQL alike.
+"""Test helpers for running the store on DuckDB and PostgreSQL alike (which store:
+``tests.support.postgres``: ``STORES``, ``store_url_for``).
 
-- ``store_url_for(kind, tmp_path, request)``: the store URL of a parametrized backend
-  (a DuckDB file in tmp_path, or the private PostgreSQL schema of ``postgres_url``).
 - ``board_bodies(n)``: signed ``ollama-draft`` submissions with confirmed drafts over the
   example machines and a few contributors, so the leaderboard has real groups.
 - ``stored_counts(engine, ids)``: rows per table for each submission id.
@@ -19,7 +18,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import nacl.signing
-import pytest
 from sqlalchemy import Engine, func, select
 
 from specschema.envelope import envelope_bytes, sign_envelope
@@ -28,15 +26,6 @@ from specschema.models import Submission
 from specschema.payload import submission_bytes
 from specserver.store import tables
 from specserver.store.tables import INGEST_TABLES
-
-BACKENDS = ["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)]
-
-
-def store_url_for(kind: str, tmp_path: Any, request: pytest.FixtureRequest) -> str:
-    if kind == "duckdb":
-        return f"duckdb:///{tmp_path / 'store.duckdb'}"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
 
 
 def signer(seed: int) -> nacl.signing.SigningKey:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from boardfill import fill, insert_submission, key, new_engine
-from liveserver import free_port, serve
 
 from specschema.conclusion import conclusion
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.http.app import create_app
 from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
+from tests.support.boardfill import fill, insert_submission, key, new_engine
+from tests.support.liveserver import free_port, serve
 
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
@@ -44,7 +44,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 
 # The real, published Hard Numbers file (provenance: data/hardnumbers_spec_decode_m2.json
 # .provenance): its page must read like the seed article's table.
-HARDNUMBERS = Path(__file__).parent / "data" / "hardnumbers_spec_decode_m2.json"
+HARDNUMBERS = Path(__file__).parents[2] / "data" / "hardnumbers_spec_decode_m2.json"
 SITE_IDS: dict[str, str] = {}
 LONG_CHIP = "X" * 190  # one unbroken word, as long as the wire format allows
 

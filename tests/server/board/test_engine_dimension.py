@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ingesthelp import Served, error_of, payload_dict, settings_for, sign_dict
 from sqlalchemy import update
 
 from specschema.capability import submission_verdicts
 from specschema.payload import parse_submission
 from specserver.store import tables
+from tests.support.served import Served, error_of, settings_for
+from tests.support.signed import payload_dict, sign_dict
 
 OLLAMA_VERSION = "0.30.1"
 LLAMA_VERSION = "b1"

@@ -14,22 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import BACKENDS, board_bodies, store_url_for, stored_envelope_sha
-from ingesthelp import Served, settings_for, sign_dict
 from sqlalchemy import delete, insert, select, text
+
+from specserver.store import tables
+from specserver.store.database import make_engine
+from specserver.store.migrations import LATEST, migrate
 from tests.reliability.test_integrity_evidence import (
     log_not_read,
     three_x_at_ten_percent,
     unparseable_version,
     v2_dict,
 )
+from tests.support.backends import board_bodies, stored_envelope_sha
+from tests.support.postgres import STORES, store_url_for
+from tests.support.served import Served, settings_for
+from tests.support.signed import sign_dict
 
-from specserver.store import tables
-from specserver.store.database import make_engine
-from specserver.store.migrations import LATEST, migrate
 
-
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import duckdb
-from liveserver import free_port
+
+from tests.support.liveserver import free_port
 
 SPECSERVER = str(Path(sys.executable).parent / "specserver")
 

@@ -17,7 +17,7 @@ import pytest
 
 from specserver.ingest import hardnumbers
 
-FIXTURE = Path(__file__).parent / "data" / "hardnumbers_spec_decode_m2.json"
+FIXTURE = Path(__file__).parents[1] / "data" / "hardnumbers_spec_decode_m2.json"
 PROVENANCE = FIXTURE.with_name(FIXTURE.name + ".provenance")
 ARGS: dict[str, Any] = {"chip": "Apple M2", "memory_gb": 24, "ollama_version": "0.12.8",
                         "os_name": "macos", "source": "hardnumbers-experiments spec-decode-m2"}

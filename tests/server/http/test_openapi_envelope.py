@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.server.ingesthelp import settings_for
-
 from specserver.http.app import create_app
+from tests.support.served import settings_for
 
-PUBLISHED = (Path(__file__).resolve().parents[2] / "schema" / "jsonschema"
+PUBLISHED = (Path(__file__).resolve().parents[3] / "schema" / "jsonschema"
              / "envelope.v1.schema.json")
 
 

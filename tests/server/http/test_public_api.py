@@ -11,8 +11,6 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from asgiclient import AsgiClient
-from boardfill import BASE_TIME, fill, insert_submission, key, new_engine
 from fastapi import FastAPI
 from sqlalchemy import create_engine, insert, update
 
@@ -24,6 +22,8 @@ from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.settings import ServerSettings
 from specserver.store import tables
+from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
+from tests.support.inprocess import InProcessClient
 
 COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
 
@@ -59,7 +59,7 @@ def client(store):
     install_error_handlers(app)
     public.install(app, ReadService(store[0]))
     app.include_router(page_routes.router)  # the HTML pages read the same service
-    with AsgiClient(app) as test_client:
+    with InProcessClient(app, lifespan=False) as test_client:
         yield test_client
 
 
@@ -312,7 +312,7 @@ def test_min_contributors_comes_from_settings(store):
     url = str(engine.url).removeprefix("duckdb:///")
     engine.dispose()
     app = create_app(ServerSettings(database_url=url, min_contributors=1))
-    with AsgiClient(app) as client:
+    with InProcessClient(app, lifespan=False) as client:
         body = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert body["min_contributors"] == 1
     assert all(not g["few_results"] and g["p25_speedup"] is not None for g in body["groups"])
@@ -342,7 +342,7 @@ def test_the_public_api_on_postgres(postgres_url):
         install_error_handlers(app)
         public.install(app, ReadService(engine))
         app.include_router(page_routes.router)  # the page below is read on PostgreSQL too
-        with AsgiClient(app) as client:
+        with InProcessClient(app, lifespan=False) as client:
             seen, cursor = [], None
             while True:
                 params = {"limit": 4} | ({"cursor": cursor} if cursor else {})
@@ -368,7 +368,7 @@ def test_reads_may_reuse_a_version_for_max_stale_s(store):
     app = FastAPI()
     install_error_handlers(app)
     public.install(app, ReadService(engine, max_stale_s=3600))
-    with AsgiClient(app) as client:
+    with InProcessClient(app, lifespan=False) as client:
         before = client.get("/v1/stats")
         sub = example_submission("ollama-draft", seed=2024, engine_version="0.30.1",
                                  created_at=datetime(2026, 11, 1, tzinfo=UTC))

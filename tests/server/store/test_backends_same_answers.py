@@ -17,9 +17,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from backends import board_bodies, submission_id_of
-from ingesthelp import Served, settings_for, sign_dict, valid_body
-from tests.server.test_engine_dimension import llama_server_v2
+
+from tests.server.board.test_engine_dimension import llama_server_v2
+from tests.support.backends import board_bodies, submission_id_of
+from tests.support.served import Served, settings_for
+from tests.support.signed import sign_dict, valid_body
 
 TOKEN = "same-answers-token"
 BOARD_QUERIES = [

@@ -171,7 +171,6 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 
 
 def _sql_vs_pure(engine):
-    from boardfill import fill, insert_submission, key
     from sqlalchemy import update
 
     from specschema.examples import EXAMPLE_MACHINES, example_submission
@@ -184,6 +183,7 @@ def _sql_vs_pure(engine):
         reduce_contributors,
     )
     from specserver.store import queries, tables
+    from tests.support.boardfill import fill, insert_submission, key
 
     fill(engine, 14, contributors=5)
     for seed in range(3):
@@ -236,7 +236,7 @@ def _sql_vs_pure(engine):
 
 
 def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path):
-    from boardfill import new_engine
+    from tests.support.boardfill import new_engine
 
     engine = new_engine(tmp_path / "store.duckdb")
     try:

@@ -11,17 +11,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import insert
-from tests.server.ingesthelp import (
-    URL,
-    Served,
-    error_of,
-    payload_dict,
-    settings_for,
-    sign_bytes,
-    sign_dict,
-    signer,
-    valid_body,
-)
 
 from specschema import SCHEMA_VERSIONS
 from specschema.envelope import verify_envelope
@@ -29,6 +18,8 @@ from specschema.payload import parse_submission
 from specschema.protocol import all_protocols
 from specschema.summary import summarize
 from specserver.store import migrations, tables
+from tests.support.served import URL, Served, error_of, settings_for
+from tests.support.signed import payload_dict, sign_bytes, sign_dict, signer, valid_body
 
 
 @pytest.fixture(params=[0, 1], ids=["checks-in-process", "check-worker"])
@@ -465,8 +456,8 @@ def test_documented_route_answers_like_the_fast_path(tmp_path: Path) -> None:
                 return await c.post(URL, content=body)
 
         body = valid_body(seed=80)
-        first = s.runner.run(post(body))
+        first = s.run(post(body))
         assert first.status_code == 201
         assert s.post(body).json() == first.json()  # fast path: 200, same receipt
-        bad = s.runner.run(post(b"[]"))
+        bad = s.run(post(b"[]"))
         assert bad.status_code == 400 and error_of(bad)["code"] == "bad_envelope"

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, func, insert, select, text
-from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
-from tests.support.stores import submit_checked
 
 from specschema.envelope import verify_envelope
 from specserver.ingest.checks import check_submission
@@ -23,6 +21,9 @@ from specserver.store import migrations, tables
 from specserver.store.database import Store
 from specserver.store.tables import INGEST_TABLES
 from specserver.store.writer import GroupCommitWriter, WriteRequest, duckdb_append, is_conflict
+from tests.support.postgres import STORES, store_url_for
+from tests.support.signed import payload_dict, sign_dict, valid_body
+from tests.support.stores import submit_checked
 
 NOW = datetime.now(UTC)  # a fixed receipt time; the bodies themselves are created "now"
 
@@ -34,12 +35,9 @@ def checked(body: bytes) -> Any:
                             max_future_skew=timedelta(minutes=5))
 
 
-@pytest.fixture(params=["duckdb", pytest.param("postgresql", marks=pytest.mark.postgres)])
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "duckdb":
-        return f"duckdb:///{tmp_path / 'store.duckdb'}"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
+    return store_url_for(request.param, tmp_path, request)
 
 
 @pytest.fixture

@@ -22,14 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import (
-    BACKENDS,
-    board_bodies,
-    store_url_for,
-    stored_envelope_sha,
-    submission_id_of,
-)
-from ingesthelp import Served, settings_for
 from sqlalchemy import (
     Column,
     Connection,
@@ -47,6 +39,9 @@ from sqlalchemy import (
 from specserver.store import tables
 from specserver.store.database import Store, make_engine
 from specserver.store.migrations import LATEST, MIGRATIONS, Migration, SchemaTooNew, migrate
+from tests.support.backends import board_bodies, stored_envelope_sha, submission_id_of
+from tests.support.postgres import STORES, store_url_for
+from tests.support.served import Served, settings_for
 
 _V2 = MetaData()
 submission_labels = Table(
@@ -70,7 +65,7 @@ NEXT = (*MIGRATIONS, Migration(LATEST + 1, "region column, labels table, receive
                                _to_v2))
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
 

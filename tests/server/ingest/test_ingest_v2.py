@@ -15,16 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from backends import BACKENDS, board_bodies, store_url_for, stored_envelope_sha
-from ingesthelp import Served, error_of, payload_dict, settings_for, sign_dict
 from sqlalchemy import delete, insert, select, text
-from tests.server.test_ingest_rules import NOW, rules_broken
 
 from specschema.capability import submission_verdicts
 from specschema.payload import parse_submission
 from specserver.store import tables
 from specserver.store.database import make_engine
 from specserver.store.migrations import LATEST, migrate
+from tests.server.test_ingest_rules import NOW, rules_broken
+from tests.support.backends import board_bodies, stored_envelope_sha
+from tests.support.postgres import STORES, store_url_for
+from tests.support.served import Served, error_of, settings_for
+from tests.support.signed import payload_dict, sign_dict
 
 MTP = {"source": "llama_server_log", "spec_type": "draft-mtp", "draft_n_max": 4,
        "draft_model": False, "draft_model_digest": None, "synthetic_flags": []}
@@ -133,7 +135,7 @@ def test_counters_over_eval_count_are_422_naming_the_rule(tmp_path: Path) -> Non
         assert all(count == 0 for count in served.counts().values())
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
 

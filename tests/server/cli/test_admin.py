@@ -19,7 +19,6 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 import typer
-from liveserver import free_port, serve
 from typer.testing import CliRunner
 
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
@@ -32,8 +31,9 @@ from specserver.http.app import create_app
 from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
 from specserver.store import adhoc
+from tests.support.liveserver import free_port, serve
 
-FIXTURE = Path(__file__).parent / "data" / "hardnumbers_spec_decode_m2.json"
+FIXTURE = Path(__file__).parents[1] / "data" / "hardnumbers_spec_decode_m2.json"
 TOKEN = "test-admin-token"
 IMPORT_ARGS = ["--chip", "Apple M2", "--memory-gb", "24", "--ollama-version", "0.12.8",
                "--os", "macos", "--source", "hardnumbers-experiments spec-decode-m2"]
@@ -325,11 +325,11 @@ def test_while_a_server_process_holds_the_file_the_cli_goes_through_its_api(tmp_
 
 @pytest.mark.postgres
 def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
-    from boardfill import fill
     from sqlalchemy import create_engine, text
 
     from specserver.store import exporting, tables
     from specserver.store.queries import Filters
+    from tests.support.boardfill import fill
 
     engine = create_engine(postgres_url)
     tables.metadata.create_all(engine)

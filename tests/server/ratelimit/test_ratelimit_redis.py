@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import redis
-from ingesthelp import Served, settings_for, valid_body
 
 from specserver.http.app import default_rate_limiter
 from specserver.ratelimit.memory import Limit, MemoryRateLimiter
 from specserver.ratelimit.redis import RedisRateLimiter
 from specserver.ratelimit.redis import redis_client as fail_fast_client
 from specserver.settings import ServerSettings
+from tests.support.served import Served, settings_for
+from tests.support.signed import valid_body
 
 REDIS_URL = os.environ.get("SPECBENCH_TEST_REDIS", "redis://127.0.0.1:6379/0")
 

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from backends import (
+
+from specserver.store.database import make_engine
+from tests.reliability.servers import ServerProcess
+from tests.support.backends import (
     board_bodies,
     board_submission,
     expected_rows,
@@ -29,9 +32,6 @@ from backends import (
     stored_envelope_sha,
     submission_id_of,
 )
-from tests.reliability.servers import ServerProcess
-
-from specserver.store.database import make_engine
 
 pytestmark = pytest.mark.postgres
 

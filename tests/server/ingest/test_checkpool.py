@@ -20,8 +20,6 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import TypeAdapter
-from tests.server.ingesthelp import payload_dict, sign_dict, valid_body
-from tests.server.liveserver import free_port
 
 from specschema.summary import ConfigSummary
 from specserver.errors import SpecServerError, Unavailable
@@ -40,6 +38,8 @@ from specserver.ingest.workers import (
     serve_frames,
     split_frames,
 )
+from tests.support.liveserver import free_port
+from tests.support.signed import payload_dict, sign_dict, valid_body
 
 # Each test reads its own clock (`when`): the bodies are created "now", so a clock read at
 # import would put them in the future of a long test session.

@@ -222,9 +222,8 @@ def test_varied_submissions(protocol: str, seed: int, machine: dict[str, object]
 
 
 def test_a_checked_body_from_the_real_checks() -> None:
-    from tests.server.ingesthelp import valid_body
-
     from specserver.ingest.checks import check_submission
+    from tests.support.signed import valid_body
 
     now = datetime.now(UTC)
     checked = check_submission(valid_body(seed=11), now=now, max_age=timedelta(days=30),

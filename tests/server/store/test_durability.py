@@ -19,10 +19,10 @@ from pathlib import Path
 
 import duckdb
 import httpx
-from tests.server.ingesthelp import valid_body
 
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
+from tests.support.signed import valid_body
 
 SPECSERVER = str(Path(sys.executable).with_name("specserver"))
 

@@ -13,8 +13,15 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from backends import TcpProxy, board_bodies, expected_rows, stored_counts, submission_id_of
-from ingesthelp import Served, error_of, settings_for
+
+from tests.support.backends import (
+    TcpProxy,
+    board_bodies,
+    expected_rows,
+    stored_counts,
+    submission_id_of,
+)
+from tests.support.served import Served, error_of, settings_for
 
 pytestmark = pytest.mark.postgres
 
