@@ -17,7 +17,7 @@ import pytest
 from specschema import Fingerprint
 from specsubmit.fingerprint import HostInfo, collect_fingerprint
 
-FIXTURES = Path(__file__).parent / "fixtures" / "fingerprint"
+FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(path.name for path in FIXTURES.iterdir() if (path / "case.json").is_file())
 
 

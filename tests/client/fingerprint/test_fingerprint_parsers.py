@@ -356,7 +356,7 @@ def test_public_surface_is_pinned():
 def test_a_missing_sysctl_key_cannot_hide_the_others():
     from pathlib import Path
 
-    recorded = Path(__file__).parent / "fixtures" / "fingerprint" / "macos-intel" / "sysctl.txt"
+    recorded = Path(__file__).parent / "fixtures" / "macos-intel" / "sysctl.txt"
     values = macos.parse_sysctl(recorded.read_text())
     assert "hw.perflevel0.physicalcpu" not in values and "kern.hv_vmm_present" in values
 

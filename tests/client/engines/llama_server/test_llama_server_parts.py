@@ -23,7 +23,7 @@ from specsubmit.run.settings import RunSettings
 from tests.support.realengine.ollama_store import add_model
 from tests.support.realengine.tiny_gguf import TinyModel, tiny_vocab, write_model
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llama_server"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "llama_server"
 
 
 def _exe(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:

@@ -8,7 +8,7 @@ import typer.main
 
 from specsubmit.cli import _register, app
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "run.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "run.md"
 
 
 def test_every_run_option_is_documented() -> None:
