@@ -157,8 +157,8 @@ def check_protocol(submission: Submission) -> Protocol:
 # rule in ``RULES`` order, each rule's in the order its definition walks the submission
 # (config by config, trial by trial; a rule's later part, such as the warm-ups of
 # durations_coherent, after its earlier part for all configs). The definition, one
-# generator per rule as first written, is kept in tests/server/consistency_reference.py;
-# tests/server/test_ingest_fast.py holds the two to the same lists (Hypothesis).
+# generator per rule as first written, is kept in tests/server/ingest/consistency_reference.py;
+# tests/server/ingest/test_ingest_fast.py holds the two to the same lists (Hypothesis).
 
 RuleName = Literal[
     "configs_match_protocol",
@@ -427,7 +427,7 @@ def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
 def name_values(submission: Submission) -> list[str]:
     """The values of ``name_fields``, read from the models' ``__dict__`` (no generator, no
     attribute hook): what ``violations`` tests first, walking ``name_fields`` only when a
-    name is not printable ASCII. tests/server/test_ingest_fast.py holds the two to the same
+    name is not printable ASCII. tests/server/ingest/test_ingest_fast.py holds the two to the same
     values."""
     d = vars(submission)
     fp = vars(d["fingerprint"])

@@ -1,6 +1,6 @@
 """The consistency rules as they were defined before the single pass (issue 18): one
 generator per rule, run one after the other. ``specserver.ingest.checks.violations`` must
-return exactly what ``rule_violations`` returns here (tests/server/test_ingest_fast.py).
+return exactly what ``rule_violations`` returns here (tests/server/ingest/test_ingest_fast.py).
 
 This is the reference, kept only in the tests: a plain copy of the rules, not to be
 optimised. The helpers both sides share (what a config must say, JSON equality, the name

@@ -5,11 +5,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.server.ingesthelp import payload_dict
 
 from specschema.payload import parse_submission
 from specschema.protocol import get_protocol
 from specserver.ingest import checks
+from tests.support.signed import payload_dict
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -1,7 +1,7 @@
 """The one-pass consistency check (``checks.violations``) reports what the rules report.
 
 The rules as first written, one generator each, are the reference
-(tests/server/consistency_reference.py); the single pass must return the same list of
+(tests/server/ingest/consistency_reference.py); the single pass must return the same list of
 violations (rules, paths, messages, order, truncation) on every submission: honest ones,
 broken ones, with values right at each rule's bounds (the pass repeats the rules'
 arithmetic), and with several configs and trials broken at once.
@@ -21,8 +21,8 @@ from specschema.capability import submission_verdicts
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
 from specserver.ingest import checks
-from tests.server import consistency_reference as reference
-from tests.server.test_ingest_rules import CASES, ctx_for, fresh
+from tests.server.ingest import consistency_reference as reference
+from tests.server.ingest.test_ingest_rules import CASES, ctx_for, fresh
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 PROTOCOLS = [
