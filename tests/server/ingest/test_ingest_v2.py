@@ -22,7 +22,7 @@ from specschema.payload import parse_submission
 from specserver.store import tables
 from specserver.store.database import make_engine
 from specserver.store.migrations import LATEST, migrate
-from tests.server.test_ingest_rules import NOW, rules_broken
+from tests.server.ingest.test_ingest_rules import NOW, rules_broken
 from tests.support.backends import board_bodies, stored_envelope_sha
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, error_of, settings_for
