@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from sqlalchemy import update
 
 from specserver.store import exporting, tables
-from specserver.store.exporting import FORMULA_STARTS, spreadsheet_text
+from specserver.store.exportformat import FORMULA_STARTS, spreadsheet_text
 from specserver.store.queries import EXPORT_NAMES, Filters
 from tests.reliability.apps import app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key

@@ -29,13 +29,10 @@ from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import Unavailable
 from specserver.store import exportformat, queries
-from specserver.store.exportformat import FORMULA_STARTS, Layout, spreadsheet_text
+from specserver.store.exportformat import Layout
 from specserver.store.queries import Filters
 
 FORMATS = ("csv", "jsonl", "parquet")
-# Kept importable from here for the tests and callers that know the export by this module.
-__all__ = ["FORMATS", "FORMULA_STARTS", "materialize", "spreadsheet_text", "write_export",
-           "write_parquet"]
 
 
 @cache
