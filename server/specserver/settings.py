@@ -142,6 +142,12 @@ class ServerSettings(BaseSettings):
         default=30.0, gt=0, le=3600,
         description="an export client that takes no data for this long is disconnected",
     )
+    export_reuse_s: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="an export file is reused this long for the same filters and format "
+                    "(new submissions may be this late in it; a moderation action never "
+                    "is); 0 = only while the data is unchanged",
+    )
     export_build_timeout_s: float = Field(
         default=120.0, gt=0, le=3600,
         description="writing an export file is stopped (503) after this time (DuckDB)",

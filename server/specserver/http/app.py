@@ -87,6 +87,7 @@ def create_app(
             app.state.check_pool = None
             if pool is not None:
                 await pool.stop()
+            app.state.export_files.clear()
             await run_in_threadpool(store.close)
 
     app = SpecServer(

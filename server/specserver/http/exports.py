@@ -9,6 +9,12 @@ got 503; a cancelled stream gave its connection back only through the cyclic GC.
   refused before any database work. Files are written one at a time.
 - the route writes the export with ``exporting.materialize``: a connection is held only
   while the file is written, never while a client reads.
+- ``ExportFiles`` keeps each written file for the next requests with the same filters and
+  format, for ``export_reuse_s`` after it was written or as long as the data version is
+  the same: attackers who are dropped and ask again get the file that is there, and cost
+  no rewrite (the soak, bench/stalled_exports.py). A file is never reused across a
+  moderation action (hide, ban, reject...): what was withdrawn leaves the export at once;
+  only new submissions may be up to ``export_reuse_s`` late.
 - ``ExportFileResponse`` sends that file. A client that takes no data for
   ``export_send_timeout_s`` is dropped; on the end, a disconnect or a drop, the file is
   closed (it is already unlinked) and the slot freed, in ``__call__``'s ``finally``, never
@@ -20,8 +26,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, Iterator, Mapping
-from contextlib import contextmanager
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import IO
 
 import anyio
@@ -29,6 +38,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from specserver.errors import Unavailable
+from specserver.store.queries import moderation_version
 
 log = logging.getLogger("specserver")
 CHUNK_BYTES = 64 * 1024  # what one stalled connection can leave buffered in the server
@@ -84,6 +94,72 @@ class ExportSlots:
             self.in_progress -= 1
 
 
+@dataclass(frozen=True)
+class KeptExport:
+    path: str
+    version: str  # the data version the file was written at: its ETag
+    written_at: float  # ExportFiles.clock()
+
+
+class ExportFiles:
+    """Written export files, kept for reuse by filters and format (at most ``keep`` files,
+    the least recently asked for dropped first: filters are the client's to vary).
+
+    A kept file is opened under the lock, so it is never unlinked between the lookup and
+    the open; an open file outlives its unlinking (POSIX), so a file replaced or dropped
+    while clients download it stays whole for them.
+    """
+
+    def __init__(self, reuse_s: float, keep: int = 8,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.reuse_s = reuse_s
+        self.keep = keep
+        self.clock = clock
+        self._kept: OrderedDict[Hashable, KeptExport] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _reusable(self, kept: KeptExport, version: str) -> bool:
+        if kept.version == version:
+            return True
+        return (moderation_version(kept.version) == moderation_version(version)
+                and self.clock() - kept.written_at < self.reuse_s)
+
+    def open_kept(self, key: Hashable, version: str) -> tuple[IO[bytes], str] | None:
+        """The kept file for ``key`` that may be served at data ``version``, opened, and
+        the version it holds; None when there is none."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is None or not self._reusable(kept, version):
+                return None
+            self._kept.move_to_end(key)
+            return open(kept.path, "rb"), kept.version  # noqa: SIM115 - the caller closes it
+
+    def add(self, key: Hashable, version: str, path: str) -> IO[bytes]:
+        """Open the new file ``path`` (written at ``version``) and keep it in place of the
+        key's older one; the files this pushes out are unlinked."""
+        handle = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        with self._lock:
+            dropped = [self._kept.pop(key)] if key in self._kept else []
+            self._kept[key] = KeptExport(path, version, self.clock())
+            while len(self._kept) > self.keep:
+                dropped.append(self._kept.popitem(last=False)[1])
+        for kept in dropped:
+            _unlink(kept.path)
+        return handle
+
+    def clear(self) -> None:
+        """Unlink every kept file (the server stops)."""
+        with self._lock:
+            dropped, self._kept = list(self._kept.values()), OrderedDict()
+        for kept in dropped:
+            _unlink(kept.path)
+
+
+def _unlink(path: str) -> None:
+    with suppress(FileNotFoundError):  # the store's scratch folder may be gone already
+        os.unlink(path)
+
+
 def _abort_connection(receive: Receive) -> None:
     """Reset the client's connection now, without flushing what is buffered for it.
 
@@ -103,7 +179,7 @@ async def _file_chunks(handle: IO[bytes]) -> AsyncGenerator[bytes, None]:
 
 
 class ExportFileResponse(StreamingResponse):
-    """An open (unlinked) export file, sent with a per-chunk deadline.
+    """An open export file, sent with a per-chunk deadline.
 
     A StreamingResponse, so ``caching.conditional`` never remembers its (empty) ``body``.
     """
@@ -136,7 +212,8 @@ class ExportFileResponse(StreamingResponse):
             await self.close()
 
     async def close(self) -> None:
-        """Close the file and free the slot (also when the response is never sent)."""
+        """Close this request's handle on the file and free the slot (also when the
+        response is never sent)."""
         try:
             await self._chunks.aclose()
         finally:

@@ -255,37 +255,51 @@ EXPORT_MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-
 @router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
 def export(request: Request, reads: Reads) -> Response:
     """One row per visible submission x config, as csv, jsonl or parquet, from a file
-    written for this request (http/exports.py: a slow client never holds the database)."""
+    written for these filters (http/exports.py: a slow client never holds the database; a
+    file is reused for ``export_reuse_s``, never across a moderation action). The ETag
+    names the data version the file holds."""
     given = params.query_params(request, (*queries.FILTER_NAMES, "format"))
     filters = params.parse_filters(given)
     fmt = params.choice(params.one(given, "format"), "format", EXPORT_FORMATS) or "csv"
-    disposition = {"Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
     state = request.app.state
     settings: ServerSettings = state.export_settings
     slots: exports.ExportSlots = state.export_slots
+    files: exports.ExportFiles = state.export_files
     # The store's scratch folder is the only one its locked-down DuckDB may write.
     store = getattr(state, "store", None)
     folder = store.scratch_dir if store is not None else None
+    key = (filters, fmt)
     slot = slots.acquire()  # before any database work: refusing one more export is cheap
-
-    def build() -> Response:
-        with slots.writer(settings.export_build_timeout_s):
-            handle = exporting.materialize(reads.engine, filters, fmt, folder=folder,
-                                           timeout_s=settings.export_build_timeout_s)
-        return exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
-                                          headers=disposition,
-                                          send_timeout_s=settings.export_send_timeout_s)
-
     try:
         version = reads.version()
         params.check_known(reads, version, filters)
-        response = caching.conditional(request, version, build)
+        ready = files.open_kept(key, version)
+        if ready is None:
+            unchanged = caching.not_modified(request, version)
+            if unchanged is not None:
+                slot.release()
+                return unchanged
+            with slots.writer(settings.export_build_timeout_s):
+                # Another request may have written it while this one waited.
+                ready = files.open_kept(key, version)
+                if ready is None:
+                    path = exporting.materialize(reads.engine, filters, fmt, folder=folder,
+                                                 timeout_s=settings.export_build_timeout_s)
+                    ready = files.add(key, version, path), version
     except BaseException:
         slot.release()
         raise
-    if not isinstance(response, exports.ExportFileResponse):  # a 304: nothing to send
+    handle, held = ready
+    unchanged = caching.not_modified(request, held)
+    if unchanged is not None:
+        handle.close()
         slot.release()
-    return response
+        return unchanged
+    headers = {**caching.cache_headers(caching.make_etag(held, request)),
+               "Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
+    return exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
+                                      headers=headers,
+                                      send_timeout_s=settings.export_send_timeout_s)
 
 
 # --- wiring -------------------------------------------------------------------------------
@@ -298,6 +312,7 @@ def install(app: FastAPI, reads: ReadService) -> None:
     app.state.export_settings = settings
     app.state.export_slots = exports.ExportSlots(settings.export_max_concurrent,
                                                  retry_after_s=5)
+    app.state.export_files = exports.ExportFiles(settings.export_reuse_s)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
                        allow_headers=["If-None-Match"], expose_headers=["ETag"])

@@ -5,8 +5,8 @@ CSV and JSON Lines are generated in chunks. Parquet is written by DuckDB's
 in-memory DuckDB fed with the rows when the store is PostgreSQL.
 
 ``materialize`` writes an export to a temporary file holding a pooled connection only while
-it writes, and hands back the open file, already unlinked: the API streams that file, so a
-client that stops reading holds a file descriptor, never a database connection (issue 16).
+it writes: the API streams that file (``http/exports.py`` keeps it for reuse), so a client
+that stops reading holds a file descriptor, never a database connection (issue 16).
 
 CSV and JSON Lines are formatted by ``store.exportformat`` (spreadsheet-safe CSV cells,
 issue 16), which the export child process runs without the server's imports.
@@ -21,7 +21,7 @@ import tempfile
 import threading
 from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import duckdb
 from sqlalchemy import BigInteger, Boolean, Connection, DateTime, Double, Engine, Integer
@@ -121,11 +121,11 @@ def _temporary(folder: str | Path | None, suffix: str) -> str:
 
 
 def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Path | None = None,
-                timeout_s: float = 120.0) -> IO[bytes]:
-    """The export as an open temporary file, positioned at its start and already unlinked
-    (it vanishes when closed, or with the process). A pooled connection is held only while
-    the rows are written, for at most ``timeout_s`` on DuckDB. A full disk or a write that
-    runs too long is ``Unavailable`` (503 with Retry-After), never a 500 or a stored file.
+                timeout_s: float = 120.0) -> str:
+    """The export written to a new file in ``folder``; returns its path, which the caller
+    owns (it unlinks it). A pooled connection is held only while the rows are written, for
+    at most ``timeout_s`` on DuckDB. A full disk or a write that runs too long is
+    ``Unavailable`` (503 with Retry-After), never a 500 or a file left behind.
 
     On DuckDB the rows are written as Parquet by DuckDB itself (no GIL held, ~0.1 s for
     18,000 rows), and CSV or JSON Lines are made from that file in a child process
@@ -152,7 +152,7 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
                     timer.cancel()
         if convert:
             _convert_in_child(paths[1], fmt, paths[0], timeout_s)
-        return open(paths[0], "rb")  # noqa: SIM115 - the caller streams and closes it
+        return paths.pop(0)
     except BaseException as exc:
         cause = exc.orig if isinstance(exc, DBAPIError) else exc
         if isinstance(cause, duckdb.InterruptException | subprocess.TimeoutExpired):
@@ -163,7 +163,7 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
                               {"reason": str(cause)[:200]}, retry_after=30) from None
         raise
     finally:
-        for path in paths:
+        for path in paths:  # the intermediate Parquet file; the export too on failure
             os.unlink(path)
 
 

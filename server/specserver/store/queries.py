@@ -150,6 +150,12 @@ def data_version(conn: Connection) -> str:
     return "|".join("" if v is None else str(v) for v in row)
 
 
+def moderation_version(version: str) -> str:
+    """The part of a ``data_version`` token that moves on moderation (audit rows, bans) and
+    not on inserts: what a reused export must agree on (``http/exports.py``)."""
+    return version.split("|", 2)[-1]
+
+
 # --- the submission list ------------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
@@ -52,15 +53,27 @@ def store(template, tmp_path):
     engine.dispose()
 
 
-@pytest.fixture
-def client(store):
+def _client(store, settings: ServerSettings):  # type: ignore[no-untyped-def]
     app = FastAPI()
-    app.state.settings = ServerSettings()  # as create_app does: the pages read it too
+    app.state.settings = settings  # as create_app does: the pages read it too
     install_error_handlers(app)
     public.install(app, ReadService(store[0]))
     app.include_router(page_routes.router)  # the HTML pages read the same service
-    with InProcessClient(app, lifespan=False) as test_client:
-        yield test_client
+    try:
+        with InProcessClient(app, lifespan=False) as test_client:
+            yield test_client
+    finally:
+        app.state.export_files.clear()  # create_app's lifespan does this
+
+
+@pytest.fixture
+def client(store):
+    yield from _client(store, ServerSettings())
+
+
+@pytest.fixture
+def unreused_client(store):
+    yield from _client(store, ServerSettings(export_reuse_s=0))
 
 
 def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
@@ -156,9 +169,16 @@ def test_pagination_of_groups(client):
     assert first["groups"] + second["groups"] == everything["groups"][:6]
 
 
+def _insert_one(store, seed: int = 4242) -> None:  # type: ignore[no-untyped-def]
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    insert_submission(store[0], sub, key(77), received_at=BASE_TIME + timedelta(days=2))
+
+
 @pytest.mark.parametrize("path", ["/v1/leaderboard", "/v1/aggregates", "/v1/submissions",
                                   "/v1/protocols", "/v1/stats", "/v1/export?format=jsonl"])
-def test_etag_and_304(client, store, path):
+def test_etag_and_304(unreused_client, store, path):
+    client = unreused_client  # the export reuses its file across inserts by default
     response = client.get(path)
     assert response.status_code == 200
     etag = response.headers["etag"]
@@ -171,6 +191,57 @@ def test_etag_and_304(client, store, path):
     insert_submission(store[0], sub, key(77), received_at=BASE_TIME + timedelta(days=2))
     after = client.get(path, headers={"If-None-Match": etag})
     assert after.status_code == 200 and after.headers["etag"] != etag
+
+
+def _export_ids(client, **params: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    response = client.get("/v1/export", params={"format": "jsonl", **params})
+    assert response.status_code == 200, response.text
+    ids = sorted({json.loads(line)["submission_id"] for line in response.text.splitlines()})
+    return response.headers["etag"], ids
+
+
+def test_an_export_file_is_reused_across_inserts_but_never_across_moderation(client, store):
+    engine, ids = store
+    etag, before = _export_ids(client)
+    assert len(before) == COUNT + 1
+    _insert_one(store)
+    # Reused: the same rows under the same ETag (the version the file holds), and a client
+    # that has it is told so. New submissions may be export_reuse_s late.
+    assert _export_ids(client) == (etag, before)
+    assert client.get("/v1/export?format=jsonl",
+                      headers={"If-None-Match": etag}).status_code == 304
+    # Other filters or another format are another file, written now: the insert is there.
+    rows = csv.DictReader(io.StringIO(client.get("/v1/export", params={"format": "csv"}).text))
+    assert len({row["submission_id"] for row in rows}) == COUNT + 2
+    # A hide is a moderation action: the kept file is not reused, the row is gone at once.
+    with engine.begin() as conn:
+        conn.execute(update(tables.submissions).where(
+            tables.submissions.c.submission_id == ids[0]).values(hidden=True))
+        conn.execute(insert(tables.audit_log).values(
+            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=ids[0],
+            reason="test", actor="test"))
+    fresh_etag, after = _export_ids(client)
+    assert fresh_etag != etag
+    assert ids[0] not in after and len(after) == COUNT + 1  # one hidden, one inserted
+    stale = client.get("/v1/export?format=jsonl", headers={"If-None-Match": etag})
+    assert stale.status_code == 200
+
+
+def test_export_reuse_0_writes_a_new_file_after_any_insert(unreused_client, store):
+    etag, before = _export_ids(unreused_client)
+    assert _export_ids(unreused_client) == (etag, before)  # unchanged data: the same file
+    _insert_one(store)
+    fresh_etag, after = _export_ids(unreused_client)
+    assert fresh_etag != etag and len(after) == len(before) + 1
+
+
+def test_kept_export_files_are_gone_when_cleared(client):
+    for fmt in ("csv", "jsonl", "parquet"):
+        assert client.get("/v1/export", params={"format": fmt}).status_code == 200
+    kept = [Path(k.path) for k in client.app.state.export_files._kept.values()]
+    assert len(kept) == 3 and all(path.is_file() for path in kept)
+    client.app.state.export_files.clear()
+    assert not any(path.exists() for path in kept)
 
 
 def test_leaderboard_sees_hides_and_bans_at_once(client, store):
