@@ -8,9 +8,13 @@ until the server gives a receipt (recorded under submitted/) or a final refusal
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import nacl.signing
@@ -125,8 +129,67 @@ def send_pending(server: str, policy: RetryPolicy | None = None,
     return undelivered, refused
 
 
+@contextlib.contextmanager
+def _signal_wakeup() -> Iterator[int]:
+    """A pipe that CPython's C-level signal handler writes a byte to the instant a signal
+    with a Python handler (SIGINT's raises KeyboardInterrupt) arrives."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd needs it: a handler must never block
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    try:
+        yield read_end
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _read_line(stdin_fd: int, wakeup_fd: int) -> str:
+    """One line from the terminal; a Ctrl-C raises KeyboardInterrupt at any moment.
+
+    input() (what typer.confirm reads with) can lose a Ctrl-C: the Python-level handler
+    only runs between bytecodes, so a SIGINT that arrives after the prompt is written but
+    before input()'s C code enters read() just sets a flag, and read() then blocks until
+    Enter (seen under load: the prompt shown, Ctrl-C pressed, the process never exits).
+    Blocking in select() on the wakeup pipe as well closes that gap: the byte is there even
+    when the signal came first, select() returns, and the pending handler runs on the way
+    back to Python.
+    """
+    data = b""
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([stdin_fd, wakeup_fd], [], [])
+        if wakeup_fd in ready:
+            os.read(wakeup_fd, 512)  # a signal that raised nothing (not SIGINT): wait on
+            continue
+        chunk = os.read(stdin_fd, 1024)
+        if not chunk:
+            if data:
+                break
+            raise EOFError  # Ctrl-D: read as a no, like click does
+        data += chunk
+    return data.decode("utf-8", errors="replace")
+
+
 def _tty_ask(question: str) -> bool:
-    return typer.confirm(question, default=False, err=True)
+    """typer.confirm(question, default=False, err=True), with a Ctrl-C that is never lost.
+
+    Only on POSIX in the main thread (the wakeup fd is the main thread's, and Windows has
+    no select() on a console); elsewhere typer.confirm itself.
+    """
+    if os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        return typer.confirm(question, default=False, err=True)
+    while True:
+        try:
+            with _signal_wakeup() as wakeup_fd:
+                typer.echo(f"{question} [y/N]: ", nl=False, err=True)
+                answer = _read_line(sys.stdin.fileno(), wakeup_fd).strip().lower()
+        except (KeyboardInterrupt, EOFError):
+            raise typer.Abort() from None  # what typer.confirm makes of them
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("", "n", "no"):
+            return False
+        typer.echo("Error: invalid input", err=True)
 
 
 def ask_consent(
