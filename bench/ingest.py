@@ -42,6 +42,9 @@ from specschema.envelope import PAYLOAD_TYPE, key_id_of, pae
 from specschema.examples import example_submission
 from specschema.payload import submission_bytes
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from tests.support.ports import free_port  # noqa: E402
+
 SPECSERVER = str(Path(sys.executable).with_name("specserver"))
 
 
@@ -76,12 +79,6 @@ def generate(count: int, templates: int = 256, keys: int = 500) -> list[bytes]:
 
 
 # --- the server -------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -13,7 +13,6 @@ port with its own DuckDB file.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,12 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from specschema import SpecSchemaError, parse_submission, verify_envelope
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.ports import free_port
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from specschema import Submission
 from specschema.payload import parse_submission
 from tests.client.submit_server import ScriptedServer
 from tests.fakeollama import FakeModel, FakeOllama, default_models
+from tests.support.ports import free_port as _free_port
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
 MTP = "qwen3.5:9b-mtp"
@@ -122,12 +122,6 @@ def test_unknown_protocol_is_a_usage_error(tmp_path: Path) -> None:
 
 
 # --- run failures: exit 1, one line, no traceback --------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_nothing_listening(tmp_path: Path, specsubmit_home: Path) -> None:

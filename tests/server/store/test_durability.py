@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,15 +21,10 @@ import httpx
 
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
+from tests.support.ports import free_port
 from tests.support.signed import valid_body
 
 SPECSERVER = str(Path(sys.executable).with_name("specserver"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:

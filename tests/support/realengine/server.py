@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.ports import free_port
 
 HOST = "127.0.0.1"
 # The standard scenario of the tests and of the captured fixtures: greedy, a fixed prompt,
@@ -51,13 +52,6 @@ ACCEPTANCE_LINE = re.compile(
 
 class ServerStartError(RuntimeError):
     """llama-server exited or never became healthy; the message has its log's tail."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

@@ -3,7 +3,6 @@ streamed generation, and every error turned into one clear message."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ from specsubmit.errors import (
     OllamaUnreachable,
 )
 from tests.fakeollama import FakeModel, FakeOllama
+from tests.support.ports import free_port as _free_port
 
 OPTIONS = {"num_predict": 50, "temperature": 0.0, "seed": 42, "top_k": 40, "top_p": 0.9,
            "repeat_penalty": 1.1, "num_ctx": 4096}
@@ -39,12 +39,6 @@ def fake(tmp_path: Path):
 def client(fake: FakeOllama):
     with OllamaClient(fake.url, timeout_s=5) as c:
         yield c
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_version_tags_show_ps(client: OllamaClient, fake: FakeOllama) -> None:
