@@ -138,6 +138,11 @@ class ServerSettings(BaseSettings):
         default=2, ge=1, le=1000,
         description="exports written or sent at once; one more is 503 with Retry-After",
     )
+    export_max_per_client: int = Field(
+        default=1, ge=1, le=1000,
+        description="exports one client address range (an IPv4 address, an IPv6 /64) may "
+                    "have in progress; behind a proxy, set trusted_proxies",
+    )
     export_send_timeout_s: float = Field(
         default=30.0, gt=0, le=3600,
         description="an export client that takes no data for this long is disconnected",

@@ -111,7 +111,8 @@ def _wait_for(condition, timeout: float = 15.0) -> bool:  # type: ignore[no-unty
 @pytest.mark.slow
 def test_stalled_exports_leave_the_server_answering(tmp_path: Path,
                                                    request: pytest.FixtureRequest) -> None:
-    server, rows = _server(tmp_path, SPECSERVER_EXPORT_MAX_CONCURRENT="4")
+    server, rows = _server(tmp_path, SPECSERVER_EXPORT_MAX_CONCURRENT="4",
+                           SPECSERVER_EXPORT_MAX_PER_CLIENT="16")  # one address attacks
     try:
         socks = stall_many(server.port, STALLED)
         request.addfinalizer(lambda: close_all(socks))
@@ -177,4 +178,29 @@ def test_a_client_that_stops_reading_is_dropped_and_its_slot_freed(tmp_path: Pat
         assert not _export_files(pid)
     finally:
         stalled.close()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_one_address_cannot_hold_every_export_slot(tmp_path: Path,
+                                                   request: pytest.FixtureRequest) -> None:
+    # The default bounds: 2 exports at once, 1 per address. Before the bound per address,
+    # an attacker's 2 stalled connections kept every other visitor's export at 503.
+    server, rows = _server(tmp_path)
+    try:
+        socks = stall_many(server.port, 2)
+        request.addfinalizer(lambda: close_all(socks))
+        held, refused = (_answer(s, timeout=60) for s in socks)
+        assert held[0] == 200
+        status, headers, body = refused
+        assert status == 503 and int(headers["retry-after"]) >= 1
+        assert json.loads(body)["error"]["details"] == {"max_exports_per_client": 1}
+        # Another address (loopback's 127.0.0.2) is served, whole, while the stall lasts.
+        other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+                             timeout=60)
+        with other:
+            whole = other.get(f"{server.url}/v1/export")
+        assert whole.status_code == 200, whole.text
+        assert len(list(csv.reader(io.StringIO(whole.text)))) == 1 + rows
+    finally:
         server.stop()

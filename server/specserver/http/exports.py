@@ -5,8 +5,9 @@ client read, so 15 clients that stopped reading held the whole pool and every re
 got 503; a cancelled stream gave its connection back only through the cyclic GC. Now:
 
 - ``ExportSlots``: at most ``export_max_concurrent`` exports are in progress (writing the
-  file or sending it); one more is ``Unavailable`` (503 with Retry-After, one error shape),
-  refused before any database work. Files are written one at a time.
+  file or sending it), at most ``export_max_per_client`` per client address range; one more
+  is ``Unavailable`` (503 with Retry-After, one error shape), refused before any database
+  work. Files are written one at a time.
 - the route writes the export with ``exporting.materialize``: a connection is held only
   while the file is written, never while a client reads.
 - ``ExportFiles`` keeps each written file for the next requests with the same filters and
@@ -45,38 +46,52 @@ CHUNK_BYTES = 64 * 1024  # what one stalled connection can leave buffered in the
 
 
 class ExportSlot:
-    """One export in progress; ``release`` is idempotent."""
+    """One export in progress, held by one client address; ``release`` is idempotent."""
 
-    def __init__(self, slots: ExportSlots) -> None:
+    def __init__(self, slots: ExportSlots, client: str) -> None:
         self._slots: ExportSlots | None = slots
+        self.client = client
 
     def release(self) -> None:
         slots, self._slots = self._slots, None
         if slots is not None:
-            slots.release_one()
+            slots.release_one(self.client)
 
 
 class ExportSlots:
-    """A counter of exports in progress, safe across the threadpool and the event loop."""
+    """A counter of exports in progress, in all and per client address range, safe across
+    the threadpool and the event loop.
 
-    def __init__(self, limit: int, retry_after_s: float) -> None:
+    The bound per address (``export_max_per_client``) is what keeps one person from holding
+    every slot with a few stalled connections, and so every other visitor's export at 503.
+    """
+
+    def __init__(self, limit: int, retry_after_s: float, per_client: int | None = None) -> None:
         self.limit = limit
+        self.per_client = per_client or limit
         self.retry_after_s = retry_after_s
         self.in_progress = 0
+        self._by_client: dict[str, int] = {}
         self._lock = threading.Lock()
         # Held while a file is written: writing is CPU in Python (CSV, JSON), so more than
         # one at a time only makes the event loop wait longer for the GIL.
         self.writing = threading.Lock()
 
-    def acquire(self) -> ExportSlot:
+    def acquire(self, client: str = "") -> ExportSlot:
         with self._lock:
+            if self._by_client.get(client, 0) >= self.per_client:
+                raise Unavailable(
+                    "this address has as many exports in progress as it may; retry later",
+                    {"max_exports_per_client": self.per_client},
+                    code="exports_busy", retry_after=self.retry_after_s)
             if self.in_progress >= self.limit:
                 raise Unavailable(
                     "too many exports are in progress; retry later",
                     {"max_concurrent_exports": self.limit},
                     code="exports_busy", retry_after=self.retry_after_s)
             self.in_progress += 1
-        return ExportSlot(self)
+            self._by_client[client] = self._by_client.get(client, 0) + 1
+        return ExportSlot(self, client)
 
     @contextmanager
     def writer(self, wait_s: float) -> Iterator[None]:
@@ -89,9 +104,12 @@ class ExportSlots:
         finally:
             self.writing.release()
 
-    def release_one(self) -> None:
+    def release_one(self, client: str) -> None:
         with self._lock:
             self.in_progress -= 1
+            left = self._by_client.pop(client) - 1
+            if left:
+                self._by_client[client] = left
 
 
 @dataclass(frozen=True)

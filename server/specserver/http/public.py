@@ -25,6 +25,7 @@ from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
 from specserver.ingest.names import chip_is_known
+from specserver.ratelimit.memory import client_address
 from specserver.settings import ServerSettings
 from specserver.store import exporting, queries, redaction
 from specserver.store.queries import Filters
@@ -269,7 +270,10 @@ def export(request: Request, reads: Reads) -> Response:
     store = getattr(state, "store", None)
     folder = store.scratch_dir if store is not None else None
     key = (filters, fmt)
-    slot = slots.acquire()  # before any database work: refusing one more export is cheap
+    client = client_address(request.client.host if request.client else None,
+                            request.headers.get("x-forwarded-for"),
+                            settings.proxy_networks())
+    slot = slots.acquire(client)  # before any database work: refusing one more is cheap
     try:
         version = reads.version()
         params.check_known(reads, version, filters)
@@ -311,7 +315,8 @@ def install(app: FastAPI, reads: ReadService) -> None:
     settings = getattr(app.state, "settings", None) or ServerSettings()
     app.state.export_settings = settings
     app.state.export_slots = exports.ExportSlots(settings.export_max_concurrent,
-                                                 retry_after_s=5)
+                                                 retry_after_s=5,
+                                                 per_client=settings.export_max_per_client)
     app.state.export_files = exports.ExportFiles(settings.export_reuse_s)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
