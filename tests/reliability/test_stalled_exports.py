@@ -150,7 +150,8 @@ def test_stalled_exports_leave_the_server_answering(tmp_path: Path,
         # The header and the big store: the file the attackers got is reused (no rewrite
         # per attacker), and the POST, an insert, may be export_reuse_s late in it.
         assert len(records) == 1 + rows
-        assert whole.headers["etag"] == answers[0][1]["etag"]
+        served = {headers["etag"] for status, headers, _ in answers if status == 200}
+        assert served == {whole.headers["etag"]}
         assert httpx.get(f"{server.url}/healthz", timeout=ANSWER_S).status_code == 200
         assert not _export_files(pid)
     finally:
@@ -190,7 +191,8 @@ def test_one_address_cannot_hold_every_export_slot(tmp_path: Path,
     try:
         socks = stall_many(server.port, 2)
         request.addfinalizer(lambda: close_all(socks))
-        held, refused = (_answer(s, timeout=60) for s in socks)
+        # Either request may take the slot first (the route runs in the threadpool).
+        held, refused = sorted((_answer(s, timeout=60) for s in socks), key=lambda a: a[0])
         assert held[0] == 200
         status, headers, body = refused
         assert status == 503 and int(headers["retry-after"]) >= 1
