@@ -31,9 +31,8 @@ def matches(if_none_match: str | None, etag: str) -> bool:
     return "*" in tags or etag in tags
 
 
-def not_modified(request: Request, version: str) -> Response | None:
-    """A 304 when the client already has this version of this URL, else None."""
-    etag = make_etag(version, request)
+def not_modified(request: Request, etag: str) -> Response | None:
+    """A 304 when the client already has ``etag`` (``make_etag``), else None."""
     if matches(request.headers.get("if-none-match"), etag):
         return Response(status_code=304, headers=cache_headers(etag))
     return None
@@ -46,10 +45,10 @@ def cache_headers(etag: str) -> dict[str, str]:
 def conditional(request: Request, version: str, build: Callable[[], Response]) -> Response:
     """304 when the client has this version; else the body built for this version and URL
     (remembered, except streamed responses), or ``build()``; with caching headers."""
-    unchanged = not_modified(request, version)
+    etag = make_etag(version, request)
+    unchanged = not_modified(request, etag)
     if unchanged is not None:
         return unchanged
-    etag = make_etag(version, request)
     headers = cache_headers(etag)
     reads = reads_of(request)
     cached = reads.cached_body(etag)

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from typing import IO
 
@@ -164,6 +164,20 @@ class ExportFiles:
         for kept in dropped:
             _unlink(kept.path)
         return handle
+
+    def open_or_write(self, key: Hashable, version: str, writing: AbstractContextManager[None],
+                      write: Callable[[], str]) -> tuple[IO[bytes], str]:
+        """``open_kept``, else the file ``write()`` makes inside ``writing`` (one writer at
+        a time), kept; with the version it holds."""
+        ready = self.open_kept(key, version)
+        if ready is not None:
+            return ready
+        with writing:
+            # Another request may have written it while this one waited.
+            ready = self.open_kept(key, version)
+            if ready is not None:
+                return ready
+            return self.add(key, version, write()), version
 
     def clear(self) -> None:
         """Unlink every kept file (the server stops)."""

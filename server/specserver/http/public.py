@@ -274,36 +274,35 @@ def export(request: Request, reads: Reads) -> Response:
                             request.headers.get("x-forwarded-for"),
                             settings.proxy_networks())
     slot = slots.acquire(client)  # before any database work: refusing one more is cheap
+    response: Response | None = None
     try:
         version = reads.version()
         params.check_known(reads, version, filters)
         ready = files.open_kept(key, version)
         if ready is None:
-            unchanged = caching.not_modified(request, version)
-            if unchanged is not None:
-                slot.release()
-                return unchanged
-            with slots.writer(settings.export_build_timeout_s):
-                # Another request may have written it while this one waited.
-                ready = files.open_kept(key, version)
-                if ready is None:
-                    path = exporting.materialize(reads.engine, filters, fmt, folder=folder,
-                                                 timeout_s=settings.export_build_timeout_s)
-                    ready = files.add(key, version, path), version
-    except BaseException:
-        slot.release()
-        raise
-    handle, held = ready
-    unchanged = caching.not_modified(request, held)
-    if unchanged is not None:
-        handle.close()
-        slot.release()
-        return unchanged
-    headers = {**caching.cache_headers(caching.make_etag(held, request)),
-               "Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
-    return exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
-                                      headers=headers,
-                                      send_timeout_s=settings.export_send_timeout_s)
+            # The client may have this version already: then no file needs writing.
+            response = caching.not_modified(request, caching.make_etag(version, request))
+            if response is not None:
+                return response
+            ready = files.open_or_write(
+                key, version, slots.writer(settings.export_build_timeout_s),
+                lambda: exporting.materialize(reads.engine, filters, fmt, folder=folder,
+                                              timeout_s=settings.export_build_timeout_s))
+        handle, held = ready
+        etag = caching.make_etag(held, request)
+        response = caching.not_modified(request, etag)
+        if response is not None:
+            handle.close()
+            return response
+        headers = {**caching.cache_headers(etag),
+                   "Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
+        response = exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
+                                              headers=headers,
+                                              send_timeout_s=settings.export_send_timeout_s)
+        return response
+    finally:
+        if not isinstance(response, exports.ExportFileResponse):  # it frees its slot itself
+            slot.release()
 
 
 # --- wiring -------------------------------------------------------------------------------

@@ -193,6 +193,16 @@ def test_etag_and_304(unreused_client, store, path):
     assert after.status_code == 200 and after.headers["etag"] != etag
 
 
+def _hide(engine, submission_id: str) -> None:  # type: ignore[no-untyped-def]
+    """Hide a submission as the moderation code does: the row and its audit row."""
+    with engine.begin() as conn:
+        conn.execute(update(tables.submissions).where(
+            tables.submissions.c.submission_id == submission_id).values(hidden=True))
+        conn.execute(insert(tables.audit_log).values(
+            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=submission_id,
+            reason="test", actor="test"))
+
+
 def _export_ids(client, **params: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
     response = client.get("/v1/export", params={"format": "jsonl", **params})
     assert response.status_code == 200, response.text
@@ -214,12 +224,7 @@ def test_an_export_file_is_reused_across_inserts_but_never_across_moderation(cli
     rows = csv.DictReader(io.StringIO(client.get("/v1/export", params={"format": "csv"}).text))
     assert len({row["submission_id"] for row in rows}) == COUNT + 2
     # A hide is a moderation action: the kept file is not reused, the row is gone at once.
-    with engine.begin() as conn:
-        conn.execute(update(tables.submissions).where(
-            tables.submissions.c.submission_id == ids[0]).values(hidden=True))
-        conn.execute(insert(tables.audit_log).values(
-            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=ids[0],
-            reason="test", actor="test"))
+    _hide(engine, ids[0])
     fresh_etag, after = _export_ids(client)
     assert fresh_etag != etag
     assert ids[0] not in after and len(after) == COUNT + 1  # one hidden, one inserted
@@ -248,12 +253,7 @@ def test_leaderboard_sees_hides_and_bans_at_once(client, store):
     engine, ids = store
     before = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert before["groups"][0]["submissions"] == 4
-    with engine.begin() as conn:
-        conn.execute(update(tables.submissions).where(
-            tables.submissions.c.submission_id == ids[0]).values(hidden=True))
-        conn.execute(insert(tables.audit_log).values(
-            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=ids[0],
-            reason="test", actor="test"))
+    _hide(engine, ids[0])
     after = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert after["groups"][0]["submissions"] == 3
     with engine.begin() as conn:
