@@ -15,6 +15,9 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │       ├── ModelNotInStore     an Ollama name without a manifest/blob in $OLLAMA_MODELS
     │       ├── BadModelFile        a model file that is not a loadable GGUF
     │       ├── IncompatibleVocab   a draft whose vocabulary the target's does not match
+    │       ├── SpeculationRefused  llama-server cannot run one draft config as asked (its
+    │       │                       draft refused or missing): the runner records that
+    │       │                       config as incompatible and runs the others
     │       ├── EngineStartFailed   llama-server exited or stayed unhealthy at start
     │       └── EngineDied          llama-server exited or broke off during a request
     ├── RunAborted                  exit 130: Ctrl-C (the run stopped early, or at the
@@ -88,6 +91,16 @@ class BadModelFile(LlamaServerError):
 
 class IncompatibleVocab(LlamaServerError):
     pass
+
+
+class SpeculationRefused(LlamaServerError):
+    """``message`` is the local line (it may name folders); ``public`` is the reason as a
+    result may carry it (model names and digests, never a path)."""
+
+    def __init__(self, config: str, message: str, public: str) -> None:
+        super().__init__(message)
+        self.config = config
+        self.public = public
 
 
 class EngineStartFailed(LlamaServerError):

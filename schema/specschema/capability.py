@@ -64,17 +64,22 @@ def verdict(
     synthetic: bool = False,
     runtime: Runtime | None = None,
     launched_without_speculation: bool = False,
+    refused: bool = False,
 ) -> Observed:
     """The speculation verdict of one config: the one rule, on both sides.
 
     For a draft config, in this order:
+    incompatible: the engine could not run the config as asked (``refused``: a vocabulary
+    llama.cpp refuses, a missing draft file, speculation refused at start); nothing of it
+    was measured;
     synthetic: synthetic acceptance was switched on (this config's or the baseline's engine
     start): the output is not model output and the timings are fake;
     baseline_speculated: the baseline itself speculated (counters or a launch with
     --spec-type), so no comparison against it measures speculation;
     cannot_compare: the MLX runner, where speculation cannot be switched off per request;
     not_applied: the engine cannot honor the mechanism, or every engine start seen for this
-    config ran without speculation;
+    config ran without speculation (``launched_without_speculation``: also llama-server
+    started with a draft whose trials drafted nothing);
     confirmed: acceptance counters were seen;
     unknown: the engine version could not be read and nothing was seen;
     not_observed: it could have speculated, but there is no evidence either way.
@@ -91,6 +96,8 @@ def verdict(
         if runtime == "mlx":
             return "cannot_compare"
         return "not_applied"
+    if refused:
+        return "incompatible"
     if synthetic:
         return "synthetic"
     if baseline_speculated:
@@ -119,6 +126,9 @@ class Facts(NamedTuple):
     spec_launch: bool  # an engine start with --spec-type other than none
     synthetic: bool  # an engine start with synthetic acceptance
     launched_plain: bool  # engine starts were seen and none of them speculated
+    refused: bool = False  # the engine could not run the config (SpeculationEvidence.refusal)
+    trials: int = 0  # how many trials the config has
+    trials_with_counters: int = 0  # how many of them carry drafted > 0
 
 
 # A Trial's counters from its __dict__ (where pydantic keeps field values): an attribute
@@ -131,25 +141,38 @@ def launch_speculates(launch: Launch) -> bool:
 
 
 def facts(
-    *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch]
+    *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch],
+    refused: bool = False,
 ) -> Facts:
-    counters_seen = totals_seen or any(
-        c is not None and c.drafted > 0 for c in map(_COUNTERS, map(vars, trials)))
+    drafting = sum(1 for c in map(_COUNTERS, map(vars, trials))
+                   if c is not None and c.drafted > 0)
+    counters_seen = totals_seen or drafting > 0
     if not launches:  # every v1 submission, and v2 ones without a log
-        return Facts(counters_seen, False, False, False)
+        return Facts(counters_seen, False, False, False, refused, len(trials), drafting)
     spec_launch = any(launch_speculates(launch) for launch in launches)
     return Facts(
         counters_seen=counters_seen,
         spec_launch=spec_launch,
         synthetic=any(launch.synthetic_flags for launch in launches),
         launched_plain=not spec_launch,
+        refused=refused,
+        trials=len(trials),
+        trials_with_counters=drafting,
     )
 
 
 def facts_of(config: ConfigResult) -> Facts:
     s = config.speculation
     return facts(totals_seen=s.drafted_tokens is not None, trials=config.trials,
-                 launches=s.launches)
+                 launches=s.launches, refused=s.refusal is not None)
+
+
+def never_drafted(engine: Engine, own: Facts) -> bool:
+    """llama-server reports ``timings.draft_n`` for every request that drafted, so a config
+    whose engine starts speculated but none of whose trials drafted a token did not
+    speculate at all (llama.cpp served without its draft)."""
+    return (engine.name == "llama-server" and own.spec_launch and own.trials > 0
+            and own.trials_with_counters == 0 and not own.counters_seen)
 
 
 def decide(
@@ -171,7 +194,8 @@ def decide(
         baseline_speculated=requested and base_speculated,
         synthetic=own.synthetic or (requested and baseline is not None and baseline.synthetic),
         runtime=engine.runtime,
-        launched_without_speculation=own.launched_plain,
+        launched_without_speculation=own.launched_plain or never_drafted(engine, own),
+        refused=requested and own.refused,
     )
 
 

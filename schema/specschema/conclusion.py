@@ -21,7 +21,8 @@ VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
                  "not_observed": "not observed", "unknown": "unknown",
                  "baseline_speculated": "baseline speculated (no comparison)",
                  "synthetic": "synthetic acceptance (invalid)",
-                 "cannot_compare": "cannot be compared (MLX)"}
+                 "cannot_compare": "cannot be compared (MLX)",
+                 "incompatible": "incompatible (not run)"}
 
 # Each verdict: what it means (its evidence), and what the contributor can do about it.
 # The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
@@ -31,7 +32,8 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                   "config's trials, and the baseline showed none",
                   "nothing: this ratio is a measured effect of speculation"),
     "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
-                    "seen for it ran without speculation",
+                    "seen for it ran without speculation (on llama-server: started with the "
+                    "draft, but no trial drafted a token)",
                     "use an engine version and a target that can speculate (see the "
                     "protocol's requirements)"),
     "not_observed": ("the engine could speculate, but no counters were found for the trials",
@@ -51,8 +53,18 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                        "switched off per request: every config speculates, the baseline too",
                        "nothing on this engine; a GGUF build of the model runs on llama-server, "
                        "where the baseline can be measured"),
+    "incompatible": ("the engine could not run this draft config as the protocol asks (llama.cpp "
+                     "refused the draft's vocabulary for the target, the draft file is missing, "
+                     "or speculation could not be started); its trials were not run, and the "
+                     "other configs were measured as usual",
+                     "use a draft whose GGUF token list matches the target's (same tokenizer; "
+                     "the same token texts from id 5 on; at most 128 tokens more or fewer), "
+                     "ideally both converted by the same tool"),
 }
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
+# Why a llama-server draft config is not_applied (capability.never_drafted).
+NEVER_DRAFTED = ("llama-server was started with the draft but drafted no token in any trial "
+                 "(it served without speculation)")
 
 
 def capability_reason(mechanism: str, engine_version: str) -> str:
@@ -135,10 +147,15 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
-        reason = capability_reason(evidence.mechanism, engine_version)
+        reason = (NEVER_DRAFTED if evidence.mechanism == "server_launch"
+                  else capability_reason(evidence.mechanism, engine_version))
         sentence = (f"{summary.name} was not applied: {reason}, "
                     f"so {ratio} difference from the baseline is run-to-run noise "
                     f"({spread(summary)}{base})")
+    elif evidence.observed == "incompatible":
+        why = evidence.refusal or "the engine could not run it"
+        sentence = (f"{summary.name} was not run: {why}; so nothing of it is measured and it is "
+                    "no speedup, while every other config ran as usual")
     elif evidence.observed == "confirmed":
         counts = ""
         rate = acceptance_rate(evidence)

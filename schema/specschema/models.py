@@ -8,8 +8,9 @@ bytes it had before v2 existed (``payload.submission_bytes`` leaves the v2 field
 its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is frozen.
 
 What v2 adds (docs/run.md explains the verdicts):
-- verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: none of them is a
-  measured speedup;
+- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare`` and ``incompatible``
+  (the engine could not run the config as asked: ``SpeculationEvidence.refusal``): none of
+  them is a measured speedup;
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
   logged or was given it, never what was requested;
@@ -58,7 +59,7 @@ OptionValue = int | float | bool | str
 Mechanism = Literal["none", "draft_model_field", "draft_num_predict", "server_launch"]
 Observed = Literal[
     "confirmed", "not_applied", "not_observed", "unknown",
-    "baseline_speculated", "synthetic", "cannot_compare",
+    "baseline_speculated", "synthetic", "cannot_compare", "incompatible",
 ]
 Role = Literal["baseline", "draft"]
 # Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
@@ -75,6 +76,8 @@ MECHANISMS_V1: tuple[str, ...] = ("none", "draft_model_field", "draft_num_predic
 # A command-line flag or environment variable name, as it appears in a launch line.
 FlagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,48}$")]
 FlagValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,48}$")]
+# One line of words, never a path (the client writes it from what the engine said).
+RefusalStr = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -251,6 +254,11 @@ class SpeculationEvidence(WireModel):
     launches: Annotated[list[Launch], Field(max_length=16)] = Field(
         [], description="v2: every distinct engine start seen during this config's requests"
     )
+    refusal: RefusalStr | None = Field(
+        None, description="v2: why the engine could not run this draft config as the protocol "
+        "asks (the engine's reason in words: vocabularies, a missing file, speculation refused "
+        "at start); its trials were not run and its verdict is incompatible"
+    )
 
 
 class ConfigResult(WireModel):
@@ -327,6 +335,8 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
             found.append((f"{path}.mean_accepted_len", "a v2 field"))
         if s.launches:
             found.append((f"{path}.launches", "a v2 field"))
+        if s.refusal is not None:
+            found.append((f"{path}.refusal", "a v2 field"))
         for ti, trial in enumerate(config.trials):
             if trial.counters is not None:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))

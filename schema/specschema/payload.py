@@ -39,7 +39,7 @@ _V2_ONLY: dict[str, Any] = {
     "engine_log": True,
     "models": {"__all__": {"format"}},
     "configs": {"__all__": {
-        "speculation": {"mean_accepted_len", "launches"},
+        "speculation": {"mean_accepted_len", "launches", "refusal"},
         "trials": {"__all__": {"counters"}},
     }},
 }

@@ -92,6 +92,10 @@ class Preflight:
     # "ggml" | "mlx" when the pre-flight could tell (Ollama: the target's /api/tags
     # details.format, "safetensors" running on MLX); the log may say more (EngineReport).
     runtime: str | None = None
+    # Draft configs the engine cannot run as the protocol asks, found before any start
+    # (llama.cpp's vocabulary rule, a missing draft file): {config name: the reason in
+    # words, no path}. The runner skips them; their verdict is incompatible.
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -131,7 +135,9 @@ class Engine(Protocol):
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight: ...
 
-    def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None: ...
+    def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
+        """Raises ``SpeculationRefused`` when the engine cannot run this config as asked
+        (the runner then records it as incompatible and goes on with the others)."""
 
     def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation: ...
 

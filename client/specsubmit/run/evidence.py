@@ -40,6 +40,7 @@ def build_evidence(
     models_loaded: Sequence[str],
     outputs_match: bool | None,
     launches: Sequence[Launch] = (),
+    refusal: str | None = None,
 ) -> SpeculationEvidence:
     requested = config.role == "draft"
     can_honor = engine_can_honor(config.mechanism, engine_version)
@@ -48,6 +49,8 @@ def build_evidence(
     # v2 only (llama-server): the engine starts as the client ran them. The verdict is
     # then recomputed from the whole submission by specschema.submission_verdicts.
     v2: dict[str, Any] = {"launches": list(launches)} if launches else {}
+    if refusal is not None and requested:  # the engine could not run it: incompatible
+        v2["refusal"] = refusal[:300]
     # Counters from the engine's API belong to their trials whatever the role: a baseline
     # that drafted must show its totals (they are the sums of its trials' counters).
     # So must a baseline whose log shows counters (wire v2: the evidence of

@@ -43,7 +43,8 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
-    table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on Ollama "
+    engine = "llama-server" if submission.engine.name == "llama-server" else "Ollama"
+    table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
                         f"{submission.engine.version}", box=box.SIMPLE_HEAD)
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
                    "vs baseline [95% CI]", "Verdict"):

@@ -44,7 +44,7 @@ from specsubmit import __version__
 from specsubmit.engines.base import Engine as RunEngine
 from specsubmit.engines.base import EngineReport, Generation, Preflight
 from specsubmit.engines.ollama.serverlog import DraftCounters
-from specsubmit.errors import EngineError, UsageError
+from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
 from specsubmit.run.evidence import build_evidence, outputs_match_baseline, unrequested
 from specsubmit.run.settings import COLD_LOAD_NS, RunListener, RunSettings
@@ -142,15 +142,32 @@ def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int)
 
 class _Run:
     def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
-                 stop: threading.Event, on_trial: Callable[[], None] | None = None) -> None:
+                 stop: threading.Event, on_trial: Callable[[], None] | None = None,
+                 refused: Mapping[str, str] | None = None) -> None:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
         self.protocol = settings.protocol
         self.states = {c.name: _ConfigState() for c in self.protocol.configs}
+        # Configs the engine cannot run as asked: {name: reason}. Skipped; incompatible.
+        self.refused: dict[str, str] = dict(refused or {})
         self.schedule = self.protocol.schedule()
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
+
+    def planned(self) -> int:
+        """The trials this run means to make: the schedule's, less the refused configs'."""
+        return sum(1 for name, _ in self.schedule if name not in self.refused)
+
+    def refuse(self, config: ProtocolConfig, error: SpeculationRefused) -> None:
+        """The engine cannot run `config` as asked: nothing of it is kept (should a later
+        block be refused, the earlier blocks' trials go too), the run goes on."""
+        self.refused[config.name] = error.public
+        state = self.states[config.name]
+        self.done -= len(state.trials)
+        self.states[config.name] = _ConfigState()
+        self.listener.warning(f"{error.message}; {config.name} is recorded as incompatible "
+                              "and not run, the other configs run as usual")
 
     def switches_load(self, config: ProtocolConfig) -> bool:
         """Whether this request changes a load-time option: the engine restarts for it."""
@@ -193,11 +210,13 @@ class _Run:
     def run_shared(self) -> None:
         """One engine for every config: all warm-ups, then the trials in order."""
         for config in self.protocol.configs:
-            if not self.warmup(config):
+            if config.name not in self.refused and not self.warmup(config):
                 return
         for position, (name, index) in enumerate(self.schedule):
             if self.stop.is_set():
                 return
+            if name in self.refused:
+                continue
             self.trial(position, name, index)
             if self.last_position[name] == position:
                 self.engine.end_config(self.protocol.config(name), last=True)
@@ -209,9 +228,15 @@ class _Run:
             items = list(block)
             if self.stop.is_set():
                 return
+            if name in self.refused:
+                continue
             config = self.protocol.config(name)
             last = items[-1][0] == self.last_position[name]
-            self.engine.begin_config(config, self.listener)
+            try:
+                self.engine.begin_config(config, self.listener)
+            except SpeculationRefused as exc:
+                self.refuse(config, exc)
+                continue
             try:
                 if not self.warmup(config):
                     return
@@ -251,14 +276,14 @@ def run_protocol(
     def on_trial() -> None:
         if checkpoint is None:
             return
-        planned = len(run.schedule)
         checkpoint(build_submission(
             settings, pre, run.states, EngineReport(), api_counters(run.states),
             fingerprint=fingerprint, started=started, complete=False,
-            note=f"incomplete: {run.done} of {planned} trials so far",
-            submission_id=submission_id))
+            note=f"incomplete: {run.done} of {run.planned()} trials so far",
+            submission_id=submission_id, refused=run.refused))
 
-    run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None)
+    run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None,
+               refused=pre.refused)
     error: EngineError | None = None
     try:
         if engine.per_config_start or protocol.warmup_each_block:
@@ -268,7 +293,7 @@ def run_protocol(
     except EngineError as exc:
         error = exc
     done = run.done
-    planned = len(run.schedule)
+    planned = run.planned()
     interrupted = error is None and done < planned
     report = engine.report(pre, listener)
     counters = dict(report.counters) or api_counters(run.states)
@@ -277,7 +302,7 @@ def run_protocol(
         started=started, complete=error is None and done == planned,
         note=_note(pre, error, interrupted, done, planned,
                    unrequested(protocol.configs, pre.can_honor, counters)),
-        submission_id=submission_id,
+        submission_id=submission_id, refused=run.refused,
     )
     return RunOutcome(submission, interrupted, error, done, planned, report.log_read)
 
@@ -327,7 +352,9 @@ def build_submission(
     complete: bool,
     note: str | None,
     submission_id: uuid.UUID | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> Submission:
+    """``refused``: the configs the engine could not run, {name: reason} (incompatible)."""
     protocol = settings.protocol
     target = pre.public_names.get(settings.target, settings.target) if settings.target \
         else None
@@ -340,6 +367,7 @@ def build_submission(
             models_loaded=report.models_loaded.get(config.name, []),
             outputs_match=outputs_match_baseline(baseline_trials, state.trials),
             launches=report.launches.get(config.name, []),
+            refusal=(refused or {}).get(config.name),
         )
         trials = with_log_evidence(state.trials, report.trial_counters.get(config.name, []),
                                    report.reloaded.get(config.name, []),

@@ -564,9 +564,12 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
         if observed != expected:
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.observed",
                  f"observed must be {expected!r} for this evidence, not {observed!r}")
-        elif counters_seen and expected == "not_applied":
+        elif counters_seen and expected in ("not_applied", "incompatible"):
             _add(found, "speculation_coherent", f"configs.{ci}.speculation",
                  "acceptance counters for a config that cannot speculate")
+        if spec.refusal is not None and role != "draft":
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.refusal",
+                 "only a draft config can be refused (a run without its baseline is nothing)")
 
         # counters_consistent
         for where, message in counter_problems(config):
@@ -577,7 +580,9 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
 
         # trials_fit_schedule: the count, then the indices, then each trial's position
         count = len(trials)
-        if count > per_config or (complete and count != per_config):
+        # A config the engine refused (incompatible) runs no trial; the others run them all.
+        refused_whole = count == 0 and expected == "incompatible"
+        if count > per_config or (complete and count != per_config and not refused_whole):
             _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
                  f"{name} has {count} trials; the protocol runs {per_config}")
         positions = plan.positions.get(name, _NOT_SCHEDULED)

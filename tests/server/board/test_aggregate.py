@@ -101,17 +101,20 @@ def test_views_split_by_verdict():
             row(1.0, verdict="not_applied"), row(1.3, verdict="unknown"),
             # wire v2: a speculating baseline, synthetic acceptance, MLX: on no board
             row(1.02, verdict="baseline_speculated"), row(3.0, verdict="synthetic"),
-            row(1.01, verdict="cannot_compare")]
+            row(1.01, verdict="cannot_compare"),
+            # a draft the engine could not run (no trials, so no ratio): on no board
+            row(None, verdict="incompatible")]
     assert [view_of(r.verdict) for r in rows] == ["speedup", "speedup", "noise_floor", None,
-                                                  None, None, None]
+                                                  None, None, None, None]
     assert len(in_view(rows, "speedup")) == 2
     assert [r.verdict for r in in_view(rows, "noise_floor")] == ["not_applied"]
     assert verdict_counts(rows) == {"confirmed": 1, "not_observed": 1, "not_applied": 1,
                                     "unknown": 1, "baseline_speculated": 1, "synthetic": 1,
-                                    "cannot_compare": 1}
+                                    "cannot_compare": 1, "incompatible": 1}
     group = one_group(in_view(rows, "speedup"))
     assert group.verdicts == {"confirmed": 1, "not_observed": 1, "not_applied": 0, "unknown": 0,
-                              "baseline_speculated": 0, "synthetic": 0, "cannot_compare": 0}
+                              "baseline_speculated": 0, "synthetic": 0, "cannot_compare": 0,
+                              "incompatible": 0}
 
 
 def test_grouping_keys_and_composite_dimensions():

@@ -89,10 +89,12 @@ def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     proto = ctx.protocol
     rule = "trials_fit_schedule"
     positions = {slot: pos for pos, slot in enumerate(proto.schedule())}
+    verdicts = submission_verdicts(submission)
     for ci, config in enumerate(submission.configs):
         count = len(config.trials)
+        refused_whole = count == 0 and verdicts[ci] == "incompatible"
         if count > proto.trials_per_config or (
-            submission.complete and count != proto.trials_per_config
+            submission.complete and count != proto.trials_per_config and not refused_whole
         ):
             yield Violation(
                 rule, f"configs.{ci}.trials",
@@ -206,8 +208,11 @@ def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[V
         if s.observed != expected:
             yield Violation(rule, f"{path}.observed",
                             f"observed must be {expected!r} for this evidence, not {s.observed!r}")
-        elif seen and expected == "not_applied":
+        elif seen and expected in ("not_applied", "incompatible"):
             yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
+        if s.refusal is not None and config.role != "draft":
+            yield Violation(rule, f"{path}.refusal", "only a draft config can be refused (a run "
+                            "without its baseline is nothing)")
 
 
 def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:

@@ -113,6 +113,23 @@ class LlamaServerApi:
     def props(self) -> JsonDict:
         return self._json("GET", "/props")
 
+    def slots(self) -> list[JsonDict] | None:
+        """/slots (one object per slot, with ``speculative``); None when the server does
+        not offer it (``--no-slots``) or answers something else."""
+        try:
+            response = self._http.get("/slots")
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            data = response.json()
+        except ValueError:
+            return None
+        if not isinstance(data, list):
+            return None
+        return [slot for slot in data if isinstance(slot, dict)]
+
     def apply_template(self, prompt: str) -> str | None:
         """The prompt in the model's own chat template (None: the model has none)."""
         try:
