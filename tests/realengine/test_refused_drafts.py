@@ -25,7 +25,8 @@ import pytest
 
 from specschema import Fingerprint, get_protocol
 from specschema.payload import parse_submission
-from specsubmit.engines.llama_server import compatibility, engine as engine_module
+from specsubmit.engines.llama_server import compatibility
+from specsubmit.engines.llama_server import engine as engine_module
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.engines.llama_server.gguf_header import read_header
 from specsubmit.run.runner import RunListener, RunSettings, run_protocol

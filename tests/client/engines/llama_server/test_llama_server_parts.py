@@ -15,8 +15,8 @@ import pytest
 from specschema import get_protocol
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import find_binary
-from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.engines.llama_server.compatibility import vocab_mismatch
+from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.engines.llama_server.gguf_header import read_header
 from specsubmit.engines.llama_server.store import resolve_model, split_name
 from specsubmit.errors import BadModelFile, EngineNotFound, ModelNotInStore
