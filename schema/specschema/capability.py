@@ -248,3 +248,45 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
         found.append(("speculation.drafted_tokens",
                       "trials carry counters but the config's totals are missing"))
     return found
+
+
+def reports_api_counters(config: ConfigResult) -> bool:
+    """Whether a config carries counters from the engine's own API (llama-server only)."""
+    if config.speculation.counters_source == "engine_api":
+        return True
+    return any(t.counters is not None and t.counters.source == "engine_api"
+               for t in config.trials)
+
+
+TOTALS_OVER_DRAFTED = "more tokens accepted than drafted"
+API_COUNTERS_ENGINE = "only the llama-server engine reports counters from its API"
+
+
+class CounterProblem(NamedTuple):
+    rule: str  # the server's rule name (specserver.ingest.checks.RULES)
+    path: str  # where in the submission
+    message: str
+
+
+def submission_counter_problems(submission: Submission) -> list[CounterProblem]:
+    """Every counter the shared rules call impossible, named by the server's rule: what a
+    client checks before it prints a verdict or asks for consent (the server refuses the
+    same submission, 422, with the same rule, path and message)."""
+    found: list[CounterProblem] = []
+    api_allowed = submission.engine.name == "llama-server"
+    for ci, config in enumerate(submission.configs):
+        s = config.speculation
+        if (s.drafted_tokens is not None and s.accepted_tokens is not None
+                and s.accepted_tokens > s.drafted_tokens):
+            found.append(CounterProblem("speculation_coherent",
+                                        f"configs.{ci}.speculation.accepted_tokens",
+                                        TOTALS_OVER_DRAFTED))
+        for where, message in counter_problems(config):
+            found.append(CounterProblem("counters_consistent", f"configs.{ci}.{where}",
+                                        message))
+        if not api_allowed and reports_api_counters(config):
+            found.append(CounterProblem("counters_consistent",
+                                        f"configs.{ci}.speculation.counters_source",
+                                        API_COUNTERS_ENGINE))
+    return found
+

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from specschema.capability import engine_can_honor
+from specschema.capability import CounterProblem, engine_can_honor
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
@@ -85,6 +85,12 @@ def capability_reason(mechanism: str, engine_version: str) -> str:
     return f"speculation requested through {mechanism}"  # a mechanism without its own words
 
 
+def problem_words(problem: CounterProblem) -> str:
+    """``counters_consistent (configs.2.trials.0.counters.accepted: 280 accepted > 200
+    generated (eval_count))``: a broken counter rule as the CLI names it."""
+    return f"{problem.rule} ({problem.path}: {problem.message})"
+
+
 def vs_baseline(summary: ConfigSummary) -> str:
     """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
     if summary.role == "baseline":
@@ -103,8 +109,13 @@ def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
     return (evidence.accepted_tokens or 0) / evidence.drafted_tokens
 
 
-def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
-    """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ..."""
+def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None,
+                  inconsistent: str | None = None) -> str:
+    """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ...;
+    ``inconsistent``: the shared counter rule this config breaks (the client's own check,
+    ``capability.submission_counter_problems``), which wins over any verdict."""
+    if inconsistent is not None:
+        return f"inconsistent ({inconsistent})"
     if summary.role == "baseline":
         return "baseline"
     observed = evidence.observed if evidence is not None else summary.observed
@@ -142,8 +153,13 @@ def effect(summary: ConfigSummary) -> str:
 
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
-                    log_status: str | None = None) -> str:
-    """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen."""
+                    log_status: str | None = None, inconsistent: str | None = None) -> str:
+    """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
+    ``inconsistent``: the counter rule the config breaks and how (see ``verdict_label``)."""
+    if inconsistent is not None:
+        return (f"{summary.name} is inconsistent: its counters break the shared rule "
+                f"{inconsistent}, so no ratio of it is a measured speedup and the server "
+                "would refuse this result")
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
@@ -189,12 +205,16 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
 
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
-               *, engine_version: str, complete: bool, log_status: str | None = None) -> str:
+               *, engine_version: str, complete: bool, log_status: str | None = None,
+               inconsistent: Mapping[str, str] | None = None) -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
     as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``.
+    ``inconsistent``: {config name: the counter rule it breaks, in words} (the client's
+    check before it shows a verdict; the server never stores such a result).
     """
+    inconsistent = inconsistent or {}
     baseline = next((s for s in summaries if s.role == "baseline"), None)
     drafts = [s for s in summaries if s.role == "draft"]
     done = sum(s.trials for s in summaries)
@@ -204,8 +224,12 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
-    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status)
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status,
+                                 inconsistent.get(s.name))
                  for s in drafts]
+    sentences += [f"the baseline is inconsistent: its counters break the shared rule {why}"
+                  for s in summaries if s.role == "baseline"
+                  and (why := inconsistent.get(s.name)) is not None]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
         lead = (f"Speculative decoding did not run in this test: Ollama {engine_version} "
                 "applied none of the drafts, so every config measured the same thing. ")

@@ -25,10 +25,17 @@ from functools import cache, lru_cache
 from operator import itemgetter
 from typing import Any, Literal, get_args
 
-from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.capability import (
+    API_COUNTERS_ENGINE,
+    TOTALS_OVER_DRAFTED,
+    counter_problems,
+    engine_can_honor,
+    reports_api_counters,
+    submission_verdicts,
+)
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
-from specschema.models import ConfigResult, Mechanism, Submission
+from specschema.models import Mechanism, Submission
 from specschema.payload import parse_submission
 from specschema.protocol import Protocol, all_protocols, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
@@ -374,13 +381,6 @@ def _can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
     return engine_can_honor(mechanism, engine_version)
 
 
-def _reports_api_counters(config: ConfigResult) -> bool:
-    if config.speculation.counters_source == "engine_api":
-        return True
-    return any(t.counters is not None and t.counters.source == "engine_api"
-               for t in config.trials)
-
-
 def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
     """Every free-text name of a submission as (path, value, kind): kind is "chip" for a
     hardware name (also compared with the known chips' lookalikes), "note" for the note,
@@ -559,7 +559,7 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
                  "drafted, accepted and counters_source come together")
         if counters_seen and (accepted or 0) > (drafted or 0):
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.accepted_tokens",
-                 "more tokens accepted than drafted")
+                 TOTALS_OVER_DRAFTED)
         expected = expected_verdicts[ci]
         if observed != expected:
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.observed",
@@ -574,9 +574,9 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
         # counters_consistent
         for where, message in counter_problems(config):
             _add(found, "counters_consistent", f"configs.{ci}.{where}", message)
-        if not api_allowed and _reports_api_counters(config):
+        if not api_allowed and reports_api_counters(config):
             _add(found, "counters_consistent", f"configs.{ci}.speculation.counters_source",
-                 "only the llama-server engine reports counters from its API")
+                 API_COUNTERS_ENGINE)
 
         # trials_fit_schedule: the count, then the indices, then each trial's position
         count = len(trials)

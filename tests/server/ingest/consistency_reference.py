@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.capability import (
+    counter_problems,
+    engine_can_honor,
+    reports_api_counters,
+    submission_verdicts,
+)
 from specschema.models import ConfigResult, Submission, Trial
 from specserver.ingest.checks import (
     DONE_REASONS,
@@ -30,7 +35,6 @@ from specserver.ingest.checks import (
     _identity,
     _name_problem,
     _num_predict,
-    _reports_api_counters,
     _same,
     name_fields,
 )
@@ -224,7 +228,7 @@ def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     for ci, config in enumerate(submission.configs):
         for where, message in counter_problems(config):
             yield Violation(rule, f"configs.{ci}.{where}", message)
-        if not api_allowed and _reports_api_counters(config):
+        if not api_allowed and reports_api_counters(config):
             yield Violation(rule, f"configs.{ci}.speculation.counters_source",
                             "only the llama-server engine reports counters from its API")
 
