@@ -140,6 +140,9 @@ class GroupAggregate:
     outlier_contributors: int = 0
     # Draft results per evidence level (specschema.evidence.LEVELS) among the group's rows.
     evidence: dict[str, int] = field(default_factory=dict)
+    # More than half of the contributors are cohorts that arrived within one window of
+    # each other (board/newkeys.py, rule 5): shown, so a reader can weigh the group.
+    arrived_together: bool = False
 
     def label(self, dimensions: Sequence[str]) -> str:
         return " · ".join(dimension_label(d, self.key[d]) for d in dimensions if d in self.key)
@@ -225,6 +228,11 @@ def _key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey
         key[name] = dict(zip(fields, flat[position:position + len(fields)], strict=True))
         position += len(fields)
     return key
+
+
+def flat_key(group: GroupAggregate) -> tuple[KeyValue, ...]:
+    """The group's values in the order of ``ContributorResult.key``."""
+    return tuple(v for part in group.key.values() for v in part.values())
 
 
 def _median_or_none(values: list[float]) -> float | None:

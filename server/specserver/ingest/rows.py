@@ -78,6 +78,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             checked.quarantine is not None, checked.quarantine, sub.note, sub.schema_version,
             engine.name, engine.runtime,
             canonical_optional(engine.build), sub.engine_log,
+            None,  # origin_hash: set by the server process, which knows the address
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(

@@ -173,6 +173,16 @@ def _evidence_levels(conn: Connection) -> None:
     fill.drop(conn)
 
 
+def _origins(conn: Connection) -> None:
+    """submissions.origin_hash and the address_secrets table (store/origins.py)."""
+    present = set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
+        "AND table_schema = current_schema()")).scalars())
+    if "origin_hash" not in present:
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN origin_hash VARCHAR(64)"))
+    tables.address_secrets.create(conn, checkfirst=True)
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -183,6 +193,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "launches, mean accepted length; observed VARCHAR(32)", _wire_v2),
     Migration(4, "evidence levels: summaries.evidence and evidence_reason, computed for every "
                  "stored config", _evidence_levels),
+    Migration(5, "origins: submissions.origin_hash (keyed hash of the address range) and "
+                 "address_secrets", _origins),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -63,6 +63,7 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "wire_version": sub.schema_version, "engine_name": sub.engine.name,
         "engine_runtime": sub.engine.runtime,
         "engine_build": canonical_optional(sub.engine.build), "engine_log": sub.engine_log,
+        "origin_hash": None,
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))
