@@ -168,6 +168,7 @@ class ReadService:
             groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
             groups = [dataclasses.replace(g, arrived_together=True)
                       if aggregate.flat_key(g) in together else g for g in groups]
+            groups = aggregate.distinct_labels(groups)  # one name, several models: told apart
             board = Board(
                 version=version,
                 view=view,

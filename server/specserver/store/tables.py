@@ -82,6 +82,9 @@ submissions = Table(
     # (store/origins.py; never the address), for the board's cohorts (board/newkeys.py).
     # Null on rows stored before it, on imports, and where no address was known.
     Column("origin_hash", String(64), nullable=True),
+    # Store version 6: the target's quantization as reported (models[]), beside its digest:
+    # both are part of the target's group and its label (board/aggregate.py).
+    Column("target_quant", String(200), nullable=True),
 )
 
 # PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
@@ -217,6 +220,10 @@ summaries = Table(
     # (specschema.evidence: engine_api | log | reported | implausible | none) and why.
     Column("evidence", String(16), nullable=True),
     Column("evidence_reason", Text, nullable=True),
+    # Store version 6: the draft model's digest and quantization as reported (models[]):
+    # part of the draft's group, as the target's are.
+    Column("draft_digest", String(64), nullable=True),
+    Column("draft_quant", String(200), nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

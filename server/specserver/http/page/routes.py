@@ -90,7 +90,7 @@ def _evidence_badges(counts: dict[str, int]) -> str:
 
 
 def _key(group: GroupAggregate, dimension: str) -> str:
-    return aggregate.dimension_label(dimension, group.key[dimension])
+    return group.part_label(dimension)
 
 
 def _row_verdict(group: GroupAggregate) -> str | None:
