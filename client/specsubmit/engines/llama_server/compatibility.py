@@ -129,6 +129,12 @@ def effective_vocab(header: GgufHeader) -> EffectiveVocab:
     )
 
 
+def _shown(text: str) -> str:
+    """A token text as a reason quotes it: repr (every control or format character
+    escaped), at most 40 characters of it."""
+    return repr(text[:40]) + ("…" if len(text) > 40 else "")
+
+
 def vocab_mismatch(target: GgufHeader, draft: GgufHeader) -> str | None:
     """Why llama.cpp refuses `draft` for `target`, in words; None when it accepts it, or
     when it would not load one of them at all (``undecided``: the engine says why)."""
@@ -153,8 +159,8 @@ def vocab_mismatch(target: GgufHeader, draft: GgufHeader) -> str | None:
                 f"{MAX_SIZE_DIFFERENCE} apart)")
     for index in range(CHECK_START_TOKEN_ID, min(n_target, n_draft)):
         if t.texts[index] != d.texts[index]:
-            return (f"token {index} is {d.texts[index]!r} in the draft but "
-                    f"{t.texts[index]!r} in the target")
+            return (f"token {index} is {_shown(d.texts[index])} in the draft but "
+                    f"{_shown(t.texts[index])} in the target")
     return None
 
 
