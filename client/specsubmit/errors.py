@@ -20,6 +20,8 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │       │                       config as incompatible and runs the others
     │       ├── EngineStartFailed   llama-server exited or stayed unhealthy at start
     │       └── EngineDied          llama-server exited or broke off during a request
+    ├── EngineBusy                  another specsubmit run holds this engine's lock
+    │                               (local/enginelock.py): refused before any request
     ├── RunAborted                  exit 130: Ctrl-C (the run stopped early, or at the
     │                               consent prompt)
     ├── ResultFileError             a saved result cannot be read
@@ -98,10 +100,10 @@ class SpeculationRefused(LlamaServerError):
     """``message`` is the local line (it may name folders); ``public`` is the reason as a
     result may carry it (model names and digests, never a path)."""
 
-    def __init__(self, config: str, message: str, public: str) -> None:
+    def __init__(self, message: str, *, config: str = "", public: str = "") -> None:
         super().__init__(message)
         self.config = config
-        self.public = public
+        self.public = public or message
 
 
 class EngineStartFailed(LlamaServerError):
@@ -109,6 +111,10 @@ class EngineStartFailed(LlamaServerError):
 
 
 class EngineDied(LlamaServerError):
+    pass
+
+
+class EngineBusy(SpecSubmitError):
     pass
 
 

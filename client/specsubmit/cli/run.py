@@ -48,6 +48,7 @@ from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine
 from specsubmit.engines.ollama.host import parse_ollama_host
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
+from specsubmit.local.enginelock import engine_lock
 from specsubmit.local.paths import check_state_home
 from specsubmit.local.results import load_result, save_result, write_result
 from specsubmit.outside_text import LINE_LIMIT, visible
@@ -250,7 +251,10 @@ def run_command(
             saved[:] = [path]
             trials_saved = sum(len(config.trials) for config in partial.configs)
 
-    with _CtrlC(err) as ctrl_c, _open_engine(
+    # One run per engine: a second run would read this one's counters (and its load).
+    address, label = ((f"ollama {base_url}", f"Ollama at {base_url}") if engine == "ollama"
+                      else ("llama-server", "llama-server on this machine"))
+    with engine_lock(address, label), _CtrlC(err) as ctrl_c, _open_engine(
         engine, settings, base_url=base_url, timeout=timeout, llama_server=llama_server,
         ollama_models=ollama_models, llama_threads=llama_threads,
     ) as run_engine:

@@ -122,6 +122,9 @@ class EngineReport:
     reloaded: Mapping[str, list[bool]] = field(default_factory=dict)
     runtime: str | None = None
     log_status: str | None = None
+    # Ollama: trials during which the log shows another client's generation requests
+    # ("spec_4 trial 2"): their log counters are dropped, and the result's note names them.
+    foreign: list[str] = field(default_factory=list)
 
 
 class Engine(Protocol):

@@ -301,7 +301,7 @@ def run_protocol(
         settings, pre, run.states, report, counters, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
         note=_note(pre, error, interrupted, done, planned,
-                   unrequested(protocol.configs, pre.can_honor, counters)),
+                   unrequested(protocol.configs, pre.can_honor, counters), report.foreign),
         submission_id=submission_id, refused=run.refused,
     )
     return RunOutcome(submission, interrupted, error, done, planned, report.log_read)
@@ -325,7 +325,7 @@ _ENGINE_LABEL = {"ollama": "Ollama", "llama-server": "llama-server"}
 
 
 def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
-          planned: int, unrequested: Sequence[str]) -> str | None:
+          planned: int, unrequested: Sequence[str], foreign: Sequence[str] = ()) -> str | None:
     # Never the error text itself: it carries the Ollama URL or a path (both private).
     parts: list[str] = []
     if error is not None:
@@ -337,6 +337,10 @@ def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: in
     if unrequested:
         parts.append("speculation counters seen in configs that do not request it: "
                      + ", ".join(unrequested))
+    if foreign:
+        parts.append("another client's requests reached the engine during "
+                     + ", ".join(foreign[:8]) + (" and more" if len(foreign) > 8 else "")
+                     + "; their log counters are not counted")
     return "; ".join(parts)[:500] or None
 
 

@@ -330,9 +330,9 @@ class LlamaServerEngine:
             loaded = [line for line in tail if "failed to load draft model" in line]
             if config.draft_model is not None and loaded:
                 raise SpeculationRefused(
-                    config.name, f"{config.name}: llama-server could not load the draft "
-                    f"{config.draft_model}: {_error_lines(tail)}",
-                    f"llama-server could not load the draft model {config.draft_model}: "
+                    f"{config.name}: llama-server could not load the draft "
+                    f"{config.draft_model}: {_error_lines(tail)}", config=config.name,
+                    public=f"llama-server could not load the draft model {config.draft_model}: "
                     f"{self._public_text(_error_lines(tail))}")
             model = config.draft_model or self.protocol.model_for(config, self.settings.target)
             raise EngineStartFailed(
@@ -367,10 +367,10 @@ class LlamaServerEngine:
             self._stop_server()
             target = self._public_name(self.protocol.model_for(config, self.settings.target))
             raise SpeculationRefused(
-                config.name,
                 f"{config.name}: llama-server refused the draft {config.draft_model}: {said}",
-                f"llama-server started without speculation: it refused {config.draft_model} "
-                f"as a draft for {target} ({self._public_text(said)})")
+                config=config.name,
+                public=f"llama-server started without speculation: it refused "
+                f"{config.draft_model} as a draft for {target} ({self._public_text(said)})")
 
     def request_body(self, config: ProtocolConfig) -> dict[str, Any]:
         options = self.protocol.request_options(config)
