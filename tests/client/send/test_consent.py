@@ -76,8 +76,8 @@ def test_the_note_build_gpu_driver_digests_sizes_and_launches_are_shown() -> Non
     assert "raw 'NVIDIA GeForce RTX 4090 Laptop'" in text and "driver 550.54.14" in text
     for model in sub.models:
         assert f"{model.size_bytes} bytes, sha256 {model.digest}" in text
-    assert (f"engine start: engine_command (started by the client), --spec-type draft-simple, n-max 8, "
-            f"a draft model, draft sha256 {'cd' * 32}") in text
+    assert ("engine start: engine_command (started by the client), --spec-type draft-simple, "
+            f"n-max 8, a draft model, draft sha256 {'cd' * 32}") in text
 
 
 def test_a_llama_server_result_is_never_called_ollama() -> None:
