@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from specschema import Fingerprint, Gpu, Launch, ModelInfo, Submission, summarize
 from specschema.engines import descriptor
+from specsubmit.outside_text import LINE_LIMIT, visible
 
 NOT_SENT = (
     "Not in it: host name, user name, serial numbers, hardware UUIDs, MAC or IP addresses, "
@@ -169,4 +170,5 @@ def consent_lines(submission: Submission, server: str, key_id: str) -> list[str]
     if submission.note:
         lines.append(f"  note      {submission.note}")
     lines.append(NOT_SENT)
-    return lines
+    # The fields came from an engine, the OS's tools or a file: shown, never obeyed.
+    return [visible(line, LINE_LIMIT) for line in lines]

@@ -50,6 +50,7 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 
 def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
     data = asdict(group)
+    del data["shown"]  # in the label
     data["label"] = group.label(dimensions)
     if "chip" in group.key:  # a chip outside known_chips.json is shown as new (ingest.names)
         chip = group.key["chip"].get("chip")

@@ -91,7 +91,7 @@ def _evidence_badges(counts: dict[str, int]) -> str:
 
 
 def _key(group: GroupAggregate, dimension: str) -> str:
-    return aggregate.dimension_label(dimension, group.key[dimension])
+    return group.part_label(dimension)
 
 
 def _row_verdict(group: GroupAggregate) -> str | None:
@@ -124,6 +124,14 @@ def _outliers(group: GroupAggregate) -> str:
             f'(robust score above 3.5)">{count} outlier{plural}</span>')
 
 
+def _arrived_together(group: GroupAggregate) -> str:
+    """A mark for a group most of whose contributors appeared at once (board/newkeys.py)."""
+    if not group.arrived_together:
+        return ""
+    return (' <span class="arrived" title="most of these contributors first submitted '
+            'within one day of each other">arrived together</span>')
+
+
 def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
     ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
              "</span></th>" if noise else '<th class="num">Median speedup</th>')
@@ -152,7 +160,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
             f"<td>{result.text(_key(group, 'chip'))}</td>"
             f"<td>{escape(_key(group, 'memory_gb'))}</td>"
-            f'{tag}<td class="num">{group.contributors}</td>'
+            f'{tag}<td class="num">{group.contributors}{_arrived_together(group)}</td>'
             f'<td class="num">{group.submissions}</td>'
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
             f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x'
