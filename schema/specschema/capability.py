@@ -1,22 +1,21 @@
-"""Which speculation mechanisms an Ollama version can honor, and the verdict (pure).
+"""Which speculation mechanisms an engine version can honor, and the verdict (pure).
 
 ``submission_verdicts`` is the one rule a client and a server both apply; ``verdict`` is
 its core over plain facts, ``counter_problems`` the counters that contradict the trials.
 
-Facts (shared/reference/ollama-api.md): Ollama has never had a top-level ``draft_model``
-request field; unknown fields are dropped silently, so that mechanism is never applied.
-``options.draft_num_predict`` exists from v0.30.0 (PR #16031) and only does anything on a
-model with MTP layers or a Modelfile DRAFT.
+What each engine's versions can honor, and why, is its descriptor's
+(``specschema.engines``): Ollama has never had a top-level ``draft_model`` request field
+(dropped silently); ``options.draft_num_predict`` exists from v0.30.0 and only does anything
+on a model with MTP layers or a Modelfile DRAFT; llama-server speculates as it is launched.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
+from specschema.engines import EngineDescriptor, descriptor, parse_version
 from specschema.models import (
     ConfigResult,
     Engine,
@@ -29,29 +28,17 @@ from specschema.models import (
     Trial,
 )
 
-DRAFT_NUM_PREDICT_SINCE = (0, 30, 0)
+__all__ = ["CounterProblem", "TOTALS_OVER_DRAFTED", "api_counters_refused", "counter_problems",
+           "decide", "engine_can_honor", "facts", "facts_of", "launch_speculates",
+           "never_drafted", "parse_version", "reports_api_counters",
+           "submission_counter_problems", "submission_verdicts", "verdict"]
 
 
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    """'0.33.1-rc2' -> (0, 33, 1); None when it is not a version at all."""
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
-    if not match:
-        return None
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch or 0)
-
-
-@lru_cache(maxsize=1024)
-def engine_can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
-    """True/False when known; None when the version cannot be read."""
-    if mechanism in ("none", "server_launch"):
-        return True  # server_launch: the client starts the engine with the flags itself
-    if mechanism == "draft_model_field":
-        return False
-    version = parse_version(engine_version)
-    if version is None:
-        return None
-    return version >= DRAFT_NUM_PREDICT_SINCE
+def engine_can_honor(mechanism: Mechanism, engine_version: str,
+                     engine: str | None = "ollama") -> bool | None:
+    """True/False when known; None when the version cannot tell. ``engine``: the wire's
+    ``engine.name`` (None, as in a v1 submission: Ollama)."""
+    return descriptor(engine).can_honor(mechanism, engine_version)
 
 
 def verdict(
@@ -167,11 +154,12 @@ def facts_of(config: ConfigResult) -> Facts:
                  launches=s.launches, refused=s.refusal is not None)
 
 
-def never_drafted(engine: Engine, own: Facts) -> bool:
-    """llama-server reports ``timings.draft_n`` for every request that drafted, so a config
-    whose engine starts speculated but none of whose trials drafted a token did not
-    speculate at all (llama.cpp served without its draft)."""
-    return (engine.name == "llama-server" and own.spec_launch and own.trials > 0
+def never_drafted(engine: EngineDescriptor, own: Facts) -> bool:
+    """An engine whose API counts every request that drafted (llama-server's
+    ``timings.draft_n``, ``EngineDescriptor.counts_every_draft``): a config whose engine
+    starts speculated but none of whose trials drafted a token did not speculate at all
+    (llama.cpp served without its draft)."""
+    return (engine.counts_every_draft and own.spec_launch and own.trials > 0
             and own.trials_with_counters == 0 and not own.counters_seen)
 
 
@@ -186,15 +174,17 @@ def decide(
     """``verdict`` for one config from its facts and the baseline's (None: no baseline)."""
     requested = role == "draft"
     base_speculated = baseline is not None and (baseline.counters_seen or baseline.spec_launch)
+    described = descriptor(engine.name)
     return verdict(
         requested=requested,
-        can_honor=engine_can_honor(mechanism, engine.version),
+        can_honor=described.can_honor(mechanism, engine.version),
         counters_seen=own.counters_seen,
         speculated=own.spec_launch,
         baseline_speculated=requested and base_speculated,
         synthetic=own.synthetic or (requested and baseline is not None and baseline.synthetic),
-        runtime=engine.runtime,
-        launched_without_speculation=own.launched_plain or never_drafted(engine, own),
+        # MLX only rules out a comparison where the engine cannot switch speculation off
+        runtime=engine.runtime if described.mlx_always_speculates else None,
+        launched_without_speculation=own.launched_plain or never_drafted(described, own),
         refused=requested and own.refused,
     )
 
@@ -259,7 +249,14 @@ def reports_api_counters(config: ConfigResult) -> bool:
 
 
 TOTALS_OVER_DRAFTED = "more tokens accepted than drafted"
-API_COUNTERS_ENGINE = "only the llama-server engine reports counters from its API"
+
+
+def api_counters_refused(engine_name: str | None) -> str | None:
+    """Why this engine cannot carry counters from its own API (None: it can)."""
+    described = descriptor(engine_name)
+    if "engine_api" in described.counter_sources:
+        return None
+    return f"{described.label} reports no counters from its API"
 
 
 class CounterProblem(NamedTuple):
@@ -273,7 +270,7 @@ def submission_counter_problems(submission: Submission) -> list[CounterProblem]:
     client checks before it prints a verdict or asks for consent (the server refuses the
     same submission, 422, with the same rule, path and message)."""
     found: list[CounterProblem] = []
-    api_allowed = submission.engine.name == "llama-server"
+    api_refused = api_counters_refused(submission.engine.name)
     for ci, config in enumerate(submission.configs):
         s = config.speculation
         if (s.drafted_tokens is not None and s.accepted_tokens is not None
@@ -284,9 +281,9 @@ def submission_counter_problems(submission: Submission) -> list[CounterProblem]:
         for where, message in counter_problems(config):
             found.append(CounterProblem("counters_consistent", f"configs.{ci}.{where}",
                                         message))
-        if not api_allowed and reports_api_counters(config):
+        if api_refused is not None and reports_api_counters(config):
             found.append(CounterProblem("counters_consistent",
                                         f"configs.{ci}.speculation.counters_source",
-                                        API_COUNTERS_ENGINE))
+                                        api_refused))
     return found
 

@@ -20,6 +20,7 @@ from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.capability import submission_counter_problems
 from specschema.conclusion import vs_baseline
+from specschema.engines import descriptor
 from specschema.stats import decode_tps
 from specsubmit.outside_text import LINE_LIMIT, visible
 
@@ -55,11 +56,12 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
                               engine_version=submission.engine.version,
                               complete=submission.complete,
                               log_status=submission.engine_log,
+                              engine=submission.engine.name,
                               inconsistent=inconsistent_configs(submission))
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
-    engine = "llama-server" if submission.engine.name == "llama-server" else "Ollama"
+    engine = descriptor(submission.engine.name).label
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
                         f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD)
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from specschema import get_protocol
+from specsubmit.engines.base import RunSettings
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import find_binary
 from specsubmit.engines.llama_server.compatibility import vocab_mismatch
@@ -20,7 +21,6 @@ from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.engines.llama_server.gguf_header import read_header
 from specsubmit.engines.llama_server.store import resolve_model, split_name
 from specsubmit.errors import BadModelFile, EngineNotFound, ModelNotInStore
-from specsubmit.run.settings import RunSettings
 from tests.support.realengine.ollama_store import add_model
 from tests.support.realengine.tiny_gguf import TinyModel, tiny_vocab, write_model
 
