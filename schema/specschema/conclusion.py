@@ -155,10 +155,11 @@ def effect(summary: ConfigSummary) -> str:
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
                     log_status: str | None = None, engine: str | None = "ollama",
-                    inconsistent: str | None = None) -> str:
+                    inconsistent: str | None = None, batched: str | None = None) -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
     ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source;
-    ``inconsistent``: the counter rule the config breaks and how (see ``verdict_label``)."""
+    ``inconsistent``: the counter rule the config breaks and how (see ``verdict_label``);
+    ``batched``: ``batched_arithmetic``'s words, added where the output differed."""
     described = descriptor(engine)
     if inconsistent is not None:
         return (f"{summary.name} is inconsistent: its counters break the shared rule "
@@ -211,7 +212,32 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     "as a measured speedup")
     if evidence.outputs_match_baseline is False:
         sentence += "; its output differed from the baseline's"
+        if evidence.diverged_at is not None:
+            sentence += f" from generated token {evidence.diverged_at + 1} on"
+        if batched is not None:
+            sentence += batched
     return sentence
+
+
+def batched_arithmetic(evidence: Mapping[str, SpeculationEvidence]) -> str | None:
+    """The reason in words when every draft whose output differs diverges at the same token
+    and one of them had none of its drafted tokens accepted: that draft's output is all the
+    target's own tokens, only verified in batches, so the difference is the target's batched
+    arithmetic (a batch of positions rounds differently from one at a time), not the draft.
+    None when the facts do not show it."""
+    differing = [(name, e) for name, e in evidence.items()
+                 if e.requested and e.outputs_match_baseline is False]
+    places = {e.diverged_at for _, e in differing}
+    if not differing or len(places) != 1 or None in places:
+        return None
+    blind = [name for name, e in differing
+             if e.drafted_tokens and e.accepted_tokens == 0]
+    if not blind:
+        return None
+    every = "every draft that differs" if len(differing) > 1 else "it"
+    return (f" ({every} diverges at this same token, {blind[0]} too, which had none of its "
+            "drafted tokens accepted, so its output is the target's own: this is the target's "
+            "batched verification arithmetic, not the draft)")
 
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
@@ -236,8 +262,9 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
+    batched = batched_arithmetic(found)
     sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine,
-                                 inconsistent.get(s.name))
+                                 inconsistent.get(s.name), batched)
                  for s in drafts]
     sentences += [f"the baseline is inconsistent: its counters break the shared rule {why}"
                   for s in summaries if s.role == "baseline"

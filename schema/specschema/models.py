@@ -226,6 +226,10 @@ class Launch(WireModel):
     synthetic_flags: Annotated[list[FlagName], Field(max_length=8)] = Field(
         [], description="synthetic-acceptance flags seen (--spec-synth-len, 'warning', ...)"
     )
+    threads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="--threads (and --threads-batch) the engine was started with; null "
+        "when not known"
+    )
 
 
 class Trial(WireModel):
@@ -248,6 +252,11 @@ class Trial(WireModel):
     counters: TrialCounters | None = Field(
         None, description="v2: this trial's acceptance counters; null when none were seen"
     )
+    diverged_at: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description="v2: the index of the first generated token that differs from the "
+        "baseline's most common token sequence (compared over the tokens both have); null "
+        "when they agree or the engine gave no token ids"
+    )
 
 
 class SpeculationEvidence(WireModel):
@@ -265,6 +274,10 @@ class SpeculationEvidence(WireModel):
     )
     launches: Annotated[list[Launch], Field(max_length=16)] = Field(
         [], description="v2: every distinct engine start seen during this config's requests"
+    )
+    diverged_at: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description="v2: the first token index at which any of this config's trials "
+        "differs from the baseline's tokens (the smallest of its trials' diverged_at)"
     )
     refusal: RefusalStr | None = Field(
         None, description="v2: why the engine could not run this draft config as the protocol "
@@ -349,7 +362,11 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
             found.append((f"{path}.launches", "a v2 field"))
         if s.refusal is not None:
             found.append((f"{path}.refusal", "a v2 field"))
+        if s.diverged_at is not None:
+            found.append((f"{path}.diverged_at", "a v2 field"))
         for ti, trial in enumerate(config.trials):
             if trial.counters is not None:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
+            if trial.diverged_at is not None:
+                found.append((f"configs.{ci}.trials.{ti}.diverged_at", "a v2 field"))
     return found

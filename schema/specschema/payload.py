@@ -39,8 +39,8 @@ _V2_ONLY: dict[str, Any] = {
     "engine_log": True,
     "models": {"__all__": {"format"}},
     "configs": {"__all__": {
-        "speculation": {"mean_accepted_len", "launches", "refusal"},
-        "trials": {"__all__": {"counters"}},
+        "speculation": {"mean_accepted_len", "launches", "refusal", "diverged_at"},
+        "trials": {"__all__": {"counters", "diverged_at"}},
     }},
 }
 

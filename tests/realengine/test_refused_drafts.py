@@ -161,7 +161,32 @@ def test_specsubmit_run_with_a_refused_draft(tmp_path: Path, llama_server_bin: P
     refused = next(c for c in sub.configs if c.name == "draft_qwen2.5_1.5b_n8")
     assert refused.trials == [] and "<|retext_0|>" in (refused.speculation.refusal or "")
     assert all(len(c.trials) == 5 for c in sub.configs if c is not refused)
+    # --llama-threads 1, recorded in every launch of the result.
+    assert {launch.threads for c in sub.configs for launch in c.speculation.launches} == {1}
     words = " ".join(result.stdout.split())
     assert "draft_qwen2.5_1.5b_n8 was not run: llama.cpp refuses qwen2.5:1.5b" in words
     assert "on llama-server 0.5.0-dev" in words
     assert "recorded as incompatible" in result.stderr
+
+
+def test_the_engine_returns_the_generated_token_ids(tmp_path: Path, llama_server_bin: Path,
+                                                    tiny_model_set: ModelSet) -> None:
+    """The streamed /completion with return_tokens (what the engine adapter sends) gives
+    one id per generated token, drafted or not, and the same ids with and without a draft
+    that is an identical copy."""
+    from specsubmit.engines.llama_server.api import LlamaServerApi
+
+    body = {**completion_body(n_predict=32), "stream": True, "return_tokens": True}
+    found = {}
+    for name, draft in (("plain", None), ("identical", tiny_model_set.draft_identical)):
+        with running_server(llama_server_bin, tiny_model_set.target, tmp_path / f"{name}.log",
+                            draft=draft) as server:
+            api = LlamaServerApi(server.base_url, timeout_s=120)
+            try:
+                gen = api.completion(body)
+            finally:
+                api.close()
+        assert gen.token_ids is not None and len(gen.token_ids) == gen.eval_count == 32
+        found[name] = gen
+    assert found["identical"].draft_n and found["plain"].draft_n is None
+    assert found["plain"].token_ids == found["identical"].token_ids

@@ -132,7 +132,8 @@ def _llama_server(drafts_counted: bool, refusal: str | None = None):  # type: ig
     for c in sub.configs:
         spec = c.speculation.model_copy(update={
             "launches": [SERVER] if c.role == "draft" else [Launch(source="engine_command")],
-            "refusal": refusal if c.role == "draft" else None})
+            "refusal": refusal if c.role == "draft" else None,
+            "mechanism": "server_launch" if c.role == "draft" else "none"})
         trials = c.trials if drafts_counted or c.role == "baseline" else [
             t.model_copy(update={"counters": None}) for t in c.trials]
         if not drafts_counted:

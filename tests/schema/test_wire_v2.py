@@ -60,6 +60,8 @@ def _v2(**changes: object) -> dict:  # type: ignore[type-arg]
         lambda d: d["configs"][1]["speculation"].update(observed="baseline_speculated"),
         lambda d: d["configs"][1]["speculation"].update(observed="incompatible"),
         lambda d: d["configs"][1]["speculation"].update(refusal="llama.cpp refuses it"),
+        lambda d: d["configs"][1]["speculation"].update(diverged_at=82),
+        lambda d: d["configs"][1]["trials"][0].update(diverged_at=82),
         lambda d: d["configs"][1]["speculation"].update(counters_source="engine_api"),
         lambda d: d["configs"][1]["speculation"].update(mean_accepted_len=2.5),
         lambda d: d["configs"][1]["speculation"].update(launches=[{"source": "engine_command"}]),

@@ -342,7 +342,8 @@ def register(app: typer.Typer) -> None:
         = None,
         llama_threads: Annotated[int | None, typer.Option(
             "--llama-threads", envvar="SPECSUBMIT_LLAMA_THREADS",
-            help="llama-server --threads (default: its own choice, the physical cores).")]
+            help="llama-server --threads (default: the physical cores less those busy "
+                 "with other work, by the load average; at least 1).")]
         = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""

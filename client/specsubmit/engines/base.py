@@ -112,6 +112,9 @@ class Generation:
     done_reason: str | None
     draft_n: int | None = None
     draft_accepted: int | None = None
+    # The generated token ids, when the engine returns them (llama-server's return_tokens):
+    # outputs are compared token by token, with the first position that differs.
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,12 @@ from specsubmit.engines.base import (
 from specsubmit.engines.base import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
-from specsubmit.run.evidence import build_evidence, outputs_match_baseline
+from specsubmit.run.evidence import (
+    build_evidence,
+    divergences,
+    outputs_match_baseline,
+    token_reference,
+)
 
 __all__ = [
     "COLD_LOAD_NS",
@@ -362,21 +367,33 @@ def build_submission(
     protocol = settings.protocol
     target = pre.public_names.get(settings.target, settings.target) if settings.target \
         else None
-    baseline_trials = states[protocol.baseline().name].trials
+    baseline_state = states[protocol.baseline().name]
+    baseline_trials = baseline_state.trials
+    reference = token_reference(baseline_state.generations)
     configs: list[ConfigResult] = []
     for config in protocol.configs:
         state = states[config.name]
+        # Token by token where the engine gave the ids (llama-server), else by text hash.
+        diverged = divergences(reference, state.generations) if state.trials else None
+        matches = (all(d is None for d in diverged) if diverged is not None
+                   else outputs_match_baseline(baseline_trials, state.trials))
         evidence = build_evidence(
             config, engine_version=report.version or pre.engine_version,
             engine=pre.engine_name, counters=counters.get(config.name),
             models_loaded=report.models_loaded.get(config.name, []),
-            outputs_match=outputs_match_baseline(baseline_trials, state.trials),
+            outputs_match=matches,
             launches=report.launches.get(config.name, []),
             refusal=(refused or {}).get(config.name),
         )
         trials = with_log_evidence(state.trials, report.trial_counters.get(config.name, []),
                                    report.reloaded.get(config.name, []),
                                    keep_counters=evidence.drafted_tokens is not None)
+        if diverged is not None and any(d is not None for d in diverged):
+            trials = [t.model_copy(update={"diverged_at": d}) if d is not None else t
+                      for t, d in zip(trials, diverged, strict=True)]
+            if config.role == "draft":
+                evidence = evidence.model_copy(update={
+                    "diverged_at": min(d for d in diverged if d is not None)})
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=protocol.model_for(config, target),
             draft_model=config.draft_model, request_options=protocol.request_options(config),

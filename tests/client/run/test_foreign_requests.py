@@ -14,7 +14,7 @@ from specschema import Fingerprint, get_protocol
 from specschema.capability import submission_counter_problems
 from specserver.ingest import checks
 from specsubmit.engines.ollama.client import OllamaClient
-from specsubmit.engines.ollama.engine import OllamaEngine
+from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.run.runner import RunListener, RunSettings, run_protocol
 from tests.fakeollama import FakeModel, FakeOllama
 
@@ -47,11 +47,11 @@ def _run(tmp_path: Path, intrude: bool):  # type: ignore[no-untyped-def]
     tmp_path.mkdir(parents=True, exist_ok=True)
     log = tmp_path / "server.log"
     models = [FakeModel(MTP, mtp=True, acceptance=0.75, tokens_per_s=2000)]
-    settings = RunSettings(protocol=get_protocol("ollama-draft"), target=MTP, log_path=log)
+    settings = RunSettings(protocol=get_protocol("ollama-draft"), target=MTP)
     with FakeOllama(version="0.33.1", models=models, log_path=log) as fake, \
             OllamaClient(fake.url, timeout_s=10) as client:
         listener = Intruder(fake.url, "spec_8", 1 if intrude else -1)
-        outcome = run_protocol(OllamaEngine(client, settings), settings,
+        outcome = run_protocol(OllamaEngine(client, settings, OllamaLog(path=log)), settings,
                                fingerprint=Fingerprint(memory_gb=24), listener=listener)
         if listener.thread is not None:
             listener.thread.join(30)

@@ -14,7 +14,7 @@ from specschema import Fingerprint, get_protocol
 from specschema.capability import submission_counter_problems
 from specserver.ingest import checks
 from specsubmit.engines.ollama.client import OllamaClient
-from specsubmit.engines.ollama.engine import OllamaEngine
+from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.errors import SubmitError
 from specsubmit.run.report import conclusion, inconsistent_configs, summary_table
 from specsubmit.run.runner import RunListener, RunSettings, run_protocol
@@ -28,10 +28,10 @@ def _run(tmp_path: Path, inflate: int):  # type: ignore[no-untyped-def]
     log = tmp_path / "server.log"
     models = [FakeModel(MTP, mtp=True, acceptance=0.75, tokens_per_s=3000,
                         inflate_accepted=inflate)]
-    settings = RunSettings(protocol=get_protocol("ollama-draft"), target=MTP, log_path=log)
+    settings = RunSettings(protocol=get_protocol("ollama-draft"), target=MTP)
     with FakeOllama(version="0.33.1", models=models, log_path=log) as fake, \
             OllamaClient(fake.url, timeout_s=10) as client:
-        return run_protocol(OllamaEngine(client, settings), settings,
+        return run_protocol(OllamaEngine(client, settings, OllamaLog(path=log)), settings,
                             fingerprint=Fingerprint(memory_gb=24), listener=RunListener())
 
 

@@ -41,7 +41,7 @@ def _count(value: object) -> int | None:
 
 
 def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | None,
-                          text: str) -> Generation:
+                          text: str, token_ids: tuple[int, ...] | None = None) -> Generation:
     """The final chunk's timings as a Generation (llama-server's ms -> integer ns)."""
     timings = final.get("timings")
     if not isinstance(timings, dict):
@@ -70,6 +70,7 @@ def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | Non
         done_reason=_DONE_REASON.get(str(stop_type), None) if stop_type else None,
         draft_n=draft_n if draft_n else None,
         draft_accepted=(accepted or 0) if draft_n else None,
+        token_ids=token_ids,
     )
 
 
@@ -144,6 +145,8 @@ class LlamaServerApi:
         """One streamed /completion (SSE ``data:`` lines), timed on the client's clock."""
         ttft: float | None = None
         pieces: list[str] = []
+        tokens: list[int] = []
+        tokens_seen = False
         final: JsonDict | None = None
         wall = 0.0
         start = time.perf_counter()
@@ -171,6 +174,11 @@ class LlamaServerApi:
                     if "error" in chunk:
                         raise LlamaServerError(f"llama-server reported an error: "
                                                f"{str(chunk['error'])[:160]}")
+                    ids = chunk.get("tokens")
+                    if isinstance(ids, list) and not chunk.get("stop"):
+                        tokens_seen = True
+                        tokens.extend(i for i in ids if isinstance(i, int)
+                                      and not isinstance(i, bool))
                     content = chunk.get("content")
                     if isinstance(content, str) and content:
                         if ttft is None:
@@ -183,4 +191,5 @@ class LlamaServerApi:
                                ) from None
         if final is None:
             raise StreamBroken("llama-server's response ended without its final chunk")
-        return generation_from_final(final, wall_s=wall, ttft_s=ttft, text="".join(pieces))
+        return generation_from_final(final, wall_s=wall, ttft_s=ttft, text="".join(pieces),
+                                     token_ids=tuple(tokens) if tokens_seen else None)

@@ -43,6 +43,7 @@ from specsubmit.engines.llama_server.binary import Binary, find_binary
 from specsubmit.engines.llama_server.compatibility import vocab_mismatch
 from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header
 from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
+from specsubmit.engines.llama_server.threads import default_threads
 from specsubmit.engines.memory import available_memory, check_memory
 from specsubmit.errors import (
     BadModelFile,
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
 REQUEST_OPTIONS = {"num_predict": "n_predict", "temperature": "temperature", "seed": "seed",
                    "top_k": "top_k", "top_p": "top_p", "repeat_penalty": "repeat_penalty"}
 FIXED_REQUEST = {"min_p": 0.0, "stream": True,
+                 # The generated token ids, per chunk: outputs compare token by token.
+                 "return_tokens": True,
                  # Every trial prefills its prompt again (no KV reuse between trials), so
                  # trials are alike and prompt_eval is measured each time.
                  "cache_prompt": False}
@@ -186,6 +189,11 @@ class LlamaServerEngine:
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
         self._check_options()
+        if self.threads is None:
+            # Before any server of ours runs: the load it sees is other work's.
+            self.threads = default_threads()
+            listener.phase(f"llama-server threads: {self.threads} (the physical cores less "
+                           "those busy with other work; --llama-threads N to choose)")
         self.binary = find_binary(self.binary_flag, which=self.which)
         version, build = self._version(self.binary)
         listener.phase(f"llama-server {version} ({self.binary.source}: {self.binary.path})")
@@ -307,10 +315,10 @@ class LlamaServerEngine:
 
         options = self.protocol.request_options(config)
         if config.draft_model is None:
-            return Launch(source="engine_command")
+            return Launch(source="engine_command", threads=self.threads)
         n_max = options.get("spec_draft_n_max", 3)
-        return Launch(source="engine_command", spec_type=str(options.get("spec_type",
-                                                                         "draft-simple")),
+        return Launch(source="engine_command", threads=self.threads,
+                      spec_type=str(options.get("spec_type", "draft-simple")),
                       draft_n_max=n_max if isinstance(n_max, int) else None,
                       draft_model=True, draft_model_digest=self.models[config.draft_model].digest)
 

@@ -12,6 +12,7 @@ What it does with a draft is set per draft file (the first 12 hex digits of its 
   (``/slots``: ``speculative: false``), as this build does for an incompatible vocab;
 - ``silent``: serve without speculation and log nothing (only ``/slots`` tells);
 - ``fail``: log "failed to load draft model" and exit 1;
+- ``blind``: speculate, accepting none of what it drafts (an unrelated draft);
 - anything else, or not listed: speculate, accepting half of what it drafts.
 
 The generated token ids are ``100 + i``; with ``FAKE_LLAMA_DIVERGE_AT=N`` a speculating
@@ -84,7 +85,8 @@ def main(argv: list[str]) -> int:
     if behaviour == "refuse":
         for line in REFUSAL_LINES:
             _log(line)
-    speculating = behaviour in ("speculate",)
+    speculating = behaviour in ("speculate", "blind")
+    accept_share = 0.0 if behaviour == "blind" else 0.5
     diverge_at = int(os.environ.get("FAKE_LLAMA_DIVERGE_AT", "-1"))
     tasks = iter(range(1, 1_000_000))
     lock = threading.Lock()
@@ -138,10 +140,11 @@ def main(argv: list[str]) -> int:
             with lock:
                 task = next(tasks)
             if speculating:
-                timings.update(draft_n=n, draft_n_accepted=n // 2)
+                accepted = int(n * accept_share)
+                timings.update(draft_n=n, draft_n_accepted=accepted)
                 _log(f"0.01.000.000 I slot print_timing: id  0 | task {task} | draft "
-                     f"acceptance = 0.50000 ({n // 2:5d} accepted / {n:5d} generated), "
-                     "mean len =  2.00")
+                     f"acceptance = {accept_share:.5f} ({accepted:5d} accepted / {n:5d} "
+                     "generated), mean len =  2.00")
             final = {"content": "", "stop": True, "stop_type": "limit", "timings": timings,
                      "tokens": []}
             self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())

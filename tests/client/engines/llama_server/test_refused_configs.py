@@ -110,6 +110,9 @@ def test_refused_configs_are_incompatible_and_the_others_run(
         "llama-server started without speculation: it refused qwen2.5:1.5b as a draft for "
         "qwen3:14b (/slots shows speculative: false after the start)")
     assert refusal["no_draft"] is None and refusal["draft_qwen3_0.6b_n8"] is None
+    # No --llama-threads: the default (threads.default_threads), the same in every launch.
+    used = {launch.threads for c in sub.configs for launch in c.speculation.launches}
+    assert len(used) == 1 and (used.pop() or 0) >= 1
     assert str(folder) not in sub.model_dump_json()
     # The positions of the trials that ran are the schedule's own; the server accepts it.
     assert _server_rules(sub) == []
@@ -187,3 +190,46 @@ def test_a_baseline_refusal_or_counters_on_an_incompatible_config_are_refused_by
     assert any(v.path == "configs.0.speculation.refusal" for v in _server_rules(bad))
     # The wire: v1 has no refusal, and a draft config refused keeps zero trials only.
     assert sub.schema_version == 2
+
+
+def test_outputs_compare_token_by_token_with_the_reason_in_words(
+        tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every drafted config's tokens differ from the baseline's from token 83 on, the
+    0 %-accepted one's too: the words say it is the target's batched arithmetic."""
+    folder = tmp_path / "models"
+    add_model(folder, "qwen3:14b", files["target"])
+    for name in ("qwen3:0.6b", "qwen3:1.7b", "qwen2.5:1.5b"):
+        add_model(folder, name, files["draft"])
+    add_model(folder, "qwen2.5:0.5b", files["draft_c"])  # accepts nothing
+    monkeypatch.setenv("FAKE_LLAMA_DRAFTS", f"{_digest(files['draft_c'])}=blind")
+    monkeypatch.setenv("FAKE_LLAMA_DIVERGE_AT", "82")
+    sub = _run(tmp_path, folder).submission
+    drafts = [c for c in sub.configs if c.role == "draft"]
+    assert all(c.speculation.outputs_match_baseline is False for c in drafts)
+    assert {c.speculation.diverged_at for c in drafts} == {82}
+    assert all(t.diverged_at == 82 for c in drafts for t in c.trials)
+    baseline = sub.configs[0]
+    assert all(t.diverged_at is None for t in baseline.trials)
+    blind = next(c for c in drafts if c.name == "draft_qwen2.5_0.5b_n8")
+    assert blind.speculation.accepted_tokens == 0 and blind.speculation.drafted_tokens
+    words = conclusion(summarize(sub), {c.name: c.speculation for c in sub.configs},
+                       engine_version=sub.engine.version, complete=True, engine="llama-server")
+    assert "its output differed from the baseline's from generated token 83 on" in words
+    assert ("draft_qwen2.5_0.5b_n8 too, which had none of its drafted tokens accepted, so its "
+            "output is the target's own: this is the target's batched verification "
+            "arithmetic, not the draft") in words
+    assert _server_rules(sub) == []
+
+
+def test_the_same_tokens_are_the_same_output(
+        tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "models"
+    add_model(folder, "qwen3:14b", files["target"])
+    for name in ("qwen3:0.6b", "qwen3:1.7b", "qwen2.5:0.5b", "qwen2.5:1.5b"):
+        add_model(folder, name, files["draft"])
+    sub = _run(tmp_path, folder).submission
+    assert all(c.speculation.outputs_match_baseline is True and c.speculation.diverged_at
+               is None for c in sub.configs if c.role == "draft")
+    words = conclusion(summarize(sub), {c.name: c.speculation for c in sub.configs},
+                       engine_version=sub.engine.version, complete=True, engine="llama-server")
+    assert "differed" not in words
