@@ -40,6 +40,7 @@ from specsubmit.errors import (
     IncompatibleVocab,
     UsageError,
 )
+from specsubmit.outside_text import visible
 from specsubmit.run.preflight import available_memory, check_memory
 from specsubmit.run.settings import RunSettings
 
@@ -59,15 +60,13 @@ LAUNCH_OPTIONS = {"num_ctx": "--ctx-size", "spec_type": "--spec-type",
 BIND_TRIES = 3
 _VERSION = re.compile(r"version:\s*(\S+)")
 _ERROR_LINE = re.compile(r"\s(E)\s")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _version_failure(path: Path, returncode: int, output: str) -> str:
-    """One line: what `--version` should have said and the first line it did say (no repr
-    of the whole output with its \\n escapes; control characters shown as ?)."""
+    """One line: what `--version` should have said and the first line it did say (not a
+    repr of the whole output with its \\n escapes; ``visible`` shows control characters)."""
     first = next((line.strip() for line in output.splitlines() if line.strip()), "")
-    first = _UNPRINTABLE.sub("?", first)
-    said = f"its first line: {first[:120]}" if first else "it printed nothing"
+    said = f"its first line: {visible(first, 120)}" if first else "it printed nothing"
     status = "" if returncode == 0 else f"exit {returncode}; "
     return (f"{path} is not a llama-server: `--version` printed no llama.cpp "
             f"\"version: ...\" line ({status}{said})")
