@@ -38,7 +38,7 @@ def test_a_run_that_fails_before_any_trial_prints_only_the_error_line(
     ('printf "not-llama 1.0\\nCopyright \\033[31mred\\033[0m\\n"; exit 3',
      "(exit 3; its first line: not-llama 1.0)"),
     ('printf "\\n\\n  \\033]0;title\\007hello\\n"',
-     "(its first line: \\\\x1b]0;title\\\\x07hello)"),
+     "(its first line: \\x1b]0;title\\x07hello)"),
     ("exit 0", "(it printed nothing)"),
 ])
 def test_a_binary_that_is_not_llama_server_is_named_in_one_line(
