@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from specschema.capability import engine_can_honor
+from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
@@ -56,14 +56,6 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
 }
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
 
-# Where a config's acceptance counters came from (``SpeculationEvidence.counters_source``).
-COUNTER_SOURCES = {"llama_server_log": "the llama-server lines of Ollama's log",
-                   "mlx_log": "the MLX runner lines of Ollama's log",
-                   "engine_api": "llama-server's own API (timings.draft_n, draft_n_accepted)"}
-# Where a confirmed config's counters were seen, in a clause ("speculated (...)").
-COUNTERS_SEEN = {"engine_api": "counters from llama-server's API",
-                 "llama_server_log": "counters in the server log",
-                 "mlx_log": "counters in the server log"}
 # The server's evidence levels (specschema.evidence.LEVELS) as a reader sees them: long on a
 # submission page, short as a board's badge. Only the first two count as confirmed.
 LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
@@ -101,36 +93,40 @@ def outcome(summary: ConfigSummary) -> Outcome | None:
     return outcome_of(summary.speedup_tps_ci_low, summary.speedup_tps_ci_high)
 
 
-def no_counters_reason(log_status: str | None, observed: str = "not_observed") -> str:
-    """Why a config that could speculate shows no counters, from the submission's
-    ``engine_log``: a log that was never given is not a log without counters."""
+def no_counters_reason(log_status: str | None, observed: str = "not_observed",
+                       engine: str | None = "ollama", *, mechanism: str = "none",
+                       engine_version: str = "") -> str:
+    """Why a config that could speculate shows no counters, in the engine's words, from the
+    submission's ``engine_log``: a log that was never given is not a log without counters."""
+    described = descriptor(engine)
     if observed == "unknown":
-        return "the Ollama version could not be read and no counters were found"
-    if log_status == "not_given":
-        return "no Ollama server log was given (--ollama-log), so no counters could be read"
-    if log_status == "unreadable":
-        return "the Ollama server log could not be read"
-    if log_status is None:  # counters would have come from the engine's API (v1: unknown)
-        return "no counters were reported for its trials"
-    return "no counters were found in the server log"
+        return (f"{capability_reason(mechanism, engine_version, engine)}, and no counters "
+                "were found")
+    if described.log_option:
+        if log_status == "not_given":
+            return (f"no {described.label} server log was given ({described.log_option}), so "
+                    "no counters could be read")
+        if log_status == "unreadable":
+            return f"the {described.label} server log could not be read"
+    return described.no_counters
 
 
-def capability_reason(mechanism: str, engine_version: str) -> str:
-    """Why a mechanism can or cannot work on this version, in one phrase."""
-    if mechanism == "draft_model_field":
-        return "Ollama has no top-level draft_model request field and drops it silently"
-    if mechanism == "draft_num_predict":
-        can = engine_can_honor("draft_num_predict", engine_version)
-        if can is False:
-            return (f"options.draft_num_predict needs Ollama 0.30.0 or later "
-                    f"(this is {engine_version})")
-        if can is None:
-            return f"the Ollama version {engine_version!r} cannot be read"
-        return ("options.draft_num_predict is supported; it only acts on a model with MTP "
-                "layers or a DRAFT")
-    if mechanism == "none":
-        return "no speculation requested"
-    return f"speculation requested through {mechanism}"  # a mechanism without its own words
+def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str]:
+    """``VERDICT_HELP[observed]`` with the engine's own advice where it differs (what to do
+    when no counters were seen, or the version could not be read)."""
+    meaning, todo = VERDICT_HELP.get(observed, ("", ""))
+    described = descriptor(engine)
+    if observed == "not_observed":
+        todo = described.no_counters_todo
+    elif observed == "unknown":
+        todo = described.unknown_todo or f"rerun with a {described.label} that reports its version"
+    return meaning, todo
+
+
+def capability_reason(mechanism: str, engine_version: str, engine: str | None = "ollama") -> str:
+    """Why a mechanism can or cannot work on this version of the engine, in one phrase (the
+    engine's descriptor's words)."""
+    return descriptor(engine).reason(mechanism, engine_version)
 
 
 def vs_baseline(summary: ConfigSummary) -> str:
@@ -191,12 +187,14 @@ def effect(summary: ConfigSummary) -> str:
 
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
-                    log_status: str | None = None) -> str:
-    """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen."""
+                    log_status: str | None = None, engine: str | None = "ollama") -> str:
+    """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
+    ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source."""
+    described = descriptor(engine)
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
-        reason = capability_reason(evidence.mechanism, engine_version)
+        reason = capability_reason(evidence.mechanism, engine_version, engine)
         sentence = (f"{summary.name} was not applied: {reason}, "
                     f"so {ratio} difference from the baseline is run-to-run noise "
                     f"({spread(summary)}{base})")
@@ -206,18 +204,18 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if rate is not None:
             counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
                       f"accepted ({rate:.0%})")
-        seen = COUNTERS_SEEN.get(evidence.counters_source or "", "counters seen")
         ran = (f"ran {effect(summary)}" if summary.speedup_tps is not None
                else "has no trials to compare")
-        sentence = f"{summary.name} speculated ({seen}) and {ran}{counts}"
+        sentence = (f"{summary.name} speculated (counters from "
+                    f"{described.counters_from(evidence.counters_source)}) and {ran}{counts}")
     elif evidence.observed in INVALID_COMPARISONS:
-        meaning, todo = VERDICT_HELP[evidence.observed]
+        meaning, todo = verdict_help(evidence.observed, engine)
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
         sentence = (f"{summary.name} cannot be compared ({VERDICT_WORDS[evidence.observed]}): "
                     f"{meaning}, so {ratio} is not a speedup; what to do: {todo}")
     elif evidence.observed in ("not_observed", "unknown"):
-        why = no_counters_reason(log_status if log_status is not None else "read",
-                                 evidence.observed)
+        why = no_counters_reason(log_status, evidence.observed, engine,
+                                 mechanism=evidence.mechanism, engine_version=engine_version)
         if summary.speedup_tps is None:
             sentence = f"{summary.name} could not be checked: {why}; it has no trials to compare"
         else:
@@ -265,11 +263,13 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
 
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
-               *, engine_version: str, complete: bool, log_status: str | None = None) -> str:
+               *, engine_version: str, complete: bool, log_status: str | None = None,
+               engine: str | None = "ollama") -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
-    as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``.
+    as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``;
+    ``engine``: its ``engine.name`` (None: Ollama, as in v1).
     """
     baseline = next((s for s in summaries if s.role == "baseline"), None)
     drafts = [s for s in summaries if s.role == "draft"]
@@ -280,10 +280,11 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
-    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status)
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine)
                  for s in drafts]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
-        lead = (f"Speculative decoding did not run in this test: Ollama {engine_version} "
+        label = descriptor(engine).label
+        lead = (f"Speculative decoding did not run in this test: {label} {engine_version} "
                 "applied none of the drafts, so every config measured the same thing. ")
     elif drafts and all(e.observed == "baseline_speculated" for e in found.values()):
         lead = ("The baseline speculated too, so this run has no baseline without "

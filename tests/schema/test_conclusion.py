@@ -130,9 +130,9 @@ def test_a_run_without_a_log_never_reads_as_a_log_without_counters() -> None:
     assert sub.configs[1].speculation.observed == "not_observed"
     said = _sentence(sub, "spec_4", "not_given")
     assert "no Ollama server log was given (--ollama-log)" in said
-    assert "found in the server log" not in said
+    assert "found in Ollama's server log" not in said
     assert no_counters_reason("not_given") in said
-    assert "found in the server log" in _sentence(sub, "spec_4", "read")
+    assert "found in Ollama's server log" in _sentence(sub, "spec_4", "read")
     assert "could not be read" in no_counters_reason("unreadable")
 
 
@@ -150,13 +150,17 @@ def test_an_incomplete_run_without_trials_of_a_config_says_so_in_words() -> None
     assert line.startswith("spec_4: no trials to compare")
 
 
-def test_confirmed_counters_are_worded_by_their_source() -> None:
+def test_a_confirmed_config_without_trials_has_no_ratio_in_words() -> None:
     sub = _v2_sub("read", counters_seen=True, draft_speedups={"spec_4": 1.5})
-    assert "(counters in the server log)" in _sentence(sub, "spec_4", "read")
-    api = sub.configs[1].speculation.model_copy(update={"counters_source": "engine_api"})
+    assert "(counters from the llama-server lines of Ollama's server log) and ran 1." in (
+        _sentence(sub, "spec_4", "read"))
     summaries = summarize(sub)
-    said = config_sentence(summaries[1], api, summaries[0], "b6123", None)
-    assert "(counters from llama-server's API)" in said and "server log" not in said
+    empty = summaries[1].model_copy(update={"speedup_tps": None, "speedup_tps_ci_low": None,
+                                            "speedup_tps_ci_high": None})
+    said = config_sentence(empty, sub.configs[1].speculation, summaries[0], "0.34.1", "read")
+    assert said.startswith("spec_4 speculated (counters from")
+    assert "has no trials to compare" in said
+    assert "ran no trials" not in said
 
 
 def test_the_short_line_leads_with_the_outcome_and_never_greens_a_slowdown() -> None:
