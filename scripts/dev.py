@@ -17,6 +17,7 @@ pip works (pip learned `--group` only in 25.1). SPECBENCH_VENV overrides the ven
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -86,14 +87,34 @@ def _llama_server_state() -> str:
             f"cores, once (cached in {build.cache_root() / 'llama-server'}){needs}")
 
 
+def _icu_build() -> str:
+    """PyICU (the server's name checks) has no wheel: pip compiles it against the system ICU."""
+    found = subprocess.run(["pkg-config", "--exists", "icu-uc"], capture_output=True,
+                           check=False) if shutil.which("pkg-config") else None
+    missing = [] if found is not None and found.returncode == 0 else ["ICU's headers"]
+    missing += [] if shutil.which("c++") or shutil.which("g++") else ["a C++ compiler"]
+    needs = (f"; it needs {' and '.join(missing)} (Debian: apt-get install libicu-dev "
+             "pkg-config g++), missing here" if missing else "")
+    return f"pip compiles PyICU from source against the system ICU, a minute or two{needs}"
+
+
+def _installed(distribution: str) -> bool:
+    found = subprocess.run([str(BIN / "python"), "-m", "pip", "show", "-q", distribution],
+                           capture_output=True, check=False)
+    return found.returncode == 0
+
+
 def plan(full: bool) -> list[str]:
     """What `test` is about to do, said before it does it."""
     if (BIN / "python").exists() or (BIN / "python.exe").exists():
         setup = (f"pip checks {VENV} against the three distributions and the dev group "
                  "(downloads only what is missing)")
+        if not _installed("pyicu"):
+            setup += f"; {_icu_build()}"
     else:
         setup = (f"pip creates {VENV} and downloads the three distributions' dependencies "
-                 "and the dev group from PyPI (about 75 packages, ~750 MB installed)")
+                 "and the dev group from PyPI (about 75 packages, ~750 MB installed); "
+                 f"{_icu_build()}")
     lines = [f"specbench test: {setup}; then ruff and mypy --strict."]
     if full:
         lines += ["Full tier: every test, also the " + ", ".join(FULL_ONLY_MARKERS) + " ones.",
@@ -103,7 +124,7 @@ def plan(full: bool) -> list[str]:
                   "when CI=true)."]
     else:
         lines += [f"Default tier: pytest -m \"{FAST_TIER}\": no other download or build, no "
-                  "database or browser needed; a few minutes.",
+                  "database or browser needed.",
                   "  The full tier (what CI runs) is `python3 scripts/dev.py test --full`."]
     return lines
 

@@ -92,3 +92,15 @@ def test_the_readme_lists_every_protocol_at_its_newest_version() -> None:
     listed = re.findall(r"^- `([a-z0-9.-]+)` v(\d+):", _section("Protocols"), re.MULTILINE)
     assert sorted((pid, int(v)) for pid, v in listed) == sorted(
         (p.id, p.version) for p in shipped_protocols().values())
+
+
+def test_a_fresh_venv_is_told_it_downloads_and_compiles_pyicu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dev = _dev()
+    monkeypatch.setattr(dev, "VENV", tmp_path / "venv")
+    monkeypatch.setattr(dev, "BIN", tmp_path / "venv" / "bin")
+    said = dev.plan(False)[0]
+    assert "downloads" in said and "from PyPI" in said
+    assert "compiles PyICU from source" in said
+    assert "PyICU" in _section("Testing") and "libicu-dev" in _section("Testing")
