@@ -50,6 +50,23 @@ class ServerSettings(BaseSettings):
     body_read_timeout_s: float = Field(
         default=10.0, gt=0, description="the whole body must arrive within this time"
     )
+    body_min_rate_bytes_s: float = Field(
+        default=2048.0, ge=0,
+        description="after a 2 s grace, a body must keep arriving at this average rate "
+                    "(bytes per second; 0 = only the total deadline)",
+    )
+    head_timeout_s: float = Field(
+        default=10.0, gt=0,
+        description="`specserver serve`: a request's head (request line and headers) must "
+                    "be complete within this time from the connection's start (or the "
+                    "request's first byte on a kept-alive connection), else 408 and closed",
+    )
+    max_connections: int = Field(
+        default=10_000, ge=16,
+        description="`specserver serve`: open connections at most (lowered to stay 256 below "
+                    "the open-file limit, which is raised to the hard limit at start); "
+                    "connections beyond it are closed at once",
+    )
     max_submission_age_days: float = Field(
         default=30.0, gt=0, description="created_at older than this is refused"
     )
