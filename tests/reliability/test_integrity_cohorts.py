@@ -248,3 +248,14 @@ def test_a_cohort_ages_from_its_first_submission_that_reached_a_board() -> None:
     held = newkeys.standing(found, newest, RULES)
     assert held.new == frozenset({"a"})  # never reached a board: never ages
     assert newkeys.standing(found, T0 + timedelta(hours=100, days=6), RULES).new == {"a", "b"}
+
+
+def test_the_maintainers_query_cannot_read_the_hash_secrets(store: str, tmp_path: Path) -> None:
+    from tests.reliability.test_admin_query import query, seeded
+    with seeded(store, tmp_path) as client:
+        for sql in ("SELECT secret FROM address_secrets",
+                    "SELECT s.origin_hash, a.secret FROM submissions s, address_secrets a"):
+            answer = query(client, sql)
+            assert answer.status_code == 422, answer.text
+            assert "secret" not in answer.json()["error"].get("details", {}).get("tables", [])
+        assert query(client, "SELECT count(origin_hash) FROM submissions").status_code == 200

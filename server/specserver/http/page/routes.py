@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from specschema.conclusion import VERDICT_WORDS
+from specschema.engines import ENGINES, descriptor
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
@@ -29,6 +30,7 @@ from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
 from specserver.store import queries, redaction
 
@@ -123,6 +125,14 @@ def _outliers(group: GroupAggregate) -> str:
             f'(robust score above 3.5)">{count} outlier{plural}</span>')
 
 
+def _unsized(group: GroupAggregate) -> str:
+    """A mark for a target the server cannot size (ingest/plausibility.py): not established."""
+    reason = target_unsized_reason(group.key.get("target"))
+    if reason is None:
+        return ""
+    return f' <span class="unsized" title="{escape(reason)}">size unknown: not checked</span>'
+
+
 def _arrived_together(group: GroupAggregate) -> str:
     """A mark for a group most of whose contributors appeared at once (board/newkeys.py)."""
     if not group.arrived_together:
@@ -154,7 +164,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"{escape(ROW_VERDICTS.get(verdict, verdict or 'merged'))}</span></td>")
         rows.append(
             f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
-            f"<td>{result.text(_key(group, 'target'))}</td>"
+            f"<td>{result.text(_key(group, 'target'))}{_unsized(group)}</td>"
             f"<td>{result.text(_key(group, 'draft'))}</td>"
             f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
             f"<td>{result.text(_key(group, 'chip'))}</td>"
@@ -209,8 +219,12 @@ def section_page(groups: Sequence[GroupAggregate], paging: Paging) -> list[Group
     a flood of one-contributor groups cannot push the established ones off the first page."""
     if len(groups) <= paging.per_page and paging.page == 1:
         return list(groups)
-    ordered = ([g for g in groups if g.contributors >= paging.min_contributors]
-               + [g for g in groups if g.contributors < paging.min_contributors])
+    def established(g: GroupAggregate) -> bool:
+        return (g.contributors >= paging.min_contributors
+                and target_unsized_reason(g.key.get("target")) is None)
+
+    ordered = ([g for g in groups if established(g)]
+               + [g for g in groups if not established(g)])
     start = (paging.page - 1) * paging.per_page
     return ordered[start:start + paging.per_page]
 
@@ -237,6 +251,16 @@ def paging_note(groups: Sequence[GroupAggregate], shown: int, paging: Paging,
     return (f'<p class="note paging">Showing {where}{folded}. {" · ".join(links)}</p>')
 
 
+def _counter_sources() -> str:
+    """Every engine's counter sources, as the board legend names them."""
+    return "; ".join(f"{d.label}: {' or '.join(d.counter_sources.values())}"
+                     for d in ENGINES.values())
+
+
+def _api_engines() -> str:
+    return " or ".join(d.label for d in ENGINES.values() if "engine_api" in d.counter_sources)
+
+
 def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      noise: list[GroupAggregate], paging: Paging | None = None) -> str:
     protocol = shipped_protocols().get(protocol_id)
@@ -252,14 +276,16 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "baseline tok/s) by chip; bars show the median across contributors, "
                      "whiskers the interquartile range, the dashed line 1.0x. Each group is "
                      "split by verdict: <strong>confirmed</strong> rows are those where "
-                     "Ollama's log showed drafted tokens being accepted (coloured: faster or "
+                     f"the engine's counters ({escape(_counter_sources())}) showed drafted "
+                     "tokens being accepted (coloured: faster or "
                      "slower); <strong>not observed</strong> rows are unverified: the engine "
                      "could speculate but no counters were seen, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
                      "asked with <code>group_by=verdict</code>. A confirmed result counts only "
                      "when its counters are consistent with its trials (evidence "
-                     "<em>engine API</em>: llama-server's own counters, or <em>log</em>); "
+                     f"<em>engine API</em>: {escape(_api_engines())}'s own counters, or "
+                     "<em>log</em>); "
                      "counters that are only reported, or that cannot explain the measured "
                      "speedup, keep a result off this board (see each submission's page). "
                      f"Verdicts: {_verdict_badges(_sum_verdicts(speed))}</p>")
@@ -405,7 +431,7 @@ def _when(value: Any) -> str:
 
 def _engine(row: dict[str, Any]) -> str:
     """"Ollama 0.30.1" or "llama-server b6123 (ggml, <build>)": the engine that ran."""
-    name = "Ollama" if row["engine"] == "ollama" else str(row["engine"])
+    name = descriptor(row["engine"]).label
     extra = ", ".join(str(v) for v in (row.get("engine_runtime"), row.get("engine_build")) if v)
     return f"{name} {row['engine_version']}" + (f" ({extra})" if extra else "")
 
@@ -473,10 +499,10 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
     out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
-                                         row.get("engine_log")))
+                                         row.get("engine_log"), row["engine"]))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
-                                    result.levels_of(parts["summaries"])))
+                                    result.levels_of(parts["summaries"]), row["engine"]))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
                "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
