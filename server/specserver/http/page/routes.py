@@ -30,6 +30,7 @@ from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
 from specserver.store import queries, redaction
@@ -125,6 +126,15 @@ def _outliers(group: GroupAggregate) -> str:
             f'(robust score above 3.5)">{count} outlier{plural}</span>')
 
 
+def _new_chip(group: GroupAggregate) -> str:
+    """The API's ``chip_known: false`` on the page: a chip outside known_chips.json."""
+    chip = group.key.get("chip", {}).get("chip")
+    if chip is None or chip_is_known(str(chip)):
+        return ""
+    return (' <span class="new-chip" title="not in the list of chips the maintainers know: '
+            'check the name">new chip</span>')
+
+
 def _unsized(group: GroupAggregate) -> str:
     """A mark for a target the server cannot size (ingest/plausibility.py): not established."""
     reason = target_unsized_reason(group.key.get("target"))
@@ -167,7 +177,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"<td>{result.text(_key(group, 'target'))}{_unsized(group)}</td>"
             f"<td>{result.text(_key(group, 'draft'))}</td>"
             f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
-            f"<td>{result.text(_key(group, 'chip'))}</td>"
+            f"<td>{result.text(_key(group, 'chip'))}{_new_chip(group)}</td>"
             f"<td>{escape(_key(group, 'memory_gb'))}</td>"
             f'{tag}<td class="num">{group.contributors}{_arrived_together(group)}</td>'
             f'<td class="num">{group.submissions}</td>'
