@@ -1,7 +1,7 @@
 """llama-server's decode rate per --threads setting, on a quiet and on a loaded machine
 (the choice behind specsubmit's default --llama-threads).
 
-    .venv/bin/python bench/llama_threads.py [--size bench|tiny] [--requests 3]
+    .venv/bin/python bench/llama_threads.py [--size tiny|bench] [--requests 3]
                                             [--num-predict 96] [--hogs N]
 
 For each condition (as found, then with N busy-loop processes, one per logical CPU by
@@ -75,7 +75,7 @@ def _rate(binary: Path, model: Path, draft: Path | None, threads: int | None, re
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=["bench", "tiny"], default="bench")
+    parser.add_argument("--size", choices=["bench", "tiny"], default="tiny")
     parser.add_argument("--requests", type=int, default=3)
     parser.add_argument("--num-predict", type=int, default=96)
     parser.add_argument("--hogs", type=int, default=os.cpu_count() or 1)
@@ -98,16 +98,21 @@ def main() -> None:
             try:
                 time.sleep(2 if hogs else 0)
                 chosen = default_threads()
-                rows = {**settings, f"specsubmit default ({chosen})": chosen}
+                merged: dict[int | None, list[str]] = {}
+                for name, threads in {**settings, f"specsubmit default ({chosen})": chosen
+                                      }.items():
+                    merged.setdefault(threads, []).append(name)
+                # One measurement per distinct flag (on 2 cores "1" is also "logical-1").
+                rows = {" = ".join(names): threads for threads, names in merged.items()}
                 load = os.getloadavg()[0]
                 print(f"\n{condition}: load average {load:.1f} (1 min)")
-                print(f"{'--threads':32} {'no draft tok/s':>15} {'draft tok/s':>12}")
+                print(f"{'--threads':48} {'no draft tok/s':>15} {'draft tok/s':>12}")
                 for name, threads in rows.items():
                     plain = _rate(binary, target, None, threads, args.requests,
                                   args.num_predict, Path(tmp) / "plain.log")
                     drafted = _rate(binary, target, draft, threads, args.requests,
                                     args.num_predict, Path(tmp) / "draft.log")
-                    print(f"{name:32} {plain:15.1f} {drafted:12.1f}", flush=True)
+                    print(f"{name:48} {plain:15.1f} {drafted:12.1f}", flush=True)
             finally:
                 for hog in started:
                     hog.kill()

@@ -63,17 +63,22 @@ def test_a_foreign_request_is_named_and_its_window_not_counted(tmp_path: Path) -
     sub, listener = _run(tmp_path / "shared", intrude=True)
     spec_8 = next(c for c in sub.configs if c.name == "spec_8")
     clean_8 = next(c for c in clean.configs if c.name == "spec_8")
-    assert [t.counters is None for t in spec_8.trials] == [False, True, False, False, False,
-                                                           False][:len(spec_8.trials)]
     assert all(t.counters is not None for t in clean_8.trials)
+    # The intruder's request lands in the window of the trial it overlapped (the second,
+    # or on a slow machine the one after): that trial, and only it, loses its counters.
+    dropped = [i for i, t in enumerate(spec_8.trials) if t.counters is None]
+    assert len(dropped) == 1 and dropped[0] >= 1, dropped
+    assert sum(t.counters is None for c in sub.configs if c.role == "draft"
+               for t in c.trials) == 1
+    named = f"spec_8 trial {dropped[0] + 1}"
     # The other trials' counters are exactly what a run alone reads; the totals are theirs.
     kept = [t.counters for t in spec_8.trials if t.counters is not None]
-    assert kept == [t.counters for i, t in enumerate(clean_8.trials) if i != 1]
+    assert kept == [t.counters for i, t in enumerate(clean_8.trials) if i != dropped[0]]
     assert spec_8.speculation.drafted_tokens == sum(c.drafted for c in kept)
     assert spec_8.speculation.observed == "confirmed"
-    assert any("another client's requests reached Ollama during spec_8 trial 2" in w
+    assert any(f"another client's requests reached Ollama during {named}" in w
                for w in listener.warnings)
-    assert sub.note and "another client's requests reached the engine during spec_8 trial 2" \
+    assert sub.note and f"another client's requests reached the engine during {named}" \
         in sub.note
     assert submission_counter_problems(sub) == []
     ctx = checks.RuleContext(get_protocol("ollama-draft"), datetime.now(UTC),

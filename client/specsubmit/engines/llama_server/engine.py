@@ -202,14 +202,14 @@ class LlamaServerEngine:
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
         self._check_options()
+        self.binary = find_binary(self.binary_flag, which=self.which)
+        version, build = self._version(self.binary)
+        listener.phase(f"llama-server {version} ({self.binary.source}: {self.binary.path})")
         if self.threads is None:
             # Before any server of ours runs: the load it sees is other work's.
             self.threads = default_threads()
             listener.phase(f"llama-server threads: {self.threads} (the physical cores less "
                            "those busy with other work; --llama-threads N to choose)")
-        self.binary = find_binary(self.binary_flag, which=self.which)
-        version, build = self._version(self.binary)
-        listener.phase(f"llama-server {version} ({self.binary.source}: {self.binary.path})")
         target = self.protocol.model_for(self.protocol.baseline(), self.settings.target)
         self.models[target] = resolve_model(target, self.models_dir)
         self.headers[target] = read_header(self.models[target].path)
