@@ -27,16 +27,16 @@ VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
 # The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
 # ("Verdicts") says the same at length. None of the last three is ever a speedup.
 VERDICT_HELP: dict[str, tuple[str, str]] = {
-    "confirmed": ("acceptance counters (drafted / accepted tokens) were seen for this "
-                  "config's trials, and the baseline showed none",
+    "confirmed": ("acceptance counters (drafted / accepted tokens) were reported for this "
+                  "config's trials, and none for the baseline",
                   "nothing: this ratio is a measured effect of speculation"),
     "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
-                    "seen for it ran without speculation",
+                    "reported for it ran without speculation",
                     "use an engine version and a target that can speculate (see the "
                     "protocol's requirements)"),
     "not_observed": ("the engine could speculate, but no counters were found for the trials",
                      "pass the Ollama server log with --ollama-log so counters can be read"),
-    "unknown": ("the engine version could not be read and no counters were seen",
+    "unknown": ("the engine version could not be read and no counters were reported",
                 "rerun with an Ollama that reports its version"),
     "baseline_speculated": ("the baseline itself speculated (counters in its trials, or an "
                             "engine start with --spec-type), so there is no baseline without "
