@@ -53,25 +53,6 @@ LEVELS: tuple[Level, ...] = ("engine_api", "log", "reported", "implausible", "no
 # as confirmed on the speedup board.
 CORROBORATED: frozenset[str] = frozenset({"engine_api", "log"})
 LOG_SOURCES = frozenset({"llama_server_log", "mlx_log"})
-# What each level means, in the words every public view uses (the page's badges, the API's
-# ``evidence_levels``): a short label, what the client reported, and what the server checked.
-# The server never sees an engine, so no level says the counters were "seen".
-LEVEL_WORDS: dict[Level, tuple[str, str, str]] = {
-    "engine_api": ("API counters, consistent",
-                   "the client reports per-trial counters from the engine's own API",
-                   "the server checked them against the trials and timings: consistent"),
-    "log": ("log counters, consistent",
-            "the client reports counters it read from the engine's log",
-            "the server checked them against the trials and timings: consistent"),
-    "reported": ("counters reported, not placed",
-                 "the client reports counters",
-                 "the server cannot place them (unknown engine version, a log the client "
-                 "says it did not read, totals without trials, or sources that disagree)"),
-    "implausible": ("counters contradict the timings",
-                    "the client reports counters",
-                    "the server checked them: they cannot explain the measured speedup"),
-    "none": ("no counters", "the client reports no counters", "nothing to check"),
-}
 # The measured speedup may exceed the bound by this factor before it is implausible: the
 # bound compares the draft config's passes with the baseline's median rate, measured
 # minutes apart (thermal drift, background load). Honest A/A ratios stay within a few

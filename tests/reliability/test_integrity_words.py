@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from specschema.evidence import LEVEL_WORDS, LEVELS
+from specschema.conclusion import LEVEL_BADGES
+from specschema.evidence import LEVELS
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.test_integrity_evidence import llama_server_dict, post, v2_dict
 from tests.support.inprocess import InProcessClient
@@ -58,7 +59,7 @@ def test_no_public_view_says_seen_and_levels_say_who_reported_what(
         assert "the server checked" in words["server_checked"]
     home = client.get("/").text
     assert "confirmed: reported counters consistent" in home
-    assert f">{LEVEL_WORDS['log'][0]} " in home and f">{LEVEL_WORDS['engine_api'][0]} " in home
+    assert f">{LEVEL_BADGES['log']} " in home and f">{LEVEL_BADGES['engine_api']} " in home
 
     views = {"page": _visible_text(home), "leaderboard": client.get("/v1/leaderboard").text}
     for sid in ids:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.middleware.cors import CORSMiddleware
 
-from specschema.evidence import LEVEL_WORDS
+from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
@@ -85,9 +85,9 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "verdict_counts": board.verdict_counts,
         "evidence_counts": board.evidence_counts,
         # what each level means: what the client reported and what the server checked
-        "evidence_levels": {level: {"label": label, "client_reported": reported,
+        "evidence_levels": {level: {"label": LEVEL_BADGES[level], "client_reported": reported,
                                     "server_checked": checked}
-                            for level, (label, reported, checked) in LEVEL_WORDS.items()},
+                            for level, (reported, checked) in LEVEL_CHECKS.items()},
         "groups": [group_json(g, dimensions) for g in page],
     }
 
@@ -299,7 +299,7 @@ def export(request: Request, reads: Reads) -> Response:
             if response is not None:
                 return response
             ready = files.open_or_write(
-                key, version, slots.writer(settings.export_build_timeout_s),
+                key, version, slots.writer(settings.export_build_wait_s),
                 lambda: exporting.materialize(reads.engine, filters, fmt, folder=folder,
                                               timeout_s=settings.export_build_timeout_s))
         handle, held = ready
