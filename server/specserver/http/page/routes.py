@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from specschema.conclusion import VERDICT_WORDS
+from specschema.conclusion import LEVEL_BADGES, VERDICT_WORDS
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
@@ -80,10 +80,9 @@ def _verdict_badges(counts: dict[str, int]) -> str:
                    for v, n in counts.items() if n)
 
 
-# Evidence levels on a board row, strongest first (specschema.evidence.LEVELS); a speedup
-# board row never holds "reported" or "implausible" confirmed results (aggregate rule 6).
-LEVEL_BADGES = {"engine_api": "engine API", "log": "log", "reported": "reported",
-                "implausible": "implausible", "none": "no counters"}
+# Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
+# specschema.conclusion.LEVEL_BADGES; a speedup board row never holds "reported" or
+# "implausible" confirmed results (aggregate rule 6).
 
 
 def _evidence_badges(counts: dict[str, int]) -> str:
@@ -446,6 +445,23 @@ def _engine(row: dict[str, Any]) -> str:
     return f"{name} {row['engine_version']}" + (f" ({extra})" if extra else "")
 
 
+def _few_trials(summaries: Sequence[Any]) -> str:
+    """"wide with 6 trials" with the count this run has (per config), not a fixed five."""
+    counts = sorted({s.trials for s in summaries if s.trials})
+    if not counts:
+        return "no trials"
+    if len(counts) == 1:
+        return f"wide with {counts[0]} trials"
+    return f"wide with {counts[0]}–{counts[-1]} trials per config"
+
+
+def _client(row: dict[str, Any]) -> str:
+    """"specsubmit 0.1.0"; a hidden submission's name is redacted, and says so."""
+    if row.get("client_name") is None and "client_name" in row.get("redacted", ()):
+        return f"{row['client_version']} (name redacted: hidden submission)"
+    return f"{row['client_name']} {row['client_version']}"
+
+
 def _subtitle(row: dict[str, Any]) -> str:
     machine = ", ".join(str(v) for v in (
         row["chip"], f"{row['memory_gb']} GB" if row["memory_gb"] is not None else None,
@@ -512,12 +528,13 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
                                          row.get("engine_log"), row["engine"]))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
-                                    result.levels_of(parts["summaries"]), row["engine"]))
+                                    result.levels_of(parts["summaries"]), row["engine"],
+                                    row.get("engine_log")))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
                "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
-               "interval (wide with five trials). A ratio whose verdict is <em>not applied</em> "
-               "is run-to-run noise, not an effect of speculation.</p>")
+               f"interval ({escape(_few_trials(summaries))}). A ratio whose verdict is "
+               "<em>not applied</em> is run-to-run noise, not an effect of speculation.</p>")
     if row["note"]:
         out.append(f'<p class="note">Note from the run: {escape(str(row["note"]))}</p>')
     out.append("<h2>Details</h2>")
@@ -527,7 +544,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),
-        ("Client", f"{row['client_name']} {row['client_version']}"),
+        ("Client", _client(row)),
         ("Run at", _when(row["created_at"])), ("Received", _when(row["received_at"])),
         ("All trials measured", row["complete"]),
         ("Source", "signed by the contributor" if row["source"] == "signed"
