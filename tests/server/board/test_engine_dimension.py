@@ -238,7 +238,8 @@ def test_the_llama_server_page_names_llama_server_and_its_api_never_ollama(serve
 def test_the_board_legend_names_each_engines_counter_source(served: Any) -> None:
     page = served.get("/").text
     assert "Ollama&#x27;s log showed" not in page
-    assert ("the engine's counters (Ollama: the llama-server lines of Ollama&#x27;s server "
+    assert ("the engine's acceptance counters (Ollama: the llama-server lines of "
+            "Ollama&#x27;s server "
             "log or the MLX runner lines of Ollama&#x27;s server log; llama-server: "
             "llama-server&#x27;s own API") in page
 
