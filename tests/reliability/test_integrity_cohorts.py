@@ -150,6 +150,8 @@ def test_without_cohorts_and_probation_the_flood_wins(store: str, tmp_path: Path
         for i in range(30):
             _post(client, 1000 + i, ATTACK, ATTACKER)
         group = _spec4(client)
+    print(f"\n[{store}] rules off: spec_4 {group['median_speedup']:.2f}x, "
+          f"{group['contributors']} contributors")
     assert group["median_speedup"] > max(HONEST) * 2
 
 
