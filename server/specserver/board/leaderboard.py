@@ -156,8 +156,9 @@ class ReadService:
             verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
             with self.engine.connect() as conn:
                 reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
-                held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
-                                        self.rules)
+                held = (newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
+                                         self.rules)
+                        if self.rules.active else newkeys.Standing({}, frozenset(), {}))
                 totals = sql.verdict_totals(conn, filters)
                 levels = sql.evidence_totals(conn, filters)
             # Sybil resistance (newkeys.py): a cohort is one contributor, new cohorts one
