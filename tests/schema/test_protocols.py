@@ -16,6 +16,7 @@ PINNED = {
     ("llamacpp-draft", 1): "750d72f1808172ecbede311a70b80d10438bd35cc8b11aff7406d66d4204199b",
     ("llamacpp-draft-long", 1):
         "3b1907388ad5690ef64329a31bdbdc6da2fc9386a1f83ef9a642648a6482cd50",
+    ("lmstudio-draft", 1): "a22dbb74dbd1b09c41fa0bbad08ce361063efd054437ae613b1615670bd9c382",
 }
 
 

@@ -20,7 +20,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from specschema.conclusion import LEVEL_BADGES, OUTCOME_WORDS, VERDICT_WORDS, outcome_of
+from specschema.conclusion import (
+    LEVEL_BADGES,
+    LEVEL_CHECKS,
+    OUTCOME_WORDS,
+    VERDICT_WORDS,
+    outcome_of,
+)
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
@@ -62,7 +68,7 @@ def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
 # How a board row's ratio is styled and named. Only a confirmed ratio is an effect of
 # speculation; a not-observed one could be anything (nothing showed that speculation ran);
 # a noise-floor ratio is the run-to-run difference with no speculation applied.
-ROW_VERDICTS = {"confirmed": "confirmed: speculation seen",
+ROW_VERDICTS = {"confirmed": "confirmed: reported counters consistent",
                 "not_observed": "not observed: unverified"}
 
 
@@ -94,7 +100,7 @@ def _outcome_words(group: GroupAggregate, style: str) -> str:
     if style == "noise":
         return "noise: not applied"
     if style == "unverified":
-        return "unverified: no counters seen"
+        return "unverified: no counters reported"
     found = group_outcome(group)
     return "no ratio" if found is None else OUTCOME_WORDS[found]  # "few results": Spread
 
@@ -114,10 +120,18 @@ def _verdict_counts(counts: dict[str, int]) -> str:
 
 
 # Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
-# specschema.conclusion.LEVEL_BADGES; a speedup board row never holds "reported" or
+# specschema.conclusion.LEVEL_BADGES, titled by what the client reported and what the
+# server checked (LEVEL_CHECKS); a speedup board row never holds "reported" or
 # "implausible" confirmed results (aggregate rule 6).
+_LEVEL_TITLES: dict[str, str] = {level: f"{reported}; {checked}"
+                                 for level, (reported, checked) in LEVEL_CHECKS.items()}
+
+
 def _evidence_counts(counts: dict[str, int]) -> str:
-    return " · ".join(f'<span class="count" data-evidence="{escape(level)}">'
+    """``log counters, reported 4``: plain words in one short line, each titled with what
+    the client reported and what the server checked."""
+    return " · ".join(f'<span class="count" data-evidence="{escape(level)}" '
+                      f'title="{escape(_LEVEL_TITLES.get(level, level))}">'
                       f"{escape(LEVEL_BADGES.get(level, level))} {n}</span>"
                       for level, n in counts.items() if n)
 
@@ -359,7 +373,7 @@ LEGEND = ('<p class="legend">Bars: the median decode speedup across contributors
           "÷ baseline tok/s), whiskers the interquartile range, the dashed line 1.0x. Colour "
           'by outcome: <span class="faster">faster</span>, <span class="unclear">no clear '
           'difference</span>, <span class="slower">slower</span>; grey: unverified (no '
-          "counters seen) or noise.</p>")
+          "counters reported) or noise.</p>")
 
 
 def new_keys_note(probation_days: float, min_contributors: int) -> str:
@@ -390,12 +404,13 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      '<p class="note speedup-rule">Median decode speedup (draft tok/s ÷ '
                      "baseline tok/s) by chip; bars show the median across contributors, "
                      "whiskers the interquartile range, the dashed line 1.0x. Each group is "
-                     "split by verdict: <strong>confirmed</strong> rows are those where "
-                     f"the engine's counters ({escape(_counter_sources())}) showed drafted "
-                     "tokens being accepted (coloured by outcome: faster, no clear "
-                     "difference or slower); <strong>not observed</strong> rows are "
-                     "unverified: the engine "
-                     "could speculate but no counters were seen, so their ratio is shown in "
+                     "split by verdict: <strong>confirmed</strong> rows are those whose "
+                     "submissions report the engine's acceptance counters "
+                     f"({escape(_counter_sources())}), which the server checked against the "
+                     "trials and timings (it never sees the engine itself; coloured by "
+                     "outcome: faster, no clear difference or slower); <strong>not "
+                     "observed</strong> rows are unverified: the engine "
+                     "could speculate but no counters were reported, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
                      "asked with <code>group_by=verdict</code>. A confirmed result counts only "

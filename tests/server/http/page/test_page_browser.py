@@ -342,7 +342,7 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     # Asked 1.5x (the example's trials scatter by a few percent around it).
     assert len(unverified) == 2 and all(float(r["ratio"].rstrip("x")) > 1.4 for r in unverified)
     assert all(r["colour"] != GREEN and r["weight"] == "400" for r in unverified)
-    assert all(r["outcome"] == "unverified: no counters seen" for r in unverified)
+    assert all(r["outcome"] == "unverified: no counters reported" for r in unverified)
     assert any(r["colour"] == GREEN and r["outcome"] == "faster"
                for r in rows if r["style"] == "effect"), rows  # confirmed 1.2x: green, "faster"
     # The rule at length is one click away ("How this board is made"), the legend in view.
