@@ -137,6 +137,8 @@ def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str
         todo = described.no_counters_todo
     elif observed == "unknown":
         todo = described.unknown_todo or f"rerun with a {described.label} that reports its version"
+    elif observed == "baseline_speculated" and described.baseline_speculated_todo:
+        todo = described.baseline_speculated_todo
     return meaning, todo
 
 
