@@ -260,7 +260,7 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
     ``draft_a: not applied: 0.98x is run-to-run noise``.
     """
     if summary.role == "baseline":
-        rate = f", {summary.median_tps:.1f} tok/s" if summary.median_tps is not None else ""
+        rate = f", {summary.median_tps:.2f} tok/s" if summary.median_tps is not None else ""
         return f"{summary.name}: the baseline{rate}"
     observed = evidence.observed if evidence is not None else summary.observed
     ratio = vs_baseline(summary)
