@@ -150,6 +150,8 @@ def test_without_cohorts_and_probation_the_flood_wins(store: str, tmp_path: Path
         for i in range(30):
             _post(client, 1000 + i, ATTACK, ATTACKER)
         group = _spec4(client)
+    print(f"\n[{store}] rules off: spec_4 {group['median_speedup']:.2f}x, "
+          f"{group['contributors']} contributors")
     assert group["median_speedup"] > max(HONEST) * 2
 
 
@@ -259,3 +261,65 @@ def test_the_maintainers_query_cannot_read_the_hash_secrets(store: str, tmp_path
             assert answer.status_code == 422, answer.text
             assert "secret" not in answer.json()["error"].get("details", {}).get("tables", [])
         assert query(client, "SELECT count(origin_hash) FROM submissions").status_code == 200
+
+
+def test_what_an_attacker_with_ranges_still_needs_the_documented_days() -> None:
+    """docs/aggregation.md's table ("Many keys"): 7 established cohorts (to outvote 6 honest
+    contributors) take ~13 days from one range and ~8 from seven, with shipped rules."""
+    rules = newkeys.CohortRules.of(newkeys.DEFAULT_PROBATION_DAYS,
+                                   newkeys.DEFAULT_WINDOW_HOURS,
+                                   newkeys.DEFAULT_GRADUATIONS_PER_DAY)
+
+    def established_on(found: list[newkeys.Arrival], day: float) -> int:
+        held = newkeys.standing(found, T0 + timedelta(days=day), rules)
+        return len(set(held.cohort_of.values()) - held.new)
+
+    # one range: keys 25 h apart (closer ones chain into one cohort), each aged at once
+    one_range = [_arrival(f"k{i}", 25 * i, origin="r", aged_hours=25 * i) for i in range(7)]
+    assert established_on(one_range, 13.2) < 7 <= established_on(one_range, 13.3)
+    # the same 7 keys within one day from one range: one cohort, for good
+    burst = [_arrival(f"b{i}", i, origin="r", aged_hours=i) for i in range(7)]
+    assert established_on(burst, 60) == 1
+    # seven ranges, one key each, all on day 0
+    seven = [_arrival(f"s{i}", 0, origin=f"r{i}", aged_hours=0) for i in range(7)]
+    assert established_on(seven, 6.9) == 0 and established_on(seven, 7.1) == 7
+
+
+@pytest.mark.postgres
+def test_replicas_share_the_secret_through_the_store(tmp_path: Path) -> None:
+    """Two servers on one PostgreSQL store hash one range alike: the first draws the
+    epoch's secret, the second reads it (store/origins.py)."""
+    from specserver.http.app import create_app
+    from tests.reliability.apps import make_settings
+    from tests.support.postgres import private_schema_url
+    with private_schema_url() as url:
+        hashes = []
+        for replica, seed in (("a", 1), ("b", 2)):
+            settings = make_settings(tmp_path / replica, database_url=url)
+            with InProcessClient(create_app(settings)) as client:
+                _post(client, seed, 1.1, ("198.51.100.7", 1))
+                engine = app_engine(client.app)
+                with engine.connect() as conn:
+                    sub = tables.submissions
+                    hashes.append(conn.execute(select(sub.c.origin_hash).where(
+                        sub.c.key_id == key_id_of(bytes(signing_key(seed).verify_key))))
+                        .scalar_one())
+                    count = conn.execute(select(tables.address_secrets.c.epoch)).all()
+        assert hashes[0] == hashes[1] and len(count) == 1
+
+
+def test_old_secrets_are_deleted_after_their_retention(store: str, tmp_path: Path) -> None:
+    with app_on(store, tmp_path) as app, InProcessClient(app) as client:
+        engine = app_engine(client.app)
+        with engine.begin() as conn:
+            first = origins.epoch_secret(conn, 100, keep_epochs=3)
+            assert origins.epoch_secret(conn, 100, keep_epochs=3) == first  # drawn once
+            later = origins.epoch_secret(conn, 104, keep_epochs=3)
+            kept = sorted(conn.execute(select(tables.address_secrets.c.epoch)).scalars())
+    assert later != first
+    assert kept == [104]  # epoch 100 is more than 3 epochs old: its hashes are unreadable now
+    assert origins.origin_hash(first, "198.51.100.0/24") != origins.origin_hash(
+        later, "198.51.100.0/24")
+    assert origins.address_range("2001:db8:aa:ffff::9") == "2001:db8:aa::/48"
+    assert origins.address_range("::ffff:198.51.100.7") == "198.51.100.0/24"
+    assert origins.address_range("unknown") is None
