@@ -68,7 +68,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
                  t.eval_count, t.eval_duration_ns, t.done_reason, t.output_chars,
                  t.output_sha256, t.cold)
                 + ((None, None, None, None) if c is None
-                   else (c.drafted, c.accepted, c.mean_accepted_len, c.source)))
+                   else (c.drafted, c.accepted, c.mean_accepted_len, c.source))
+                + (t.block,))
     rows: dict[str, list[Row]] = {
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
@@ -96,7 +97,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
              m.median_wall_s, m.median_eval_s, m.median_tps, m.min_tps, m.max_tps,
              m.stdev_tps, m.cv_tps, m.speedup_tps, m.speedup_tps_ci_low,
              m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline,
-             evidence[m.name].level, evidence[m.name].reason)
+             evidence[m.name].level, evidence[m.name].reason, m.blocks, m.block_drift,
+             m.speedup_wall_ci_low, m.speedup_wall_ci_high)
             for m in checked.summaries
         ],
     }

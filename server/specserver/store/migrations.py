@@ -173,6 +173,26 @@ def _evidence_levels(conn: Connection) -> None:
     fill.drop(conn)
 
 
+_BLOCK_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("trials", "block", "INTEGER"),
+    ("summaries", "blocks", "INTEGER"),
+    ("summaries", "block_drift", "DOUBLE PRECISION"),
+    ("summaries", "speedup_wall_ci_low", "DOUBLE PRECISION"),
+    ("summaries", "speedup_wall_ci_high", "DOUBLE PRECISION"),
+)
+
+
+def _blocks(conn: Connection) -> None:
+    """Blocks: trials.block and the summaries' block fields; null on every stored row
+    (no submission before them carried blocks, and their numbers stay as they were)."""
+    for table, column, kind in _BLOCK_COLUMNS:
+        present = set(conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND table_schema = current_schema()"), {"t": table}).scalars())
+        if column not in present:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -183,6 +203,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "launches, mean accepted length; observed VARCHAR(32)", _wire_v2),
     Migration(4, "evidence levels: summaries.evidence and evidence_reason, computed for every "
                  "stored config", _evidence_levels),
+    Migration(5, "blocks: trials.block; summaries.blocks, block_drift, speedup_wall_ci_low "
+                 "and speedup_wall_ci_high", _blocks),
 )
 LATEST = MIGRATIONS[-1].version
 

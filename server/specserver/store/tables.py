@@ -180,6 +180,8 @@ trials = Table(
     Column("accepted", BigInteger, nullable=True),
     Column("mean_accepted_len", Double, nullable=True),
     Column("counters_source", String(32), nullable=True),
+    # Store version 5: the trial's block (null: the client recorded none, or stored before)
+    Column("block", Integer, nullable=True),
     PrimaryKeyConstraint(
         "submission_id", "config_name", "trial_index"
     ).ddl_if(dialect=CHILD_KEY_DIALECT),
@@ -213,6 +215,12 @@ summaries = Table(
     # (specschema.evidence: engine_api | log | reported | implausible | none) and why.
     Column("evidence", String(16), nullable=True),
     Column("evidence_reason", Text, nullable=True),
+    # Store version 5: from blocks (specschema.summary; null without them): the config's
+    # blocks, how far their medians disagree, and the wall-time speedup's interval.
+    Column("blocks", Integer, nullable=True),
+    Column("block_drift", Double, nullable=True),
+    Column("speedup_wall_ci_low", Double, nullable=True),
+    Column("speedup_wall_ci_high", Double, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

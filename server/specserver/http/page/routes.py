@@ -24,7 +24,6 @@ from specschema.conclusion import VERDICT_WORDS
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
-from specserver.board.leaderboard import Board
 from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
@@ -60,7 +59,8 @@ def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
 # speculation; a not-observed one could be anything (nothing showed that speculation ran);
 # a noise-floor ratio is the run-to-run difference with no speculation applied.
 ROW_VERDICTS = {"confirmed": "confirmed: speculation seen",
-                "not_observed": "not observed: unverified"}
+                "not_observed": "not observed: unverified",
+                "unstable": "unstable: baseline blocks disagree"}
 
 
 def _ratio_cell(value: float | None, style: str) -> str:
@@ -110,7 +110,7 @@ def _chart_label(group: GroupAggregate) -> str:
     chip = _key(group, "chip")
     chip = chip if len(chip) <= 40 else chip[:39] + "…"  # the chart's label column is fixed
     label = f"{chip} · {_key(group, 'memory_gb')} · {config}"
-    return label + (" · unverified" if _row_verdict(group) == "not_observed" else "")
+    return label + ("" if _row_verdict(group) == "confirmed" else " · unverified")
 
 
 def _outliers(group: GroupAggregate) -> str:
@@ -339,9 +339,9 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
             f"<th>GB</th><th>Engine</th><th>Drafts</th></tr>{''.join(rows)}</table>")
 
 
-def _by_protocol(board: Board) -> dict[str, list[GroupAggregate]]:
+def _by_protocol(groups: Sequence[GroupAggregate]) -> dict[str, list[GroupAggregate]]:
     found: dict[str, list[GroupAggregate]] = {}
-    for group in aggregate.sort_groups(board.groups, aggregate.DEFAULT_SORT):
+    for group in aggregate.sort_groups(groups, aggregate.DEFAULT_SORT):
         found.setdefault(str(group.key["protocol"]["protocol_id"]), []).append(group)
     return found
 
@@ -360,8 +360,11 @@ def home(request: Request, reads: Reads) -> Response:
 
     def build() -> Response:
         speed_board = reads.board(filters, SPEED_DIMENSIONS, "speedup", version)
-        speed = _by_protocol(speed_board)
-        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version))
+        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
+        # its own row and never in a confirmed row's median (aggregate rule 5).
+        unverified = reads.board(filters, SPEED_DIMENSIONS, "unverified", version)
+        speed = _by_protocol([*speed_board.groups, *unverified.groups])
+        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups)
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
             menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
