@@ -21,6 +21,7 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │                               consent prompt)
     ├── ResultFileError             a saved result cannot be read
     ├── KeyStoreError               the contributor key cannot be read or written
+    ├── StateFolderError            the state folder (SPECSUBMIT_HOME) cannot be written
     └── SubmitError                 signing or sending failed
         ├── ServerUnreachable       exit 69: --server does not answer as a specbench server
         │                           (checked before any trial runs)
@@ -107,6 +108,10 @@ class ResultFileError(SpecSubmitError):
 
 
 class KeyStoreError(SpecSubmitError):
+    pass
+
+
+class StateFolderError(SpecSubmitError):
     pass
 
 

@@ -111,6 +111,24 @@ class ServerSettings(BaseSettings):
         description="a key is new this long after its first submission; new keys weigh as one "
                     "contributor per group (board/newkeys.py; 0 = off)",
     )
+    cohort_window_hours: float = Field(
+        default=24.0, ge=0,
+        description="keys whose first submissions came from one address range within this "
+                    "long of each other are one cohort, one contributor for good (0 = off)",
+    )
+    range_graduations_per_day: int = Field(
+        default=2, ge=0,
+        description="cohorts of one address range that may leave probation per day "
+                    "(0 = no cap)",
+    )
+    address_hash_rotation_days: float = Field(
+        default=30.0, gt=0,
+        description="the secret of the address-range hashes is replaced this often",
+    )
+    address_secret_retention_days: float = Field(
+        default=90.0, ge=0,
+        description="an old hash secret is deleted this long after its epoch",
+    )
     read_max_stale_s: float = Field(
         default=0.0, ge=0, le=300,
         description="public reads may reuse the store's data version this long (0 = exact)",

@@ -132,15 +132,20 @@ def test_read_text_of_the_environment_is_refused_on_duckdb(
                     "SELECT * FROM read_csv('/etc/passwd')"):
             answer = query(client, sql)
             assert answer.status_code == 422, (sql, answer.text)
-            assert answer.json()["error"]["code"] == "query_failed"
+            # The table gate refuses it before it runs (not an allowed table function) ...
+            assert answer.json()["error"]["code"] == "not_read_only"
             assert TOKEN not in answer.text
-            assert "disabled by configuration" in answer.json()["error"]["message"]
+            assert "is not allowed" in answer.json()["error"]["message"]
         # Turning it back on is not a SELECT, and the configuration is locked anyway, for
         # every connection of the store's DuckDB, also one the writer would open anew.
         assert query(client, "SET enable_external_access = true").status_code == 422
         store = client.app.state.store
         store.engine.dispose()
         with store.engine.connect() as conn:
+            # ... and the lockdown under it still holds should a read get past the gate.
+            with pytest.raises(Exception, match="disabled by configuration"):
+                conn.exec_driver_sql("SELECT content FROM read_text('/proc/self/environ')")
+            conn.rollback()
             with pytest.raises(Exception, match="locked"):
                 conn.exec_driver_sql("SET enable_external_access = true")
             conn.rollback()
@@ -178,7 +183,7 @@ def test_the_cli_query_is_the_same_guard(tmp_path: Path) -> None:
     assert "exactly one statement" in refused.output.strip().splitlines()[-1]
     environ = runner.invoke(cli_app, ["query", "SELECT content FROM read_text("
                                       "'/proc/self/environ')", "--database", database])
-    assert environ.exit_code == 1 and "disabled by configuration" in environ.output
+    assert environ.exit_code == 1 and "read_text() is not allowed" in environ.output
     audit = runner.invoke(cli_app, ["query", "SELECT count(*) AS n FROM audit_log WHERE "
                                     "action = 'query'", "--database", database, "--json"])
     assert audit.exit_code == 0, audit.output
@@ -227,3 +232,55 @@ def test_postgres_reader_role_cannot_read_server_files(tmp_path: Path) -> None:
             answer = query(client, "SELECT count(*) AS n, current_user AS who FROM submissions")
             assert answer.status_code == 200, answer.text
             assert answer.json()["rows"] == [[1, reader_url.split("//")[1].split("@")[0]]]
+
+
+# --- table functions and the store's paths ---------------------------------------------------
+
+# Each passed the single-SELECT gate before: checkpoint() ran (a write to the file), and
+# duckdb_databases() / duckdb_settings() answered with the store's path and temp folder.
+DISCLOSING = [
+    "SELECT * FROM checkpoint()",
+    "SELECT * FROM force_checkpoint()",
+    "SELECT path FROM duckdb_databases()",
+    "SELECT * FROM duckdb_settings() WHERE name = 'temp_directory'",
+    "SELECT (SELECT max(path) FROM duckdb_databases()) AS p",
+    "SELECT * FROM duckdb_databases",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM pg_catalog.pg_settings",
+    "SELECT current_setting('temp_directory') AS t",
+    "SELECT * FROM submissions, duckdb_settings()",
+    "WITH d AS (SELECT * FROM duckdb_databases()) SELECT * FROM d",
+    "SHOW databases",
+    "SELECT * FROM other.main.submissions",
+]
+
+
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("sql", DISCLOSING, ids=range(len(DISCLOSING)))
+def test_table_functions_and_catalog_reads_are_refused(store: str, sql: str,
+                                                       tmp_path: Path) -> None:
+    with seeded(store, tmp_path) as client:
+        answer = query(client, sql)
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["code"] == "not_read_only"
+        assert str(tmp_path) not in answer.text
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_reads_of_the_stores_tables_still_answer(store: str, tmp_path: Path) -> None:
+    with seeded(store, tmp_path) as client:
+        for sql in ("WITH s AS (SELECT submission_id FROM submissions) SELECT count(*) FROM s",
+                    "SELECT count(*) FROM main.bans" if store == "duckdb"
+                    else "SELECT count(*) FROM bans",
+                    "SELECT b.key_id FROM bans b JOIN submissions s ON s.key_id <> b.key_id",
+                    "SELECT n FROM unnest([1, 2]) AS u(n)" if store == "duckdb"
+                    else "SELECT n FROM generate_series(1, 2) AS u(n)"):
+            answer = query(client, sql)
+            assert answer.status_code == 200, (sql, answer.text)
+
+
+def test_an_engine_error_does_not_show_the_stores_path(tmp_path: Path) -> None:
+    with seeded("duckdb", tmp_path) as client:
+        answer = query(client, "SELECT no_such_column FROM submissions")
+        assert answer.status_code == 422, answer.text
+        assert str(tmp_path) not in answer.text

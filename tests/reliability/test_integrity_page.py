@@ -33,7 +33,10 @@ CAPS = {"page_groups": 10, "page_menu_values": 20, "new_key_probation_days": 0}
 
 
 def _submission(seed: int, speedup: float, machine: dict[str, Any], created_at: datetime) -> Any:
+    # qwen3:14b: a target the server can size (known_models.json), so established groups
+    # can be established (an unsized target's groups page after them, like thin ones).
     return example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                              target="qwen3:14b",
                               machine=machine, draft_speedups={"spec_4": speedup,
                                                                "spec_8": speedup},
                               counters_seen=True, created_at=created_at)

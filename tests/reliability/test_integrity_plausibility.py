@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,10 +36,17 @@ def client(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[InProcess
         yield c
 
 
-def _post(client: InProcessClient, seed: int, baseline_tps: float) -> str:
+TARGET = "qwen3:14b"  # in known_models.json: 9.3 GB (the seed article)
+
+
+def _post(client: InProcessClient, seed: int, baseline_tps: float,
+          models: Callable[[list[Any]], list[Any]] | None = None,
+          target: str = TARGET) -> str:
     sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1", machine=M2,
-                             baseline_tps=baseline_tps, counters_seen=True,
+                             baseline_tps=baseline_tps, counters_seen=True, target=target,
                              created_at=datetime.now(UTC) - timedelta(minutes=5))
+    if models is not None:
+        sub = sub.model_copy(update={"models": models(list(sub.models))})
     body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed)))
     response = client.post(URL, content=body)
     assert response.status_code == 201, response.text  # stored, never silently dropped
@@ -110,12 +117,60 @@ def test_the_bound_follows_the_hardware_not_a_fixed_cap() -> None:
     assert plausibility.baseline_bound("Apple M2", None) is None
 
 
-def test_mixture_of_experts_models_are_not_judged_by_the_dense_bound() -> None:
+def test_mixture_of_experts_models_are_judged_by_what_they_read_per_token() -> None:
+    # The table's MoE (qwen3:30b, 19 GB file, ~2.06 GB of active experts): 60 tok/s on an
+    # M2 is over the dense bound of the file (10.5) but under the active-bytes one (97).
     sub = example_submission("ollama-draft", seed=5, engine_version="0.30.1", machine=M2,
-                             baseline_tps=500.0)
-    assert plausibility.implausible_reason(sub) is not None
-    target = next(c.model for c in sub.configs if c.role == "baseline")
-    moe = sub.model_copy(update={"models": [
-        m.model_copy(update={"family": "qwen3moe"}) if m.name == target else m
-        for m in sub.models]})
-    assert plausibility.implausible_reason(moe) is None
+                             baseline_tps=60.0, target="qwen3:30b")
+    assert plausibility.implausible_reason(sub) is None
+    fast = example_submission("ollama-draft", seed=5, engine_version="0.30.1", machine=M2,
+                              baseline_tps=500.0, target="qwen3:30b")
+    assert plausibility.implausible_reason(fast) is not None
+
+
+def _dodge_models(how: str) -> Callable[[list[Any]], list[Any]]:
+    """models[] edited the four ways the issue dodged the bound (the target is models[0])."""
+    def edit(models: list[Any]) -> list[Any]:
+        target = models[0]
+        if how == "size_null":
+            return [target.model_copy(update={"size_bytes": None})]
+        if how == "size_one":
+            return [target.model_copy(update={"size_bytes": 1})]
+        if how == "family_moe":
+            return [target.model_copy(update={"family": "qwen3moe", "name": target.name})]
+        if how == "target_missing":
+            return [target.model_copy(update={"name": "qwen2.5:0.5b"})]
+        if how == "other_digest":
+            return [target.model_copy(update={"digest": "0" * 64, "quantization": None})]
+        raise AssertionError(how)
+    return edit
+
+
+@pytest.mark.parametrize("how", ["size_null", "size_one", "family_moe", "target_missing",
+                                 "other_digest"])
+def test_the_bound_cannot_be_dodged_through_what_the_client_reports(
+        client: InProcessClient, how: str) -> None:
+    honest = _post(client, 1, 9.5, _dodge_models(how))
+    fake = _post(client, 2, 500.0, _dodge_models(how))
+    assert _on_board(client, honest)
+    assert not _on_board(client, fake)
+    reason = client.get(f"{URL}/{fake}").json()["submission"]["hidden_reason"]
+    assert "the size is the server's, for qwen3:14b" in reason, reason
+
+
+def test_a_target_the_server_cannot_size_is_shown_but_not_established(
+        client: InProcessClient) -> None:
+    for seed in range(1, 5):
+        _post(client, seed, 500.0, target="qwen3:14b-mystery")
+    assert _post(client, 9, 9.5)  # a known target beside it
+    groups = client.get("/v1/leaderboard").json()["groups"]
+    mystery = [g for g in groups if g["key"]["target"]["target_model"] == "qwen3:14b-mystery"]
+    known = [g for g in groups if g["key"]["target"]["target_model"] == TARGET]
+    assert mystery and known
+    for group in mystery:
+        assert group["target_sized"] is False and group["established"] is False
+        assert "does not know this model's size" in group["not_established_reason"]
+        assert group["median_baseline_tps"] > 400  # shown, not hidden: the server cannot say
+    assert all(g["target_sized"] for g in known)
+    page = client.get("/").text
+    assert "size unknown: not checked" in page

@@ -84,7 +84,8 @@ def test_fifty_new_keys_from_one_address_leave_the_median_in_the_honest_range(
 
 
 def test_without_the_rule_the_same_attack_moves_the_median(tmp_path: Path) -> None:
-    before, after, contributors = _attack(tmp_path, new_key_probation_days=0)
+    before, after, contributors = _attack(tmp_path, new_key_probation_days=0,
+                                          cohort_window_hours=0)
     print(f"\nsybil flood, rule off: spec_4 median {before:.2f}x -> {after:.2f}x")
     assert min(HONEST) <= before <= max(HONEST)
     assert after > max(HONEST) * 2  # the attack (the 1.10x -> 3.01x) is real
@@ -99,11 +100,13 @@ def _result(key: tuple[str, ...], who: str, speedup: float, confirmed: int = 1
 def test_folding_keeps_established_contributors_and_merges_new_ones_per_group() -> None:
     reduced = [_result(("a",), "old1", 1.1), _result(("a",), "new1", 3.0),
                _result(("a",), "new2", 2.0), _result(("b",), "new1", 5.0, confirmed=2)]
-    folded = newkeys.fold_new_keys(reduced, frozenset({"new1", "new2"}))
+    held = newkeys.Standing({k: k for k in ("old1", "new1", "new2")},
+                            frozenset({"new1", "new2"}), {})
+    folded = newkeys.fold(reduced, held)
     assert [(r.key, r.contributor, r.speedup, r.submissions, r.confirmed) for r in folded] == [
         (("a",), "old1", 1.1, 1, 1), (("a",), newkeys.NEW_KEYS, 2.5, 2, 2),
         (("b",), newkeys.NEW_KEYS, 5.0, 1, 2)]
-    assert newkeys.fold_new_keys(reduced, frozenset()) == reduced
+    assert newkeys.fold(reduced, newkeys.Standing({}, frozenset(), {})) == reduced
 
 
 @pytest.mark.parametrize(("first_days_before_newest", "new"), [(0.5, True), (6.9, True),
@@ -120,7 +123,8 @@ def test_a_key_is_new_until_probation_has_passed(tmp_path: Path, first_days_befo
         insert_submission(engine, _submission(2, 1.1, now - timedelta(days=50)), signing_key(2),
                           received_at=first)
         with engine.connect() as conn:
-            found = newkeys.new_key_ids(conn, newkeys.DEFAULT_PROBATION_DAYS)
+            held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
+                                    newkeys.CohortRules.of(newkeys.DEFAULT_PROBATION_DAYS))
     from specschema import key_id_of
     holder = key_id_of(bytes(signing_key(2).verify_key))
-    assert (holder in found) is new
+    assert (held.cohort_of[holder] in held.new) is new

@@ -55,7 +55,9 @@ def insert_submission(
     sid = str(submission.submission_id)
     fp = submission.fingerprint
     target = next(c.model for c in submission.configs if c.role == "baseline")
-    digest = next((m.digest for m in submission.models if m.name == target), None)
+    reported = {m.name: m for m in submission.models}
+    digest = reported[target].digest if target in reported else None
+    quant = reported[target].quantization if target in reported else None
     with engine.begin() as conn:
         conn.execute(insert(tables.submissions).values(
             submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
@@ -70,6 +72,7 @@ def insert_submission(
             hidden=hidden, hidden_reason=None, note=submission.note,
             wire_version=submission.schema_version, engine_name=submission.engine.name,
             engine_runtime=submission.engine.runtime, engine_build=submission.engine.build,
+            target_quant=quant.upper() if quant else None,
         ))
         conn.execute(insert(tables.envelopes).values(submission_id=sid, body=body))
         conn.execute(insert(tables.fingerprints).values(
@@ -101,7 +104,7 @@ def insert_submission(
                     prompt_eval_duration_ns=t.prompt_eval_duration_ns, eval_count=t.eval_count,
                     eval_duration_ns=t.eval_duration_ns, done_reason=t.done_reason,
                     output_chars=t.output_chars, output_sha256=t.output_sha256, cold=t.cold,
-                    block=t.block,
+                    block_number=t.block,
                 ))
         summaries = summarize(submission)
         # The evidence level as ingestion stores it (ingest/rows.py).
@@ -112,6 +115,9 @@ def insert_submission(
             values["config_name"] = values.pop("name")
             values["evidence"] = levels[summary.name].level
             values["evidence_reason"] = levels[summary.name].reason
+            draft = reported.get(summary.draft_model) if summary.draft_model else None
+            values["draft_digest"] = draft.digest if draft else None
+            values["draft_quant"] = (draft.quantization or "").upper() or None if draft else None
             conn.execute(insert(tables.summaries).values(submission_id=sid, **values))
     return sid
 

@@ -9,6 +9,7 @@ import sys
 import typer
 
 from specsubmit.errors import SpecSubmitError
+from specsubmit.outside_text import LINE_LIMIT, visible
 
 app = typer.Typer(
     name="specsubmit",
@@ -39,7 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=True)
     except SpecSubmitError as exc:
-        typer.echo(f"specsubmit: error: {exc.message}", err=True)
+        # Messages quote servers and engines (each quote already passed through visible):
+        # the whole line once more, so that no message of any origin reaches the terminal
+        # with a control sequence in it, or at any length.
+        typer.echo(f"specsubmit: error: {visible(exc.message, LINE_LIMIT)}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         typer.echo("specsubmit: interrupted", err=True)

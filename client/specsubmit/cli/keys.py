@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from specsubmit.local import keys
+from specsubmit.local.paths import check_state_home
 
 keys_app = typer.Typer(help="Your signing key: its id is your pseudonymous identity.",
                        no_args_is_help=True)
@@ -17,6 +18,7 @@ def show(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Print the key id (hex sha256 of the public key) and the public key (base64)."""
+    check_state_home()
     info = keys.current_info()
     retired = keys.retired()
     if json_out:
@@ -38,6 +40,7 @@ def show(
 @keys_app.command("rotate")
 def rotate() -> None:
     """Make a new key; the old one is kept as retired."""
+    check_state_home()
     old, new = keys.rotate()
     typer.echo(f"retired     {old.key_id}  (kept at {old.path})")
     typer.echo(f"key id      {new.key_id}")

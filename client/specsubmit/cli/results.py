@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from specsubmit.outside_text import visible
+
 results_app = typer.Typer(help="Your saved results.", no_args_is_help=True)
 
 
@@ -16,7 +18,9 @@ def list_command(
 ) -> None:
     """Status of each saved result: submitted, pending, incomplete or not submitted."""
     from specsubmit.local.index import list_results
+    from specsubmit.local.paths import check_state_home
 
+    check_state_home()
     entries = list_results()
     if json_out:
         typer.echo(json.dumps([entry.as_json() for entry in entries], indent=2))
@@ -24,12 +28,13 @@ def list_command(
     if not entries:
         typer.echo("no saved results")
         return
-    for entry in entries:
-        created = (entry.created_at or "")[:16].replace("T", " ")
-        typer.echo(f"{entry.submission_id}  {created:16}  {entry.status:13}  "
-                   f"{entry.chip or '-'}  {entry.protocol or '-'}")
+    for entry in entries:  # every field was read from files: shown through visible
+        created = visible((entry.created_at or "")[:16].replace("T", " "), 16)
+        typer.echo(f"{visible(entry.submission_id, 80)}  {created:16}  "
+                   f"{visible(entry.status, 20):13}  {visible(entry.chip or '-', 120)}  "
+                   f"{visible(entry.protocol or '-', 80)}")
         if entry.url or entry.detail:
-            typer.echo(f"    {entry.url or entry.detail}")
+            typer.echo(f"    {visible(entry.url or entry.detail, 2048)}")
 
 
 def register(app: typer.Typer) -> None:

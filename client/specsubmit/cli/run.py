@@ -48,7 +48,9 @@ from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine
 from specsubmit.engines.ollama.host import parse_ollama_host
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
+from specsubmit.local.paths import check_state_home
 from specsubmit.local.results import load_result, save_result, write_result
+from specsubmit.outside_text import LINE_LIMIT, visible
 from specsubmit.run.report import render_result, report_console
 from specsubmit.run.runner import (
     RunListener,
@@ -79,26 +81,27 @@ class ConsoleListener(RunListener):
         self.pull_tasks: dict[str, TaskID] = {}
 
     def warning(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {message}")
+        self.console.print(f"[yellow]warning:[/] {escape(visible(message, LINE_LIMIT))}")
 
     def phase(self, message: str) -> None:
         if self.task is None:
-            self.console.print(f"[dim]{message}[/]")
+            self.console.print(f"[dim]{escape(visible(message, LINE_LIMIT))}[/]")
         else:
-            self.progress.update(self.task, description=message)
+            self.progress.update(self.task, description=escape(visible(message, LINE_LIMIT)))
 
     def launched(self, config: str, command: list[str]) -> None:
-        self.console.print(f"[dim]{escape(config)}: {escape(' '.join(command))}[/]",
+        self.console.print(f"[dim]{escape(config)}: {escape(visible(' '.join(command), 4000))}[/]",
                            soft_wrap=True, highlight=False)
 
     def pull_progress(self, model: str, progress: PullProgress) -> None:
         if model not in self.pull_tasks:
             self.pulls.start()
-            self.pull_tasks[model] = self.pulls.add_task(f"pull {model}", total=None)
+            self.pull_tasks[model] = self.pulls.add_task(f"pull {escape(visible(model, 120))}",
+                                                         total=None)
         task = self.pull_tasks[model]
         if progress.total:
             self.pulls.update(task, total=progress.total, completed=progress.completed or 0,
-                              description=f"pull {model}")
+                              description=f"pull {escape(visible(model, 120))}")
         if progress.status == "success":
             self.pulls.stop()
 
@@ -229,6 +232,7 @@ def run_command(
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     base_url = parse_ollama_host(ollama)
+    check_state_home()  # before any request: the result has to be saved somewhere
     submit_to = None if no_submit else resolve_server(server)
     if submit_to is not None:
         # Before the minutes of trials, not after them: a typo in --server is said now.

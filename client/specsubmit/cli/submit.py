@@ -65,6 +65,9 @@ def register(app: typer.Typer) -> None:
         """Sign and send a saved result, or retry the pending ones."""
         if pending == (file is not None):
             raise UsageError("give either a result FILE or --pending")
+        from specsubmit.local.paths import check_state_home
+
+        check_state_home()
         if file is not None:
             submit_file(file.expanduser(), server, yes=yes, print_payload=print_payload)
         else:

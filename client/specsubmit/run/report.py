@@ -13,12 +13,14 @@ from collections.abc import Sequence
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.conclusion import vs_baseline
 from specschema.stats import decode_tps
+from specsubmit.outside_text import LINE_LIMIT, visible
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -44,7 +46,7 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on Ollama "
-                        f"{submission.engine.version}", box=box.SIMPLE_HEAD)
+                        f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD)
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
                    "vs baseline [95% CI]", "Verdict"):
         table.add_column(column, no_wrap=column == "Config",
@@ -72,7 +74,7 @@ def trial_table(submission: Submission) -> Table:
                       _num(trial.ttft_s, 2), f"{trial.eval_duration_ns / 1e9:.2f}",
                       _num(decode_tps(trial.eval_count, trial.eval_duration_ns)),
                       f"{trial.load_duration_ns / 1e6:.0f}", "cold" if trial.cold else "",
-                      trial.done_reason or "—", f"{trial.output_chars} ch, {same}")
+                      visible(trial.done_reason or "—", 40), f"{trial.output_chars} ch, {same}")
     return table
 
 
@@ -86,10 +88,13 @@ def report_console(*, stderr: bool = False) -> Console:
 
 def render_result(submission: Submission, console: Console) -> None:
     summaries = summarize(submission)
+    # The note can quote an engine's error: shown through visible, and never read as markup.
+    note = escape(visible(submission.note, LINE_LIMIT)) if submission.note else ""
     if not submission.complete:
-        console.print(f"[bold yellow]Incomplete result[/]: {submission.note or 'stopped early'}")
+        console.print(f"[bold yellow]Incomplete result[/]: {note or 'stopped early'}")
     elif submission.note:
-        console.print(f"[yellow]Note[/]: {submission.note}", highlight=False)
+        console.print(f"[yellow]Note[/]: {note}", highlight=False)
     console.print(summary_table(submission, summaries))
     console.print(trial_table(submission))
-    console.print(conclusion(submission, summaries), soft_wrap=False, highlight=False)
+    console.print(escape(visible(conclusion(submission, summaries), LINE_LIMIT * 4)),
+                  soft_wrap=False, highlight=False)

@@ -7,6 +7,7 @@ so nothing is sent that the contributor was not shown.
 from __future__ import annotations
 
 from specschema import Fingerprint, Submission, summarize
+from specsubmit.outside_text import LINE_LIMIT, visible
 
 NOT_SENT = (
     "Not in it: host name, user name, serial numbers, hardware UUIDs, MAC or IP addresses, "
@@ -72,4 +73,5 @@ def consent_lines(submission: Submission, server: str, key_id: str) -> list[str]
         f"{submission.client.name} {submission.client.version}"
         + (", with a note" if submission.note else ""))
     lines.append(NOT_SENT)
-    return lines
+    # The fields came from an engine, the OS's tools or a file: shown, never obeyed.
+    return [visible(line, LINE_LIMIT) for line in lines]

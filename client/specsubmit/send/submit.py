@@ -23,6 +23,7 @@ import typer
 from specschema import Submission, envelope_bytes, key_id_of, sign_envelope, submission_bytes
 from specsubmit.errors import RunAborted, SubmissionRejected, SubmissionUndelivered, SubmitError
 from specsubmit.local import keys, outbox
+from specsubmit.outside_text import visible
 from specsubmit.send.consent import consent_lines
 from specsubmit.send.delivery import Receipt, RetryPolicy, normalize_server, post_envelope
 
@@ -54,8 +55,11 @@ def _public_url(receipt: Receipt) -> str:
 
 
 def receipt_lines(receipt: Receipt, *, again: bool = False) -> list[str]:
+    """What a receipt prints: the receipt was validated when it arrived, but a record read
+    back from submitted/ is a file, so both go through ``visible``."""
     verb = "already submitted" if again else "submitted"
-    return [f"{verb}: {receipt.submission_id}", f"  {_public_url(receipt)}"]
+    return [f"{verb}: {visible(receipt.submission_id, 80)}",
+            f"  {visible(_public_url(receipt), 2048)}"]
 
 
 def receipt_from_record(submission_id: str) -> Receipt | None:
@@ -118,11 +122,11 @@ def send_pending(server: str, policy: RetryPolicy | None = None,
             receipt = deliver(item.submission_id, item.read(), server, policy)
         except SubmissionUndelivered as exc:
             undelivered += 1
-            echo(f"{item.submission_id}: {exc.message}")
+            echo(f"{item.submission_id}: {visible(exc.message, 2000)}")
             continue
         except SubmitError as exc:
             refused += 1
-            echo(f"{item.submission_id}: {exc.message}")
+            echo(f"{item.submission_id}: {visible(exc.message, 2000)}")
             continue
         for line in receipt_lines(receipt):
             echo(line)
@@ -208,7 +212,8 @@ def ask_consent(
         say(line)
     if print_payload:
         say("Exact payload (signed as is):")
-        say(submission_bytes(submission).decode("utf-8"))
+        payload = submission_bytes(submission).decode("utf-8")
+        say(visible(payload, len(payload)))  # JSON leaves C1 and bidi characters raw
     if assume_yes:
         return True
     if ask is None and not sys.stdin.isatty():

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Literal, NamedTuple
 
@@ -80,8 +80,10 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "engine": ("engine",),  # "ollama" | "llama-server"; v1 submissions are "ollama"
     "engine_version": ("engine", "engine_version"),  # a version means nothing without its engine
     "protocol": ("protocol_id", "protocol_version", "protocol_sha256"),
-    "target": ("target_model", "target_digest"),
-    "draft": ("config_name", "draft_model", "mechanism"),
+    # A model is its name, digest and quantization as reported: two digests under one name
+    # are two rows, and their labels say how they differ (``distinct_labels``).
+    "target": ("target_model", "target_digest", "target_quant"),
+    "draft": ("config_name", "draft_model", "draft_digest", "draft_quant", "mechanism"),
     "verdict": ("verdict",),
 }
 
@@ -125,6 +127,9 @@ class DraftResult:
     evidence: str | None = None  # specschema.evidence level; None: not assessed
     engine: str = "ollama"
     engine_version: str | None = None
+    target_quant: str | None = None
+    draft_digest: str | None = None
+    draft_quant: str | None = None
 
     @property
     def contributor(self) -> str:
@@ -152,9 +157,19 @@ class GroupAggregate:
     outlier_contributors: int = 0
     # Draft results per evidence level (specschema.evidence.LEVELS) among the group's rows.
     evidence: dict[str, int] = field(default_factory=dict)
+    # More than half of the contributors are cohorts that arrived within one window of
+    # each other (board/newkeys.py, rule 5): shown, so a reader can weigh the group.
+    arrived_together: bool = False
+    # Dimension -> its label on this board where the plain one would be ambiguous: one
+    # model name with several digests or quantizations (``distinct_labels``).
+    shown: dict[str, str] = field(default_factory=dict)
+
+    def part_label(self, dimension: str) -> str:
+        shown = self.shown.get(dimension)
+        return shown if shown is not None else dimension_label(dimension, self.key[dimension])
 
     def label(self, dimensions: Sequence[str]) -> str:
-        return " · ".join(dimension_label(d, self.key[d]) for d in dimensions if d in self.key)
+        return " · ".join(self.part_label(d) for d in dimensions if d in self.key)
 
 
 def view_of(verdict: str) -> View | None:
@@ -222,6 +237,61 @@ def dimension_label(name: str, value: Mapping[str, KeyValue]) -> str:
     return "unknown" if single is None else str(single)
 
 
+# Dimension -> (its model-name field, the fields that tell variants of that model apart).
+MODEL_VARIANTS: dict[str, tuple[str, str, str]] = {
+    "target": ("target_model", "target_digest", "target_quant"),
+    "draft": ("draft_model", "draft_digest", "draft_quant"),
+}
+SHORT_DIGEST = 8
+
+
+def _variant_suffixes(found: set[tuple[KeyValue, KeyValue]]) -> dict[tuple[KeyValue, KeyValue],
+                                                                      str]:
+    """Words that tell one name's variants apart: the quantization, and the digest cut to
+    the shortest length at which no two differ only after it (a client may send any
+    digest, so one sharing a prefix with another is not allowed to look like it)."""
+    digests = {str(d) for d, _ in found if d is not None}
+    length = SHORT_DIGEST
+    while length < 64 and len({d[:length] for d in digests}) < len(digests):
+        length += 4
+    suffixes = {}
+    for digest, quant in found:
+        parts = [str(quant)] if quant is not None else []
+        parts.append(f"digest {str(digest)[:length]}" if digest is not None else "no digest")
+        suffixes[(digest, quant)] = ", ".join(parts)
+    return suffixes
+
+
+def distinct_labels(groups: Sequence[GroupAggregate]) -> list[GroupAggregate]:
+    """The groups, each model name that has several variants (digest, quantization) on
+    this board labelled with what sets each apart: no two rows look alike."""
+    suffix_of: dict[str, dict[KeyValue, dict[tuple[KeyValue, KeyValue], str]]] = {}
+    for dimension, (name_field, digest_field, quant_field) in MODEL_VARIANTS.items():
+        variants: dict[KeyValue, set[tuple[KeyValue, KeyValue]]] = {}
+        for group in groups:
+            value = group.key.get(dimension)
+            if value is not None and value.get(name_field) is not None:
+                variants.setdefault(value[name_field], set()).add(
+                    (value[digest_field], value[quant_field]))
+        suffix_of[dimension] = {name: _variant_suffixes(found)
+                                for name, found in variants.items() if len(found) > 1}
+    out = []
+    for group in groups:
+        shown = dict(group.shown)
+        for dimension, (name_field, digest_field, quant_field) in MODEL_VARIANTS.items():
+            value = group.key.get(dimension)
+            suffixes = suffix_of[dimension].get(value.get(name_field)) if value else None
+            if value is None or suffixes is None:
+                continue
+            suffix = suffixes[(value[digest_field], value[quant_field])]
+            if dimension == "target":
+                shown[dimension] = f"{value['target_model']} ({suffix})"
+            else:
+                shown[dimension] = f"{value['config_name']} ({value['draft_model']}, {suffix})"
+        out.append(replace(group, shown=shown) if shown != group.shown else group)
+    return out
+
+
 def _key_getter(dimensions: Sequence[str]) -> Callable[[DraftResult], tuple[KeyValue, ...]]:
     fields = [f for d in dimensions for f in DIMENSIONS[d]]
     if len(fields) > 1:
@@ -243,6 +313,11 @@ def _key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey
         key[name] = dict(zip(fields, flat[position:position + len(fields)], strict=True))
         position += len(fields)
     return key
+
+
+def flat_key(group: GroupAggregate) -> tuple[KeyValue, ...]:
+    """The group's values in the order of ``ContributorResult.key``."""
+    return tuple(v for part in group.key.values() for v in part.values())
 
 
 def _median_or_none(values: list[float]) -> float | None:

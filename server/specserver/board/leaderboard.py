@@ -19,6 +19,7 @@ instead of repeating it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -83,9 +84,12 @@ class ReadService:
         cache_size: int = 256,
         max_stale_s: float = 0.0,
         probation_days: float = 0.0,  # off unless configured (create_app: settings)
+        cohort_window_hours: float = 0.0,
+        graduations_per_day: int = 0,
     ) -> None:
         self.engine = engine
-        self.probation_days = probation_days
+        self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
+                                            graduations_per_day)
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
         self._version: str | None = None
@@ -152,12 +156,19 @@ class ReadService:
             verdicts = aggregate.VIEW_VERDICTS[view]
             with self.engine.connect() as conn:
                 reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
-                # Sybil resistance: new keys weigh as one contributor per group (newkeys.py).
-                reduced = newkeys.fold_new_keys(
-                    reduced, newkeys.new_key_ids(conn, self.probation_days))
+                held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
+                                        self.rules)
                 totals = sql.verdict_totals(conn, filters)
                 levels = sql.evidence_totals(conn, filters)
+            # Sybil resistance (newkeys.py): a cohort is one contributor, new cohorts one
+            # more per group; groups whose contributors arrived together are flagged.
+            together = newkeys.arrived_together(reduced, held, self.rules.window,
+                                                self.min_contributors)
+            reduced = newkeys.fold(reduced, held)
             groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
+            groups = [dataclasses.replace(g, arrived_together=True)
+                      if aggregate.flat_key(g) in together else g for g in groups]
+            groups = aggregate.distinct_labels(groups)  # one name, several models: told apart
             board = Board(
                 version=version,
                 view=view,

@@ -39,7 +39,8 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
             sub.c.memory_gb, ollama_version, sub.c.os_name, sub.c.backend,
             draft.c.config_name, draft.c.draft_model, draft.c.mechanism, draft.c.observed,
             draft.c.speedup_tps, draft.c.speedup_wall, base.c.median_tps, draft.c.evidence,
-            engine_name, engine_version,
+            engine_name, engine_version, sub.c.target_quant, draft.c.draft_digest,
+            draft.c.draft_quant,
         )
         .select_from(
             draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
@@ -61,8 +62,10 @@ def _field_columns(draft: Any) -> dict[str, Any]:
         "engine": engine_name, "engine_version": engine_version,
         "protocol_id": sub.c.protocol_id, "protocol_version": sub.c.protocol_version,
         "protocol_sha256": sub.c.protocol_sha256, "target_model": sub.c.target_model,
-        "target_digest": sub.c.target_digest, "config_name": draft.c.config_name,
-        "draft_model": draft.c.draft_model, "mechanism": draft.c.mechanism,
+        "target_digest": sub.c.target_digest, "target_quant": sub.c.target_quant,
+        "config_name": draft.c.config_name, "draft_model": draft.c.draft_model,
+        "draft_digest": draft.c.draft_digest, "draft_quant": draft.c.draft_quant,
+        "mechanism": draft.c.mechanism,
         "verdict": draft.c.observed,
     }
 

@@ -48,6 +48,8 @@ def build_store(settings: ServerSettings) -> Store:
         ban_wait_s=settings.ban_wait_s,
         duckdb_threads=settings.effective_duckdb_threads(),
         query_url=settings.admin_query_url,
+        address_rotation_days=settings.address_hash_rotation_days,
+        address_retention_days=settings.address_secret_retention_days,
     )
 
 
@@ -109,7 +111,9 @@ def create_app(
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
     reads = ReadService(store.engine, min_contributors=settings.min_contributors,
                         max_stale_s=settings.read_max_stale_s,
-                        probation_days=settings.new_key_probation_days)
+                        probation_days=settings.new_key_probation_days,
+                        cohort_window_hours=settings.cohort_window_hours,
+                        graduations_per_day=settings.range_graduations_per_day)
     public.install(app, reads)  # /v1 reads, CORS for GET
     app.include_router(page_routes.router)  # the HTML page
     admin.install(app)  # /admin/v1, bearer token from settings.admin_token

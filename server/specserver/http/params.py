@@ -14,6 +14,7 @@ from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.leaderboard import ReadService
 from specserver.errors import Invalid
+from specserver.ingest.names import canonical_model_optional
 from specserver.store import queries
 from specserver.store.queries import Filters
 
@@ -83,7 +84,7 @@ def parse_filters(params: dict[str, list[str]]) -> Filters:
                             {"unknown": bad, "allowed": list(queries.VERDICTS)})
     return Filters(
         protocol=choice(one(params, "protocol"), "protocol", sorted(shipped_protocols())),
-        target=one(params, "target"),
+        target=canonical_model_optional(one(params, "target")),  # as stored (ingest.names)
         draft=one(params, "draft"),
         chip=one(params, "chip"),
         memory_gb=integer(one(params, "memory_gb"), "memory_gb", 1, 2**20),

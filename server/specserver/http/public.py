@@ -25,6 +25,7 @@ from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
 from specserver.ingest.names import chip_is_known
+from specserver.ingest.plausibility import target_unsized_reason
 from specserver.ratelimit.memory import client_address
 from specserver.settings import ServerSettings
 from specserver.store import exporting, queries, redaction
@@ -50,7 +51,15 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 
 def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
     data = asdict(group)
+    del data["shown"]  # in the label
     data["label"] = group.label(dimensions)
+    # The bandwidth bound needs the server's size of the target (ingest/plausibility.py):
+    # without it the group is shown but does not count as established.
+    unsized = target_unsized_reason(group.key.get("target"))
+    data["target_sized"] = unsized is None
+    data["established"] = unsized is None and not group.few_results
+    data["not_established_reason"] = unsized or (
+        "fewer contributors than the board needs" if group.few_results else None)
     if "chip" in group.key:  # a chip outside known_chips.json is shown as new (ingest.names)
         chip = group.key["chip"].get("chip")
         data["chip_known"] = chip_is_known(chip if isinstance(chip, str) else None)

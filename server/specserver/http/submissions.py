@@ -44,6 +44,7 @@ from specserver.ratelimit import rejections
 from specserver.ratelimit.memory import RateLimiter, client_address, first_refusal
 from specserver.ratelimit.rejections import RejectionGate
 from specserver.settings import ServerSettings
+from specserver.store import origins
 from specserver.store.database import Store
 from specserver.store.redaction import redact_view
 
@@ -202,8 +203,11 @@ async def accept_submission(
         if not settings.store_enabled:
             return Answer(201, receipt_json(prepared, prepared.received_at, url),
                           {"Location": url})
+        # The range's keyed hash, never the address (store/origins.py): board cohorts.
+        rows = origins.stamp_origin(prepared.rows,
+                                    await store.origin_of(address, prepared.received_at))
         committed = store.enqueue(prepared.submission_id, prepared.body_sha256,
-                                  prepared.received_at, prepared.rows)
+                                  prepared.received_at, rows)
     outcome = await asyncio.wrap_future(committed)
     if outcome.status == "conflict":
         raise await _conflict(store, prepared.submission_id)

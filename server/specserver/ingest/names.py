@@ -109,6 +109,18 @@ def canonical(value: str) -> str:
     return collapse(value)
 
 
+def canonical_model(value: str) -> str:
+    """A model tag as one row: canonical, lower case (Ollama's tags are case-insensitive:
+    ``Qwen3:14B`` pulls ``qwen3:14b``), and without the default tag ``:latest`` (``qwen3``
+    and ``qwen3:latest`` are one model)."""
+    name = canonical(value).lower()
+    return name.removesuffix(":latest") if name.endswith(":latest") else name
+
+
+def canonical_model_optional(value: str | None) -> str | None:
+    return None if value is None else canonical_model(value) or None
+
+
 def canonical_optional(value: str | None) -> str | None:
     if value is None:
         return None

@@ -16,8 +16,15 @@ import json
 from datetime import UTC, datetime
 
 from specschema.evidence import submission_evidence
+from specschema.models import ModelInfo
 from specserver.ingest.checks import Checked
-from specserver.ingest.names import canonical, canonical_chip, canonical_optional
+from specserver.ingest.names import (
+    canonical,
+    canonical_chip,
+    canonical_model,
+    canonical_model_optional,
+    canonical_optional,
+)
 from specserver.store.tables import Row, RowSet
 
 
@@ -26,6 +33,21 @@ def naive_utc(value: datetime) -> datetime:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value
+
+
+def canonical_quant(value: str | None) -> str | None:
+    """A quantization label as one spelling (``q4_k_m`` and ``Q4_K_M`` are one)."""
+    found = canonical_optional(value)
+    return None if found is None else found.upper()
+
+
+def _variant(reported: dict[str, ModelInfo], name: str | None) -> tuple[str | None,
+                                                                        str | None]:
+    """A draft model's reported (digest, quantization); (None, None) when not in models[]."""
+    info = reported.get(name) if name is not None else None
+    if info is None:
+        return (None, None)
+    return (info.digest, canonical_quant(info.quantization))
 
 
 def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
@@ -37,10 +59,15 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     engine = sub.engine
     configs = sub.configs
     baseline = next((c for c in configs if c.role == "baseline"), configs[0])
-    digest = next((m.digest for m in sub.models if m.name == baseline.model), None)
+    # models[] as reported, by the name the configs use: digest and quantization join the
+    # target's and each draft's group (board/aggregate.py DIMENSIONS).
+    reported = {m.name: m for m in sub.models}
+    target_info = reported.get(baseline.model)
+    digest = target_info.digest if target_info is not None else None
+    target_quant = canonical_quant(target_info.quantization if target_info else None)
     # Names that form groups or are shown beside them are stored canonical (ingest.names:
     # NFKC, one space, the known chip's spelling); the envelope keeps what was signed.
-    target = canonical(baseline.model)
+    target = canonical_model(baseline.model)
     chip = canonical_chip(fp.chip)
     backend = canonical_optional(engine.backend)
     protocol = sub.protocol
@@ -53,7 +80,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
         s = config.speculation
         name = config.name
         config_rows.append((
-            sid, name, config.role, config.model, config.draft_model, s.mechanism,
+            sid, name, config.role, canonical_model(config.model),
+            canonical_model_optional(config.draft_model), s.mechanism,
             json.dumps(config.request_options, sort_keys=True), s.requested, s.engine_can_honor,
             s.observed, s.drafted_tokens, s.accepted_tokens, s.counters_source,
             s.outputs_match_baseline, s.mean_accepted_len,
@@ -79,6 +107,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             checked.quarantine is not None, checked.quarantine, sub.note, sub.schema_version,
             engine.name, engine.runtime,
             canonical_optional(engine.build), sub.engine_log,
+            None,  # origin_hash: set by the server process, which knows the address
+            target_quant,
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(
@@ -93,12 +123,14 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
         "configs": config_rows,
         "trials": trial_rows,
         "summaries": [
-            (sid, m.name, m.role, m.model, m.draft_model, m.mechanism, m.observed, m.trials,
+            (sid, m.name, m.role, canonical_model(m.model),
+             canonical_model_optional(m.draft_model), m.mechanism, m.observed, m.trials,
              m.median_wall_s, m.median_eval_s, m.median_tps, m.min_tps, m.max_tps,
              m.stdev_tps, m.cv_tps, m.speedup_tps, m.speedup_tps_ci_low,
              m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline,
-             evidence[m.name].level, evidence[m.name].reason, m.blocks, m.block_drift,
-             m.speedup_wall_ci_low, m.speedup_wall_ci_high)
+             evidence[m.name].level, evidence[m.name].reason)
+            + _variant(reported, m.draft_model)
+            + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high)
             for m in checked.summaries
         ],
     }

@@ -10,6 +10,12 @@ DuckDB
   - ``duckdb.extract_statements`` (DuckDB's parser) must find exactly one statement, of
     type SELECT (``SHOW``, ``DESCRIBE``, ``SUMMARIZE``, ``FROM t`` and ``VALUES`` are
     SELECTs to it; ``EXPLAIN``, ``PIVOT``, ``CALL``, ``SET`` and every write are not);
+  - the statement may read only the store's own tables (``tables.metadata``), its own
+    common table expressions and the table functions of ``TABLE_FUNCTIONS`` (row
+    generators): read from DuckDB's own parse tree (``json_serialize_sql``), so
+    ``checkpoint()``, ``duckdb_databases()``, ``duckdb_settings()``, ``information_schema``
+    and ``SHOW databases`` are refused before anything runs; a scalar function that names
+    the store's files or settings (``SCALAR_FUNCTIONS_REFUSED``) is refused the same way;
   - it runs on a connection of its own, in ``BEGIN TRANSACTION READ ONLY``, rolled back;
   - the store's DuckDB instance runs with ``enable_external_access = false`` and
     ``lock_configuration = true`` (``store/database.py`` ``duckdb_lockdown``): no
@@ -18,6 +24,9 @@ DuckDB
   - a timer interrupts it after ``timeout_s`` (DuckDB has no statement timeout).
 
 PostgreSQL
+  - the same table gate, read by DuckDB's parser (PostgreSQL's own grammar, forked): a
+    query it cannot read is refused, so ``pg_settings`` or ``current_setting('data_directory')``
+    never show the data folder;
   - the statement is prepared (psycopg ``prepare=True``): the server's parser refuses more
     than one command in a prepared statement;
   - it is wrapped as ``SELECT * FROM (<sql>) LIMIT n``, so only a query that can be a
@@ -27,6 +36,9 @@ PostgreSQL
     (docs/maintainers.md): a superuser's read-only transaction can still call
     ``pg_read_file``.
 
+An error from the engine is shown with the store's file and folder paths replaced by
+``<store>`` (``QueryFailed``): a path is never part of an answer.
+
 Errors: ``QueryRefused`` (422, ``not_read_only``) for anything that is not one SELECT,
 ``QueryFailed`` (422, ``query_failed``) when the engine refuses it while running,
 ``QueryTimeout`` (422, ``query_timeout``) after the time limit.
@@ -35,8 +47,9 @@ Errors: ``QueryRefused`` (422, ``not_read_only``) for anything that is not one S
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import duckdb
@@ -44,6 +57,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import Invalid
+from specserver.store.tables import metadata
 
 QUERY_ROW_LIMIT = 10_000
 QUERY_TIMEOUT_S = 30.0
@@ -59,6 +73,68 @@ class QueryFailed(Invalid):
 
 class QueryTimeout(Invalid):
     code = "query_timeout"
+
+
+# Table functions a query may read from: row generators that know nothing of the store.
+TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+# Scalar functions that show the store's settings, files or environment.
+SCALAR_FUNCTIONS_REFUSED = frozenset({"current_setting", "getenv", "getvariable",
+                                      "pg_current_logfile", "pg_ls_dir", "pg_stat_file"})
+_OWN_SCHEMAS = frozenset({"", "main"})
+
+
+def _nodes(tree: object) -> Iterator[dict[str, Any]]:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def check_reads(sql: str) -> None:
+    """QueryRefused unless every table ``sql`` reads is one of the store's own, one of
+    its common table expressions or an allowed table function (the module doc)."""
+    with duckdb.connect() as parser:
+        row = parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+    tree = json.loads(row[0]) if row else {"error": True}
+    if tree.get("error"):
+        raise QueryRefused("the query cannot be read as one SELECT of the store's tables: "
+                           f"{str(tree.get('error_message', 'unreadable'))[:200]}")
+    nodes = list(_nodes(tree.get("statements", [])))
+    # Not the address-hash secrets (store/origins.py): with them a query could test guessed
+    # address ranges against the stored hashes.
+    own = {t.lower() for t in metadata.tables} - {"address_secrets"}
+    ctes = {str(entry.get("key", "")).lower() for node in nodes
+            if isinstance(node.get("cte_map"), dict)
+            for entry in node["cte_map"].get("map", []) if isinstance(entry, dict)}
+    for node in nodes:
+        kind = node.get("type")
+        if kind == "BASE_TABLE":
+            name = str(node.get("table_name", "")).lower()
+            schema = str(node.get("schema_name", "")).lower()
+            catalog = str(node.get("catalog_name", ""))
+            if catalog or schema not in _OWN_SCHEMAS or name not in own | ctes:
+                shown = ".".join(p for p in (catalog, schema, name) if p)
+                raise QueryRefused(f"only the store's own tables can be read, not {shown}",
+                                   {"tables": sorted(own)})
+        elif kind == "TABLE_FUNCTION":
+            function = node.get("function")
+            name = str(function.get("function_name", "") if isinstance(function, dict)
+                       else "").lower()
+            if name not in TABLE_FUNCTIONS:
+                raise QueryRefused(f"table function {name}() is not allowed (only "
+                                   f"{', '.join(sorted(TABLE_FUNCTIONS))})",
+                                   {"table_functions": sorted(TABLE_FUNCTIONS)})
+        elif kind == "SHOW_REF" and node.get("table_name"):
+            raise QueryRefused("SHOW of the catalog is not allowed: read the store's tables")
+        elif node.get("class") == "FUNCTION":
+            name = str(node.get("function_name", "")).lower()
+            if name in SCALAR_FUNCTIONS_REFUSED or name.startswith("duckdb_"):
+                raise QueryRefused(f"function {name}() is not allowed: it shows the store's "
+                                   "settings or files")
 
 
 def audit_target(sql: str) -> str:
@@ -79,6 +155,7 @@ def single_select(sql: str) -> str:
     if statement.type != duckdb.StatementType.SELECT:
         raise QueryRefused(f"only SELECT queries are allowed, not {statement.type.name}",
                            {"statement": statement.type.name})
+    check_reads(sql)
     return str(statement.query)
 
 
@@ -106,8 +183,18 @@ def run_query_on(engine: Engine, sql: str, limit: int = QUERY_ROW_LIMIT,
         return run_query(conn, sql, limit, timeout_s)
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+def _first_line(exc: BaseException, hidden: tuple[str, ...] = ()) -> str:
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    for path in hidden:
+        line = line.replace(path, "<store>")
+    return line
+
+
+def _duckdb_paths(duck: Any) -> tuple[str, ...]:
+    """The store's file and temporary folder (longest first), to keep them out of errors."""
+    rows = duck.execute("SELECT path FROM duckdb_databases() WHERE path IS NOT NULL "
+                        "UNION SELECT current_setting('temp_directory')").fetchall()
+    return tuple(sorted({str(r[0]) for r in rows if r[0]}, key=len, reverse=True))
 
 
 class _Deadline:
@@ -138,6 +225,7 @@ def _run_duckdb(conn: Connection, statement: str, limit: int,
     # of the file with other options (read_only=True included) is refused while the
     # writer holds it, so the read-only part is the transaction's.
     duck: Any = conn.connection.driver_connection
+    hidden = _duckdb_paths(duck)
     duck.execute("BEGIN TRANSACTION READ ONLY")
     try:
         with _Deadline(timeout_s, duck.interrupt) as deadline:
@@ -148,7 +236,7 @@ def _run_duckdb(conn: Connection, statement: str, limit: int,
             except duckdb.Error as exc:
                 if deadline.fired:
                     raise QueryTimeout(f"the query ran longer than {timeout_s:g} s") from None
-                raise QueryFailed(f"the query failed: {_first_line(exc)}") from None
+                raise QueryFailed(f"the query failed: {_first_line(exc, hidden)}") from None
     finally:
         duck.execute("ROLLBACK")
     return columns, rows
@@ -159,6 +247,7 @@ def _run_postgres(conn: Connection, sql: str, limit: int,
     body = sql.strip().rstrip(";").rstrip()
     if not body:
         raise QueryRefused("empty query")
+    check_reads(body)
     # The newline ends a trailing -- comment before the closing parenthesis.
     wrapped = f"SELECT * FROM (\n{body}\n) AS adhoc_query LIMIT {int(limit) + 1}"
     raw: Any = conn.connection.driver_connection  # psycopg.Connection

@@ -50,7 +50,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
-from specserver.store import queries, tables
+from specserver.store import origins, queries, tables
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
 from specserver.store.writer import GroupCommitWriter, WriteOutcome, WriteRequest
@@ -156,8 +156,14 @@ class Store:
         duckdb_threads: int = 0,
         duckdb_settings: Mapping[str, str] | None = None,
         query_url: str = "",
+        address_rotation_days: float = 30.0,
+        address_retention_days: float = 90.0,
     ) -> None:
         self.url = url
+        self.address_rotation_days = address_rotation_days
+        self.address_keep_epochs = origins.epochs_kept(address_rotation_days,
+                                                       address_retention_days)
+        self._secrets: dict[int, bytes] = {}
         self.duckdb_threads = duckdb_threads
         self.scratch_dir = Path(tempfile.mkdtemp(prefix="specserver-scratch-"))
         settings = dict(duckdb_settings or {})
@@ -246,6 +252,21 @@ class Store:
     async def awrite(self, fn: Callable[[Connection], T]) -> T:
         result: T = await asyncio.wrap_future(self.writer.run_job(fn))
         return result
+
+    async def origin_of(self, address: str, received_at: datetime) -> str | None:
+        """The keyed hash of ``address``'s range for ``submissions.origin_hash``
+        (store/origins.py); the epoch's secret is read (or drawn) through the writer once
+        per epoch and process."""
+        address_range = origins.address_range(address)
+        if address_range is None:
+            return None
+        epoch = origins.epoch_of(received_at, self.address_rotation_days)
+        secret = self._secrets.get(epoch)
+        if secret is None:
+            keep = self.address_keep_epochs
+            secret = await self.awrite(lambda conn: origins.epoch_secret(conn, epoch, keep))
+            self._secrets = {epoch: secret}  # only the current epoch is ever needed
+        return origins.origin_hash(secret, address_range)
 
     # bans ---------------------------------------------------------------------------------
 

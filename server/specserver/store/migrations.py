@@ -173,8 +173,31 @@ def _evidence_levels(conn: Connection) -> None:
     fill.drop(conn)
 
 
+def _origins(conn: Connection) -> None:
+    """submissions.origin_hash and the address_secrets table (store/origins.py)."""
+    present = set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
+        "AND table_schema = current_schema()")).scalars())
+    if "origin_hash" not in present:
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN origin_hash VARCHAR(64)"))
+    tables.address_secrets.create(conn, checkfirst=True)
+
+
+def _model_variants(conn: Connection) -> None:
+    """submissions.target_quant, summaries.draft_digest and draft_quant (null on rows
+    stored before: their groups stay as they were)."""
+    for table, column, kind in (("submissions", "target_quant", "VARCHAR(200)"),
+                                ("summaries", "draft_digest", "VARCHAR(64)"),
+                                ("summaries", "draft_quant", "VARCHAR(200)")):
+        present = set(conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND table_schema = current_schema()"), {"t": table}).scalars())
+        if column not in present:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
 _BLOCK_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("trials", "block", "INTEGER"),
+    ("trials", "block_number", "INTEGER"),
     ("summaries", "blocks", "INTEGER"),
     ("summaries", "block_drift", "DOUBLE PRECISION"),
     ("summaries", "speedup_wall_ci_low", "DOUBLE PRECISION"),
@@ -183,7 +206,7 @@ _BLOCK_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 def _blocks(conn: Connection) -> None:
-    """Blocks: trials.block and the summaries' block fields; null on every stored row
+    """Blocks: trials.block_number and the summaries' block fields; null on every stored row
     (no submission before them carried blocks, and their numbers stay as they were)."""
     for table, column, kind in _BLOCK_COLUMNS:
         present = set(conn.execute(text(
@@ -203,8 +226,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "launches, mean accepted length; observed VARCHAR(32)", _wire_v2),
     Migration(4, "evidence levels: summaries.evidence and evidence_reason, computed for every "
                  "stored config", _evidence_levels),
-    Migration(5, "blocks: trials.block; summaries.blocks, block_drift, speedup_wall_ci_low "
-                 "and speedup_wall_ci_high", _blocks),
+    Migration(5, "origins: submissions.origin_hash (keyed hash of the address range) and "
+                 "address_secrets", _origins),
+    Migration(6, "model variants: submissions.target_quant, summaries.draft_digest and "
+                 "draft_quant", _model_variants),
+    Migration(7, "blocks: trials.block_number; summaries.blocks, block_drift, "
+                 "speedup_wall_ci_low"
+                 " and speedup_wall_ci_high", _blocks),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -291,6 +291,9 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     if row is None:
         return None
     submission = _jsonable(dict(row._mapping))
+    # The keyed hash of the sender's address range is for the board's cohorts only
+    # (store/origins.py): no public view carries it.
+    submission.pop("origin_hash", None)
     # The stored row, read as the list and the export read it (see ``ollama_version`` above):
     # engine_version is the stored version; ollama_version only for Ollama rows.
     submission["engine_version"] = submission["ollama_version"]

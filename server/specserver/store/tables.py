@@ -78,6 +78,13 @@ submissions = Table(
     Column("engine_runtime", String(16), nullable=True),  # 'ggml' | 'mlx'
     Column("engine_build", String(200), nullable=True),
     Column("engine_log", String(16), nullable=True),  # 'read' | 'not_given' | 'unreadable'
+    # Store version 5: the sender's address range (IPv4 /24, IPv6 /48) as a keyed hash
+    # (store/origins.py; never the address), for the board's cohorts (board/newkeys.py).
+    # Null on rows stored before it, on imports, and where no address was known.
+    Column("origin_hash", String(64), nullable=True),
+    # Store version 6: the target's quantization as reported (models[]), beside its digest:
+    # both are part of the target's group and its label (board/aggregate.py).
+    Column("target_quant", String(200), nullable=True),
 )
 
 # PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
@@ -180,8 +187,8 @@ trials = Table(
     Column("accepted", BigInteger, nullable=True),
     Column("mean_accepted_len", Double, nullable=True),
     Column("counters_source", String(32), nullable=True),
-    # Store version 5: the trial's block (null: the client recorded none, or stored before)
-    Column("block", Integer, nullable=True),
+    # Store version 7: the trial's block (null: the client recorded none, or stored before)
+    Column("block_number", Integer, nullable=True),
     PrimaryKeyConstraint(
         "submission_id", "config_name", "trial_index"
     ).ddl_if(dialect=CHILD_KEY_DIALECT),
@@ -215,13 +222,28 @@ summaries = Table(
     # (specschema.evidence: engine_api | log | reported | implausible | none) and why.
     Column("evidence", String(16), nullable=True),
     Column("evidence_reason", Text, nullable=True),
-    # Store version 5: from blocks (specschema.summary; null without them): the config's
+    # Store version 6: the draft model's digest and quantization as reported (models[]):
+    # part of the draft's group, as the target's are.
+    Column("draft_digest", String(64), nullable=True),
+    Column("draft_quant", String(200), nullable=True),
+    # Store version 7: from blocks (specschema.summary; null without them): the config's
     # blocks, how far their medians disagree, and the wall-time speedup's interval.
     Column("blocks", Integer, nullable=True),
     Column("block_drift", Double, nullable=True),
     Column("speedup_wall_ci_low", Double, nullable=True),
     Column("speedup_wall_ci_high", Double, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
+# Store version 5: the secrets of the origin hashes, one per rotation epoch, shared by
+# replicas through the store; an epoch's secret is deleted once past its retention, after
+# which nobody can tell which address range a stored hash came from (docs/server.md).
+address_secrets = Table(
+    "address_secrets",
+    metadata,
+    Column("epoch", Integer, primary_key=True, autoincrement=False),
+    Column("secret", String(64), nullable=False),  # 32 random bytes, hex
+    Column("created_at", DateTime, nullable=False),
 )
 
 bans = Table(

@@ -40,7 +40,7 @@ def cli(*args: str) -> Any:
 
 def post(url: str, seed: int, baseline_tps: float) -> str:
     sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1", machine=M2,
-                             baseline_tps=baseline_tps, counters_seen=True,
+                             baseline_tps=baseline_tps, counters_seen=True, target="qwen3:14b",
                              created_at=datetime.now(UTC) - timedelta(minutes=5))
     body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed)))
     response = httpx.post(f"{url}/v1/submissions", content=body,

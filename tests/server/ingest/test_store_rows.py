@@ -25,7 +25,12 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Cpu, Fingerprint, Gpu, Launch, OsInfo, Runtime, Submission
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
-from specserver.ingest.names import canonical, canonical_chip, canonical_optional
+from specserver.ingest.names import (
+    canonical,
+    canonical_chip,
+    canonical_model,
+    canonical_optional,
+)
 from specserver.ingest.rows import naive_utc, submission_rows
 from specserver.store import tables
 from specserver.store.tables import INGEST_TABLES, RowSet
@@ -44,8 +49,10 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
     sid = checked.submission_id
     fp = sub.fingerprint
     baseline = next((c for c in sub.configs if c.role == "baseline"), sub.configs[0])
-    digest = next((m.digest for m in sub.models if m.name == baseline.model), None)
-    target = canonical(baseline.model)  # names are stored canonical (ingest.names)
+    reported = {m.name: m for m in sub.models}
+    digest = reported[baseline.model].digest if baseline.model in reported else None
+    quant = reported[baseline.model].quantization if baseline.model in reported else None
+    target = canonical_model(baseline.model)  # names are stored canonical (ingest.names)
     out: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in INGEST_TABLES}
     out["submissions"].append(_row(tables.submissions, {
         "submission_id": sid, "key_id": checked.key_id, "source": "signed",
@@ -63,6 +70,8 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "wire_version": sub.schema_version, "engine_name": sub.engine.name,
         "engine_runtime": sub.engine.runtime,
         "engine_build": canonical_optional(sub.engine.build), "engine_log": sub.engine_log,
+        "origin_hash": None,
+        "target_quant": canonical_optional(quant).upper() if canonical_optional(quant) else None,
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))
@@ -83,7 +92,9 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         s = config.speculation
         out["configs"].append(_row(tables.configs, {
             "submission_id": sid, "config_name": config.name, "role": config.role,
-            "model": config.model, "draft_model": config.draft_model, "mechanism": s.mechanism,
+            "model": canonical_model(config.model),
+            "draft_model": canonical_model(config.draft_model) if config.draft_model else None,
+            "mechanism": s.mechanism,
             "request_options": json.dumps(config.request_options, sort_keys=True),
             "requested": s.requested, "engine_can_honor": s.engine_can_honor,
             "observed": s.observed, "drafted_tokens": s.drafted_tokens,
@@ -118,6 +129,13 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         found = config_evidence(checked.submission, configs[summary.name],
                                 speedups[summary.name])
         values["evidence"], values["evidence_reason"] = found.level, found.reason
+        values["model"] = canonical_model(summary.model)
+        draft = reported.get(summary.draft_model) if summary.draft_model else None
+        if summary.draft_model:
+            values["draft_model"] = canonical_model(summary.draft_model)
+        values["draft_digest"] = draft.digest if draft else None
+        values["draft_quant"] = (draft.quantization.upper()
+                                 if draft and draft.quantization else None)
         out["summaries"].append(_row(tables.summaries, values))
     return out
 

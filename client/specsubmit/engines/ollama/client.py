@@ -1,16 +1,23 @@
 """A small httpx adapter for the Ollama HTTP API (shared/reference/ollama-api.md).
 
 Every failure leaves this module as a ``specsubmit.errors`` class with a one-line
-message a contributor can act on; no httpx exception escapes. Generation is streamed
-(NDJSON) so that the time to first token is measured here, on the client's monotonic
-clock; every other duration comes from Ollama's final chunk.
+message a contributor can act on; no httpx exception escapes, and any text Ollama sends
+back (an error, a reason phrase) is quoted through ``specsubmit.outside_text.visible``.
+Generation is streamed (NDJSON) so that the time to first token is measured here, on the
+client's monotonic clock; every other duration comes from Ollama's final chunk.
+
+What a server that stalls or floods can cost, bounded (an address can be anything's):
+every request has a total deadline (``deadline_s``, besides the read timeout
+``timeout_s`` for silence), checked as each block arrives; a line may be at most
+``MAX_LINE_BYTES`` long and is gathered in one buffer that grows linearly; a JSON answer
+at most ``MAX_JSON_BYTES``; a generation stops reading at its ``done`` chunk.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -26,10 +33,18 @@ from specsubmit.errors import (
     OllamaTimeout,
     OllamaUnreachable,
 )
+from specsubmit.outside_text import visible
 
 JsonDict = dict[str, Any]
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
+# One request (a warm-up, a trial, a model list) in all; a pull of a model is longer.
+DEFAULT_DEADLINE_S = 1800.0
+PULL_DEADLINE_S = 6 * 3600.0
+# Ollama's lines are a token or a progress report; the final chunk of a generation carries
+# its context (a few thousand numbers). /api/show can carry a model's whole metadata.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+MAX_JSON_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -90,22 +105,48 @@ def _parse_line(line: bytes) -> JsonDict:
     try:
         data = json.loads(line)
     except ValueError:
-        raise OllamaStreamError(f"Ollama sent a line that is not JSON: {line[:80]!r}") from None
+        raise OllamaStreamError(
+            f"Ollama sent a line that is not JSON: {visible(line, 80)}") from None
     if not isinstance(data, dict):
-        raise OllamaStreamError(f"Ollama sent an unexpected line: {line[:80]!r}")
+        raise OllamaStreamError(f"Ollama sent an unexpected line: {visible(line, 80)}")
     if "error" in data:
-        raise OllamaStreamError(f"Ollama reported an error mid-stream: {data['error']}")
+        raise OllamaStreamError(f"Ollama reported an error mid-stream: {visible(data['error'])}")
     return data
 
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(response: httpx.Response, body: bytes) -> str:
     try:
-        data = json.loads(response.read())
-    except (ValueError, httpx.HTTPError):
-        return response.reason_phrase or "no message"
+        data = json.loads(body)
+    except ValueError:
+        data = None
     if isinstance(data, dict) and isinstance(data.get("error"), str):
-        return str(data["error"])
-    return response.reason_phrase or "no message"
+        return visible(data["error"])
+    text = body.decode("utf-8", errors="replace").strip()
+    return visible(text) if text else visible(response.reason_phrase or "no message", 80)
+
+
+class _PastDeadline(Exception):
+    pass
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _read_bounded(response: httpx.Response, limit: int, deadline: float,
+                  *, cut: bool = False) -> bytes:
+    """At most ``limit`` bytes of the body (past it: _TooLong, or the first ``limit``
+    bytes with ``cut``), before ``deadline``."""
+    body = bytearray()
+    for block in response.iter_bytes():
+        body += block
+        if len(body) > limit:
+            if cut:
+                return bytes(body[:limit])
+            raise _TooLong
+        if time.monotonic() > deadline:
+            raise _PastDeadline
+    return bytes(body)
 
 
 class OllamaClient:
@@ -117,10 +158,12 @@ class OllamaClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        deadline_s: float = DEFAULT_DEADLINE_S,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.deadline_s = deadline_s
         self._http = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -149,7 +192,7 @@ class OllamaClient:
             )
         if isinstance(exc, httpx.ConnectError) and "ssl" in str(exc).lower():
             return OllamaUnreachable(
-                f"the TLS handshake with {self.base_url} failed: {str(exc)[:160]}"
+                f"the TLS handshake with {self.base_url} failed: {visible(exc, 160)}"
             )
         if isinstance(exc, httpx.ConnectError):
             return OllamaUnreachable(
@@ -165,10 +208,19 @@ class OllamaClient:
                 f"the connection to Ollama at {self.base_url} broke mid-response "
                 "(did Ollama stop or crash?)"
             )
-        return OllamaError(f"talking to Ollama at {self.base_url} failed: {exc}")
+        return OllamaError(f"talking to Ollama at {self.base_url} failed: {visible(exc, 200)}")
 
-    def _status_error(self, response: httpx.Response, path: str, model: str | None) -> OllamaError:
-        message = _error_text(response)
+    def _past_deadline(self, path: str, deadline_s: float) -> OllamaTimeout:
+        return OllamaTimeout(f"Ollama at {self.base_url} did not finish answering {path} "
+                             f"within {deadline_s:g} s")
+
+    def _status_error(self, response: httpx.Response, path: str, model: str | None,
+                      deadline: float) -> OllamaError:
+        try:
+            body = _read_bounded(response, 64 * 1024, deadline, cut=True)
+        except _PastDeadline:
+            body = b""
+        message = _error_text(response, body)
         if response.status_code == 404 and model is not None:
             return ModelMissing(
                 f"model '{model}' is not available in Ollama ({message}) — "
@@ -178,14 +230,22 @@ class OllamaClient:
 
     def _json(self, method: str, path: str, *, body: JsonDict | None = None,
               model: str | None = None) -> JsonDict:
+        deadline = time.monotonic() + self.deadline_s
         try:
-            response = self._http.request(method, path, json=body)
+            with self._http.stream(method, path, json=body) as response:
+                if response.status_code != 200:
+                    raise self._status_error(response, path, model, deadline)
+                content = _read_bounded(response, MAX_JSON_BYTES, deadline)
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from None
-        if response.status_code != 200:
-            raise self._status_error(response, path, model)
+        except _PastDeadline:
+            raise self._past_deadline(path, self.deadline_s) from None
+        except _TooLong:
+            raise OllamaError(f"{self.base_url}{path} answered with more than "
+                              f"{MAX_JSON_BYTES // 2**20} MiB — is this an Ollama server?"
+                              ) from None
         try:
-            data = response.json()
+            data = json.loads(content)
         except ValueError:
             raise OllamaError(
                 f"{self.base_url}{path} did not answer with JSON — is this an Ollama server?"
@@ -213,37 +273,56 @@ class OllamaClient:
         models = self._json("GET", "/api/ps").get("models") or []
         return [m for m in models if isinstance(m, dict)] if isinstance(models, list) else []
 
-    def _raw_lines(self, path: str, body: JsonDict, model: str | None
-                   ) -> Iterator[tuple[float, bytes]]:
-        """(seconds since the request started, raw NDJSON line) as each line arrives."""
+    def _raw_lines(self, path: str, body: JsonDict, model: str | None,
+                   deadline_s: float | None = None) -> Generator[tuple[float, bytes]]:
+        """(seconds since the request started, raw NDJSON line) as each line arrives.
+
+        A line split over blocks is gathered in one bytearray (each byte copied once: the
+        old ``rest + block`` copied the whole unfinished line again for every block, which
+        made a 40 MB line without a newline cost 16 s of CPU)."""
+        deadline_s = self.deadline_s if deadline_s is None else deadline_s
         start = time.perf_counter()
+        deadline = time.monotonic() + deadline_s
         try:
             with self._http.stream("POST", path, json=body) as response:
                 if response.status_code != 200:
-                    response.read()
-                    raise self._status_error(response, path, model)
-                rest = b""
+                    raise self._status_error(response, path, model, deadline)
+                partial = bytearray()
                 for block in response.iter_bytes():
-                    *lines, rest = (rest + block).split(b"\n")
+                    if time.monotonic() > deadline:
+                        raise self._past_deadline(path, deadline_s)
                     elapsed = time.perf_counter() - start
-                    for line in lines:
+                    begin = 0
+                    while (end := block.find(b"\n", begin)) != -1:
+                        if partial:
+                            partial += block[begin:end]
+                            line, partial = bytes(partial), bytearray()
+                        else:
+                            line = block[begin:end]
+                        begin = end + 1
                         if line.strip():
                             yield elapsed, line
-                if rest.strip():
-                    yield time.perf_counter() - start, rest
+                    partial += block[begin:]
+                    if len(partial) > MAX_LINE_BYTES:
+                        raise OllamaStreamError(
+                            f"Ollama sent a line longer than {MAX_LINE_BYTES // 2**20} MiB "
+                            f"to {path}: not an Ollama stream")
+                if partial.strip():
+                    yield time.perf_counter() - start, bytes(partial)
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, streaming=True) from None
 
-    def _stream_lines(self, path: str, body: JsonDict, model: str | None
-                      ) -> Iterator[tuple[float, JsonDict]]:
-        for elapsed, line in self._raw_lines(path, body, model):
+    def _stream_lines(self, path: str, body: JsonDict, model: str | None,
+                      deadline_s: float | None = None) -> Iterator[tuple[float, JsonDict]]:
+        for elapsed, line in self._raw_lines(path, body, model, deadline_s):
             yield elapsed, _parse_line(line)
 
     def pull(self, model: str, on_progress: Callable[[PullProgress], None] | None = None) -> None:
         succeeded = False
         try:
-            for _, data in self._stream_lines("/api/pull", {"model": model, "stream": True}, model):
-                status = str(data.get("status", ""))
+            for _, data in self._stream_lines("/api/pull", {"model": model, "stream": True}, model,
+                                              PULL_DEADLINE_S):
+                status = visible(data.get("status", ""), 120)
                 completed, total = data.get("completed"), data.get("total")
                 if on_progress is not None:
                     on_progress(PullProgress(
@@ -272,27 +351,32 @@ class OllamaClient:
         final: JsonDict | None = None
         final_piece = ""
         wall = 0.0
-        # Read to the end of the stream even after `done`: an unfinished response would
-        # cost the connection, and the next trial would pay for a new one.
-        for elapsed, line in self._raw_lines("/api/generate", request.body(), request.model):
-            if final is not None:
-                continue
-            if ttft is None:
-                chunk = _parse_line(line)
-                piece = _piece(chunk)
-                if piece:
-                    head.append(piece)
-                    ttft = elapsed
-                if chunk.get("done") is True:
-                    final, wall = chunk, elapsed
-            elif any(marker in line for marker in _PARSE_NOW):
-                chunk = _parse_line(line)
-                if chunk.get("done") is True:
-                    final, wall, final_piece = chunk, elapsed, _piece(chunk)
+        # Reading stops at `done`: a server that goes on sending (or holds the stream open)
+        # after it costs nothing. The connection is then not reused: the next request
+        # opens a new one (on loopback, a fraction of a millisecond before its clock starts
+        # to matter, and the same for every config).
+        lines = self._raw_lines("/api/generate", request.body(), request.model)
+        try:
+            for elapsed, line in lines:
+                if ttft is None:
+                    chunk = _parse_line(line)
+                    piece = _piece(chunk)
+                    if piece:
+                        head.append(piece)
+                        ttft = elapsed
+                    if chunk.get("done") is True:
+                        final, wall = chunk, elapsed
+                        break
+                elif any(marker in line for marker in _PARSE_NOW):
+                    chunk = _parse_line(line)
+                    if chunk.get("done") is True:
+                        final, wall, final_piece = chunk, elapsed, _piece(chunk)
+                        break
+                    tail.append(line)
                 else:
                     tail.append(line)
-            else:
-                tail.append(line)
+        finally:
+            lines.close()  # the response closes now, not when the generator is collected
         if final is None:
             raise OllamaStreamError(
                 f"Ollama's response for {request.model} ended without its final chunk "

@@ -28,6 +28,7 @@ from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
 from specserver.store import queries, redaction
 
@@ -90,7 +91,7 @@ def _evidence_badges(counts: dict[str, int]) -> str:
 
 
 def _key(group: GroupAggregate, dimension: str) -> str:
-    return aggregate.dimension_label(dimension, group.key[dimension])
+    return group.part_label(dimension)
 
 
 def _row_verdict(group: GroupAggregate) -> str | None:
@@ -123,6 +124,22 @@ def _outliers(group: GroupAggregate) -> str:
             f'(robust score above 3.5)">{count} outlier{plural}</span>')
 
 
+def _unsized(group: GroupAggregate) -> str:
+    """A mark for a target the server cannot size (ingest/plausibility.py): not established."""
+    reason = target_unsized_reason(group.key.get("target"))
+    if reason is None:
+        return ""
+    return f' <span class="unsized" title="{escape(reason)}">size unknown: not checked</span>'
+
+
+def _arrived_together(group: GroupAggregate) -> str:
+    """A mark for a group most of whose contributors appeared at once (board/newkeys.py)."""
+    if not group.arrived_together:
+        return ""
+    return (' <span class="arrived" title="most of these contributors first submitted '
+            'within one day of each other">arrived together</span>')
+
+
 def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
     ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
              "</span></th>" if noise else '<th class="num">Median speedup</th>')
@@ -146,12 +163,12 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"{escape(ROW_VERDICTS.get(verdict, verdict or 'merged'))}</span></td>")
         rows.append(
             f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
-            f"<td>{result.text(_key(group, 'target'))}</td>"
+            f"<td>{result.text(_key(group, 'target'))}{_unsized(group)}</td>"
             f"<td>{result.text(_key(group, 'draft'))}</td>"
             f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
             f"<td>{result.text(_key(group, 'chip'))}</td>"
             f"<td>{escape(_key(group, 'memory_gb'))}</td>"
-            f'{tag}<td class="num">{group.contributors}</td>'
+            f'{tag}<td class="num">{group.contributors}{_arrived_together(group)}</td>'
             f'<td class="num">{group.submissions}</td>'
             f"{_ratio_cell(group.median_speedup, style)}{iqr}"
             f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x'
@@ -201,8 +218,12 @@ def section_page(groups: Sequence[GroupAggregate], paging: Paging) -> list[Group
     a flood of one-contributor groups cannot push the established ones off the first page."""
     if len(groups) <= paging.per_page and paging.page == 1:
         return list(groups)
-    ordered = ([g for g in groups if g.contributors >= paging.min_contributors]
-               + [g for g in groups if g.contributors < paging.min_contributors])
+    def established(g: GroupAggregate) -> bool:
+        return (g.contributors >= paging.min_contributors
+                and target_unsized_reason(g.key.get("target")) is None)
+
+    ordered = ([g for g in groups if established(g)]
+               + [g for g in groups if not established(g)])
     start = (paging.page - 1) * paging.per_page
     return ordered[start:start + paging.per_page]
 

@@ -19,7 +19,7 @@ from specserver.ingest.checks import check_submission
 from specsubmit.engines.ollama.serverlog import Segment, parse_log, read_requests
 from specsubmit.run.preflight import MLX_NOTICE
 from specsubmit.run.report import conclusion
-from tests.client.run.test_runner import MTP, OLLAMA_DRAFT_V1, Recorder, _run
+from tests.client.run.test_runner import MTP, Recorder, _run
 from tests.fakeollama import FakeModel, FakeOllama, default_models
 from tests.support.realengine.fixture_files import verbatim
 
