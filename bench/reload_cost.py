@@ -23,7 +23,7 @@ from tests.fakeollama import FakeModel, FakeOllama  # noqa: E402
 
 from specschema import Fingerprint, find_protocol, get_protocol  # noqa: E402
 from specsubmit.engines.ollama.client import OllamaClient  # noqa: E402
-from specsubmit.engines.ollama.engine import OllamaEngine  # noqa: E402
+from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog  # noqa: E402
 from specsubmit.run.runner import RunSettings, run_protocol  # noqa: E402
 
 V1_SHA = "722ee9e1c54c00d296d7ab1c130438e1b432952326e8b15e4a1e89c463c27924"
@@ -46,11 +46,11 @@ def main() -> None:
             model = FakeModel(TARGET, mtp=True, load_s=args.load_s,
                               tokens_per_s=args.tokens_per_s)
             with FakeOllama(version="0.34.1", models=[model], log_path=log) as fake:
-                settings = RunSettings(protocol=protocol, target=TARGET, log_path=log)
+                settings = RunSettings(protocol=protocol, target=TARGET)
                 started = time.perf_counter()
                 with OllamaClient(fake.url, timeout_s=60) as client:
-                    sub = run_protocol(OllamaEngine(client, settings), settings,
-                                       fingerprint=machine).submission
+                    engine = OllamaEngine(client, settings, OllamaLog(path=log))
+                    sub = run_protocol(engine, settings, fingerprint=machine).submission
                 wall = time.perf_counter() - started
             starts = log.read_text().count('msg="starting llama-server"')
         trials = [t for c in sub.configs for t in c.trials]

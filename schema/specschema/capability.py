@@ -1,23 +1,22 @@
-"""Which speculation mechanisms an Ollama version can honor, and the verdict (pure).
+"""Which speculation mechanisms an engine version can honor, and the verdict (pure).
 
 ``submission_verdicts`` is the one rule a client and a server both apply; ``verdict`` is
 its core over plain facts, ``counter_problems`` the counters that contradict the trials.
 
-Facts (shared/reference/ollama-api.md): Ollama has never had a top-level ``draft_model``
-request field; unknown fields are dropped silently, so that mechanism is never applied.
-``options.draft_num_predict`` exists from v0.30.0 (PR #16031) and only does anything on a
-model with MTP layers or a Modelfile DRAFT.
+What each engine's versions can honor, and why, is its descriptor's
+(``specschema.engines``): Ollama has never had a top-level ``draft_model`` request field
+(dropped silently); ``options.draft_num_predict`` exists from v0.30.0 and only does anything
+on a model with MTP layers or a Modelfile DRAFT; llama-server speculates as it is launched.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
 from specschema.blocks import baseline_drift, is_unstable
+from specschema.engines import descriptor, parse_version
 from specschema.models import (
     ConfigResult,
     Engine,
@@ -30,29 +29,15 @@ from specschema.models import (
     Trial,
 )
 
-DRAFT_NUM_PREDICT_SINCE = (0, 30, 0)
+__all__ = ["counter_problems", "decide", "engine_can_honor", "facts", "facts_of",
+           "launch_speculates", "parse_version", "submission_verdicts", "verdict"]
 
 
-def parse_version(text: str) -> tuple[int, int, int] | None:
-    """'0.33.1-rc2' -> (0, 33, 1); None when it is not a version at all."""
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
-    if not match:
-        return None
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch or 0)
-
-
-@lru_cache(maxsize=1024)
-def engine_can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
-    """True/False when known; None when the version cannot be read."""
-    if mechanism in ("none", "server_launch"):
-        return True  # server_launch: the client starts the engine with the flags itself
-    if mechanism == "draft_model_field":
-        return False
-    version = parse_version(engine_version)
-    if version is None:
-        return None
-    return version >= DRAFT_NUM_PREDICT_SINCE
+def engine_can_honor(mechanism: Mechanism, engine_version: str,
+                     engine: str | None = "ollama") -> bool | None:
+    """True/False when known; None when the version cannot tell. ``engine``: the wire's
+    ``engine.name`` (None, as in a v1 submission: Ollama)."""
+    return descriptor(engine).can_honor(mechanism, engine_version)
 
 
 def verdict(
@@ -172,14 +157,16 @@ def decide(
     ``unstable``: the baseline's blocks disagree beyond the bound (``blocks.is_unstable``)."""
     requested = role == "draft"
     base_speculated = baseline is not None and (baseline.counters_seen or baseline.spec_launch)
+    described = descriptor(engine.name)
     return verdict(
         requested=requested,
-        can_honor=engine_can_honor(mechanism, engine.version),
+        can_honor=described.can_honor(mechanism, engine.version),
         counters_seen=own.counters_seen,
         speculated=own.spec_launch,
         baseline_speculated=requested and base_speculated,
         synthetic=own.synthetic or (requested and baseline is not None and baseline.synthetic),
-        runtime=engine.runtime,
+        # MLX only rules out a comparison where the engine cannot switch speculation off
+        runtime=engine.runtime if described.mlx_always_speculates else None,
         launched_without_speculation=own.launched_plain,
         unstable=requested and unstable,
     )

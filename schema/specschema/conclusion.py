@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from specschema.blocks import MAX_BASELINE_DRIFT
-from specschema.capability import engine_can_honor
+from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
@@ -63,22 +63,22 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
 
 
-def capability_reason(mechanism: str, engine_version: str) -> str:
-    """Why a mechanism can or cannot work on this version, in one phrase."""
-    if mechanism == "draft_model_field":
-        return "Ollama has no top-level draft_model request field and drops it silently"
-    if mechanism == "draft_num_predict":
-        can = engine_can_honor("draft_num_predict", engine_version)
-        if can is False:
-            return (f"options.draft_num_predict needs Ollama 0.30.0 or later "
-                    f"(this is {engine_version})")
-        if can is None:
-            return f"the Ollama version {engine_version!r} cannot be read"
-        return ("options.draft_num_predict is supported; it only acts on a model with MTP "
-                "layers or a DRAFT")
-    if mechanism == "none":
-        return "no speculation requested"
-    return f"speculation requested through {mechanism}"  # a mechanism without its own words
+def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str]:
+    """``VERDICT_HELP[observed]`` with the engine's own advice where it differs (what to do
+    when no counters were seen, or the version could not be read)."""
+    meaning, todo = VERDICT_HELP.get(observed, ("", ""))
+    described = descriptor(engine)
+    if observed == "not_observed":
+        todo = described.no_counters_todo
+    elif observed == "unknown":
+        todo = described.unknown_todo or f"rerun with a {described.label} that reports its version"
+    return meaning, todo
+
+
+def capability_reason(mechanism: str, engine_version: str, engine: str | None = "ollama") -> str:
+    """Why a mechanism can or cannot work on this version of the engine, in one phrase (the
+    engine's descriptor's words)."""
+    return descriptor(engine).reason(mechanism, engine_version)
 
 
 def vs_baseline(summary: ConfigSummary) -> str:
@@ -175,13 +175,16 @@ def other_speedup(summary: ConfigSummary, headline: str = "decode") -> str:
 
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
-                    log_status: str | None = None, headline: str = "decode") -> str:
+                    log_status: str | None = None, engine: str | None = "ollama",
+                    headline: str = "decode") -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
+    ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source;
     ``headline``: the protocol's headline speedup ("decode" or "wall")."""
+    described = descriptor(engine)
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
-        reason = capability_reason(evidence.mechanism, engine_version)
+        reason = capability_reason(evidence.mechanism, engine_version, engine)
         sentence = (f"{summary.name} was not applied: {reason}, "
                     f"so {ratio} difference from the baseline is run-to-run noise "
                     f"({spread(summary)}{base})")
@@ -191,7 +194,8 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if rate is not None:
             counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
                       f"accepted ({rate:.0%})")
-        sentence = (f"{summary.name} speculated (counters in the server log) and ran "
+        sentence = (f"{summary.name} speculated (counters from "
+                    f"{described.counters_from(evidence.counters_source)}) and ran "
                     f"{effect(summary, headline)} ({other_speedup(summary, headline)})"
                     f"{counts}")
     elif evidence.observed == "unstable":
@@ -202,17 +206,20 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     f"beyond the bound of {MAX_BASELINE_DRIFT:.0%}, so {ratio} is not "
                     f"counted as a speedup; what to do: {todo}")
     elif evidence.observed in INVALID_COMPARISONS:
-        meaning, todo = VERDICT_HELP[evidence.observed]
+        meaning, todo = verdict_help(evidence.observed, engine)
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
         sentence = (f"{summary.name} cannot be compared ({VERDICT_WORDS[evidence.observed]}): "
                     f"{meaning}, so {ratio} is not a speedup; what to do: {todo}")
     elif evidence.observed in ("not_observed", "unknown"):
-        why = ("no counters were found in the server log" if evidence.observed == "not_observed"
-               else "the Ollama version could not be read and no counters were found")
-        if evidence.observed == "not_observed" and log_status == "not_given":
-            why = "no Ollama server log was given (--ollama-log), so no counters could be read"
-        elif evidence.observed == "not_observed" and log_status == "unreadable":
-            why = "the Ollama server log could not be read"
+        why = (described.no_counters if evidence.observed == "not_observed"
+               else f"{capability_reason(evidence.mechanism, engine_version, engine)}, and "
+                    "no counters were found")
+        if described.log_option and evidence.observed == "not_observed":
+            if log_status == "not_given":
+                why = (f"no {described.label} server log was given ({described.log_option}), "
+                       "so no counters could be read")
+            elif log_status == "unreadable":
+                why = f"the {described.label} server log could not be read"
         sentence = (f"{summary.name} could not be checked: {why}, so its "
                     f"{effect(summary, headline)} "
                     "cannot be attributed to speculation")
@@ -228,11 +235,12 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
                *, engine_version: str, complete: bool, log_status: str | None = None,
-               headline: str = "decode") -> str:
+               engine: str | None = "ollama", headline: str = "decode") -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
-    as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``.
+    as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``;
+    ``engine``: its ``engine.name`` (None: Ollama, as in v1).
     """
     baseline = next((s for s in summaries if s.role == "baseline"), None)
     drafts = [s for s in summaries if s.role == "draft"]
@@ -243,11 +251,12 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
-    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status,
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine,
                                  headline)
                  for s in drafts]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
-        lead = (f"Speculative decoding did not run in this test: Ollama {engine_version} "
+        label = descriptor(engine).label
+        lead = (f"Speculative decoding did not run in this test: {label} {engine_version} "
                 "applied none of the drafts, so every config measured the same thing. ")
     elif drafts and all(e.observed == "baseline_speculated" for e in found.values()):
         lead = ("The baseline speculated too, so this run has no baseline without "

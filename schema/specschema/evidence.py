@@ -5,8 +5,9 @@ is whether the counters are consistent with the trials it was sent, so a level s
 source the counters name and whether they survived those checks, from strongest to weakest
 (``LEVELS``):
 
-- ``engine_api``: every counter comes from llama-server's own API (``timings.draft_n`` /
-  ``draft_n_accepted``, one per trial) and is consistent;
+- ``engine_api``: every counter comes from the engine's own API (llama-server's
+  ``timings.draft_n`` / ``draft_n_accepted``, one per trial; the sources each engine has
+  are its descriptor's, ``specschema.engines``) and is consistent;
 - ``log``: counters scraped from a log (Ollama's llama-server or MLX lines), consistent;
 - ``reported``: counters the server cannot place: the engine version is not a version,
   a v2 submission names a log it says it did not read, v2 totals without any trial's
@@ -38,12 +39,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from specschema.capability import parse_version
+from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission
 from specschema.stats import median
 
@@ -61,8 +61,6 @@ LOG_SOURCES = frozenset({"llama_server_log", "mlx_log"})
 BOUND_SLACK = 1.25
 # The option or launch fields that cap the tokens drafted per pass.
 N_MAX_OPTIONS = ("draft_num_predict", "spec_draft_n_max")
-# llama.cpp builds report a bare build number ("6123" or "b6123") as their version.
-_BUILD_NUMBER = re.compile(r"^b?\d+$")
 
 
 def rank(level: str) -> int:
@@ -71,11 +69,9 @@ def rank(level: str) -> int:
 
 
 def version_known(engine_name: str | None, version: str) -> bool:
-    """Whether the engine version can be placed: x.y[.z] for both engines, or a llama.cpp
-    build number for llama-server."""
-    if parse_version(version) is not None:
-        return True
-    return engine_name == "llama-server" and bool(_BUILD_NUMBER.match(version.strip()))
+    """Whether the engine version can be placed: x.y[.z] for every engine, or a llama.cpp
+    build number for the engines that use them (the descriptor's)."""
+    return descriptor(engine_name).version_known(version)
 
 
 @dataclass(frozen=True)
@@ -170,8 +166,9 @@ def evidence_level(
     if trial_sources - {source}:
         return Evidence("reported", f"trial counters from {sorted(map(str, trial_sources))} "
                                     f"but totals from {source!r}")
-    if source == "engine_api" and engine_name != "llama-server":
-        return Evidence("reported", "only llama-server reports counters from its API")
+    engine = descriptor(engine_name)
+    if source == "engine_api" and source not in engine.counter_sources:
+        return Evidence("reported", f"{engine.label} reports no counters from its API")
     if source in LOG_SOURCES and (wire_version or 1) >= 2 and engine_log != "read":
         return Evidence("reported", f"counters from a log the client did not read "
                                     f"(engine_log {engine_log!r})")
@@ -201,8 +198,7 @@ def evidence_level(
         return Evidence("implausible", f"a {speedup_tps:.2f}x speedup at {rate:.0%} acceptance "
                                        f"is more than the counters explain (at most "
                                        f"{bound:.2f}x, {BOUND_SLACK:g}x slack)", bound)
-    what = ("llama-server's own API" if source == "engine_api" else
-            "the engine's log, as the client read it")
+    what = engine.counters_from(source)
     return Evidence("engine_api" if source == "engine_api" else "log",
                     f"counters from {what}, consistent with the trials (speedup within the "
                     f"{bound:.2f}x they explain)", bound)

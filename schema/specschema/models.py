@@ -15,7 +15,7 @@ What v2 adds (docs/run.md explains the verdicts):
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
   logged or was given it, never what was requested;
-- the engine as a dimension: ``Engine.name`` ("ollama" | "llama-server"), ``runtime``
+- the engine as a dimension: ``Engine.name`` (a ``specschema.engines`` entry), ``runtime``
   ("ggml" | "mlx"), ``version`` and ``build``; a model's ``format``; whether the server
   log was read (``Submission.engine_log``).
 
@@ -40,8 +40,11 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    WithJsonSchema,
     model_validator,
 )
+
+from specschema.engines import ENGINES
 
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS = (1, 2)
@@ -66,7 +69,16 @@ Role = Literal["baseline", "draft"]
 # Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
 # runner's line), or (v2) llama-server's own API (``timings.draft_n`` / ``draft_n_accepted``).
 CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
-EngineName = Literal["ollama", "llama-server"]
+
+def _known_engine(value: str) -> str:
+    if value not in ENGINES:
+        raise ValueError(f"unknown engine {value!r} (known: {', '.join(ENGINES)})")
+    return value
+
+
+# An engine's wire name: one of the descriptors in ``specschema.engines``.
+EngineName = Annotated[str, AfterValidator(_known_engine),
+                       WithJsonSchema({"type": "string", "enum": list(ENGINES)})]
 # ggml: GGUF models on llama-server (Ollama >= 0.30 runs them there); mlx: Ollama's MLX
 # runner (safetensors models, the default on Apple Silicon from 0.40).
 Runtime = Literal["ggml", "mlx"]

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -40,13 +40,9 @@ from specschema import (
     shipped_protocols,
 )
 from specschema.payload import submission_bytes
-from specsubmit.engines.base import Engine as RunEngine
-from specsubmit.engines.base import PullProgress
-from specsubmit.engines.llama_server.engine import LlamaServerEngine
-from specsubmit.engines.ollama import logsource
-from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S, OllamaClient
-from specsubmit.engines.ollama.engine import OllamaEngine
-from specsubmit.engines.ollama.host import parse_ollama_host
+from specsubmit.engines.base import EngineOptions, PullProgress
+from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S
+from specsubmit.engines.registry import ADAPTERS, adapter, check_options
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.local.paths import check_state_home
 from specsubmit.local.results import load_result, save_result, write_result
@@ -184,61 +180,29 @@ def _protocol(protocol_id: str) -> Protocol:
         raise UsageError(exc.message) from None
 
 
-def _log_settings(option: str | None) -> dict[str, Any]:
-    """--ollama-log (a path or a command), else the OS's default place when it is there
-    (engines/ollama/logsource.py); the pre-flight says what is missing and the fix."""
-    source = logsource.parse_option(option) if option else logsource.default_source()
-    if source is None:
-        return {}
-    if source.command is not None:
-        return {"log_command": source.command}
-    return {"log_path": source.path}
-
-
-ENGINES = ("ollama", "llama-server")
-
-
-@contextlib.contextmanager
-def _open_engine(name: str, settings: RunSettings, *, base_url: str, timeout: float,
-                 llama_server: Path | None, ollama_models: Path | None,
-                 llama_threads: int | None = None) -> Iterator[RunEngine]:
-    """The engine of this run; on exit every engine process it started is gone."""
-    if name == "llama-server":
-        if llama_threads is not None and not 0 < llama_threads <= 1024:
-            raise UsageError("--llama-threads must be between 1 and 1024")
-        with LlamaServerEngine(settings, binary=llama_server, models_dir=ollama_models,
-                               timeout_s=timeout, threads=llama_threads) as server_engine:
-            yield server_engine
-        return
-    if llama_server is not None or ollama_models is not None or llama_threads is not None:
-        raise UsageError("--llama-server, --ollama-models and --llama-threads need "
-                         "--engine llama-server")
-    with OllamaClient(base_url, timeout_s=timeout) as client:
-        yield OllamaEngine(client, settings)
-
-
 def run_command(
     *, protocol_id: str, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
     output: Path | None, json_out: bool, yes: bool, ollama_log: str | None, timeout: float,
     print_payload: bool, server: str | None = None, engine: str = "ollama",
     llama_server: Path | None = None, ollama_models: Path | None = None,
-    llama_threads: int | None = None,
+    llama_threads: int | None = None, engine_url: str | None = None,
 ) -> None:
     err = Console(stderr=True)
-    if engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)} (not {engine!r})")
+    chosen = adapter(engine)
     protocol = _protocol(protocol_id)
     resolve_target(protocol, target)
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    base_url = parse_ollama_host(ollama)
+    options = EngineOptions(timeout_s=timeout, url=engine_url, ollama=ollama,
+                            ollama_log=ollama_log, llama_server=llama_server,
+                            ollama_models=ollama_models, llama_threads=llama_threads)
+    check_options(chosen, options)
     check_state_home()  # before any request: the result has to be saved somewhere
     submit_to = None if no_submit else resolve_server(server)
     if submit_to is not None:
         # Before the minutes of trials, not after them: a typo in --server is said now.
         check_server(submit_to)
-    settings = RunSettings(protocol=protocol, target=target, pull=pull, assume_yes=yes,
-                           **_log_settings(ollama_log))
+    settings = RunSettings(protocol=protocol, target=target, pull=pull, assume_yes=yes)
     listener = ConsoleListener(err)
     saved: list[Path] = []  # where the checkpoints went (one file, rewritten per trial)
     trials_saved = 0
@@ -250,10 +214,7 @@ def run_command(
             saved[:] = [path]
             trials_saved = sum(len(config.trials) for config in partial.configs)
 
-    with _CtrlC(err) as ctrl_c, _open_engine(
-        engine, settings, base_url=base_url, timeout=timeout, llama_server=llama_server,
-        ollama_models=ollama_models, llama_threads=llama_threads,
-    ) as run_engine:
+    with _CtrlC(err) as ctrl_c, chosen.open(settings, options) as run_engine:
         try:
             fingerprint = default_fingerprint()
             pre = run_engine.preflight(fingerprint, listener, ctrl_c.event)
@@ -354,7 +315,7 @@ def register(app: typer.Typer) -> None:
         = None,
         timeout: Annotated[float, typer.Option(
             "--timeout", envvar="SPECSUBMIT_TIMEOUT",
-            help="Seconds to wait for Ollama to send anything.")] = DEFAULT_TIMEOUT_S,
+            help="Seconds to wait for the engine to send anything.")] = DEFAULT_TIMEOUT_S,
         print_payload: Annotated[bool, typer.Option(
             "--print-payload", help="Show the exact JSON before asking to submit.")] = False,
         server: Annotated[str | None, typer.Option(
@@ -362,8 +323,11 @@ def register(app: typer.Typer) -> None:
         = None,
         engine: Annotated[str, typer.Option(
             "--engine", envvar="SPECSUBMIT_ENGINE",
-            help="ollama (the running Ollama server) or llama-server (started by specsubmit "
-                 "per config, e.g. with --protocol llamacpp-draft).")] = "ollama",
+            help="; ".join(a.summary for a in ADAPTERS.values()) + ".")] = "ollama",
+        engine_url: Annotated[str | None, typer.Option(
+            "--engine-url", envvar="SPECSUBMIT_ENGINE_URL",
+            help="Where an engine reached over HTTP listens, other than Ollama (--ollama); "
+                 "default: the engine's own.")] = None,
         llama_server: Annotated[Path | None, typer.Option(
             "--llama-server", envvar="SPECSUBMIT_LLAMA_SERVER",
             help="llama-server binary (default: Ollama's bundled one, else llama-server on "
@@ -377,12 +341,13 @@ def register(app: typer.Typer) -> None:
             help="llama-server --threads (default: its own choice, the physical cores).")]
         = None,
     ) -> None:
-        """Run a trial protocol against the local Ollama and save the result."""
+        """Run a trial protocol against a local engine and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
                     ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
                     server=server, engine=engine, llama_server=llama_server,
-                    ollama_models=ollama_models, llama_threads=llama_threads)
+                    ollama_models=ollama_models, llama_threads=llama_threads,
+                    engine_url=engine_url)
 
     @app.command("protocols")
     def protocols() -> None:

@@ -1,28 +1,66 @@
-"""What the runner needs from an engine, whichever it is (Ollama, llama-server).
+"""What the runner needs from an engine, whichever it is: the interface between ``run/``
+and the adapters (``engines/registry.py`` lists them).
 
 The runner, the statistics and the verdict rules only see this module's types: an
 ``Engine`` answers a pre-flight, is told when a config's trials begin and end (llama-server
-starts and stops a server there; Ollama does nothing), and turns one request of a config
-into a ``Generation`` with its timings and, when the engine's own API reports them, its
-acceptance counters. What only one engine knows (the Ollama server log, a llama-server
-command line) stays behind the adapter and comes back in an ``EngineReport``.
+starts and stops a server there; Ollama does nothing), turns one request of a config into
+a ``Generation`` with its timings and, when the engine's own API reports them, its
+acceptance counters, and says how it is recorded on the wire (``wire_engine``). What only
+one engine knows (the Ollama server log, a llama-server command line) stays behind the
+adapter and comes back in an ``EngineReport``. Its words (label, counter sources, what its
+versions can honour) are its descriptor in ``specschema.engines``.
+
+``run/`` imports this module; no adapter imports ``run/``.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from specschema import Engine as WireEngine
 from specschema import Fingerprint, ModelInfo, Trial
+from specschema.protocol import Protocol as TrialProtocol
 from specschema.protocol import ProtocolConfig
 
 if TYPE_CHECKING:
     from specschema import Launch, TrialCounters
-    from specsubmit.engines.ollama.serverlog import DraftCounters
 
-EngineName = Literal["ollama", "llama-server"]
+# The wire's engine.name: a key of specschema.engines.ENGINES.
+EngineName = str
+# mlx_log / llama_server_log: lines of a log (Ollama's); engine_api: summed from the
+# engine's own per-request counters (llama-server's timings, LM Studio's stats).
+CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
+
+# A warm request's load_duration is queueing + scheduling: tens of milliseconds. Reading
+# weights from disk takes far longer, so a load above this threshold means a (re)load.
+COLD_LOAD_NS = 250_000_000
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run is told, whatever the engine (an adapter's own settings are its own)."""
+
+    protocol: TrialProtocol
+    target: str | None = None
+    pull: bool = False
+    assume_yes: bool = False
+    cold_load_ns: int = COLD_LOAD_NS
+
+
+@dataclass(frozen=True)
+class DraftCounters:
+    """A config's acceptance counters: totals of its trials (or of a log's lines)."""
+
+    drafted: int
+    accepted: int
+    source: CounterSource
+    lines: int
 
 
 @dataclass(frozen=True)
@@ -84,7 +122,7 @@ class Preflight:
     can_honor: dict[str, bool | None]
     memory_needed: int | None
     memory_available: int | None
-    engine_name: EngineName = "ollama"
+    engine_name: EngineName = "ollama"  # the descriptor's name (specschema.engines)
     build: str | None = None
     # A model given as a file path is published under this name instead (a path is
     # private: it names folders, often the user's): {path as given: public name}.
@@ -118,6 +156,9 @@ class EngineReport:
     reloaded: Mapping[str, list[bool]] = field(default_factory=dict)
     runtime: str | None = None
     log_status: str | None = None
+    # The version as the engine's responses reported it, when the pre-flight could not
+    # (LM Studio: the runtime's version comes with each response).
+    version: str | None = None
 
 
 class Engine(Protocol):
@@ -127,6 +168,9 @@ class Engine(Protocol):
     # True when every config needs its own engine start (llama-server: the speculative
     # settings are launch flags); the runner then warms up each config right after it.
     per_config_start: bool
+    # Request options that, when they change between two requests, make the engine
+    # reload (Ollama's Runner options): such a trial is cold whatever its load time.
+    load_time_options: frozenset[str]
 
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight: ...
@@ -139,8 +183,67 @@ class Engine(Protocol):
 
     def report(self, pre: Preflight, listener: RunListener) -> EngineReport: ...
 
+    def wire_engine(self, pre: Preflight, report: EngineReport) -> tuple[WireEngine, str | None]:
+        """How this run's engine is recorded: the wire's ``engine`` and ``engine_log``."""
+        ...
+
     def close(self) -> None: ...
 
 
-__all__ = ["Engine", "EngineName", "EngineReport", "Generation", "Preflight", "PullProgress",
-           "RunListener"]
+@dataclass(frozen=True)
+class EngineOptions:
+    """What the command line says about the engine. Each adapter reads the fields it names
+    in ``Adapter.accepts``; a field given to an engine that does not take it is an error."""
+
+    timeout_s: float = 600.0
+    url: str | None = None  # --engine-url: where an HTTP engine listens (its default else)
+    ollama: str | None = None  # --ollama, parsed like OLLAMA_HOST
+    ollama_log: str | None = None  # --ollama-log: a path or a command
+    llama_server: Path | None = None  # --llama-server: the binary
+    ollama_models: Path | None = None  # --ollama-models: the models folder, read-only
+    llama_threads: int | None = None  # --llama-threads
+
+
+# EngineOptions field -> the flag that sets it (for the one error that says which engine
+# takes it).
+OPTION_FLAGS = {"url": "--engine-url", "ollama": "--ollama", "ollama_log": "--ollama-log",
+                "llama_server": "--llama-server", "ollama_models": "--ollama-models",
+                "llama_threads": "--llama-threads"}
+# Options often set in the environment (OLLAMA_HOST, SPECSUBMIT_OLLAMA_LOG): an engine that
+# does not take them ignores them rather than refusing to run.
+AMBIENT_OPTIONS = frozenset({"ollama", "ollama_log"})
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One engine as the client runs it: its name (its descriptor's, ``specschema.engines``),
+    one line for ``--engine``'s help, the options it takes, and how to open it (start it or
+    reach it): a context manager whose exit leaves no process of ours running."""
+
+    name: EngineName
+    summary: str
+    accepts: frozenset[str]
+    open: Callable[[RunSettings, EngineOptions], AbstractContextManager[Engine]]
+    # Checks the options before anything runs (a malformed URL fails before the trials).
+    check: Callable[[EngineOptions], None] = lambda options: None
+
+
+def wire_version(text: str) -> str:
+    """An engine's version as the wire takes it (``VersionStr``): its characters, 40 at most."""
+    return re.sub(r"[^0-9A-Za-z.+\-]", "", text)[:40] or "unknown"
+
+
+def unrequested(configs: Sequence[ProtocolConfig], can_honor: Mapping[str, bool | None],
+                counters: Mapping[str, DraftCounters]) -> list[str]:
+    """Configs whose trials speculated although their mechanism cannot have caused it."""
+    return [
+        c.name for c in configs
+        if (seen := counters.get(c.name)) and seen.drafted
+        and (c.role == "baseline" or can_honor.get(c.name) is False)
+    ]
+
+
+__all__ = ["AMBIENT_OPTIONS", "COLD_LOAD_NS", "OPTION_FLAGS", "Adapter", "CounterSource",
+           "DraftCounters", "Engine", "EngineName", "EngineOptions", "EngineReport",
+           "Generation", "Preflight", "PullProgress", "RunListener", "RunSettings",
+           "unrequested", "wire_version"]

@@ -1,5 +1,6 @@
-"""The speculation evidence of each config (pure): capability by version and mechanism,
-counters from the server log, the models Ollama had loaded, and output equality.
+"""The speculation evidence of each config (pure): capability by engine, version and
+mechanism (the engine's descriptor), its counters (a log's or the engine API's), the models
+the engine had loaded, and output equality.
 
 The verdict itself is ``specschema.capability.verdict`` so that the client and the server
 can never disagree about what the evidence means.
@@ -8,13 +9,12 @@ can never disagree about what the evidence means.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from specschema import SpeculationEvidence, Trial, engine_can_honor, verdict
-from specschema.conclusion import capability_reason as capability_reason  # re-exported
 from specschema.protocol import ProtocolConfig
-from specsubmit.engines.ollama.serverlog import DraftCounters
+from specsubmit.engines.base import DraftCounters
 
 if TYPE_CHECKING:
     from specschema import Launch
@@ -36,13 +36,14 @@ def build_evidence(
     config: ProtocolConfig,
     *,
     engine_version: str,
+    engine: str = "ollama",
     counters: DraftCounters | None,
     models_loaded: Sequence[str],
     outputs_match: bool | None,
     launches: Sequence[Launch] = (),
 ) -> SpeculationEvidence:
     requested = config.role == "draft"
-    can_honor = engine_can_honor(config.mechanism, engine_version)
+    can_honor = engine_can_honor(config.mechanism, engine_version, engine)
     seen = requested and can_honor is not False and counters is not None and counters.drafted > 0
     observed = verdict(requested=requested, can_honor=can_honor, counters_seen=seen)
     # v2 only (llama-server): the engine starts as the client ran them. The verdict is
@@ -67,13 +68,3 @@ def build_evidence(
         outputs_match_baseline=outputs_match if requested else None,
         **v2,
     )
-
-
-def unrequested(configs: Sequence[ProtocolConfig], can_honor: Mapping[str, bool | None],
-                counters: Mapping[str, DraftCounters]) -> list[str]:
-    """Configs whose trials speculated although their mechanism cannot have caused it."""
-    return [
-        c.name for c in configs
-        if (seen := counters.get(c.name)) and seen.drafted
-        and (c.role == "baseline" or can_honor.get(c.name) is False)
-    ]

@@ -19,6 +19,7 @@ from rich.table import Table
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.conclusion import vs_baseline
+from specschema.engines import descriptor
 from specschema.stats import decode_tps
 from specsubmit.outside_text import LINE_LIMIT, visible
 
@@ -41,11 +42,13 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
     return wording.conclusion(summaries, {c.name: c.speculation for c in submission.configs},
                               engine_version=submission.engine.version,
                               complete=submission.complete,
-                              log_status=submission.engine_log)
+                              log_status=submission.engine_log,
+                              engine=submission.engine.name)
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
-    table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on Ollama "
+    engine = descriptor(submission.engine.name).label
+    table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
                         f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD)
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
                    "vs baseline [95% CI]", "Verdict"):

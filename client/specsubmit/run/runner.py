@@ -17,7 +17,6 @@ consecutive trials of one config, a start, that config's warm-ups, the trials an
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,6 @@ from typing import Any
 from specschema import (
     ClientInfo,
     ConfigResult,
-    Engine,
     Fingerprint,
     ModelInfo,
     Protocol,
@@ -39,15 +37,24 @@ from specschema import (
     TrialCounters,
     Warmup,
 )
+from specschema import Engine as WireEngine
+from specschema.engines import descriptor
 from specschema.protocol import ProtocolConfig
 from specsubmit import __version__
+from specsubmit.engines.base import (
+    COLD_LOAD_NS,
+    DraftCounters,
+    EngineReport,
+    Generation,
+    Preflight,
+    RunListener,
+    RunSettings,
+    unrequested,
+)
 from specsubmit.engines.base import Engine as RunEngine
-from specsubmit.engines.base import EngineReport, Generation, Preflight
-from specsubmit.engines.ollama.serverlog import DraftCounters
 from specsubmit.errors import EngineError, UsageError
-from specsubmit.fingerprint import backend_from_ps, collect_fingerprint
-from specsubmit.run.evidence import build_evidence, outputs_match_baseline, unrequested
-from specsubmit.run.settings import COLD_LOAD_NS, RunListener, RunSettings
+from specsubmit.fingerprint import collect_fingerprint
+from specsubmit.run.evidence import build_evidence, outputs_match_baseline
 
 __all__ = [
     "COLD_LOAD_NS",
@@ -107,11 +114,6 @@ def protocol_ref(protocol: Protocol, target: str | None) -> ProtocolRef:
                        parameters=parameters)
 
 
-def _engine_version(text: str) -> str:
-    cleaned = re.sub(r"[^0-9A-Za-z.+\-]", "", text)[:40]
-    return cleaned or "unknown"
-
-
 # --- trials -------------------------------------------------------------------------------
 
 
@@ -157,7 +159,7 @@ class _Run:
     def switches_load(self, config: ProtocolConfig) -> bool:
         """Whether this request changes a load-time option: the engine restarts for it."""
         load = {k: v for k, v in self.protocol.request_options(config).items()
-                if k in LOAD_TIME_OPTIONS}
+                if k in self.engine.load_time_options}
         switched = self.last_load is not None and load != self.last_load
         self.last_load = load
         return switched
@@ -256,7 +258,7 @@ def run_protocol(
         planned = len(run.schedule)
         checkpoint(build_submission(
             settings, pre, run.states, EngineReport(), api_counters(run.states),
-            fingerprint=fingerprint, started=started, complete=False,
+            engine=engine, fingerprint=fingerprint, started=started, complete=False,
             note=f"incomplete: {run.done} of {planned} trials so far",
             submission_id=submission_id))
 
@@ -275,7 +277,7 @@ def run_protocol(
     report = engine.report(pre, listener)
     counters = dict(report.counters) or api_counters(run.states)
     submission = build_submission(
-        settings, pre, run.states, report, counters, fingerprint=fingerprint,
+        settings, pre, run.states, report, counters, engine=engine, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
         note=_note(pre, error, interrupted, done, planned,
                    unrequested(protocol.configs, pre.can_honor, counters)),
@@ -298,15 +300,12 @@ def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]
     return found
 
 
-_ENGINE_LABEL = {"ollama": "Ollama", "llama-server": "llama-server"}
-
-
 def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
           planned: int, unrequested: Sequence[str]) -> str | None:
     # Never the error text itself: it carries the Ollama URL or a path (both private).
     parts: list[str] = []
     if error is not None:
-        parts.append(f"stopped early: {_ENGINE_LABEL[pre.engine_name]} failed "
+        parts.append(f"stopped early: {descriptor(pre.engine_name).label} failed "
                      f"({type(error).__name__}) after {done} of {planned} trials")
     elif interrupted:
         parts.append(f"stopped early: interrupted by the contributor after {done} of {planned} "
@@ -324,6 +323,7 @@ def build_submission(
     report: EngineReport,
     counters: Mapping[str, DraftCounters],
     *,
+    engine: RunEngine,
     fingerprint: Fingerprint,
     started: datetime,
     complete: bool,
@@ -338,7 +338,8 @@ def build_submission(
     for config in protocol.configs:
         state = states[config.name]
         evidence = build_evidence(
-            config, engine_version=pre.engine_version, counters=counters.get(config.name),
+            config, engine_version=report.version or pre.engine_version,
+            engine=pre.engine_name, counters=counters.get(config.name),
             models_loaded=report.models_loaded.get(config.name, []),
             outputs_match=outputs_match_baseline(baseline_trials, state.trials),
             launches=report.launches.get(config.name, []),
@@ -364,24 +365,10 @@ def build_submission(
         "complete": complete,
         "note": note,
     }
-    if pre.engine_name == "ollama":
-        ps = next(iter(report.ps_after.values()), [])
-        backend, fraction = backend_from_ps({"models": ps}, main_model)
-        runtime = report.runtime or pre.runtime
-        engine = Engine(version=_engine_version(pre.engine_version), backend=backend,
-                        gpu_fraction=fraction,
-                        runtime=runtime if runtime in ("ggml", "mlx") else None)  # type: ignore[arg-type]
-        common["engine_log"] = report.log_status
-        return _v2_submission(pre, report, configs, common, engine)
-    engine = Engine(name=pre.engine_name, version=_engine_version(pre.engine_version),
-                    build=(report.build or pre.build or "")[:200] or None, runtime="ggml")
-    return _v2_submission(pre, report, configs, common, engine)
-
-
-# Ollama's load-time (Runner) options: a request that changes one restarts the runner
-# (server/sched.go), so its trial is a cold one (ollama-api.md "Read first" 3).
-LOAD_TIME_OPTIONS = frozenset({"draft_num_predict", "num_ctx", "num_batch", "num_gpu",
-                               "main_gpu", "use_mmap", "num_thread"})
+    wire_engine, engine_log = engine.wire_engine(pre, report)
+    if engine_log is not None:
+        common["engine_log"] = engine_log
+    return _v2_submission(pre, report, configs, common, wire_engine)
 
 
 def with_log_evidence(trials: Sequence[Trial], counters: Sequence[TrialCounters | None],
@@ -402,7 +389,7 @@ def with_log_evidence(trials: Sequence[Trial], counters: Sequence[TrialCounters 
 
 
 def _v2_submission(pre: Preflight, report: EngineReport, configs: list[ConfigResult],
-                   common: dict[str, Any], engine: Engine) -> Submission:
+                   common: dict[str, Any], engine: WireEngine) -> Submission:
     """Wire v2 (engine name, runtime, build, per-trial counters, launches), with every
     verdict from ``specschema.submission_verdicts``, the rule the server applies."""
     from specschema import submission_verdicts

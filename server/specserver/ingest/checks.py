@@ -26,6 +26,7 @@ from operator import itemgetter
 from typing import Any, Literal, get_args
 
 from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.engines import descriptor
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
 from specschema.models import ConfigResult, Mechanism, Submission
@@ -374,8 +375,8 @@ def _num_predict(options: dict[str, Any]) -> int | None:
 
 
 @lru_cache(maxsize=1024)
-def _can_honor(mechanism: Mechanism, engine_version: str) -> bool | None:
-    return engine_can_honor(mechanism, engine_version)
+def _can_honor(mechanism: Mechanism, engine_version: str, engine: str) -> bool | None:
+    return engine_can_honor(mechanism, engine_version, engine)
 
 
 def _reports_api_counters(config: ConfigResult) -> bool:
@@ -501,7 +502,8 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
     per_config = proto.trials_per_config
     version = submission.engine.version
     expected_verdicts = submission_verdicts(submission)
-    api_allowed = submission.engine.name == "llama-server"
+    engine_name = submission.engine.name
+    api_allowed = "engine_api" in descriptor(engine_name).counter_sources
     seen: set[str] = set()
     warmup_violations: list[Violation] = []  # durations_coherent reports them after the trials
     for ci, config in enumerate(submission.configs):
@@ -552,10 +554,11 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
         if requested != (role == "draft"):
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.requested",
                  "only draft configs request speculation")
-        can_honor = _can_honor(mechanism, version)
+        can_honor = _can_honor(mechanism, version, engine_name)
         if claimed_can_honor != can_honor:
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.engine_can_honor",
-                 f"{mechanism} on Ollama {version}: engine_can_honor is {can_honor}")
+                 f"{mechanism} on {descriptor(engine_name).label} {version}: "
+                 f"engine_can_honor is {can_honor}")
         counters = (drafted, accepted, source)
         counters_seen = None not in counters
         if not counters_seen and counters != (None, None, None):
@@ -577,7 +580,7 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
             _add(found, "counters_consistent", f"configs.{ci}.{where}", message)
         if not api_allowed and _reports_api_counters(config):
             _add(found, "counters_consistent", f"configs.{ci}.speculation.counters_source",
-                 "only the llama-server engine reports counters from its API")
+                 f"{descriptor(engine_name).label} reports no counters from its API")
 
         # trials_fit_schedule: the count, then the indices, then each trial's position
         # (and block: a trial's block, when given, is the schedule's)

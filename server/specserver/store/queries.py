@@ -30,8 +30,9 @@ from sqlalchemy import (
     tuple_,
 )
 
-from specschema.conclusion import VERDICT_HELP
-from specschema.models import EngineName, Observed, OsInfo
+from specschema.conclusion import verdict_help
+from specschema.engines import engine_names
+from specschema.models import Observed, OsInfo
 from specserver.store import tables
 
 sub = tables.submissions
@@ -48,7 +49,7 @@ OS_NAMES: tuple[str, ...] = next(
     if kind is not type(None)
 )
 # The wire format's engine names (``Engine.name``), the values of the ``engine`` filter.
-ENGINE_NAMES: tuple[str, ...] = get_args(EngineName)
+ENGINE_NAMES: tuple[str, ...] = engine_names()
 
 # The engine as a dimension (issue 14). A row stored before wire v2 has no engine_name: v1
 # knew only Ollama. The column ``ollama_version`` has always held ``engine.version``, so it
@@ -310,7 +311,7 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
         # wire v2: the engine starts as logged (a JSON list), and what the verdict means
         # and what the contributor can do about it (the words the CLI prints too)
         config["launches"] = json.loads(config["launches"]) if config.get("launches") else []
-        meaning, todo = VERDICT_HELP.get(config["observed"], ("", ""))
+        meaning, todo = verdict_help(config["observed"], submission.get("engine_name"))
         config["verdict_help"] = {"meaning": meaning, "what_to_do": todo}
     audit = tables.audit_log
     targets = [submission_id] + ([submission["key_id"]] if submission["key_id"] else [])

@@ -40,7 +40,8 @@ def test_confirmed_speedup_and_slowdown_and_no_clear_difference() -> None:
     sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
                              counters_seen=True, draft_speedups={"spec_4": 1.6, "spec_8": 0.6})
     text = conclusion(sub)
-    assert "spec_4 speculated (counters in the server log) and ran 1." in text
+    assert ("spec_4 speculated (counters from the llama-server lines of Ollama's server log) "
+            "and ran 1.") in text
     assert "faster than the baseline (95% CI" in text
     assert "spec_8 speculated" in text and "slower than the baseline: 0." in text
     assert "900 of 1200 drafted tokens accepted (75%)" in text
@@ -58,7 +59,7 @@ def test_not_observed_is_not_attributed_to_speculation() -> None:
     sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
                              draft_speedups={"spec_4": 1.6})
     text = conclusion(sub)
-    assert "spec_4 could not be checked: no counters were found in the server log" in text
+    assert "spec_4 could not be checked: no counters were found in Ollama's server log" in text
     assert "cannot be attributed to speculation" in text
     assert verdict_label(sub, summarize(sub)[1]) == "not observed"
 

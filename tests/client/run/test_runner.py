@@ -11,7 +11,7 @@ import pytest
 from specschema import Fingerprint, Protocol, find_protocol, get_protocol, summarize
 from specschema.payload import parse_submission, submission_bytes
 from specsubmit.engines.ollama.client import OllamaClient
-from specsubmit.engines.ollama.engine import OllamaEngine
+from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.errors import ModelMissing, OllamaStreamError, SpecSubmitError, UsageError
 from specsubmit.local.results import load_result, results_dir, save_result
 from specsubmit.run.evidence import outputs_match_baseline
@@ -45,9 +45,13 @@ def _run(fake: FakeOllama, protocol: str | Protocol | None = "hardnumbers-m2", *
          listener: RunListener | None = None, **kw):
     assert protocol is not None
     chosen = protocol if isinstance(protocol, Protocol) else get_protocol(protocol)
+    # Ollama's log settings are its adapter's (OllamaLog), the rest the run's
+    log = OllamaLog(path=kw.pop("log_path", None), command=kw.pop("log_command", None),
+                    settle_s=kw.pop("log_settle_s", 0.05))
     settings = RunSettings(protocol=chosen, **kw)
     with OllamaClient(fake.url, timeout_s=10) as client:
-        return run_protocol(OllamaEngine(client, settings), settings, fingerprint=fingerprint,
+        return run_protocol(OllamaEngine(client, settings, log), settings,
+                            fingerprint=fingerprint,
                             listener=listener or Recorder(), stop=stop)
 
 

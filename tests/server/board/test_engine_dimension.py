@@ -221,3 +221,41 @@ def test_a_hidden_submissions_engine_build_is_redacted(tmp_path: Path) -> None:
         assert row["engine_build"] is None and "engine_build" in row["redacted"]
         assert row["engine_version"] == LLAMA_VERSION  # a version, not free text
         assert LLAMA_BUILD not in app.get(f"/submissions/{sid}").text
+
+
+def test_the_llama_server_page_names_llama_server_and_its_api_never_ollama(served: Any) -> None:
+    items = served.get("/v1/submissions").json()["items"]
+    llama = next(i for i in items if i["protocol_id"] == "llamacpp-draft")
+    page = served.get(f"/submissions/{llama['submission_id']}").text
+    assert "Ollama" not in page.split('<h2>Details</h2>')[0]  # conclusion, table, evidence
+    assert (f"llama-server {LLAMA_VERSION} can honor this request (the client starts "
+            "llama-server with the config&#x27;s speculative flags)") in page
+    assert ("speculated (counters from llama-server&#x27;s own API (timings.draft_n, "
+            "draft_n_accepted))") in page
+    assert "server log" not in page
+    ollama = next(i for i in items if i["protocol_id"] == "hardnumbers-m2")
+    page = served.get(f"/submissions/{ollama['submission_id']}").text
+    assert f"Ollama {OLLAMA_VERSION} cannot honor this request" in page
+
+
+def test_the_board_legend_names_each_engines_counter_source(served: Any) -> None:
+    page = served.get("/").text
+    assert "Ollama&#x27;s log showed" not in page
+    assert ("the engine's counters (Ollama: the llama-server lines of Ollama&#x27;s server "
+            "log or the MLX runner lines of Ollama&#x27;s server log; llama-server: "
+            "llama-server&#x27;s own API") in page
+
+
+def test_a_refusal_names_the_engine_that_ran() -> None:
+    from datetime import timedelta
+
+    from specserver.ingest import checks
+
+    data = llama_server_v2()
+    data["configs"][1]["speculation"]["engine_can_honor"] = False
+    submission = parse_submission(json.dumps(data).encode())
+    ctx = checks.RuleContext(checks.check_protocol(submission), datetime.now().astimezone(),
+                             timedelta(days=30), timedelta(minutes=5))
+    found = [v.message for v in checks.violations(submission, ctx)
+             if v.path.endswith("engine_can_honor")]
+    assert found == [f"server_launch on llama-server {LLAMA_VERSION}: engine_can_honor is True"]

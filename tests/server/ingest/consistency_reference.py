@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission, Trial
 from specserver.ingest.checks import (
     DONE_REASONS,
@@ -201,10 +202,12 @@ def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[V
         s = config.speculation
         if s.requested != (config.role == "draft"):
             yield Violation(rule, f"{path}.requested", "only draft configs request speculation")
-        can_honor = engine_can_honor(s.mechanism, version)
+        engine = descriptor(submission.engine.name)
+        can_honor = engine_can_honor(s.mechanism, version, engine.name)
         if s.engine_can_honor != can_honor:
             yield Violation(rule, f"{path}.engine_can_honor",
-                            f"{s.mechanism} on Ollama {version}: engine_can_honor is {can_honor}")
+                            f"{s.mechanism} on {engine.label} {version}: engine_can_honor is "
+                            f"{can_honor}")
         counters = (s.drafted_tokens, s.accepted_tokens, s.counters_source)
         seen = all(c is not None for c in counters)
         if not seen and any(c is not None for c in counters):
@@ -224,13 +227,14 @@ def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     <= drafted, accepted <= eval_count, trial counters add up to the config's totals), and
     only llama-server reports counters from its own API."""
     rule = "counters_consistent"
-    api_allowed = submission.engine.name == "llama-server"
+    engine = descriptor(submission.engine.name)
+    api_allowed = "engine_api" in engine.counter_sources
     for ci, config in enumerate(submission.configs):
         for where, message in counter_problems(config):
             yield Violation(rule, f"configs.{ci}.{where}", message)
         if not api_allowed and _reports_api_counters(config):
             yield Violation(rule, f"configs.{ci}.speculation.counters_source",
-                            "only the llama-server engine reports counters from its API")
+                            f"{engine.label} reports no counters from its API")
 
 
 

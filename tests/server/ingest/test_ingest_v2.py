@@ -67,13 +67,22 @@ def test_counters_that_contradict_the_trials_are_refused(change: Any, where: str
     assert "counters_consistent" in found
 
 
-def test_only_llama_server_reports_api_counters() -> None:
-    data = v2()
-    for t in data["configs"][1]["trials"]:
-        t["counters"]["source"] = "engine_api"
-    assert rules_broken(data) == {"counters_consistent"}
+def test_only_an_engine_with_api_counters_reports_them() -> None:
+    # A llama-server run (its counters are its API's); the same claimed by Ollama, whose
+    # descriptor has no API counters, is refused. (A llama-server result of ollama-draft
+    # would be refused anyway: llama-server has no draft_num_predict to honour.)
+    data = payload_dict(1, "llamacpp-draft", engine_version="b6123", counters_seen=True,
+                        schema_version=2, runtime="ggml", created_at=NOW)
     data["engine"]["name"] = "llama-server"
-    assert rules_broken(data) == set()
+    for config in data["configs"]:
+        for t in config["trials"]:
+            if t.get("counters"):
+                t["counters"]["source"] = "engine_api"
+        if config["speculation"].get("counters_source"):
+            config["speculation"]["counters_source"] = "engine_api"
+    assert rules_broken(honest(data)) == set()
+    data["engine"]["name"] = "ollama"
+    assert rules_broken(data) == {"counters_consistent"}
 
 
 @pytest.mark.parametrize("break_it, verdicts", [

@@ -26,22 +26,29 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from specschema import Fingerprint, ModelInfo, engine_can_honor
+from specschema import Engine, Fingerprint, ModelInfo, engine_can_honor
 from specschema.protocol import ProtocolConfig
-from specsubmit.engines.base import EngineName, EngineReport, Generation, Preflight, RunListener
+from specsubmit.engines.base import (
+    EngineName,
+    EngineReport,
+    Generation,
+    Preflight,
+    RunListener,
+    RunSettings,
+    wire_version,
+)
 from specsubmit.engines.llama_server import process
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import Binary, find_binary
 from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header, vocab_mismatch
 from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
+from specsubmit.engines.memory import available_memory, check_memory
 from specsubmit.errors import (
     EngineDied,
     EngineStartFailed,
     IncompatibleVocab,
     UsageError,
 )
-from specsubmit.run.preflight import available_memory, check_memory
-from specsubmit.run.settings import RunSettings
 
 if TYPE_CHECKING:
     from specschema import Launch
@@ -90,6 +97,7 @@ class LlamaServerEngine:
 
     name: EngineName = "llama-server"
     per_config_start = True
+    load_time_options: frozenset[str] = frozenset()  # every config is its own start
 
     def __init__(
         self,
@@ -191,7 +199,8 @@ class LlamaServerEngine:
                 raise IncompatibleVocab(
                     f"{config.name}: {config.draft_model} cannot draft for {target}, their "
                     f"vocabularies differ ({why}); llama-server would run without the draft")
-        can_honor = {c.name: engine_can_honor(c.mechanism, version) for c in self.protocol.configs}
+        can_honor = {c.name: engine_can_honor(c.mechanism, version, self.name)
+                     for c in self.protocol.configs}
         public = {name: m.name for name, m in self.models.items() if m.source == "path"}
         infos = [self._model_info(name, public.get(name, name)) for name in self.models]
         # One config runs at a time: the target plus the biggest draft.
@@ -370,6 +379,13 @@ class LlamaServerEngine:
         if self.props_build and (not build or self.props_build not in build):
             build = f"{self.props_build}; {build}" if build else self.props_build
         return EngineReport(launches=self.launches, build=build[:200] if build else None)
+
+    def wire_engine(self, pre: Preflight, report: EngineReport) -> tuple[Engine, str | None]:
+        """The version (a build number), the build (``--version`` and ``/props``), ggml;
+        no log is read (the counters are the API's)."""
+        version = wire_version(pre.engine_version)
+        build = (report.build or pre.build or "")[:200] or None
+        return Engine(name=self.name, version=version, build=build, runtime="ggml"), None
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

@@ -1,7 +1,7 @@
 """Ollama behind the runner's ``Engine`` interface.
 
 One server for the whole run (the speculative settings are request options), a pre-flight
-from ``run.preflight`` plus the log's (``logsource.check``), and after the trials the log's
+(``preflight``) plus the log's (``logsource.check``), and after the trials the log's
 evidence per request (``serverlog.read_requests``: counters, engine starts, synthetic
 warnings), attributed by byte offset (a file) or time (a command's output), per config
 and per trial (``per_config``).
@@ -12,26 +12,63 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from specschema import Fingerprint, Launch, TrialCounters, engine_can_honor
+from specschema import Engine, Fingerprint, Launch, TrialCounters, engine_can_honor
 from specschema.protocol import ProtocolConfig
-from specsubmit.engines.base import EngineName, EngineReport, Generation, Preflight, RunListener
+from specsubmit.engines.base import (
+    DraftCounters,
+    EngineName,
+    EngineReport,
+    Generation,
+    Preflight,
+    RunListener,
+    RunSettings,
+    unrequested,
+    wire_version,
+)
 from specsubmit.engines.ollama import logsource
 from specsubmit.engines.ollama.client import GenerateRequest, OllamaClient
 from specsubmit.engines.ollama.logsource import LogSource
+from specsubmit.engines.ollama.preflight import preflight
 from specsubmit.engines.ollama.serverlog import (
-    DraftCounters,
     RequestEvidence,
     Segment,
     log_size,
     read_requests,
     wait_for_quiet_log,
 )
-from specsubmit.run.evidence import unrequested
-from specsubmit.run.preflight import preflight
-from specsubmit.run.settings import RunSettings
+from specsubmit.fingerprint import backend_from_ps
+
+# Ollama's load-time (Runner) options: a request that changes one restarts the runner
+# (server/sched.go), so its trial is a cold one (ollama-api.md "Read first" 3).
+LOAD_TIME_OPTIONS = frozenset({"draft_num_predict", "num_ctx", "num_batch", "num_gpu",
+                               "main_gpu", "use_mmap", "num_thread"})
+
+
+@dataclass(frozen=True)
+class OllamaLog:
+    """Where the Ollama server log is (``--ollama-log``) and how it is read."""
+
+    path: Path | None = None
+    # --ollama-log as a command (journalctl, docker logs): read once after the trials
+    command: tuple[str, ...] | None = None
+    # After each request, wait until the server log has been quiet this long: counter
+    # lines that Ollama forwards late still land before the next request starts, so they
+    # are attributed to the request that produced them.
+    settle_s: float = 0.05
+
+    @classmethod
+    def from_option(cls, option: str | None) -> OllamaLog:
+        """--ollama-log (a path or a command), else the OS's default place when it is
+        there (``logsource``); the pre-flight says what is missing and the fix."""
+        source = logsource.parse_option(option) if option else logsource.default_source()
+        if source is None:
+            return cls()
+        return cls(path=source.path, command=source.command)
 
 
 class OllamaEngine:
@@ -39,9 +76,12 @@ class OllamaEngine:
 
     name: EngineName = "ollama"
     per_config_start = False
+    load_time_options = LOAD_TIME_OPTIONS
 
-    def __init__(self, client: OllamaClient, settings: RunSettings) -> None:
+    def __init__(self, client: OllamaClient, settings: RunSettings,
+                 log: OllamaLog | None = None) -> None:
         self.client, self.settings = client, settings
+        self.log = log or OllamaLog()
         self.protocol = settings.protocol
         self.segments: list[Segment] = []
         self.ps_after: dict[str, list[dict[str, Any]]] = {}
@@ -49,10 +89,10 @@ class OllamaEngine:
 
     @property
     def log_source(self) -> LogSource | None:
-        if self.settings.log_command is not None:
-            return LogSource(command=self.settings.log_command)
-        if self.settings.log_path is not None:
-            return LogSource(path=self.settings.log_path)
+        if self.log.command is not None:
+            return LogSource(command=self.log.command)
+        if self.log.path is not None:
+            return LogSource(path=self.log.path)
         return None
 
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
@@ -82,15 +122,15 @@ class OllamaEngine:
         """Nothing to start: the config is in each request's options."""
 
     def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
-        path = self.settings.log_path if self.settings.log_command is None else None
+        path = self.log.path if self.log.command is None else None
         offset = log_size(path) if path else None
         self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
         generation = self.client.generate(self.request(config))
-        if path is not None and self.settings.log_settle_s > 0:
-            wait_for_quiet_log(path, self.settings.log_settle_s)
-        elif self.settings.log_command is not None:
+        if path is not None and self.log.settle_s > 0:
+            wait_for_quiet_log(path, self.log.settle_s)
+        elif self.log.command is not None:
             # A command's lines are attributed by time: let late ones land before the next.
-            time.sleep(self.settings.log_settle_s * 4)
+            time.sleep(self.log.settle_s * 4)
         return generation
 
     def end_config(self, config: ProtocolConfig, *, last: bool) -> None:
@@ -133,6 +173,18 @@ class OllamaEngine:
             )
         report.models_loaded, report.ps_after = self.models_loaded, self.ps_after
         return report
+
+    def wire_engine(self, pre: Preflight, report: EngineReport) -> tuple[Engine, str | None]:
+        """Ollama's version, the backend and GPU share from ``/api/ps``, the runtime (the
+        log's, else the model format's), and whether the log was read."""
+        main_model = self.protocol.model_for(self.protocol.baseline(), self.settings.target)
+        ps = next(iter(report.ps_after.values()), [])
+        backend, fraction = backend_from_ps({"models": ps}, main_model)
+        runtime = report.runtime or pre.runtime
+        engine = Engine(version=wire_version(pre.engine_version), backend=backend,
+                        gpu_fraction=fraction,
+                        runtime=runtime if runtime in ("ggml", "mlx") else None)  # type: ignore[arg-type]
+        return engine, report.log_status
 
     def close(self) -> None:
         """The client belongs to the caller, who closes it."""

@@ -43,13 +43,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 from specschema import Launch, TrialCounters
-
-# engine_api: not from a log but summed from the engine's own per-request counters
-# (llama-server's timings.draft_n), which the runner keeps in the same DraftCounters.
-CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
+from specsubmit.engines.base import CounterSource, DraftCounters
 
 _TIME = re.compile(r"(?:^|\s)time=(\S+)")
 # journalctl -o short-iso-precise: "2026-12-01T21:50:00.123456+0000 host ollama[1]: ..."
@@ -130,14 +126,6 @@ class Segment:
     counted: bool
     start_offset: int | None
     start_time: datetime
-
-
-@dataclass(frozen=True)
-class DraftCounters:
-    drafted: int
-    accepted: int
-    source: CounterSource
-    lines: int
 
 
 def parse_time(text: str) -> datetime | None:

@@ -16,13 +16,11 @@ from html import escape
 from typing import Any
 
 from specschema.conclusion import capability_reason, conclusion, verdict_label, vs_baseline
+from specschema.engines import descriptor
 from specschema.evidence import CORROBORATED
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
 
-COUNTER_SOURCES = {"llama_server_log": "the llama-server lines of Ollama's log",
-                   "mlx_log": "the MLX runner lines of Ollama's log",
-                   "engine_api": "llama-server's own API (timings.draft_n, draft_n_accepted)"}
 # specschema.evidence levels as a reader sees them; only the first two count as confirmed.
 LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
                "log": "log counters, consistent",
@@ -106,22 +104,26 @@ def server_output_check(name: str, trials: Sequence[dict[str, Any]],
 
 def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
                    engine_version: str, output_check: str | None,
-                   level: tuple[str, str] | None = None) -> tuple[list[str], list[str]]:
+                   level: tuple[str, str] | None = None,
+                   engine: str | None = "ollama") -> tuple[list[str], list[str]]:
     """(what the server checked, what the client reported), as plain sentences; ``level``
-    is the stored evidence level and its reason (``specschema.evidence``)."""
+    is the stored evidence level and its reason (``specschema.evidence``); ``engine`` the
+    stored engine name, whose descriptor words the engine and its counters."""
     if summary.role == "baseline" or evidence is None or not evidence.requested:
         return ["no speculation requested: the reference every ratio is taken against"], []
     checked: list[str] = []
     reported: list[str] = []
-    reason = capability_reason(evidence.mechanism, engine_version)
+    described = descriptor(engine)
+    reason = capability_reason(evidence.mechanism, engine_version, engine)
     if evidence.engine_can_honor is False:
-        checked.append(f"Ollama {engine_version} cannot honor this request: {reason}")
+        checked.append(f"{described.label} {engine_version} cannot honor this request: "
+                       f"{reason}")
     elif evidence.engine_can_honor is None:
         checked.append(f"{reason}, so whether it can speculate is not known")
     else:
-        checked.append(f"Ollama {engine_version} can honor this request ({reason})")
+        checked.append(f"{described.label} {engine_version} can honor this request ({reason})")
     if evidence.drafted_tokens is not None:
-        source = COUNTER_SOURCES.get(evidence.counters_source or "", "Ollama's log")
+        source = described.counters_from(evidence.counters_source)
         reported.append(f"{evidence.accepted_tokens} of {evidence.drafted_tokens} drafted "
                         f"tokens accepted, read from {source}")
         if level is None:
@@ -134,7 +136,7 @@ def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
             checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): "
                            f"{why}{unseen}")
     elif evidence.engine_can_honor is not False:
-        reported.append("no speculation counters found in Ollama's log")
+        reported.append(described.no_counters)
     if output_check is not None:
         checked.append(output_check)
     elif evidence.outputs_match_baseline is not None:
@@ -155,17 +157,20 @@ def _evidence_cell(checked: Sequence[str], reported: Sequence[str]) -> str:
 
 def conclusion_section(summaries: Sequence[ConfigSummary],
                        evidence: dict[str, SpeculationEvidence], engine_version: str,
-                       complete: bool, log_status: str | None = None) -> str:
+                       complete: bool, log_status: str | None = None,
+                       engine: str | None = "ollama") -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), so that a run without a
-    log reads "no Ollama server log was given", not "no counters were found"."""
+    log reads "no Ollama server log was given", not "no counters were found"; ``engine``:
+    the stored engine name (its descriptor's words)."""
     text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete,
-                      log_status=log_status)
+                      log_status=log_status, engine=engine)
     return f'<p class="conclusion" id="conclusion">{escape(text)}</p>'
 
 
 def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],
                   trials: Sequence[dict[str, Any]], engine_version: str,
-                  levels: dict[str, tuple[str, str]] | None = None) -> str:
+                  levels: dict[str, tuple[str, str]] | None = None,
+                  engine: str | None = "ollama") -> str:
     """The article's table: one row per config, in seconds and tok/s, verdict and evidence."""
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
@@ -179,7 +184,7 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
         level = (levels or {}).get(summary.name)
         checked, reported = evidence_lines(
             summary, found, engine_version, server_output_check(summary.name, trials, baseline),
-            level)
+            level, engine)
         evidence_level = level[0] if level else "none"
         verdict_class: str = observed
         if observed == "confirmed" and level is not None and level[0] not in CORROBORATED:

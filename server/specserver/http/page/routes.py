@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from specschema.conclusion import VERDICT_WORDS
+from specschema.engines import ENGINES, descriptor
 from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
@@ -250,6 +251,16 @@ def paging_note(groups: Sequence[GroupAggregate], shown: int, paging: Paging,
     return (f'<p class="note paging">Showing {where}{folded}. {" · ".join(links)}</p>')
 
 
+def _counter_sources() -> str:
+    """Every engine's counter sources, as the board legend names them."""
+    return "; ".join(f"{d.label}: {' or '.join(d.counter_sources.values())}"
+                     for d in ENGINES.values())
+
+
+def _api_engines() -> str:
+    return " or ".join(d.label for d in ENGINES.values() if "engine_api" in d.counter_sources)
+
+
 def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      noise: list[GroupAggregate], paging: Paging | None = None) -> str:
     protocol = shipped_protocols().get(protocol_id)
@@ -265,14 +276,16 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "baseline tok/s) by chip; bars show the median across contributors, "
                      "whiskers the interquartile range, the dashed line 1.0x. Each group is "
                      "split by verdict: <strong>confirmed</strong> rows are those where "
-                     "Ollama's log showed drafted tokens being accepted (coloured: faster or "
+                     f"the engine's counters ({escape(_counter_sources())}) showed drafted "
+                     "tokens being accepted (coloured: faster or "
                      "slower); <strong>not observed</strong> rows are unverified: the engine "
                      "could speculate but no counters were seen, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
                      "asked with <code>group_by=verdict</code>. A confirmed result counts only "
                      "when its counters are consistent with its trials (evidence "
-                     "<em>engine API</em>: llama-server's own counters, or <em>log</em>); "
+                     f"<em>engine API</em>: {escape(_api_engines())}'s own counters, or "
+                     "<em>log</em>); "
                      "counters that are only reported, or that cannot explain the measured "
                      "speedup, keep a result off this board (see each submission's page). "
                      f"Verdicts: {_verdict_badges(_sum_verdicts(speed))}</p>")
@@ -421,7 +434,7 @@ def _when(value: Any) -> str:
 
 def _engine(row: dict[str, Any]) -> str:
     """"Ollama 0.30.1" or "llama-server b6123 (ggml, <build>)": the engine that ran."""
-    name = "Ollama" if row["engine"] == "ollama" else str(row["engine"])
+    name = descriptor(row["engine"]).label
     extra = ", ".join(str(v) for v in (row.get("engine_runtime"), row.get("engine_build")) if v)
     return f"{name} {row['engine_version']}" + (f" ({extra})" if extra else "")
 
@@ -489,10 +502,10 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
     out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
-                                         row.get("engine_log")))
+                                         row.get("engine_log"), row["engine"]))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
-                                    result.levels_of(parts["summaries"])))
+                                    result.levels_of(parts["summaries"]), row["engine"]))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
                "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "

@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from specschema import get_protocol
+from specsubmit.engines.base import RunSettings
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import find_binary
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.engines.llama_server.gguf_header import read_header, vocab_mismatch
 from specsubmit.engines.llama_server.store import resolve_model, split_name
 from specsubmit.errors import BadModelFile, EngineNotFound, ModelNotInStore
-from specsubmit.run.settings import RunSettings
 from tests.support.realengine.ollama_store import add_model
 from tests.support.realengine.tiny_gguf import TinyModel, tiny_vocab, write_model
 

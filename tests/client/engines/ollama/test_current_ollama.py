@@ -16,8 +16,8 @@ from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.payload import parse_submission, submission_bytes
 from specserver.board.aggregate import view_of
 from specserver.ingest.checks import check_submission
+from specsubmit.engines.ollama.preflight import MLX_NOTICE
 from specsubmit.engines.ollama.serverlog import Segment, parse_log, read_requests
-from specsubmit.run.preflight import MLX_NOTICE
 from specsubmit.run.report import conclusion
 from tests.client.run.test_runner import MTP, Recorder, _run
 from tests.fakeollama import FakeModel, FakeOllama, default_models

@@ -1,24 +1,22 @@
-"""Before the trials: engine version and capability, models present (or pulled), model
+"""Ollama's pre-flight: engine version and capability, models present (or pulled), model
 identity from /api/tags + /api/show, and a memory check. Raises before anything is
 measured; warnings go to the ``RunListener``."""
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from functools import partial
 from typing import Any
 
 from specschema import Fingerprint, ModelInfo, engine_can_honor
-from specsubmit.engines.base import Preflight, PullProgress
+from specschema.conclusion import capability_reason
+from specsubmit.engines.base import Preflight, PullProgress, RunListener, RunSettings
+from specsubmit.engines.memory import available_memory, check_memory
 from specsubmit.engines.ollama.client import OllamaClient
-from specsubmit.errors import ModelMissing, SpecSubmitError
-from specsubmit.run.evidence import capability_reason
-from specsubmit.run.settings import RunListener, RunSettings
+from specsubmit.errors import ModelMissing
 
-__all__ = ["Preflight", "available_memory", "check_memory", "model_identity",
-           "normalize_model_name", "preflight"]
+__all__ = ["MLX_NOTICE", "model_identity", "normalize_model_name", "preflight"]
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _FORMAT = re.compile(r"^[a-z0-9_\-]{1,32}$")
@@ -34,23 +32,6 @@ def normalize_model_name(name: str) -> str:
     """Ollama's `name:tag` with the default tag made explicit."""
     last = name.rsplit("/", 1)[-1]
     return name if ":" in last else f"{name}:latest"
-
-
-def _physical_memory() -> int | None:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def available_memory(fingerprint: Fingerprint) -> int | None:
-    """RAM (unified on Apple) plus discrete GPU memory: what a model can spread over."""
-    ram = fingerprint.memory_bytes or _physical_memory()
-    if ram is None:
-        return None
-    if fingerprint.unified_memory:
-        return ram
-    return ram + sum(g.memory_bytes or 0 for g in fingerprint.gpus)
 
 
 def _str_or_none(value: object, limit: int = 200) -> str | None:
@@ -143,21 +124,3 @@ def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,
     if stop is not None and stop.is_set():
         raise KeyboardInterrupt
     listener.pull_progress(model, progress)
-
-
-def check_memory(needed: int | None, available: int | None, assume_yes: bool,
-                  listener: RunListener) -> None:
-    if needed is None:
-        return
-    if available is None:
-        listener.warning("could not read this machine's memory; skipping the memory check")
-        return
-    if needed <= available:
-        return
-    message = (f"the models need about {needed / 1e9:.1f} GB but this machine has "
-               f"{available / 1e9:.1f} GB: expect swapping, slow trials or a failed load")
-    if not assume_yes:
-        raise SpecSubmitError(message + " (rerun with --yes to try anyway)")
-    listener.warning(message)
-
-

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from specschema import Fingerprint, Gpu
-from specsubmit.run.preflight import available_memory, model_identity, normalize_model_name
+from specsubmit.engines.memory import available_memory
+from specsubmit.engines.ollama.preflight import model_identity, normalize_model_name
 
 DIGEST = "a80c4f17acd55265feec403c7aef86be0c25983ab279d83f3bcd3abbcb5b8b72"
 
