@@ -263,5 +263,12 @@ def find_protocol(protocol_id: str, version: int, sha256: str) -> Protocol | Non
     return None
 
 
+def headline_of(protocol_id: str, version: int, sha256: str) -> str:
+    """The headline speedup ("decode" or "wall") of the shipped protocol with this identity;
+    "decode" for one that is not shipped."""
+    protocol = find_protocol(protocol_id, version, sha256)
+    return protocol.headline if protocol is not None else "decode"
+
+
 def canonical_json(protocol: Protocol) -> str:
     return json.dumps(protocol.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from specschema.conclusion import VERDICT_WORDS
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import shipped_protocols
+from specschema.protocol import headline_of, shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
 from specserver.http.caching import conditional
@@ -501,8 +501,10 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     if row["key_banned"]:
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
+    headline = headline_of(str(row["protocol_id"]), int(row["protocol_version"]),
+                           str(row["protocol_sha256"]))
     out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
-                                         row.get("engine_log"), row["engine"]))
+                                         row.get("engine_log"), row["engine"], headline))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
                                     result.levels_of(parts["summaries"]), row["engine"]))
