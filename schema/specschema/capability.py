@@ -57,9 +57,10 @@ def verdict(
     For a draft config, in this order:
     synthetic: synthetic acceptance was switched on (this config's or the baseline's engine
     start): the output is not model output and the timings are fake;
+    cannot_compare: the MLX runner, where speculation cannot be switched off per request (its
+    baseline's counters are that, so MLX is named rather than baseline_speculated);
     baseline_speculated: the baseline itself speculated (counters or a launch with
     --spec-type), so no comparison against it measures speculation;
-    cannot_compare: the MLX runner, where speculation cannot be switched off per request;
     unstable: the baseline's repeated blocks disagree beyond the bound
     (``specschema.blocks.MAX_BASELINE_DRIFT``): the machine changed under the run, so no
     ratio against that baseline measures speculation (nor, for the noise floor, its absence);
@@ -69,24 +70,24 @@ def verdict(
     unknown: the engine version could not be read and nothing was seen;
     not_observed: it could have speculated, but there is no evidence either way.
 
-    The baseline config (``requested`` false) is synthetic, baseline_speculated (its own
-    ``counters_seen`` or ``speculated``), cannot_compare on MLX, else not_applied. The
+    The baseline config (``requested`` false) is synthetic, cannot_compare on MLX,
+    baseline_speculated (its own ``counters_seen`` or ``speculated``), else not_applied. The
     keywords after ``counters_seen`` are v2 evidence; their defaults give the v1 rule.
     """
     if not requested:
         if synthetic:
             return "synthetic"
-        if counters_seen or speculated:
-            return "baseline_speculated"
         if runtime == "mlx":
             return "cannot_compare"
+        if counters_seen or speculated:
+            return "baseline_speculated"
         return "not_applied"
     if synthetic:
         return "synthetic"
-    if baseline_speculated:
-        return "baseline_speculated"
     if runtime == "mlx":
         return "cannot_compare"
+    if baseline_speculated:
+        return "baseline_speculated"
     if unstable:
         return "unstable"
     if can_honor is False:

@@ -12,6 +12,7 @@ Whatever its ratio, that ratio is run-to-run noise, and the text says so with th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from specschema.blocks import MAX_BASELINE_DRIFT
 from specschema.engines import descriptor
@@ -43,8 +44,9 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
     "baseline_speculated": ("the baseline itself speculated (counters in its trials, or an "
                             "engine start with --spec-type), so there is no baseline without "
                             "speculation to compare against",
-                            "use a target that does not draft by default, or make sure the "
-                            "baseline sends draft_num_predict 0 and is not on MLX"),
+                            "use a target that does not draft by default, make sure the "
+                            "baseline sends draft_num_predict 0, or run the GGUF on "
+                            "llama-server (--engine llama-server)"),
     "synthetic": ("synthetic acceptance was on (--spec-synth-len / LLAMA_ARG_SPEC_SYNTH_LEN "
                   "or llama-server's 'synthetic' warning): output and timings are fake",
                   "unset LLAMA_ARG_SPEC_SYNTH_LEN / LLAMA_ARG_SPEC_SYNTH_RATES where "
@@ -61,6 +63,60 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                  "use fewer engine threads than cores)"),
 }
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
+
+# The server's evidence levels (specschema.evidence.LEVELS) as a reader sees them: long on a
+# submission page, short as a board's badge. Only the first two count as confirmed.
+LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
+               "log": "log counters, consistent",
+               "reported": "reported only: not counted as confirmed",
+               "implausible": "implausible: not counted as confirmed",
+               "none": "no counters"}
+LEVEL_BADGES = {"engine_api": "engine API", "log": "log", "reported": "reported",
+                "implausible": "implausible", "none": "no counters"}
+
+# What a measured ratio says, by its 95 % interval: the colour and the word on the page.
+Outcome = Literal["faster", "no_clear_difference", "slower"]
+OUTCOME_WORDS: dict[str, str] = {"faster": "faster", "no_clear_difference": "no clear difference",
+                                 "slower": "slower"}
+
+
+def outcome_of(low: float | None, high: float | None) -> Outcome | None:
+    """faster when the whole interval is above 1.0, slower when below, else no clear
+    difference; None without an interval."""
+    if low is None or high is None:
+        return None
+    if low > 1.0:
+        return "faster"
+    if high < 1.0:
+        return "slower"
+    return "no_clear_difference"
+
+
+def outcome(summary: ConfigSummary) -> Outcome | None:
+    """A draft config's outcome from its decode-rate ratio's interval (None: baseline, no
+    trials or too few for an interval). Whether it is an effect of speculation is the
+    verdict's business: a not-applied outcome is noise."""
+    if summary.role == "baseline":
+        return None
+    return outcome_of(summary.speedup_tps_ci_low, summary.speedup_tps_ci_high)
+
+
+def no_counters_reason(log_status: str | None, observed: str = "not_observed",
+                       engine: str | None = "ollama", *, mechanism: str = "none",
+                       engine_version: str = "") -> str:
+    """Why a config that could speculate shows no counters, in the engine's words, from the
+    submission's ``engine_log``: a log that was never given is not a log without counters."""
+    described = descriptor(engine)
+    if observed == "unknown":
+        return (f"{capability_reason(mechanism, engine_version, engine)}, and no counters "
+                "were found")
+    if described.log_option:
+        if log_status == "not_given":
+            return (f"no {described.label} server log was given ({described.log_option}), so "
+                    "no counters could be read")
+        if log_status == "unreadable":
+            return f"the {described.label} server log could not be read"
+    return described.no_counters
 
 
 def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str]:
@@ -158,9 +214,10 @@ def effect(summary: ConfigSummary, headline: str = "decode") -> str:
     if low is None or high is None:
         return f"{ratio:.2f}x the baseline's {of} (too few trials for an interval)"
     interval = f"95% CI {low:.2f}–{high:.2f}"
-    if low > 1.0:
+    found = outcome_of(low, high)
+    if found == "faster":
         return f"{ratio:.2f}x faster than the baseline{what} ({interval})"
-    if high < 1.0:
+    if found == "slower":
         return f"slower than the baseline{what}: {ratio:.2f}x ({interval})"
     return (f"no clear difference from the baseline{what}: {ratio:.2f}x "
             f"({interval} includes 1.00)")
@@ -194,10 +251,10 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if rate is not None:
             counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
                       f"accepted ({rate:.0%})")
+        ran = (f"ran {effect(summary, headline)} ({other_speedup(summary, headline)})"
+               if summary.speedup_tps is not None else "has no trials to compare")
         sentence = (f"{summary.name} speculated (counters from "
-                    f"{described.counters_from(evidence.counters_source)}) and ran "
-                    f"{effect(summary, headline)} ({other_speedup(summary, headline)})"
-                    f"{counts}")
+                    f"{described.counters_from(evidence.counters_source)}) and {ran}{counts}")
     elif evidence.observed == "unstable":
         todo = VERDICT_HELP["unstable"][1]
         drift = drift_words(baseline)
@@ -211,26 +268,52 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         sentence = (f"{summary.name} cannot be compared ({VERDICT_WORDS[evidence.observed]}): "
                     f"{meaning}, so {ratio} is not a speedup; what to do: {todo}")
     elif evidence.observed in ("not_observed", "unknown"):
-        why = (described.no_counters if evidence.observed == "not_observed"
-               else f"{capability_reason(evidence.mechanism, engine_version, engine)}, and "
-                    "no counters were found")
-        if described.log_option and evidence.observed == "not_observed":
-            if log_status == "not_given":
-                why = (f"no {described.label} server log was given ({described.log_option}), "
-                       "so no counters could be read")
-            elif log_status == "unreadable":
-                why = f"the {described.label} server log could not be read"
-        sentence = (f"{summary.name} could not be checked: {why}, so its "
-                    f"{effect(summary, headline)} "
-                    "cannot be attributed to speculation")
+        why = no_counters_reason(log_status, evidence.observed, engine,
+                                 mechanism=evidence.mechanism, engine_version=engine_version)
+        if summary.speedup_tps is None:
+            sentence = f"{summary.name} could not be checked: {why}; it has no trials to compare"
+        else:
+            sentence = (f"{summary.name} could not be checked: {why}, so its "
+                        f"{effect(summary, headline)} cannot be attributed to speculation")
     else:
         words = VERDICT_WORDS.get(evidence.observed, evidence.observed.replace("_", " "))
-        ratio = f"{summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "no ratio"
-        sentence = (f"{summary.name} has the verdict {words}, so its {ratio} is not counted "
+        ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
+        sentence = (f"{summary.name} has the verdict {words}, so {ratio} is not counted "
                     "as a measured speedup")
     if evidence.outputs_match_baseline is False:
         sentence += "; its output differed from the baseline's"
     return sentence
+
+
+def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
+    """The conclusion of one config in one short line (the submission page's list; the
+    sentence of ``config_sentence`` is the detail): the outcome in words first, then
+    whether speculation is what made it.
+
+    ``spec_4: faster, 1.42x [1.31–1.55], speculation confirmed (75% of drafted tokens
+    accepted)``; ``spec_8: slower, 0.30x [0.27–0.33], speculation confirmed (0% ...)``;
+    ``draft_a: not applied: 0.98x is run-to-run noise``.
+    """
+    if summary.role == "baseline":
+        rate = f", {summary.median_tps:.1f} tok/s" if summary.median_tps is not None else ""
+        return f"{summary.name}: the baseline{rate}"
+    observed = evidence.observed if evidence is not None else summary.observed
+    ratio = vs_baseline(summary)
+    if summary.speedup_tps is None:
+        return f"{summary.name}: no trials to compare ({verdict_label(summary, evidence)})"
+    found = outcome(summary)
+    said = OUTCOME_WORDS[found] + ", " if found is not None else ""
+    if observed == "not_applied":
+        return f"{summary.name}: not applied: {ratio} is run-to-run noise"
+    if observed == "confirmed":
+        accepted_rate = acceptance_rate(evidence) if evidence is not None else None
+        accepted = ("" if accepted_rate is None
+                    else f" ({accepted_rate:.0%} of drafted tokens accepted)")
+        return f"{summary.name}: {said}{ratio}, speculation confirmed{accepted}"
+    if observed in ("not_observed", "unknown"):
+        return f"{summary.name}: {said}{ratio}, not attributed to speculation (no counters)"
+    words = VERDICT_WORDS.get(observed, observed.replace("_", " "))
+    return f"{summary.name}: {words}: {ratio} is not a speedup"
 
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],

@@ -50,6 +50,23 @@ class ServerSettings(BaseSettings):
     body_read_timeout_s: float = Field(
         default=10.0, gt=0, description="the whole body must arrive within this time"
     )
+    body_min_rate_bytes_s: float = Field(
+        default=2048.0, ge=0,
+        description="after a 2 s grace, a body must keep arriving at this average rate "
+                    "(bytes per second; 0 = only the total deadline)",
+    )
+    head_timeout_s: float = Field(
+        default=10.0, gt=0,
+        description="`specserver serve`: a request's head (request line and headers) must "
+                    "be complete within this time from the connection's start (or the "
+                    "request's first byte on a kept-alive connection), else 408 and closed",
+    )
+    max_connections: int = Field(
+        default=10_000, ge=16,
+        description="`specserver serve`: open connections at most (lowered to stay 256 below "
+                    "the open-file limit, which is raised to the hard limit at start); "
+                    "connections beyond it are closed at once",
+    )
     max_submission_age_days: float = Field(
         default=30.0, gt=0, description="created_at older than this is refused"
     )
@@ -151,10 +168,19 @@ class ServerSettings(BaseSettings):
                     "last loaded one (the reload runs off the event loop)",
     )
     export_max_concurrent: int = Field(
-        # Each slot a stalled client holds costs one export file's CPU per
-        # export_send_timeout_s (~1.5 s per 10 MB): 2 slots bound that to ~0.1 core.
-        default=2, ge=1, le=1000,
-        description="exports written or sent at once; one more is 503 with Retry-After",
+        # A slot is a download: a file descriptor and 64 KiB of buffer, no database
+        # connection and no CPU to speak of (a kept file is sent as it is). Writing a file,
+        # the costly part, is one at a time (export_build_wait_s) and once per
+        # export_reuse_s for the same filters, so slow downloaders hold only their own slot.
+        default=16, ge=1, le=1000,
+        description="exports in progress (waiting for their file, or being sent) at once; "
+                    "one more is 503 with Retry-After",
+    )
+    export_build_wait_s: float = Field(
+        default=10.0, gt=0, le=3600,
+        description="an export whose file must be written waits this long for the one "
+                    "writer (files are written one at a time), then 503 with Retry-After; a "
+                    "kept file is sent without waiting for it",
     )
     export_max_per_client: int = Field(
         default=1, ge=1, le=1000,

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from specschema import verify_envelope
 from tests.fakeollama import FakeOllama
 from tests.reliability.servers import ServerProcess, free_port
@@ -43,6 +45,7 @@ def _pending(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / "state" / "pending").glob("*.json"))  # specsubmit.local.outbox
 
 
+@pytest.mark.slow  # a real server stopped and restarted: ~30 s, loaded (full tier)
 def test_server_down_then_pending_delivered_exactly_once(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -35,6 +35,7 @@ def _set_fsize(pid: int, soft: int) -> None:
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, UNLIMITED))
 
 
+@pytest.mark.slow  # a fault test under load: ~100 s on the loaded 2-core machine (full tier)
 @pytest.mark.skipif(not hasattr(resource, "prlimit"), reason="needs Linux prlimit(2)")
 def test_store_that_cannot_grow_answers_503_and_recovers(tmp_path: Path) -> None:
     db = str(tmp_path / "store.duckdb")

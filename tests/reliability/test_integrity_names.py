@@ -9,6 +9,7 @@ private PostgreSQL schema); the spellings are the issue's list.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,84 @@ def test_the_example_submission_is_untouched() -> None:
     sub = example_submission("hardnumbers-m2", seed=1)
     data = json.loads(sub.model_dump_json())
     assert names.canonical(data["fingerprint"]["chip"]) == data["fingerprint"]["chip"]
+
+
+# --- issue 24: the second round of lookalikes, by the Unicode standard (UTS #39) -------------
+
+# Each renders as (or like) "Apple M2" / a known chip; each is refused, the ASCII ones too.
+SECOND_ROUND: list[tuple[str, str]] = [
+    ("cherokee_capitals", "\u13aa\u13e2\u13e2\u13de\u13ac \u13b72"),  # ᎪᏢᏢᏞᎬ Ꮇ2
+    ("cherokee_a", "\u13aapple M2"),
+    ("lisu", "\ua4eepple \ua4df2"),  # ꓮpple ꓟ2
+    ("armenian_o", "Apple M2 Pr\u0585"),  # ARMENIAN SMALL LETTER OH in "Pro"
+    ("braille_blank", "Apple\u2800M2"),  # BRAILLE PATTERN BLANK as the space
+    ("combining_dot", "Apple M2\u0307"),
+    ("capital_i_for_l", "AppIe M2"),  # ASCII
+    ("digit_one_for_l", "App1e M2"),  # ASCII
+]
+
+
+@pytest.mark.parametrize(("label", "spelling"), SECOND_ROUND, ids=[s[0] for s in SECOND_ROUND])
+def test_second_round_lookalikes_are_refused(client: InProcessClient, label: str,
+                                             spelling: str) -> None:
+    assert client.post(URL, content=_body(1, CHIP)).status_code == 201
+    engine = app_engine(client.app)
+    before = count_rows(engine)
+    response = client.post(URL, content=_body(2, spelling))
+    error = assert_error_shape(response)
+    assert response.status_code == 422, (label, response.text)
+    assert error["details"][0]["rule"] == "names_printable", error
+    assert error["details"][0]["path"] == "fingerprint.chip", error
+    assert count_rows(engine) == before
+    assert _chip_groups(client) == [(CHIP, True)]
+    print(f"\n{label}: {error['details'][0]['message']}")
+
+
+def _v2_body(seed: int, **engine: Any) -> bytes:
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                             schema_version=2, counters_seen=True)
+    data = json.loads(sub.model_dump_json())
+    data["engine"].update(engine)
+    return signed(dict_bytes(data), signing_key(seed))
+
+
+def test_engine_build_goes_through_the_name_rules(client: InProcessClient) -> None:
+    response = client.post(URL, content=_v2_body(70, build="b5123\u202egnp.exe"))
+    error = assert_error_shape(response)
+    assert response.status_code == 422, response.text
+    assert {d["path"] for d in error["details"]} == {"engine.build"}
+    assert client.post(URL, content=_v2_body(71, build="b5123 (0b0e0c1)")).status_code == 201
+
+
+@pytest.mark.parametrize("path", ["models.0.name", "configs.0.model"])
+def test_a_lookalike_of_a_known_model_is_refused(client: InProcessClient, path: str) -> None:
+    data = payload_dict(80)
+    target = data["configs"][0]["model"]
+    assert target == "qwen3:14b"  # hardnumbers-m2's target, in known_models.json
+    for config in data["configs"]:
+        config["model"] = "qwen3:l4b" if path == "configs.0.model" else target
+    for model in data["models"]:
+        if model["name"] == target and path == "models.0.name":
+            model["name"] = "qwen3:l4b"
+    response = client.post(URL, content=signed(dict_bytes(data), signing_key(80)))
+    error = assert_error_shape(response)
+    assert response.status_code == 422
+    assert any("lookalike of the known model 'qwen3:14b'" in d["message"]
+               for d in error["details"]), error
+
+
+def test_the_page_shows_a_new_chip_as_new(client: InProcessClient) -> None:
+    assert client.post(URL, content=_body(90, "Apple M9 Hyper")).status_code == 201
+    assert client.post(URL, content=_body(91, CHIP)).status_code == 201
+    page = client.get("/").text
+    marked = set(re.findall(r"<td>([^<]*) <span class=\"new-chip\"", page))
+    assert marked == {"Apple M9 Hyper"}, marked
+
+
+def test_honest_foreign_and_symbol_names_still_pass() -> None:
+    assert names.name_problem("Кластер 7", chip=True) is None
+    assert names.name_problem("Apple M2 日本", chip=True) is None
+    assert names.name_problem("Intel® Core™ i7-12700H @ 2.30GHz", chip=True) is None
+    assert names.name_problem("Café GPU", chip=True) is None  # a composed é is one letter
+    assert names.name_problem("\u0410\u0440\u0440\u04cf\u0435 \u041c2", chip=True) is not None
+    assert names.skeleton("AppIe M2") == names.skeleton("apple m2")

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.reliability.hostile import valid_envelope
 from tests.reliability.servers import ServerProcess
@@ -65,6 +66,7 @@ def _trickle(port: int, body: bytes, every_s: float, results: list[tuple[float, 
     results.append((answered or time.monotonic() - start, reply))
 
 
+@pytest.mark.slow  # waits out the server's body timeout: ~20 s, loaded (full tier)
 def test_trickled_body_times_out_and_nothing_is_stored(tmp_path: Path) -> None:
     db = str(tmp_path / "store.duckdb")
     server = ServerProcess(db, tmp_path, env={"SPECSERVER_BODY_READ_TIMEOUT_S": str(DEADLINE_S)})

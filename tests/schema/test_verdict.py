@@ -33,7 +33,9 @@ def test_precedence_for_a_draft() -> None:
     base = {"requested": True, "can_honor": True, "counters_seen": True}
     assert verdict(**base) == "confirmed"
     assert verdict(**base, runtime="mlx") == "cannot_compare"
-    assert verdict(**base, runtime="mlx", baseline_speculated=True) == "baseline_speculated"
+    # On MLX the baseline's own counters are MLX's doing: the verdict names MLX (docs/run.md).
+    assert verdict(**base, runtime="mlx", baseline_speculated=True) == "cannot_compare"
+    assert verdict(**base, baseline_speculated=True) == "baseline_speculated"
     assert verdict(**base, runtime="mlx", baseline_speculated=True,
                    synthetic=True) == "synthetic"
     assert verdict(requested=True, can_honor=True, counters_seen=False,
@@ -48,6 +50,8 @@ def test_baseline_verdicts() -> None:
     assert verdict(requested=False, can_honor=True, counters_seen=False,
                    speculated=True) == "baseline_speculated"
     assert verdict(requested=False, can_honor=True, counters_seen=False,
+                   runtime="mlx") == "cannot_compare"
+    assert verdict(requested=False, can_honor=True, counters_seen=True,
                    runtime="mlx") == "cannot_compare"
     assert verdict(requested=False, can_honor=True, counters_seen=True,
                    synthetic=True) == "synthetic"

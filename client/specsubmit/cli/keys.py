@@ -17,9 +17,14 @@ keys_app = typer.Typer(help="Your signing key: its id is your pseudonymous ident
 def show(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Print the key id (hex sha256 of the public key) and the public key (base64)."""
+    """Print the key id (hex sha256 of the public key) and the public key (base64); the
+    first time, the key is made, and it says so."""
     check_state_home()
+    made = not keys.current_exists()
     info = keys.current_info()
+    if made:  # on stderr: --json's stdout stays the JSON alone
+        typer.echo(f"no key yet: made a new one at {info.path} (it signs your submissions; "
+                   "keep it to stay the same contributor)", err=True)
     retired = keys.retired()
     if json_out:
         import json

@@ -75,6 +75,20 @@ class ConsoleListener(RunListener):
         )
         self.task: TaskID | None = None
         self.pull_tasks: dict[str, TaskID] = {}
+        # The displays running now. rich's Progress.stop() prints a newline on a console that
+        # is not a terminal even when it never started: stopping only these, once, keeps
+        # blank lines from appearing before the error line of a run that failed early.
+        self._running: set[str] = set()
+
+    def _start(self, name: str, display: Progress) -> None:
+        if name not in self._running:
+            display.start()
+            self._running.add(name)
+
+    def _stop(self, name: str, display: Progress) -> None:
+        if name in self._running:
+            self._running.discard(name)
+            display.stop()
 
     def warning(self, message: str) -> None:
         self.console.print(f"[yellow]warning:[/] {escape(visible(message, LINE_LIMIT))}")
@@ -91,7 +105,7 @@ class ConsoleListener(RunListener):
 
     def pull_progress(self, model: str, progress: PullProgress) -> None:
         if model not in self.pull_tasks:
-            self.pulls.start()
+            self._start("pulls", self.pulls)
             self.pull_tasks[model] = self.pulls.add_task(f"pull {escape(visible(model, 120))}",
                                                          total=None)
         task = self.pull_tasks[model]
@@ -99,10 +113,10 @@ class ConsoleListener(RunListener):
             self.pulls.update(task, total=progress.total, completed=progress.completed or 0,
                               description=f"pull {escape(visible(model, 120))}")
         if progress.status == "success":
-            self.pulls.stop()
+            self._stop("pulls", self.pulls)
 
     def start_trials(self, total: int) -> None:
-        self.progress.start()
+        self._start("progress", self.progress)
         self.task = self.progress.add_task("warming up", total=total)
 
     def trial_started(self, position: int, total: int, config: str, index: int) -> None:
@@ -116,8 +130,8 @@ class ConsoleListener(RunListener):
             self.progress.update(self.task, completed=position + 1)
 
     def stop(self) -> None:
-        self.progress.stop()
-        self.pulls.stop()
+        self._stop("progress", self.progress)
+        self._stop("pulls", self.pulls)
 
 
 class _CtrlC:

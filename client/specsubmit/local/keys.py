@@ -102,6 +102,11 @@ def load_or_create(home: Path | None = None) -> nacl.signing.SigningKey:
     return read_key(path)
 
 
+def current_exists(home: Path | None = None) -> bool:
+    """Whether a current key exists (``load_or_create`` would not make one)."""
+    return (keys_dir(home) / CURRENT).exists()
+
+
 def current_info(home: Path | None = None) -> KeyInfo:
     key = load_or_create(home)
     return KeyInfo.of(key, keys_dir(home) / CURRENT)

@@ -90,6 +90,11 @@ def register(app: typer.Typer) -> None:
         from pydantic import ValidationError
 
         from specserver.cli.admin_client import missing_folder
+        from specserver.cli.connections import (
+            bounded_protocol,
+            connection_bound,
+            raise_open_file_limit,
+        )
         from specserver.http.app import create_app
         from specserver.settings import get_settings
 
@@ -126,8 +131,11 @@ def register(app: typer.Typer) -> None:
             raise
         typer.echo(f"specserver {_url(host, port)} "
                    f"(store: {display_url(settings.resolved_database_url)})")
+        bound = connection_bound(settings.max_connections, raise_open_file_limit())
         config = uvicorn.Config(
             create_app(settings),
+            # A deadline for request heads and a bound on connections (cli/connections.py).
+            http=bounded_protocol(settings.head_timeout_s, bound),
             host=host,
             port=port,
             log_level=log_level,

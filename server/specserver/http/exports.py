@@ -4,10 +4,16 @@ Issue 16: the export used to stream rows from a pooled DuckDB connection held wh
 client read, so 15 clients that stopped reading held the whole pool and every read and POST
 got 503; a cancelled stream gave its connection back only through the cyclic GC. Now:
 
-- ``ExportSlots``: at most ``export_max_concurrent`` exports are in progress (writing the
-  file or sending it), at most ``export_max_per_client`` per client address range; one more
-  is ``Unavailable`` (503 with Retry-After, one error shape), refused before any database
-  work. Files are written one at a time.
+- ``ExportSlots``: at most ``export_max_concurrent`` exports are in progress (waiting for
+  their file or being sent), at most ``export_max_per_client`` per client address range;
+  one more is ``Unavailable`` (503 with Retry-After, one error shape), refused before any
+  database work. Files are written one at a time (``ExportSlots.writer``): a request whose
+  file must be written waits at most ``export_build_wait_s`` for the writer; a request
+  served from a kept file never waits for it. So a visitor who is not already downloading
+  gets an export at once when a kept file serves it, and within ``export_build_wait_s``
+  plus one file's writing otherwise, however many others download slowly (as long as
+  fewer than ``export_max_concurrent`` do: a slot is a download, and its cost is a file
+  descriptor, not a database connection or a file's CPU).
 - the route writes the export with ``exporting.materialize``: a connection is held only
   while the file is written, never while a client reads.
 - ``ExportFiles`` keeps each written file for the next requests with the same filters and

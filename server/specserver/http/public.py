@@ -297,7 +297,7 @@ def export(request: Request, reads: Reads) -> Response:
             if response is not None:
                 return response
             ready = files.open_or_write(
-                key, version, slots.writer(settings.export_build_timeout_s),
+                key, version, slots.writer(settings.export_build_wait_s),
                 lambda: exporting.materialize(reads.engine, filters, fmt, folder=folder,
                                               timeout_s=settings.export_build_timeout_s))
         handle, held = ready

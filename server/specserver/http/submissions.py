@@ -95,11 +95,19 @@ StoreDep = Annotated[Store, Depends(store_of)]
 # --- step 1: the body, under a size limit and a deadline ----------------------------------
 
 
+# A body's first seconds, before its minimum rate applies (a connection's slow start).
+MIN_RATE_GRACE_S = 2.0
+
+
 async def read_body(
-    receive: Receive, content_length: str | None, limit: int, timeout_s: float
+    receive: Receive, content_length: str | None, limit: int, timeout_s: float,
+    min_rate: float = 0.0,
 ) -> bytes:
     """The whole body from the ASGI ``receive``, or 413 as soon as it passes ``limit``
-    (Content-Length or not), or 408 when it has not fully arrived within ``timeout_s``."""
+    (Content-Length or not), or 408 when it has not fully arrived within ``timeout_s``,
+    or has fallen below ``min_rate`` bytes per second on average after
+    ``MIN_RATE_GRACE_S`` (the deadline moves to ``start + grace + received / min_rate``,
+    never past ``start + timeout_s``: Apache's ``mod_reqtimeout`` ``body=…,MinRate=…``)."""
     if content_length is not None:
         if not content_length.isdigit():
             raise Malformed("Content-Length is not a number", code="bad_request")
@@ -110,9 +118,18 @@ async def read_body(
             )
     chunks: list[bytes] = []
     size = 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    def deadline() -> float:
+        if min_rate <= 0:
+            return start + timeout_s
+        return start + min(timeout_s, MIN_RATE_GRACE_S + size / min_rate)
+
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout_at(deadline()) as timer:
             while True:
+                timer.reschedule(deadline())
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     raise Malformed("the client went away", code="client_disconnected")
@@ -125,6 +142,11 @@ async def read_body(
                 if not message.get("more_body", False):
                     break
     except TimeoutError:
+        waited = loop.time() - start
+        if waited < timeout_s - 0.05:
+            raise BodyTimeout(
+                f"the body arrived slower than {min_rate:g} bytes per second "
+                f"({size} bytes in {waited:.1f} s)", {"received_bytes": size}) from None
         raise BodyTimeout(
             f"the body did not arrive within {timeout_s:g} s", {"received_bytes": size}
         ) from None
@@ -182,7 +204,7 @@ async def accept_submission(
                               {"scope": rejections.SCOPE}, retry_after=blocked)
         try:
             body = await read_body(receive, content_length, settings.max_body_bytes,
-                                   settings.body_read_timeout_s)
+                                   settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
             refused = first_refusal(limiter, (("address", address),))
             if refused is None:
                 prepared = await prepare(state, body, datetime.now(UTC))

@@ -196,8 +196,10 @@ RULES: dict[RuleName, str] = {
         "drafted, accepted <= eval_count, trial counters add up to the config's totals), and "
         "only llama-server reports counters from its own API",
     "names_printable":
-        "no name holds a control, format or invisible character, or mixes Latin with its "
-        "Cyrillic or Greek lookalikes (ingest.names; docs/aggregation.md, \"Names\")",
+        "no name holds a control, format or invisible character or one outside UTS #39's "
+        "recommended set, mixes scripts or digit systems, renders like other Latin text, or "
+        "is a lookalike of a known chip or model (ingest.names; docs/aggregation.md, "
+        "\"Names\")",
     "submission_id_not_reserved":
         "a signed submission's id is not a version-5 (name-based) UUID: those are the "
         "imports' (ingest.hardnumbers: uuid5 of the public file), so no key can take one first",
@@ -388,9 +390,10 @@ def _reports_api_counters(config: ConfigResult) -> bool:
 
 def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
     """Every free-text name of a submission as (path, value, kind): kind is "chip" for a
-    hardware name (also compared with the known chips' lookalikes), "note" for the note,
-    else "name". Config names, models and options are the protocol's (configs_match_protocol)
-    but are listed too: a name is refused for its characters before it is compared."""
+    hardware name (also compared with the known chips' lookalikes), "model" for a model
+    name (compared with the known models'), "note" for the note, else "name". Config
+    names, models and options are the protocol's (configs_match_protocol) but are listed
+    too: a name is refused for its characters before it is compared."""
     fp = submission.fingerprint
     cpu = fp.cpu
     for path, value, kind in (
@@ -402,6 +405,7 @@ def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
         ("fingerprint.os.arch", fp.os.arch, "name"),
         ("fingerprint.virtualization", fp.virtualization, "name"),
         ("engine.backend", submission.engine.backend, "name"),
+        ("engine.build", submission.engine.build, "name"),
         ("client.name", submission.client.name, "name"), ("note", submission.note, "note"),
     ):
         if value is not None:
@@ -413,20 +417,42 @@ def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
             if value is not None:
                 yield f"fingerprint.gpus.{gi}.{field}", value, kind
     for mi, model in enumerate(submission.models):
-        for field, value in (("name", model.name), ("quantization", model.quantization),
-                             ("parameter_size", model.parameter_size), ("family", model.family)):
+        for field, value, kind in (("name", model.name, "model"),
+                                   ("quantization", model.quantization, "name"),
+                                   ("parameter_size", model.parameter_size, "name"),
+                                   ("family", model.family, "name")):
             if value is not None:
-                yield f"models.{mi}.{field}", value, "name"
+                yield f"models.{mi}.{field}", value, kind
     for key, value in submission.protocol.parameters.items():
         yield f"protocol.parameters.{key}", key, "name"
         yield f"protocol.parameters.{key}", value, "name"
     for ci, config in enumerate(submission.configs):
         yield f"configs.{ci}.name", config.name, "name"
-        yield f"configs.{ci}.model", config.model, "name"
+        yield f"configs.{ci}.model", config.model, "model"
         if config.draft_model is not None:
-            yield f"configs.{ci}.draft_model", config.draft_model, "name"
+            yield f"configs.{ci}.draft_model", config.draft_model, "model"
         for li, loaded in enumerate(config.speculation.models_loaded):
             yield f"configs.{ci}.speculation.models_loaded.{li}", loaded, "name"
+
+
+def lookalike_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
+    """The "chip" and "model" entries of ``name_fields`` (the names compared with the known
+    ones even when printable ASCII); tests/server/ingest/test_ingest_fast.py holds them to
+    ``name_fields``."""
+    fp = submission.fingerprint
+    if fp.chip is not None:
+        yield "fingerprint.chip", fp.chip, "chip"
+    if fp.cpu.name is not None:
+        yield "fingerprint.cpu.name", fp.cpu.name, "chip"
+    for gi, gpu in enumerate(fp.gpus):
+        if gpu.name is not None:
+            yield f"fingerprint.gpus.{gi}.name", gpu.name, "chip"
+    for mi, model in enumerate(submission.models):
+        yield f"models.{mi}.name", model.name, "model"
+    for ci, config in enumerate(submission.configs):
+        yield f"configs.{ci}.model", config.model, "model"
+        if config.draft_model is not None:
+            yield f"configs.{ci}.draft_model", config.draft_model, "model"
 
 
 def name_values(submission: Submission) -> list[str]:
@@ -440,7 +466,8 @@ def name_values(submission: Submission) -> list[str]:
     os_info = vars(fp["os"])
     found = [fp["chip"], fp["machine_model"], cpu["brand_raw"], cpu["name"], cpu["arch"],
              os_info["version"], os_info["arch"], fp["virtualization"],
-             vars(d["engine"])["backend"], vars(d["client"])["name"], d["note"]]
+             vars(d["engine"])["backend"], vars(d["engine"])["build"], vars(d["client"])["name"],
+             d["note"]]
     for gpu in fp["gpus"]:
         g = vars(gpu)
         found += (g["name_raw"], g["name"], g["driver"], g["metal_family"])
@@ -458,7 +485,7 @@ def name_values(submission: Submission) -> list[str]:
 
 
 def _name_problem(value: str, kind: str) -> str | None:
-    return name_problem(value, note=kind == "note", chip=kind == "chip")
+    return name_problem(value, note=kind == "note", chip=kind == "chip", model=kind == "model")
 
 
 def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
@@ -483,12 +510,15 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
     # names_printable: printable ASCII has no problem (``name_problem``'s own shortcut), so
     # one test on all names joined decides nearly every submission (bench/names_check.py);
     # ``name_fields`` gives the paths when it does not
+    # ... except the lookalikes of known chips and models, which can be ASCII (``AppIe M2``):
+    # those few names are compared with the known skeletons every time.
     joined = "".join(name_values(submission))
-    if not (joined.isascii() and joined.isprintable()):
-        for path, value, kind in name_fields(submission):
-            problem = _name_problem(value, kind)
-            if problem is not None:
-                _add(found, "names_printable", path, problem)
+    printable = joined.isascii() and joined.isprintable()
+    for path, value, kind in (lookalike_fields(submission) if printable
+                              else name_fields(submission)):
+        problem = _name_problem(value, kind)
+        if problem is not None:
+            _add(found, "names_printable", path, problem)
 
     # configs_match_protocol: the target
     proto = ctx.protocol

@@ -8,14 +8,18 @@ override, CR/LF.
 
 Two steps, both documented in docs/aggregation.md ("Names"):
 
-- ``name_problem`` (a consistency rule, 422 naming the field): a name may not hold control,
-  format, surrogate, private-use or line/paragraph-separator characters (Unicode Cc, Cf, Cs,
-  Co, Zl, Zp: bidi controls and zero-width characters are Cf), nor the other
-  default-ignorable (invisible) code points; and it may not mix Latin letters with Cyrillic or
-  Greek ones, the scripts whose lookalikes pass for Latin. A chip-like name written wholly in
-  those scripts whose lookalike skeleton is a known chip's is refused as well. Refusing beats
-  folding here: a sender whose name carries an invisible or foreign letter learns it, and the
-  stored envelope never disagrees with what the board shows.
+- ``name_problem`` (a consistency rule, 422 naming the field), by the Unicode standard's
+  data through ICU (PyICU; issue 24 found Cherokee, Lisu and Armenian lookalikes, U+2800
+  as a space, combining marks and ``AppIe M2`` past the first, hand-listed round): no
+  control, format, surrogate, private-use or separator character (Cc, Cf, Cs, Co, Zl, Zp)
+  and no Default_Ignorable_Code_Point; only UTS #39's recommended identifier characters
+  plus Common/Inherited punctuation, symbols and digits; no combining mark left on a
+  Latin, Greek or Cyrillic letter or a digit after NFKC; scripts within UTS #39's Highly
+  Restrictive level and one digit system; no non-ASCII name whose confusable skeleton is
+  ASCII; and a chip or model name whose skeleton (``skeleton``) is a known chip's or
+  model's must be that one (``lookalike_problem``, ASCII names included). Refusing beats
+  folding here: a sender whose name carries an invisible or foreign letter learns it, and
+  the stored envelope never disagrees with what the board shows.
 - ``canonical`` (applied to the stored columns, ``ingest.rows``): NFKC (NBSP and the other
   spaces become U+0020, full-width letters become ASCII), whitespace runs collapsed to one
   space, ends stripped; ``canonical_chip`` then maps a chip to its spelling in
@@ -34,66 +38,122 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import icu  # PyICU: ICU's UTS #39 SpoofChecker and Unicode property sets
+
 # Unicode general categories refused in any name.
 REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
-# Default_Ignorable_Code_Point characters outside those categories: invisible, yet letters or
-# marks (a Hangul filler, the combining grapheme joiner, variation selectors).
-INVISIBLE = frozenset(
-    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0]
-    + list(range(0xFE00, 0xFE10)) + list(range(0xE0100, 0xE01F0))
-)
-# The scripts whose letters pass for Latin ones (UTS #39 mixed-script detection, narrowed to
-# the lookalike scripts: a Latin name with a CJK suffix is not a spoof).
-LOOKALIKE_SCRIPTS = frozenset({"CYRILLIC", "GREEK"})
-# Cyrillic and Greek letters that render like a Latin one (from Unicode's confusables.txt,
-# the letters a chip or model name can be spelled with). Used only to recognise a known
-# chip spelled wholly in a lookalike script; nothing is stored folded.
-CONFUSABLE_LATIN = str.maketrans({
-    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
-    "С": "C", "Т": "T", "Х": "X", "Ѕ": "S", "І": "I", "Ј": "J", "Ү": "Y", "Ԛ": "Q",
-    "Ԝ": "W", "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x",
-    "ѕ": "s", "і": "i", "ј": "j", "ӏ": "l", "һ": "h", "ԁ": "d", "ԛ": "q", "ԝ": "w",
-    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M",
-    "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "ο": "o", "ν": "v",
-    "ι": "i", "κ": "k", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "α": "a",
-})
 # Characters a note (the one free-text field that is prose, not a name) may hold beyond
 # printable ones.
 NOTE_ALLOWED = frozenset("\n\t")
+# Scripts on whose letters a leftover combining mark is a lookalike trick, not spelling
+# (``Apple M2`` + U+0307): NFKC composes every real accented Latin, Greek or Cyrillic
+# letter, so a mark still apart after it sits on a letter it does not belong to.
+_MARKED_SCRIPTS = frozenset({"Latn", "Zyyy", "Grek", "Cyrl"})
 
 
-def _script(char: str) -> str:
-    """The first word of the character's Unicode name: LATIN, CYRILLIC, GREEK, ..."""
-    return unicodedata.name(char, "").split(" ", 1)[0]
+@cache
+def _invisible() -> Any:
+    """Unicode's Default_Ignorable_Code_Point set (ICU): invisible letters and marks too
+    (Hangul fillers, the combining grapheme joiner, variation selectors)."""
+    found = icu.UnicodeSet("[:Default_Ignorable_Code_Point:]")
+    found.freeze()  # read-only: safe to share between threads
+    return found
 
 
-def name_problem(value: str, *, note: bool = False, chip: bool = False) -> str | None:
+@cache
+def _allowed() -> Any:
+    """UTS #39's recommended identifier characters, plus the Common and Inherited scripts'
+    punctuation, symbols, digits and spaces that names use (``Intel(R) Core(TM) i7 @ 2.3
+    GHz``, ``®``). Limited-use scripts (Cherokee, Lisu, ...), Braille (U+2800 renders
+    blank) and unassigned code points are outside it."""
+    found = icu.UnicodeSet()  # not a copy: ICU's recommended set is frozen, and so its copy
+    found.addAll(icu.SpoofChecker().getRecommendedUnicodeSet())
+    found.addAll(icu.UnicodeSet("[[[:scx=Zyyy:][:scx=Zinh:]] - [:Cn:]]"))
+    found.freeze()
+    return found
+
+
+@cache
+def _spoof_checker() -> Any:
+    """UTS #39 mixed-script detection: the Highly Restrictive level (one script, or Latin
+    with Han and Japanese kana, Han and Hangul, or Han and Bopomofo) and one digit
+    system; skeletons for the lookalike tests."""
+    checker = icu.SpoofChecker()
+    checker.setRestrictionLevel(icu.URestrictionLevel.HIGHLY_RESTRICTIVE)
+    checker.setChecks(icu.USpoofChecks.RESTRICTION_LEVEL | icu.USpoofChecks.MIXED_NUMBERS)
+    return checker
+
+
+def skeleton(value: str) -> str:
+    """The UTS #39 confusable skeleton, in any case: the skeleton, case-folded, and its
+    skeleton again (a lower-case ``m`` is ``rn`` there, an upper-case ``M`` is not). Two
+    names with one such skeleton render alike in some case (``AppIe M2``, ``ᎪᏢᏢᏞᎬ Ꮇ2``,
+    ``apple m2`` and ``Apple M2`` share one)."""
+    checker = _spoof_checker()
+    return str(checker.getSkeleton(0, str(checker.getSkeleton(0, value)).casefold()))
+
+
+def _char_label(char: str, index: int) -> str:
+    label = unicodedata.name(char, f"category {unicodedata.category(char)}")
+    return f"U+{ord(char):04X} ({label}) at position {index}"
+
+
+def name_problem(value: str, *, note: bool = False, chip: bool = False,
+                 model: bool = False) -> str | None:
     """Why ``value`` cannot be a name (a one-line message), or None when it can.
 
     ``note``: the submission's note (prose: line feeds and tabs allowed, scripts may mix).
-    ``chip``: a hardware name, also compared with the known chips' lookalike skeletons."""
+    ``chip`` / ``model``: a hardware / model name, also compared with the known chips' /
+    models' skeletons (``lookalike_problem``, which also runs on ASCII names)."""
     if value.isascii() and value.isprintable():
-        return None  # printable ASCII: nothing invisible, one script
+        return lookalike_problem(value, chip=chip, model=model)
+    invisible = _invisible()
     for index, char in enumerate(value):
         if note and char in NOTE_ALLOWED:
             continue
         category = unicodedata.category(char)
-        if category in REFUSED_CATEGORIES or ord(char) in INVISIBLE:
-            label = unicodedata.name(char, f"category {category}")
-            return (f"character U+{ord(char):04X} ({label}) at position {index} is a control, "
-                    "format or invisible character")
+        if category in REFUSED_CATEGORIES or invisible.contains(char):
+            return (f"character {_char_label(char, index)} is a control, format or invisible "
+                    "character")
     if note:
         return None
     folded = unicodedata.normalize("NFKC", value)
-    scripts = {_script(c) for c in folded if c.isalpha()}
-    if "LATIN" in scripts and scripts & LOOKALIKE_SCRIPTS:
-        mixed = sorted(scripts & LOOKALIKE_SCRIPTS)
-        return f"name mixes Latin letters with {' and '.join(s.title() for s in mixed)} ones"
-    if chip and scripts & LOOKALIKE_SCRIPTS:
-        skeleton = collapse(folded.translate(CONFUSABLE_LATIN)).casefold()
-        known = _known_by_folded().get(skeleton)
-        if known is not None and collapse(folded) != known:
+    allowed = _allowed()
+    for index, char in enumerate(folded):
+        if not allowed.contains(char):
+            return (f"character {_char_label(char, index)} is outside Unicode's recommended "
+                    "identifier characters (UTS #39)")
+        if unicodedata.category(char) in ("Mn", "Me") and index > 0 and str(
+                icu.Script.getScript(folded[index - 1]).getShortName()) in _MARKED_SCRIPTS:
+            return (f"combining mark {_char_label(char, index)} does not form one letter "
+                    "with the character before it")
+    checks = _spoof_checker().check(folded)
+    if checks & icu.USpoofChecks.RESTRICTION_LEVEL:
+        return "name mixes scripts (UTS #39: more than the Highly Restrictive level allows)"
+    if checks & icu.USpoofChecks.MIXED_NUMBERS:
+        return "name mixes digits of different numbering systems"
+    if not folded.isascii():
+        shadow = str(_spoof_checker().getSkeleton(0, folded))
+        if shadow.isascii():
+            return f"name renders like the Latin {collapse(shadow)!r} (UTS #39 skeleton)"
+    return lookalike_problem(folded, chip=chip, model=model)
+
+
+def lookalike_problem(value: str, *, chip: bool = False, model: bool = False) -> str | None:
+    """A chip or model name whose skeleton is a known chip's or model's must be that one
+    (any case, an alias) or it is refused: ``AppIe M2`` is not a new chip."""
+    if not (chip or model):
+        return None
+    name = collapse(unicodedata.normalize("NFKC", value))
+    shadow = skeleton(name)
+    if chip:
+        known = _known_chip_skeletons().get(shadow)
+        if known is not None and _known_by_folded().get(name.casefold()) != known:
             return f"name is a lookalike of the known chip {known!r}"
+    if model:
+        known = _known_model_skeletons().get(shadow)
+        if known is not None and canonical_model(name) != known:
+            return f"name is a lookalike of the known model {known!r}"
     return None
 
 
@@ -148,6 +208,24 @@ def _known_by_folded() -> dict[str, str]:
             if found.setdefault(folded, entry["name"]) != entry["name"]:
                 raise ValueError(f"known_chips.json: {spelling!r} names two chips")
     return found
+
+
+@cache
+def _known_chip_skeletons() -> dict[str, str]:
+    """Skeleton of every known chip's name and alias -> the chip's name."""
+    found: dict[str, str] = {}
+    for entry in known_chips():
+        for spelling in (entry["name"], *entry.get("aliases", ())):
+            if found.setdefault(skeleton(spelling), entry["name"]) != entry["name"]:
+                raise ValueError(f"known_chips.json: {spelling!r} looks like another chip")
+    return found
+
+
+@cache
+def _known_model_skeletons() -> dict[str, str]:
+    """Skeleton of every model name in known_models.json -> the name."""
+    raw = resources.files("specserver").joinpath("known_models.json").read_text("utf-8")
+    return {skeleton(entry["name"]): entry["name"] for entry in json.loads(raw)["models"]}
 
 
 def canonical_chip(value: str | None) -> str | None:

@@ -18,6 +18,7 @@ import pytest
 import typer
 
 from specsubmit.send import submit
+from tests.support.ctrlc import interruptible
 
 
 @pytest.fixture
@@ -75,9 +76,10 @@ def test_a_ctrl_c_right_after_the_prompt_is_never_lost(tmp_path: Path) -> None:
     """The SIGINT goes out the instant the prompt is read off stderr, often before the asker
     has begun its read; with input() the signal then only set a flag and the read blocked.
     The window is microseconds: on the old code about 1 round in 10,000 hung (2-core machine),
-    so 30,000 rounds (~3 s) caught it in 8 of 10 runs; a pass is never wrong."""
+    so 30,000 rounds (~3 s) caught it in 8 of 10 runs; a pass is never wrong. The asker
+    starts with SIGINT at its default whoever started the tests (tests/support/ctrlc.py)."""
     controller, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", _ASKER], stdin=slave,
+    proc = subprocess.Popen(interruptible([sys.executable, "-c", _ASKER]), stdin=slave,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
     assert proc.stderr is not None
     fd = proc.stderr.fileno()
@@ -102,3 +104,23 @@ def test_a_ctrl_c_right_after_the_prompt_is_never_lost(tmp_path: Path) -> None:
         proc.communicate()
         os.close(controller)
         os.close(slave)
+
+
+_SHOW_SIGINT = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+
+
+def test_a_child_started_for_ctrl_c_raises_keyboard_interrupt_even_under_an_ignored_sigint(
+) -> None:
+    """The cause of the "lost" Ctrl-Cs: a background job's children inherit an ignored
+    SIGINT, and CPython then installs no KeyboardInterrupt handler. Started here with SIGINT
+    ignored on purpose, a plain child keeps it ignored; one through ``interruptible`` gets the
+    handler a terminal's foreground job gets."""
+    def ignore() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    plain = subprocess.run([sys.executable, "-c", _SHOW_SIGINT], preexec_fn=ignore,
+                           capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "False"  # what the background suite's children got
+    reset = subprocess.run(interruptible([sys.executable, "-c", _SHOW_SIGINT]),
+                           preexec_fn=ignore, capture_output=True, text=True, check=True)
+    assert reset.stdout.strip() == "True"

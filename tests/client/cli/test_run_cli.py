@@ -16,6 +16,7 @@ from specschema import Submission
 from specschema.payload import parse_submission
 from tests.client.submit_server import ScriptedServer
 from tests.fakeollama import FakeModel, FakeOllama, default_models
+from tests.support.ctrlc import interruptible
 from tests.support.ports import free_port as _free_port
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
@@ -185,9 +186,9 @@ def test_ollama_killed_mid_run(tmp_path: Path, specsubmit_home: Path) -> None:
 def test_ctrl_c_stops_after_the_current_request(tmp_path: Path, specsubmit_home: Path) -> None:
     slow = [FakeModel("qwen3:14b", tokens_per_s=800)]  # 0.25 s per request
     with FakeOllama(models=slow) as fake:
-        proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url], env=_env(tmp_path),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(interruptible([SCRIPT, "run", "--ollama", fake.url]),
+                                env=_env(tmp_path), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while fake.generate_count < 3 + 2 and time.monotonic() < deadline:
             time.sleep(0.02)  # wait until two trials are under way
@@ -206,9 +207,9 @@ def test_ctrl_c_stops_after_the_current_request(tmp_path: Path, specsubmit_home:
 
 def test_ctrl_c_before_any_trial(tmp_path: Path, specsubmit_home: Path) -> None:
     with FakeOllama(stall_s=3.0) as fake:
-        proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url], env=_env(tmp_path),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(interruptible([SCRIPT, "run", "--ollama", fake.url]),
+                                env=_env(tmp_path), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
         while fake.generate_count < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -222,8 +223,8 @@ def test_ctrl_c_before_any_trial(tmp_path: Path, specsubmit_home: Path) -> None:
 
 
 def _start_run(tmp_path: Path, fake: FakeOllama, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([SCRIPT, "run", "--ollama", fake.url, *args], env=_env(tmp_path),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    return subprocess.Popen(interruptible([SCRIPT, "run", "--ollama", fake.url, *args]),
+                            env=_env(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
@@ -397,8 +398,10 @@ def test_undelivered_result_exits_75_and_waits_in_pending(
 
 
 # 0: the SIGINT goes out the moment the prompt is read off stderr, when the client may not yet
-# have started its read (a Ctrl-C there once hung a loaded CI machine: the handler only set a
-# flag and the read then blocked); 1 ms: just after, when the read has mostly begun.
+# have started its read (input() once lost it there: the handler only set a flag and the read
+# then blocked); 1 ms: just after, when the read has mostly begun. The child starts through
+# `interruptible`: a suite run in the background hands it an ignored SIGINT otherwise
+# (tests/support/ctrlc.py), which is what failed these under "load".
 @pytest.mark.parametrize("delay_s", [0.0, 0.001])
 def test_ctrl_c_at_the_consent_prompt_exits_130_and_sends_nothing(
     tmp_path: Path, specsubmit_home: Path, delay_s: float,
@@ -410,9 +413,10 @@ def test_ctrl_c_at_the_consent_prompt_exits_130_and_sends_nothing(
     controller, terminal = pty.openpty()  # a terminal on stdin, so that it asks
     try:
         with FakeOllama() as fake:
-            proc = subprocess.Popen([SCRIPT, "run", "--ollama", fake.url, "--server", server.url],
-                                    env=_env(tmp_path), stdin=terminal, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+            proc = subprocess.Popen(
+                interruptible([SCRIPT, "run", "--ollama", fake.url, "--server", server.url]),
+                env=_env(tmp_path), stdin=terminal, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE)
             assert proc.stderr is not None
             seen = b""
             deadline = time.monotonic() + 60

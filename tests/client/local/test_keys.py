@@ -109,6 +109,16 @@ def run_cli(args, capsys, monkeypatch):
     return exit_info.value.code, captured.out, captured.err
 
 
+def test_cli_keys_show_says_when_it_makes_the_key(specsubmit_home, capsys, monkeypatch):
+    code, out, err = run_cli(["keys", "show"], capsys, monkeypatch)
+    path = specsubmit_home / "keys" / "current.key"
+    assert code == 0 and path.exists()
+    assert err == (f"no key yet: made a new one at {path} (it signs your submissions; keep it "
+                   "to stay the same contributor)\n")
+    code, again, err = run_cli(["keys", "show"], capsys, monkeypatch)
+    assert code == 0 and err == "" and again == out  # the same key, and no word on making it
+
+
 def test_cli_keys_show_and_rotate(capsys, monkeypatch):
     code, out, _ = run_cli(["keys", "show"], capsys, monkeypatch)
     assert code == 0

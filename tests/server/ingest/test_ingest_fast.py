@@ -456,16 +456,21 @@ def test_violations_equal_the_rules_with_many_places_broken(
 def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
     """``name_values`` (the pass's first test) reads the same names as ``name_fields`` (the
     walk that gives the paths), on submissions with every optional name present."""
-    data = fresh(seed, "ollama-draft", engine_version="0.30.1", counters_seen=True)
+    data = fresh(seed, "ollama-draft", engine_version="0.30.1", counters_seen=True,
+                 schema_version=2)
     data["note"] = "a note"
     data["fingerprint"]["gpus"] = [{"name_raw": "raw", "name": "NVIDIA GeForce RTX 4090",
                                     "driver": "550", "metal_family": "none"}] * 2
     data["fingerprint"].update(machine_model="Mac14,2", virtualization="none")
+    data["engine"]["build"] = "b1234"
     data["protocol"]["parameters"] = {"target": data["configs"][0]["model"]}
     submission = parse_submission(json.dumps(data).encode())
     fields = [value for _path, value, _kind in checks.name_fields(submission)]
     assert sorted(checks.name_values(submission)) == sorted(fields)
     assert len(fields) > 25
+    # the lookalike pass on ASCII names reads exactly the chip and model entries
+    assert list(checks.lookalike_fields(submission)) == [
+        f for f in checks.name_fields(submission) if f[2] in ("chip", "model")]
 
 
 @pytest.mark.parametrize("broken", [False, True])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 import httpx
+import pytest
 
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
@@ -75,6 +76,7 @@ def submission_id(body: bytes) -> str:
     return str(parse_submission(verify_envelope(json.loads(body)).payload).submission_id)
 
 
+@pytest.mark.slow  # SIGKILL under load: a fault and load test (full tier)
 def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> None:
     started = time.monotonic()
     database = tmp_path / "store.duckdb"

@@ -49,6 +49,7 @@ from specsubmit.errors import (
     IncompatibleVocab,
     UsageError,
 )
+from specsubmit.outside_text import visible
 
 if TYPE_CHECKING:
     from specschema import Launch
@@ -72,6 +73,16 @@ PINNED_FLAGS = {"n_gpu_layers": ("--n-gpu-layers", False), "flash_attn": ("--fla
 BIND_TRIES = 3
 _VERSION = re.compile(r"version:\s*(\S+)")
 _ERROR_LINE = re.compile(r"\s(E)\s")
+
+
+def _version_failure(path: Path, returncode: int, output: str) -> str:
+    """One line: what `--version` should have said and the first line it did say (not a
+    repr of the whole output with its \\n escapes; ``visible`` shows control characters)."""
+    first = next((line.strip() for line in output.splitlines() if line.strip()), "")
+    said = f"its first line: {visible(first, 120)}" if first else "it printed nothing"
+    status = "" if returncode == 0 else f"exit {returncode}; "
+    return (f"{path} is not a llama-server: `--version` printed no llama.cpp "
+            f"\"version: ...\" line ({status}{said})")
 _SPEC_REFUSED = ("vocabs are not compatible", "failed to initialize speculative decoding",
                  "failed to load draft model")
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
@@ -165,7 +176,7 @@ class LlamaServerEngine:
         output = (result.stdout + result.stderr).strip()
         match = _VERSION.search(output)
         if result.returncode != 0 or not match:
-            raise EngineStartFailed(f"{binary.path} --version failed: {output[:160]!r}")
+            raise EngineStartFailed(_version_failure(binary.path, result.returncode, output))
         build = " ".join(line.strip() for line in output.splitlines() if line.strip())
         return match.group(1), build[:200]
 

@@ -25,7 +25,7 @@ _FORMAT = re.compile(r"^[a-z0-9_\-]{1,32}$")
 RUNTIME_OF_FORMAT = {"safetensors": "mlx", "gguf": "ggml"}
 MLX_NOTICE = ("{model} runs on Ollama's MLX engine, where speculation cannot be switched off "
               "per request (draft_num_predict is not read): the baseline speculates too, so "
-              "no config of this run can be a speedup (cannot_compare or baseline_speculated)")
+              "no config of this run can be a speedup (verdict cannot_compare)")
 
 
 def normalize_model_name(name: str) -> str:

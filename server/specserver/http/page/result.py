@@ -16,9 +16,11 @@ from html import escape
 from typing import Any
 
 from specschema.conclusion import (
+    LEVEL_WORDS,
     capability_reason,
     conclusion,
     drift_words,
+    no_counters_reason,
     verdict_label,
     vs_baseline,
     vs_baseline_wall,
@@ -27,14 +29,6 @@ from specschema.engines import descriptor
 from specschema.evidence import CORROBORATED
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
-
-# specschema.evidence levels as a reader sees them; only the first two count as confirmed.
-LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
-               "log": "log counters, consistent",
-               "reported": "reported only: not counted as confirmed",
-               "implausible": "implausible: not counted as confirmed",
-               "none": "no counters"}
-
 
 LONG_WORD = 24  # characters without a space: longer ones may break anywhere
 
@@ -112,10 +106,12 @@ def server_output_check(name: str, trials: Sequence[dict[str, Any]],
 def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
                    engine_version: str, output_check: str | None,
                    level: tuple[str, str] | None = None,
-                   engine: str | None = "ollama") -> tuple[list[str], list[str]]:
+                   engine: str | None = "ollama",
+                   log_status: str | None = "read") -> tuple[list[str], list[str]]:
     """(what the server checked, what the client reported), as plain sentences; ``level``
     is the stored evidence level and its reason (``specschema.evidence``); ``engine`` the
-    stored engine name, whose descriptor words the engine and its counters."""
+    stored engine name, whose descriptor words the engine and its counters; ``log_status``
+    the submission's ``engine_log`` (a log never given is not a log without counters)."""
     if summary.role == "baseline" or evidence is None or not evidence.requested:
         return ["no speculation requested: the reference every ratio is taken against"], []
     checked: list[str] = []
@@ -143,7 +139,7 @@ def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
             checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): "
                            f"{why}{unseen}")
     elif evidence.engine_can_honor is not False:
-        reported.append(described.no_counters)
+        reported.append(no_counters_reason(log_status, "not_observed", engine))
     if output_check is not None:
         checked.append(output_check)
     elif evidence.outputs_match_baseline is not None:
@@ -180,7 +176,8 @@ def conclusion_section(summaries: Sequence[ConfigSummary],
 def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],
                   trials: Sequence[dict[str, Any]], engine_version: str,
                   levels: dict[str, tuple[str, str]] | None = None,
-                  engine: str | None = "ollama") -> str:
+                  engine: str | None = "ollama",
+                  log_status: str | None = "read") -> str:
     """The article's table: one row per config, in seconds and tok/s, verdict and evidence."""
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
@@ -196,7 +193,7 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
         level = (levels or {}).get(summary.name)
         checked, reported = evidence_lines(
             summary, found, engine_version, server_output_check(summary.name, trials, baseline),
-            level, engine)
+            level, engine, log_status)
         evidence_level = level[0] if level else "none"
         verdict_class: str = observed
         if observed == "confirmed" and level is not None and level[0] not in CORROBORATED:

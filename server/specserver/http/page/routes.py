@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from specschema.conclusion import VERDICT_WORDS
+from specschema.conclusion import LEVEL_BADGES, VERDICT_WORDS
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import headline_of, shipped_protocols
 from specserver.board import aggregate
@@ -29,6 +29,7 @@ from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
 from specserver.store import queries, redaction
@@ -79,10 +80,9 @@ def _verdict_badges(counts: dict[str, int]) -> str:
                    for v, n in counts.items() if n)
 
 
-# Evidence levels on a board row, strongest first (specschema.evidence.LEVELS); a speedup
-# board row never holds "reported" or "implausible" confirmed results (aggregate rule 6).
-LEVEL_BADGES = {"engine_api": "engine API", "log": "log", "reported": "reported",
-                "implausible": "implausible", "none": "no counters"}
+# Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
+# specschema.conclusion.LEVEL_BADGES; a speedup board row never holds "reported" or
+# "implausible" confirmed results (aggregate rule 6).
 
 
 def _evidence_badges(counts: dict[str, int]) -> str:
@@ -123,6 +123,15 @@ def _outliers(group: GroupAggregate) -> str:
     plural = "s" if count > 1 else ""
     return (' <span class="outliers" title="contributors whose median is far from the rest '
             f'(robust score above 3.5)">{count} outlier{plural}</span>')
+
+
+def _new_chip(group: GroupAggregate) -> str:
+    """The API's ``chip_known: false`` on the page: a chip outside known_chips.json."""
+    chip = group.key.get("chip", {}).get("chip")
+    if chip is None or chip_is_known(str(chip)):
+        return ""
+    return (' <span class="new-chip" title="not in the list of chips the maintainers know: '
+            'check the name">new chip</span>')
 
 
 def _unsized(group: GroupAggregate) -> str:
@@ -167,7 +176,7 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
             f"<td>{result.text(_key(group, 'target'))}{_unsized(group)}</td>"
             f"<td>{result.text(_key(group, 'draft'))}</td>"
             f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
-            f"<td>{result.text(_key(group, 'chip'))}</td>"
+            f"<td>{result.text(_key(group, 'chip'))}{_new_chip(group)}</td>"
             f"<td>{escape(_key(group, 'memory_gb'))}</td>"
             f'{tag}<td class="num">{group.contributors}{_arrived_together(group)}</td>'
             f'<td class="num">{group.submissions}</td>'
@@ -439,6 +448,23 @@ def _engine(row: dict[str, Any]) -> str:
     return f"{name} {row['engine_version']}" + (f" ({extra})" if extra else "")
 
 
+def _few_trials(summaries: Sequence[Any]) -> str:
+    """"wide with 6 trials" with the count this run has (per config), not a fixed five."""
+    counts = sorted({s.trials for s in summaries if s.trials})
+    if not counts:
+        return "no trials"
+    if len(counts) == 1:
+        return f"wide with {counts[0]} trials"
+    return f"wide with {counts[0]}–{counts[-1]} trials per config"
+
+
+def _client(row: dict[str, Any]) -> str:
+    """"specsubmit 0.1.0"; a hidden submission's name is redacted, and says so."""
+    if row.get("client_name") is None and "client_name" in row.get("redacted", ()):
+        return f"{row['client_version']} (name redacted: hidden submission)"
+    return f"{row['client_name']} {row['client_version']}"
+
+
 def _subtitle(row: dict[str, Any]) -> str:
     machine = ", ".join(str(v) for v in (
         row["chip"], f"{row['memory_gb']} GB" if row["memory_gb"] is not None else None,
@@ -507,12 +533,13 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
                                          row.get("engine_log"), row["engine"], headline))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
-                                    result.levels_of(parts["summaries"]), row["engine"]))
+                                    result.levels_of(parts["summaries"]), row["engine"],
+                                    row.get("engine_log")))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
                "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
-               "interval (wide with five trials). A ratio whose verdict is <em>not applied</em> "
-               "is run-to-run noise, not an effect of speculation.</p>")
+               f"interval ({escape(_few_trials(summaries))}). A ratio whose verdict is "
+               "<em>not applied</em> is run-to-run noise, not an effect of speculation.</p>")
     if row["note"]:
         out.append(f'<p class="note">Note from the run: {escape(str(row["note"]))}</p>')
     out.append("<h2>Details</h2>")
@@ -522,7 +549,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),
-        ("Client", f"{row['client_name']} {row['client_version']}"),
+        ("Client", _client(row)),
         ("Run at", _when(row["created_at"])), ("Received", _when(row["received_at"])),
         ("All trials measured", row["complete"]),
         ("Source", "signed by the contributor" if row["source"] == "signed"
