@@ -10,6 +10,8 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │   │   ├── ModelMissing        404 for a model (names the --pull flag)
     │   │   ├── OllamaStreamError   an {"error": ...} line inside a 200 stream, or no `done`
     │   │   └── OllamaTimeout
+    │   ├── EngineUnreachable       nothing answers where an HTTP engine should listen
+    │   ├── EngineModelMissing      the engine does not have a model the protocol names
     │   └── LlamaServerError        the llama-server the client starts itself
     │       ├── EngineNotFound      no llama-server binary (flag, Ollama's bundled one, PATH)
     │       ├── ModelNotInStore     an Ollama name without a manifest/blob in $OLLAMA_MODELS
@@ -69,6 +71,15 @@ class OllamaStreamError(OllamaError):
 
 class OllamaTimeout(OllamaError):
     pass
+
+
+class EngineUnreachable(EngineError):
+    """Nothing answers where an engine reached over HTTP should listen (any engine but
+    Ollama, whose errors are its own)."""
+
+
+class EngineModelMissing(EngineError):
+    """The engine does not list a model the protocol needs (the message says the fix)."""
 
 
 class LlamaServerError(EngineError):

@@ -30,16 +30,16 @@ VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
 # The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
 # ("Verdicts") says the same at length. None of the last three is ever a speedup.
 VERDICT_HELP: dict[str, tuple[str, str]] = {
-    "confirmed": ("acceptance counters (drafted / accepted tokens) were seen for this "
-                  "config's trials, and the baseline showed none",
+    "confirmed": ("acceptance counters (drafted / accepted tokens) were reported for this "
+                  "config's trials, and none for the baseline",
                   "nothing: this ratio is a measured effect of speculation"),
     "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
-                    "seen for it ran without speculation",
+                    "reported for it ran without speculation",
                     "use an engine version and a target that can speculate (see the "
                     "protocol's requirements)"),
     "not_observed": ("the engine could speculate, but no counters were found for the trials",
                      "pass the Ollama server log with --ollama-log so counters can be read"),
-    "unknown": ("the engine version could not be read and no counters were seen",
+    "unknown": ("the engine version could not be read and no counters were reported",
                 "rerun with an Ollama that reports its version"),
     "baseline_speculated": ("the baseline itself speculated (counters in its trials, or an "
                             "engine start with --spec-type), so there is no baseline without "
@@ -71,8 +71,25 @@ LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
                "reported": "reported only: not counted as confirmed",
                "implausible": "implausible: not counted as confirmed",
                "none": "no counters"}
-LEVEL_BADGES = {"engine_api": "engine API", "log": "log", "reported": "reported",
-                "implausible": "implausible", "none": "no counters"}
+# The badges name the counters' source as the client's report: the server never sees an
+# engine, so no badge or word says the counters were "seen".
+LEVEL_BADGES = {"engine_api": "API counters, reported", "log": "log counters, reported",
+                "reported": "reported, not placed", "implausible": "implausible",
+                "none": "no counters"}
+# Each level: what the client reported, and what the server checked (the badges' titles,
+# the API's ``evidence_levels``).
+LEVEL_CHECKS: dict[str, tuple[str, str]] = {
+    "engine_api": ("the client reports per-trial counters from the engine's own API",
+                   "the server checked them against the trials and timings: consistent"),
+    "log": ("the client reports counters it read from the engine's log",
+            "the server checked them against the trials and timings: consistent"),
+    "reported": ("the client reports counters",
+                 "the server cannot place them (an unknown engine version, a log the client "
+                 "says it did not read, totals without trials, or sources that disagree)"),
+    "implausible": ("the client reports counters",
+                    "the server checked them: they cannot explain the measured speedup"),
+    "none": ("the client reports no counters", "nothing to check"),
+}
 
 # What a measured ratio says, by its 95 % interval: the colour and the word on the page.
 Outcome = Literal["faster", "no_clear_difference", "slower"]

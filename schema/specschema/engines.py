@@ -159,8 +159,29 @@ _LLAMA_SERVER = EngineDescriptor(
     build_number_versions=True,
 )
 
+_LMSTUDIO = EngineDescriptor(
+    name="lmstudio", label="LM Studio",
+    mechanisms={
+        # LM Studio documents draft_model from 0.3.10 but its API reports only the
+        # runtime's version, never the app's: only the counters can tell.
+        "draft_model_field": MechanismRule(
+            None, "LM Studio takes a top-level draft_model request field",
+            why_unknown="LM Studio documents the draft_model field from 0.3.10, but its API "
+                        "does not report the app's version (runtime {version}), so only its "
+                        "draft statistics can show whether it was honoured"),
+    },
+    counter_sources={"engine_api": "LM Studio's own API (stats.total_draft_tokens_count, "
+                                   "accepted_draft_tokens_count)"},
+    no_counters="LM Studio's responses carried no draft statistics",
+    no_counters_todo="use LM Studio 0.3.10 or later and a draft model with the target's "
+                     "vocabulary",
+    unknown_todo="use LM Studio 0.3.10 or later: its draft statistics then show whether "
+                 "the draft ran",
+)
+
+
 ENGINES: Mapping[str, EngineDescriptor] = {
-    e.name: e for e in (_OLLAMA, _LLAMA_SERVER)
+    e.name: e for e in (_OLLAMA, _LLAMA_SERVER, _LMSTUDIO)
 }
 
 

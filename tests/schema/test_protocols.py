@@ -20,6 +20,7 @@ PINNED = {
     ("llamacpp-draft", 2): "2c6bb383abd3faaf705b9c1200ffdb5e63c6136023f1342992af92a05c6f2243",
     ("llamacpp-draft-long", 2):
         "a2075dfd782bddc85466e0fdbfbe33495fb38d2229b3d43e57baf5e2386ec55a",
+    ("lmstudio-draft", 1): "a22dbb74dbd1b09c41fa0bbad08ce361063efd054437ae613b1615670bd9c382",
 }
 
 
@@ -27,7 +28,8 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
-        "hardnumbers-m2": 1, "ollama-draft": 3, "llamacpp-draft": 2, "llamacpp-draft-long": 2}
+        "hardnumbers-m2": 1, "ollama-draft": 3, "llamacpp-draft": 2, "llamacpp-draft-long": 2,
+        "lmstudio-draft": 1}
 
 
 def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks() -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from specschema import Fingerprint
+from specsubmit.outside_text import LINE_LIMIT, visible
 from specsubmit.send.consent import cpu_gpu_line, machine_line
 
 
@@ -42,5 +43,5 @@ def register(app: typer.Typer) -> None:
         if json_out:
             typer.echo(found.model_dump_json(indent=2))
             return
-        for line in render(found):
-            typer.echo(line)
+        for line in render(found):  # names come from the OS's tools: shown, never obeyed
+            typer.echo(visible(line, LINE_LIMIT))

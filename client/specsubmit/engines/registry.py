@@ -12,6 +12,7 @@ from dataclasses import fields
 from specschema.engines import descriptor
 from specsubmit.engines.base import AMBIENT_OPTIONS, OPTION_FLAGS, Adapter, EngineOptions
 from specsubmit.engines.llama_server.adapter import ADAPTER as LLAMA_SERVER
+from specsubmit.engines.lmstudio.adapter import ADAPTER as LMSTUDIO
 from specsubmit.engines.ollama.adapter import ADAPTER as OLLAMA
 from specsubmit.errors import UsageError
 
@@ -20,6 +21,7 @@ __all__ = ["ADAPTERS", "adapter", "check_options"]
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (
     OLLAMA,
     LLAMA_SERVER,
+    LMSTUDIO,
 )}
 
 

@@ -16,6 +16,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.middleware.cors import CORSMiddleware
 
+from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
@@ -83,6 +84,10 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "results": board.results,
         "verdict_counts": board.verdict_counts,
         "evidence_counts": board.evidence_counts,
+        # what each level means: what the client reported and what the server checked
+        "evidence_levels": {level: {"label": LEVEL_BADGES[level], "client_reported": reported,
+                                    "server_checked": checked}
+                            for level, (reported, checked) in LEVEL_CHECKS.items()},
         "groups": [group_json(g, dimensions) for g in page],
     }
 

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import update
 
 from specschema.capability import submission_verdicts
+from specschema.engines import engine_names
 from specschema.payload import parse_submission
 from specserver.store import tables
 from tests.support.served import Served, error_of, settings_for
@@ -130,7 +131,7 @@ def test_filters_by_engine_and_engine_version(served: Any) -> None:
 
 
 @pytest.mark.parametrize("name, value, allowed", [
-    ("engine", "vllm", ["ollama", "llama-server"]),
+    ("engine", "vllm", list(engine_names())),  # every described engine (specschema.engines)
     ("engine_version", "9.9.9", sorted([OLLAMA_VERSION, LLAMA_VERSION])),
     # A llama-server build is no Ollama version: ollama_version never matches it.
     ("ollama_version", LLAMA_VERSION, [OLLAMA_VERSION]),
@@ -193,7 +194,7 @@ def test_the_openapi_documents_the_engine_filters(served: Any) -> None:
     spec = served.get("/openapi.json").json()
     for path in ("/v1/leaderboard", "/v1/submissions", "/v1/export"):
         documented = {p["name"]: p for p in spec["paths"][path]["get"]["parameters"]}
-        assert documented["engine"]["schema"]["enum"] == ["ollama", "llama-server"]
+        assert documented["engine"]["schema"]["enum"] == list(engine_names())
         assert "engine_version" in documented
 
 
@@ -241,7 +242,8 @@ def test_the_llama_server_page_names_llama_server_and_its_api_never_ollama(serve
 def test_the_board_legend_names_each_engines_counter_source(served: Any) -> None:
     page = served.get("/").text
     assert "Ollama&#x27;s log showed" not in page
-    assert ("the engine's counters (Ollama: the llama-server lines of Ollama&#x27;s server "
+    assert ("the engine's acceptance counters (Ollama: the llama-server lines of "
+            "Ollama&#x27;s server "
             "log or the MLX runner lines of Ollama&#x27;s server log; llama-server: "
             "llama-server&#x27;s own API") in page
 

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from specschema.conclusion import LEVEL_BADGES, VERDICT_WORDS
+from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS, VERDICT_WORDS
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import headline_of, shipped_protocols
 from specserver.board import aggregate
@@ -61,7 +61,7 @@ def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
 # How a board row's ratio is styled and named. Only a confirmed ratio is an effect of
 # speculation; a not-observed one could be anything (nothing showed that speculation ran);
 # a noise-floor ratio is the run-to-run difference with no speculation applied.
-ROW_VERDICTS = {"confirmed": "confirmed: speculation seen",
+ROW_VERDICTS = {"confirmed": "confirmed: reported counters consistent",
                 "not_observed": "not observed: unverified",
                 "unstable": "unstable: baseline blocks disagree"}
 
@@ -81,14 +81,22 @@ def _verdict_badges(counts: dict[str, int]) -> str:
 
 
 # Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
-# specschema.conclusion.LEVEL_BADGES; a speedup board row never holds "reported" or
+# specschema.conclusion.LEVEL_BADGES, titled by what the client reported and what the
+# server checked (LEVEL_CHECKS); a speedup board row never holds "reported" or
 # "implausible" confirmed results (aggregate rule 6).
+_LEVEL_TITLES: dict[str, str] = {level: f"{reported}; {checked}"
+                                 for level, (reported, checked) in LEVEL_CHECKS.items()}
 
 
 def _evidence_badges(counts: dict[str, int]) -> str:
-    return "".join(f'<span class="badge" data-evidence="{escape(level)}">'
-                   f"{escape(LEVEL_BADGES.get(level, level))} {n}</span>"
-                   for level, n in counts.items() if n)
+    out = []
+    for level, n in counts.items():
+        if not n:
+            continue
+        title = _LEVEL_TITLES.get(level, level)
+        out.append(f'<span class="badge" data-evidence="{escape(level)}" '
+                   f'title="{escape(title)}">{escape(LEVEL_BADGES.get(level, level))} {n}</span>')
+    return "".join(out)
 
 
 def _key(group: GroupAggregate, dimension: str) -> str:
@@ -284,11 +292,12 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
         parts.append('<p class="note speedup-rule">Median decode speedup (draft tok/s ÷ '
                      "baseline tok/s) by chip; bars show the median across contributors, "
                      "whiskers the interquartile range, the dashed line 1.0x. Each group is "
-                     "split by verdict: <strong>confirmed</strong> rows are those where "
-                     f"the engine's counters ({escape(_counter_sources())}) showed drafted "
-                     "tokens being accepted (coloured: faster or "
+                     "split by verdict: <strong>confirmed</strong> rows are those whose "
+                     "submissions report the engine's acceptance counters "
+                     f"({escape(_counter_sources())}), which the server checked against the "
+                     "trials and timings (it never sees the engine itself; coloured: faster or "
                      "slower); <strong>not observed</strong> rows are unverified: the engine "
-                     "could speculate but no counters were seen, so their ratio is shown in "
+                     "could speculate but no counters were reported, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
                      "asked with <code>group_by=verdict</code>. A confirmed result counts only "

@@ -322,7 +322,7 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     rows = _rows(tab, speed)
     assert {r[2] for r in rows} == {"ollama"}  # the Engine column (issue 14)
     m2_spec4 = [r for r in rows if r[3] == "Apple M2" and r[1].startswith("spec_4")]
-    assert sorted(r[5] for r in m2_spec4) == ["confirmed: speculation seen",
+    assert sorted(r[5] for r in m2_spec4) == ["confirmed: reported counters consistent",
                                               "not observed: unverified"]
     styles = tab.evaluate(f"""() => [...document.querySelectorAll({speed!r})].map(tr => {{
         const cell = tr.querySelectorAll('td')[8];

@@ -1,0 +1,46 @@
+"""LM Studio as the client runs it: reached at ``--engine-url`` (default the port
+``lms server start`` uses), never started or stopped by the client."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import httpx
+
+from specsubmit.engines.base import Adapter, Engine, EngineOptions, RunSettings
+from specsubmit.engines.lmstudio.api import DEFAULT_URL, LMStudioApi
+from specsubmit.engines.lmstudio.engine import LMStudioEngine
+from specsubmit.errors import UsageError
+from specsubmit.outside_text import visible
+
+
+def _url(options: EngineOptions) -> str:
+    text = options.url or DEFAULT_URL
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise UsageError(f"--engine-url {visible(text, 120)!r} is not an http(s) URL")
+    return text
+
+
+def _check(options: EngineOptions) -> None:
+    _url(options)
+
+
+@contextlib.contextmanager
+def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
+    api = LMStudioApi(_url(options), timeout_s=options.timeout_s)
+    try:
+        yield LMStudioEngine(api, settings)
+    finally:
+        api.close()
+
+
+ADAPTER = Adapter(
+    name="lmstudio", summary="lmstudio (a running LM Studio server, `lms server start`, e.g. "
+                             "with --protocol lmstudio-draft)",
+    accepts=frozenset({"url"}), open=_open, check=_check,
+)
