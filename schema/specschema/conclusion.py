@@ -145,6 +145,8 @@ def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str
         todo = described.no_counters_todo
     elif observed == "unknown":
         todo = described.unknown_todo or f"rerun with a {described.label} that reports its version"
+    elif observed == "baseline_speculated" and described.baseline_speculated_todo:
+        todo = described.baseline_speculated_todo
     return meaning, todo
 
 
@@ -312,7 +314,7 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
     ``draft_a: not applied: 0.98x is run-to-run noise``.
     """
     if summary.role == "baseline":
-        rate = f", {summary.median_tps:.1f} tok/s" if summary.median_tps is not None else ""
+        rate = f", {summary.median_tps:.2f} tok/s" if summary.median_tps is not None else ""
         return f"{summary.name}: the baseline{rate}"
     observed = evidence.observed if evidence is not None else summary.observed
     ratio = vs_baseline(summary)

@@ -71,6 +71,8 @@ class EngineDescriptor:
     # What to do when the version cannot tell whether a mechanism acts ("" : rerun with a
     # version that can be read).
     unknown_todo: str = ""
+    # What to do when the baseline speculated ("": the Ollama-worded default advice).
+    baseline_speculated_todo: str = ""
     # The option that names the engine's log, when its counters are read from one.
     log_option: str | None = None
     # Whether a llama.cpp build number ("b6123") is a readable version of this engine.
@@ -155,6 +157,7 @@ _LLAMA_SERVER = EngineDescriptor(
                                    "draft_n_accepted)"},
     no_counters="llama-server's API reported no draft counters for these trials",
     no_counters_todo="check that the draft model loaded (the run's launch lines)",
+    baseline_speculated_todo="check the baseline's launch line: it must have no --spec-type",
     unknown_todo="rerun with a llama-server build that reports its version (--version)",
     build_number_versions=True,
 )
@@ -177,6 +180,8 @@ _LMSTUDIO = EngineDescriptor(
                      "vocabulary",
     unknown_todo="use LM Studio 0.3.10 or later: its draft statistics then show whether "
                  "the draft ran",
+    baseline_speculated_todo="clear the draft model chosen for the target in LM Studio's "
+                             "app (its Speculative Decoding setting), then run again",
 )
 
 

@@ -150,6 +150,8 @@ def test_without_cohorts_and_probation_the_flood_wins(store: str, tmp_path: Path
         for i in range(30):
             _post(client, 1000 + i, ATTACK, ATTACKER)
         group = _spec4(client)
+    print(f"\n[{store}] rules off: spec_4 {group['median_speedup']:.2f}x, "
+          f"{group['contributors']} contributors")
     assert group["median_speedup"] > max(HONEST) * 2
 
 
@@ -259,3 +261,25 @@ def test_the_maintainers_query_cannot_read_the_hash_secrets(store: str, tmp_path
             assert answer.status_code == 422, answer.text
             assert "secret" not in answer.json()["error"].get("details", {}).get("tables", [])
         assert query(client, "SELECT count(origin_hash) FROM submissions").status_code == 200
+
+
+def test_what_an_attacker_with_ranges_still_needs_the_documented_days() -> None:
+    """docs/aggregation.md's table ("Many keys"): 7 established cohorts (to outvote 6 honest
+    contributors) take ~13 days from one range and ~8 from seven, with shipped rules."""
+    rules = newkeys.CohortRules.of(newkeys.DEFAULT_PROBATION_DAYS,
+                                   newkeys.DEFAULT_WINDOW_HOURS,
+                                   newkeys.DEFAULT_GRADUATIONS_PER_DAY)
+
+    def established_on(found: list[newkeys.Arrival], day: float) -> int:
+        held = newkeys.standing(found, T0 + timedelta(days=day), rules)
+        return len(set(held.cohort_of.values()) - held.new)
+
+    # one range: keys 25 h apart (closer ones chain into one cohort), each aged at once
+    one_range = [_arrival(f"k{i}", 25 * i, origin="r", aged_hours=25 * i) for i in range(7)]
+    assert established_on(one_range, 13.2) < 7 <= established_on(one_range, 13.3)
+    # the same 7 keys within one day from one range: one cohort, for good
+    burst = [_arrival(f"b{i}", i, origin="r", aged_hours=i) for i in range(7)]
+    assert established_on(burst, 60) == 1
+    # seven ranges, one key each, all on day 0
+    seven = [_arrival(f"s{i}", 0, origin=f"r{i}", aged_hours=0) for i in range(7)]
+    assert established_on(seven, 6.9) == 0 and established_on(seven, 7.1) == 7

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -205,5 +206,8 @@ def test_llama_server_api_counters_rank_above_log_counters(client: InProcessClie
     page = client.get(f"/submissions/{response.json()['submission_id']}").text
     assert 'data-evidence="engine_api"' in page and "llama-server&#x27;s own API" in page
     home = client.get("/").text  # the board's Evidence column names each group's level
-    assert '<td class="evidence"><span class="badge" data-evidence="engine_api"' in home
-    assert '<td class="evidence"><span class="badge" data-evidence="log"' in home
+    # each speedup row names its evidence under its outcome, in plain words
+    assert re.search(r'<td class="outcome [a-z]+" [^>]*>[^<]*<br><span class="evidence">'
+                     r'<span class="count" data-evidence="engine_api"[^>]*>API counters', home)
+    assert re.search(r'<span class="evidence"><span class="count" data-evidence="log"[^>]*>'
+                     r"log counters", home)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specschema import PAYLOAD_TYPE, verify_envelope
+from specschema import PAYLOAD_TYPE, submission_bytes, verify_envelope
+from specschema.examples import example_submission
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
 from tests.reliability.test_hostile_inputs import assert_error_shape
@@ -90,3 +92,33 @@ def test_a_hidden_submissions_free_text_leaves_every_public_view(
     _admin(client, "unhide", {"submission_id": sid, "reason": "the sender removed it"})
     assert client.get(f"{URL}/{sid}/envelope").content == body
     assert client.get(f"{URL}/{sid}").json()["submission"]["note"] == NOTE
+
+
+TARGET = "janedoe-12-elm-st:latest"  # a target name the sender chose: free text too
+
+
+def test_after_hide_the_target_name_is_not_public_either(client: InProcessClient) -> None:
+    """Issue 24: after ``hide`` the free-text target name stayed in the API and on the page.
+    The home page (filter menus, boards) too: it names models from every visible row."""
+    sub = example_submission("ollama-draft", seed=22, engine_version="0.30.1",
+                             target=TARGET, counters_seen=True,
+                             created_at=datetime.now(UTC) - timedelta(minutes=1))
+    data = json.loads(submission_bytes(sub))
+    data["models"][0]["quantization"] = "Q4 janedoe"
+    response = client.post(URL, content=signed(dict_bytes(data), signing_key(22)))
+    assert response.status_code == 201, response.text
+    sid = response.json()["submission_id"]
+    shown = {**_public_texts(client, sid), "home": client.get("/").text}
+    assert "janedoe" in shown["api"] and "janedoe" in shown["page"]  # the control
+    _admin(client, "hide", {"submission_id": sid, "reason": "a name in the target"})
+    hidden = {**_public_texts(client, sid), "home": client.get("/").text,
+              "home_filtered": client.get("/", params={"protocol": "ollama-draft"}).text}
+    leaked = [view for view, text in hidden.items() if "janedoe" in text.lower()]
+    assert leaked == []
+    api = client.get(f"{URL}/{sid}").json()
+    assert api["submission"]["target_model"] is None
+    assert {"target_model", "target_quant"} <= set(api["submission"]["redacted"])
+    assert all(c["model"] is None for c in api["configs"])
+    assert api["trials"] and api["summary"]  # the numbers stay
+    _admin(client, "unhide", {"submission_id": sid, "reason": "renamed"})
+    assert client.get(f"{URL}/{sid}").json()["submission"]["target_model"] == "janedoe-12-elm-st"

@@ -133,3 +133,26 @@ def test_labels_stay_plain_where_a_name_has_one_variant() -> None:
         "target_model": "m", "target_digest": "a" * 63 + "b", "target_quant": "Q4_K_M"}}})
     labels = [g.label(["target"]) for g in aggregate.distinct_labels([group, other])]
     assert labels == [f"m (Q4_K_M, digest {'a' * 64})", f"m (Q4_K_M, digest {'a' * 63}b)"]
+
+
+def test_splitting_one_persons_keys_over_a_twin_row_keeps_it_few_results(
+        tmp_path: Path) -> None:
+    """The twin row of the issue had 3 keys, so 3 contributors and no "few results" tag:
+    3 keys from one address are one cohort now, with the shipped probation and without."""
+    for probation in (7.0, 0.0):
+        with app_on("duckdb", tmp_path / str(probation),
+                    new_key_probation_days=probation) as app, InProcessClient(app) as client:
+            for i, speedup in enumerate(HONEST):
+                _post(client, 100 + i, speedup)
+            for i in range(3):
+                sub = example_submission("ollama-draft", seed=500 + i, engine_version="0.30.1",
+                                         machine=M2, target=TARGET, counters_seen=True,
+                                         draft_speedups={"spec_4": 3.15},
+                                         created_at=datetime.now(UTC) - timedelta(minutes=1))
+                sub = sub.model_copy(update={"models": [
+                    m.model_copy(update={"digest": "ab" * 32}) for m in sub.models]})
+                body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(500 + i)))
+                assert client.post(URL, content=body, peer=("198.51.100.9", 1)).status_code == 201
+            twin = next(r for r in _spec4_rows(client)
+                        if r["key"]["target"]["target_digest"] == "ab" * 32)
+        assert twin["contributors"] == 1 and twin["few_results"], twin

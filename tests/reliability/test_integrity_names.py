@@ -231,7 +231,7 @@ def test_the_page_shows_a_new_chip_as_new(client: InProcessClient) -> None:
     assert client.post(URL, content=_body(90, "Apple M9 Hyper")).status_code == 201
     assert client.post(URL, content=_body(91, CHIP)).status_code == 201
     page = client.get("/").text
-    marked = set(re.findall(r"<td>([^<]*) <span class=\"new-chip\"", page))
+    marked = set(re.findall(r'<span class="chip">([^<]*)</span> <span class="new-chip"', page))
     assert marked == {"Apple M9 Hyper"}, marked
 
 

@@ -70,11 +70,9 @@ def _speed_groups(page: str) -> list[tuple[str, str]]:
     table = re.search(r'<table class="board" data-board="speedup-ollama-draft">(.*?)</table>',
                       page, re.S)
     assert table is not None, "no ollama-draft speedup board"
-    found = re.findall(r'<tr class="group".*?<td>.*?</td><td>(.*?)</td><td class="engine">'
-                       r'.*?</td><td>(.*?)</td>', table.group(1), re.S)
-    # the chip cell's "new chip" mark (chips outside known_chips.json) is not the name
-    return [(draft, re.sub(r' <span class="new-chip".*?</span>', "", chip))
-            for draft, chip in found]
+    # the chip's span holds the name alone (its "new chip" mark follows it)
+    return re.findall(r'<tr class="group".*?<span class="draft">(.*?)</span>'
+                      r'.*?<span class="chip">(.*?)</span>', table.group(1), re.S)
 
 
 def _chip_options(page: str) -> list[str]:

@@ -13,7 +13,7 @@ from specsubmit.outside_text import LINE_LIMIT, visible
 
 app = typer.Typer(
     name="specsubmit",
-    help="Benchmark speculative decoding on your local Ollama and share the result.",
+    help="Benchmark speculative decoding on a local inference engine and share the result.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -22,7 +22,7 @@ app = typer.Typer(
 
 @app.callback()
 def _root() -> None:
-    """Benchmark speculative decoding on your local Ollama and share the result."""
+    """Benchmark speculative decoding on a local inference engine and share the result."""
 
 
 def _register() -> None:

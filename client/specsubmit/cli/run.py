@@ -39,9 +39,9 @@ from specschema import (
     get_protocol,
     shipped_protocols,
 )
+from specschema.engines import ENGINES
 from specschema.payload import submission_bytes
-from specsubmit.engines.base import EngineOptions, PullProgress
-from specsubmit.engines.ollama.client import DEFAULT_TIMEOUT_S
+from specsubmit.engines.base import DEFAULT_TIMEOUT_S, EngineOptions, PullProgress
 from specsubmit.engines.registry import ADAPTERS, adapter, check_options
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.local.paths import check_state_home
@@ -276,6 +276,12 @@ def run_command(
                      print_payload=print_payload, server=server)
 
 
+def _versioned_by(mechanism: str) -> str:
+    """The engines whose versions decide whether ``mechanism`` acts (their descriptors)."""
+    labels = [d.label for d in ENGINES.values() if d.rule(mechanism).since is not None]
+    return " or ".join(labels) or "the engine"
+
+
 def _describe(protocol: Protocol, console: Console) -> None:
     console.print(f"[bold]{protocol.id}[/] v{protocol.version}  sha256 {protocol.sha256[:12]}")
     def indented(text: str) -> None:
@@ -290,7 +296,7 @@ def _describe(protocol: Protocol, console: Console) -> None:
     indented(f"{protocol.warmups_per_config} warm-up + {protocol.trials_per_config} trials "
              f"per config, {protocol.order} order, num_predict {protocol.options.num_predict}")
     req = protocol.requirements
-    needs = [f"Ollama >= {v} for {k}" for k, v in req.min_engine_version.items()]
+    needs = [f"{_versioned_by(k)} >= {v} for {k}" for k, v in req.min_engine_version.items()]
     if req.memory_bytes:
         needs.append(f"about {req.memory_bytes / 1e9:.0f} GB of memory")
     if req.target_note:

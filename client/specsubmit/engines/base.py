@@ -190,12 +190,16 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
+# Seconds an engine may stay silent before a request fails (--timeout).
+DEFAULT_TIMEOUT_S = 600.0
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     """What the command line says about the engine. Each adapter reads the fields it names
     in ``Adapter.accepts``; a field given to an engine that does not take it is an error."""
 
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     url: str | None = None  # --engine-url: where an HTTP engine listens (its default else)
     ollama: str | None = None  # --ollama, parsed like OLLAMA_HOST
     ollama_log: str | None = None  # --ollama-log: a path or a command
@@ -243,7 +247,7 @@ def unrequested(configs: Sequence[ProtocolConfig], can_honor: Mapping[str, bool 
     ]
 
 
-__all__ = ["AMBIENT_OPTIONS", "COLD_LOAD_NS", "OPTION_FLAGS", "Adapter", "CounterSource",
-           "DraftCounters", "Engine", "EngineName", "EngineOptions", "EngineReport",
-           "Generation", "Preflight", "PullProgress", "RunListener", "RunSettings",
-           "unrequested", "wire_version"]
+__all__ = ["AMBIENT_OPTIONS", "COLD_LOAD_NS", "DEFAULT_TIMEOUT_S", "OPTION_FLAGS", "Adapter",
+           "CounterSource", "DraftCounters", "Engine", "EngineName", "EngineOptions",
+           "EngineReport", "Generation", "Preflight", "PullProgress", "RunListener",
+           "RunSettings", "unrequested", "wire_version"]

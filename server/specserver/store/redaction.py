@@ -26,11 +26,17 @@ from specserver.store import tables
 
 # Columns of ``submissions`` that hold text the sender chose.
 # engine_build too: wire v2's build string is whatever the sender's engine (or sender) said.
+# The target's name and quantization too (issue 24: a hidden target name stayed public).
 REDACTED_SUBMISSION_FIELDS = ("note", "chip", "backend", "client_name", "source_note",
-                              "engine_build")
+                              "engine_build", "target_model", "target_quant")
+# Model names in the configs and summaries (the target's and the draft's).
+REDACTED_MODEL_FIELDS = ("model", "draft_model", "draft_quant")
 # Columns of ``fingerprints`` that do (``json`` is the whole fingerprint as sent).
 REDACTED_FINGERPRINT_FIELDS = ("chip", "cpu_name", "cpu_brand_raw", "gpu_names", "os_version",
                                "virtualization", "json")
+
+
+HIDDEN_TEXT = "(hidden)"
 
 
 def is_hidden(row: dict[str, Any] | None) -> bool:
@@ -53,6 +59,9 @@ def redact_view(view: dict[str, Any]) -> dict[str, Any]:
     out["submission"] = redact_row(view["submission"], REDACTED_SUBMISSION_FIELDS)
     if view.get("fingerprint") is not None:
         out["fingerprint"] = redact_row(view["fingerprint"], REDACTED_FINGERPRINT_FIELDS)
+    for part in ("configs", "summary"):
+        if view.get(part) is not None:
+            out[part] = [redact_row(row, REDACTED_MODEL_FIELDS) for row in view[part]]
     envelope = dict(view.get("envelope") or {})
     envelope["body"] = None
     envelope["redacted"] = True
@@ -65,7 +74,19 @@ def redact_page(row: dict[str, Any], parts: dict[str, Any]) -> tuple[dict[str, A
     """The page's ``queries.submission_row`` and ``submission_parts`` under the same rule."""
     if not is_hidden(row):
         return row, parts
-    return redact_row(row, REDACTED_SUBMISSION_FIELDS), {**parts, "fingerprint": None}
+    # The page names models in its title and tables: a placeholder, not null, there.
+    def models_of(r: dict[str, Any]) -> dict[str, Any]:
+        out = redact_row(r, REDACTED_MODEL_FIELDS)
+        out["model"] = HIDDEN_TEXT
+        if r.get("draft_model") is not None:
+            out["draft_model"] = HIDDEN_TEXT
+        return out
+
+    models = {part: [models_of(r) for r in parts[part]]
+              for part in ("configs", "summaries") if parts.get(part) is not None}
+    redacted = redact_row(row, REDACTED_SUBMISSION_FIELDS)
+    redacted["target_model"] = HIDDEN_TEXT
+    return redacted, {**parts, **models, "fingerprint": None}
 
 
 def hidden_envelope_sha256(conn: Connection, submission_id: str) -> str | None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from specsubmit.engines.base import DEFAULT_TIMEOUT_S
 from specsubmit.engines.base import Generation as Generation  # re-exported
 from specsubmit.engines.base import PullProgress as PullProgress  # re-exported
 from specsubmit.errors import (
@@ -36,7 +37,6 @@ from specsubmit.errors import (
 from specsubmit.outside_text import visible
 
 JsonDict = dict[str, Any]
-DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 # One request (a warm-up, a trial, a model list) in all; a pull of a model is longer.
 DEFAULT_DEADLINE_S = 1800.0

@@ -19,8 +19,10 @@ from specschema.conclusion import (
     LEVEL_WORDS,
     capability_reason,
     conclusion,
+    config_line,
     drift_words,
     no_counters_reason,
+    outcome,
     verdict_label,
     vs_baseline,
     vs_baseline_wall,
@@ -167,10 +169,28 @@ def conclusion_section(summaries: Sequence[ConfigSummary],
     the stored engine name (its descriptor's words)."""
     text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete,
                       log_status=log_status, engine=engine, headline=headline)
+    lines = "".join(f'<li class="{line_class(s, evidence.get(s.name))}">'
+                    f"{escape(config_line(s, evidence.get(s.name)))}</li>" for s in summaries)
+    incomplete = "" if complete else '<li class="incomplete">Incomplete run: not counted</li>'
     drift = drift_words(next((s for s in summaries if s.role == "baseline"), None))
     stability = (f'<p class="note" id="stability">Stability: {escape(drift)}.</p>'
                  if drift else "")
-    return f'<p class="conclusion" id="conclusion">{escape(text)}</p>{stability}'
+    return (f'<ul class="verdicts" id="conclusion">{incomplete}{lines}</ul>'
+            f'<p class="conclusion">{escape(text)}</p>{stability}')
+
+
+def line_class(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
+    """A config's colour on the page: its outcome where speculation is confirmed and
+    counted, else neutral (a not-applied ratio is noise, an unchecked one unverified)."""
+    if summary.role == "baseline":
+        return "baseline"
+    observed = evidence.observed if evidence is not None else summary.observed
+    if observed == "not_applied":
+        return "noise"
+    if observed != "confirmed":
+        return "unverified"
+    found = outcome(summary)
+    return {"faster": "faster", "slower": "slower"}.get(found or "", "unclear")
 
 
 def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],
@@ -196,11 +216,13 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
             level, engine, log_status)
         evidence_level = level[0] if level else "none"
         verdict_class: str = observed
+        # The ratio's colour is its outcome, and only for counted confirmed speculation; a
+        # not-applied ratio is noise, neutral (a 0.30x slowdown is red however confirmed).
+        ratio_class = f"num {line_class(summary, found)}"
         if observed == "confirmed" and level is not None and level[0] not in CORROBORATED:
             label += f" (not counted: {level[0]} counters)"
             verdict_class = "uncorroborated"  # never coloured as a confirmed effect
-        # A not-applied ratio is noise: shown, but in the neutral style, never as an effect.
-        ratio_class = "num noise" if observed == "not_applied" else "num"
+            ratio_class = "num unverified"
         model = summary.draft_model or summary.model
         rows.append(
             f'<tr class="config" data-observed="{escape(observed)}" '

@@ -20,7 +20,13 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS, VERDICT_WORDS
+from specschema.conclusion import (
+    LEVEL_BADGES,
+    LEVEL_CHECKS,
+    OUTCOME_WORDS,
+    VERDICT_WORDS,
+    outcome_of,
+)
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import headline_of, shipped_protocols
 from specserver.board import aggregate
@@ -28,7 +34,7 @@ from specserver.board.aggregate import GroupAggregate
 from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
-from specserver.http.params import integer, one, parse_filters, query_params
+from specserver.http.params import choice, integer, one, parse_filters, query_params
 from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
@@ -66,18 +72,51 @@ ROW_VERDICTS = {"confirmed": "confirmed: reported counters consistent",
                 "unstable": "unstable: baseline blocks disagree"}
 
 
-def _ratio_cell(value: float | None, style: str) -> str:
-    """``style``: "effect" (confirmed: faster/slower), "unverified" or "noise" (neutral)."""
+def group_outcome(group: GroupAggregate) -> str | None:
+    """A confirmed group's outcome (specschema.conclusion.outcome_of): by the interquartile
+    range of its contributors, or by its whole range while it has few results (one
+    contributor: that result's side of 1.0x). None without a median."""
+    if group.median_speedup is None:
+        return None
+    if group.few_results or group.p25_speedup is None or group.p75_speedup is None:
+        return outcome_of(group.min_speedup, group.max_speedup)
+    return outcome_of(group.p25_speedup, group.p75_speedup)
+
+
+# The outcome's CSS class: the colour of the ratio, the bar and the words.
+OUTCOME_CLASS = {"faster": "faster", "slower": "slower", "no_clear_difference": "unclear"}
+
+
+def _row_kind(group: GroupAggregate, style: str) -> str:
+    """The row's colour: its outcome when confirmed ("effect"), else neutral."""
+    if style != "effect":
+        return style
+    found = group_outcome(group)
+    return OUTCOME_CLASS[found] if found is not None else "unverified"
+
+
+def _outcome_words(group: GroupAggregate, style: str) -> str:
+    """The row's verdict in words: what the ratio says and whether it is speculation's."""
+    if style == "noise":
+        return "noise: not applied"
+    if style == "unverified":
+        return "unverified: no counters reported"
+    found = group_outcome(group)
+    return "no ratio" if found is None else OUTCOME_WORDS[found]  # "few results": Spread
+
+
+def _ratio_cell(value: float | None, kind: str) -> str:
+    """``kind``: the outcome's class (faster / slower / unclear), "unverified" or "noise"."""
     if value is None:
-        return '<td class="num">–</td>'
-    kind = ("faster" if value >= 1.0 else "slower") if style == "effect" else style
-    return f'<td class="num {kind}">{value:.2f}x</td>'
+        return '<td class="num ratio">–</td>'
+    return f'<td class="num ratio {kind}">{value:.2f}x</td>'
 
 
-def _verdict_badges(counts: dict[str, int]) -> str:
-    return "".join(f'<span class="badge" data-verdict="{escape(v)}">'
-                   f"{escape(VERDICT_WORDS.get(v, v.replace('_', ' ')))} {n}</span>"
-                   for v, n in counts.items() if n)
+def _verdict_counts(counts: dict[str, int]) -> str:
+    """``confirmed 12 · not observed 2``: plain words, one short line (no wall of badges)."""
+    return " · ".join(f'<span class="count" data-verdict="{escape(v)}">'
+                      f"{escape(VERDICT_WORDS.get(v, v.replace('_', ' ')))} {n}</span>"
+                      for v, n in counts.items() if n)
 
 
 # Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
@@ -88,15 +127,13 @@ _LEVEL_TITLES: dict[str, str] = {level: f"{reported}; {checked}"
                                  for level, (reported, checked) in LEVEL_CHECKS.items()}
 
 
-def _evidence_badges(counts: dict[str, int]) -> str:
-    out = []
-    for level, n in counts.items():
-        if not n:
-            continue
-        title = _LEVEL_TITLES.get(level, level)
-        out.append(f'<span class="badge" data-evidence="{escape(level)}" '
-                   f'title="{escape(title)}">{escape(LEVEL_BADGES.get(level, level))} {n}</span>')
-    return "".join(out)
+def _evidence_counts(counts: dict[str, int]) -> str:
+    """``log counters, reported 4``: plain words in one short line, each titled with what
+    the client reported and what the server checked."""
+    return " · ".join(f'<span class="count" data-evidence="{escape(level)}" '
+                      f'title="{escape(_LEVEL_TITLES.get(level, level))}">'
+                      f"{escape(LEVEL_BADGES.get(level, level))} {n}</span>"
+                      for level, n in counts.items() if n)
 
 
 def _key(group: GroupAggregate, dimension: str) -> str:
@@ -115,12 +152,13 @@ def _row_style(group: GroupAggregate, noise: bool) -> str:
     return "effect" if _row_verdict(group) == "confirmed" else "unverified"
 
 
-def _chart_label(group: GroupAggregate) -> str:
-    config = group.key["draft"]["config_name"]
+def _chart_label(group: GroupAggregate) -> tuple[str, str]:
+    """(the label as shown, cut to the chart's label column; the whole label)."""
+    config = str(group.key["draft"]["config_name"])
+    tail = f"{_key(group, 'memory_gb')} · {config}" + (
+        " · unverified" if _row_verdict(group) in aggregate.VIEW_VERDICTS["unverified"] else "")
     chip = _key(group, "chip")
-    chip = chip if len(chip) <= 40 else chip[:39] + "…"  # the chart's label column is fixed
-    label = f"{chip} · {_key(group, 'memory_gb')} · {config}"
-    return label + ("" if _row_verdict(group) == "confirmed" else " · unverified")
+    return charts.fit_parts(chip, tail), f"{chip} · {tail}"
 
 
 def _outliers(group: GroupAggregate) -> str:
@@ -158,50 +196,103 @@ def _arrived_together(group: GroupAggregate) -> str:
             'within one day of each other">arrived together</span>')
 
 
-def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False) -> str:
-    ratio = ('<th class="num">Run-to-run ratio<br><span class="muted">no speculation applied'
-             "</span></th>" if noise else '<th class="num">Median speedup</th>')
-    head = ("<tr><th>Target</th><th>Draft config</th><th>Engine</th><th>Chip</th><th>Memory</th>"
-            + ("" if noise else "<th>Speculation</th>")
-            + '<th class="num">Contributors</th><th class="num">Submissions</th>'
-            f'{ratio}<th class="num">Interquartile</th>'
-            '<th class="num">Range</th><th class="num">Baseline tok/s</th>'
-            # Split by verdict, a speedup row holds one verdict: its Speculation cell says it.
-            + ("<th>Verdicts</th>" if noise else "<th>Evidence</th>") + "</tr>")
+# Sortable columns: the header's words and the aggregate's sort (specserver.board.aggregate
+# SORTS); the first click sorts the way a reader most often wants (largest first).
+SORTABLE = {"speedup": "speedup", "contributors": "contributors", "baseline": "baseline_tps",
+            "config": "key"}
+
+
+@dataclass(frozen=True)
+class Sorting:
+    """The board's sort and the links that change it (server-side: no JavaScript)."""
+
+    sort: str  # an aggregate.SORTS name
+    query: dict[str, str]  # the page's filters, kept in the links
+
+    def header(self, label: str, column: str, css: str = "", note: str = "") -> str:
+        name = SORTABLE[column]
+        current = self.sort.lstrip("-") == name
+        descending = self.sort.startswith("-")
+        if name == "key":
+            target = "key"
+        elif current:
+            target = name if descending else f"-{name}"
+        else:
+            target = f"-{name}"
+        params = {**self.query, "sort": target}
+        params.pop("page", None)
+        state = ("descending" if descending else "ascending") if current else "none"
+        arrow = (" ▼" if descending else " ▲") if current and name != "key" else ""
+        klass = f' class="{css} sortable"' if css else ' class="sortable"'
+        return (f'<th{klass} aria-sort="{state}" data-sort="{escape(name)}">'
+                f'<a href="/?{escape(urlencode(params))}">{escape(label)}{arrow}</a>'
+                + (f'<br><span class="muted">{escape(note)}</span>' if note else "") + "</th>")
+
+
+DEFAULT_SORTING = Sorting(aggregate.DEFAULT_SORT, {})
+
+
+def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = False,
+                sorting: Sorting = DEFAULT_SORTING) -> str:
+    """One row per group, seven columns that fit 960 px (the table also scrolls inside its
+    own box, never the page): what was run, on what, the outcome in words with the
+    evidence under it, the ratio in the outcome's colour, its spread, the voices behind it
+    and the baseline's speed."""
+    ratio_label = "Run-to-run ratio" if noise else "Median speedup"
+    head = ("<tr>" + sorting.header("Draft config", "config")
+            + "<th>Machine</th>" + ("" if noise else "<th>Outcome</th>")
+            + sorting.header(ratio_label, "speedup", "num",
+                             "no speculation applied" if noise else "")
+            + '<th class="num">Spread</th>'
+            + sorting.header("Contributors", "contributors", "num")
+            + sorting.header("Baseline tok/s", "baseline", "num")
+            + ("<th>Verdicts</th>" if noise else "") + "</tr>")
     rows = []
     for group in groups:
         style = _row_style(group, noise)
+        kind = _row_kind(group, style)
         if group.few_results:
-            iqr = '<td class="num few">few results</td>'
+            iqr = '<span class="few">few results</span>'
         else:
-            iqr = f'<td class="num">{_num(group.p25_speedup)}–{_num(group.p75_speedup)}x</td>'
+            iqr = (f'<span class="iqr">IQR {_num(group.p25_speedup)}–'
+                   f"{_num(group.p75_speedup)}x</span>")
+        spread = (f"{iqr}<br><span class=\"muted\">range {_num(group.min_speedup)}–"
+                  f"{_num(group.max_speedup)}x</span>{_outliers(group)}")
         verdict = _row_verdict(group) or ""
-        tag = "" if noise else (
-            f'<td><span class="verdict-tag {escape(verdict)}">'
-            f"{escape(ROW_VERDICTS.get(verdict, verdict or 'merged'))}</span></td>")
+        outcome = "" if noise else (
+            f'<td class="outcome {kind}" data-verdict="{escape(verdict)}">'
+            f"{escape(_outcome_words(group, style))}<br>"
+            f'<span class="evidence">{_evidence_counts(group.evidence)}</span></td>')
+        plural = "s" if group.submissions != 1 else ""
         rows.append(
-            f'<tr class="group" data-board="{escape(board)}" data-style="{style}">'
-            f"<td>{result.text(_key(group, 'target'))}{_unsized(group)}</td>"
-            f"<td>{result.text(_key(group, 'draft'))}</td>"
-            f'<td class="engine">{result.text(_key(group, "engine"))}</td>'
-            f"<td>{result.text(_key(group, 'chip'))}{_new_chip(group)}</td>"
-            f"<td>{escape(_key(group, 'memory_gb'))}</td>"
-            f'{tag}<td class="num">{group.contributors}{_arrived_together(group)}</td>'
-            f'<td class="num">{group.submissions}</td>'
-            f"{_ratio_cell(group.median_speedup, style)}{iqr}"
-            f'<td class="num">{_num(group.min_speedup)}–{_num(group.max_speedup)}x'
-            f"{_outliers(group)}</td>"
-            f'<td class="num">{_num(group.median_baseline_tps, 1)}</td>'
-            + (f"<td>{_verdict_badges(group.verdicts)}</td>" if noise
-               else f'<td class="evidence">{_evidence_badges(group.evidence)}</td>') + "</tr>")
-    return f'<table class="board" data-board="{escape(board)}">{head}{"".join(rows)}</table>'
+            f'<tr class="group" data-board="{escape(board)}" data-style="{style}" '
+            f'data-outcome="{kind}">'
+            f'<td class="config"><span class="draft">{result.text(_key(group, "draft"))}</span>'
+            f'<br><span class="muted"><span class="target">{result.text(_key(group, "target"))}'
+            f'</span>{_unsized(group)} · <span class="engine">'
+            f'{result.text(_key(group, "engine"))}</span></span></td>'
+            f'<td class="machine"><span class="chip">{result.text(_key(group, "chip"))}</span>'
+            f"{_new_chip(group)}"
+            f'<br><span class="muted memory">{escape(_key(group, "memory_gb"))}</span></td>'
+            f"{outcome}{_ratio_cell(group.median_speedup, kind)}"
+            f'<td class="num spread">{spread}</td>'
+            f'<td class="num contributors">{group.contributors}{_arrived_together(group)}'
+            f'<br><span class="muted">{group.submissions} submission{plural}</span></td>'
+            f'<td class="num baseline">{_num(group.median_baseline_tps, 1)}</td>'
+            + (f'<td class="verdicts">{_verdict_counts(group.verdicts)}</td>' if noise
+               else "") + "</tr>")
+    return (f'<div class="scroll"><table class="board" data-board="{escape(board)}">{head}'
+            f'{"".join(rows)}</table></div>')
 
 
 def board_chart(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool) -> str:
-    bars = [charts.Bar(_chart_label(g), g.median_speedup, g.p25_speedup, g.p75_speedup,
-                       g.contributors,
-                       None if noise or _row_verdict(g) == "confirmed" else "unverified")
-            for g in groups]
+    bars = []
+    for group in groups:
+        shown, whole = _chart_label(group)
+        kind = _row_kind(group, _row_style(group, noise))
+        bars.append(charts.Bar(shown, group.median_speedup, group.p25_speedup,
+                               group.p75_speedup, group.contributors,
+                               None if noise else kind, full_label=whole))
     return charts.speedup_chart(bars, title=title, noise=noise, board=board)
 
 
@@ -278,8 +369,27 @@ def _api_engines() -> str:
     return " or ".join(d.label for d in ENGINES.values() if "engine_api" in d.counter_sources)
 
 
+LEGEND = ('<p class="legend">Bars: the median decode speedup across contributors (draft tok/s '
+          "÷ baseline tok/s), whiskers the interquartile range, the dashed line 1.0x. Colour "
+          'by outcome: <span class="faster">faster</span>, <span class="unclear">no clear '
+          'difference</span>, <span class="slower">slower</span>; grey: unverified (no '
+          "counters reported) or noise.</p>")
+
+
+def new_keys_note(probation_days: float, min_contributors: int) -> str:
+    """One line where new keys are pooled: why a fresh board reads "few results"."""
+    if probation_days <= 0:
+        return ""
+    return (f'<p class="note new-keys">Keys newer than {probation_days:g} days count together '
+            "as one contributor per group until they age (keys are free, so new ones are "
+            f"pooled): a new board shows few contributors, and the interquartile range needs "
+            f"{min_contributors}.</p>")
+
+
 def protocol_section(protocol_id: str, speed: list[GroupAggregate],
-                     noise: list[GroupAggregate], paging: Paging | None = None) -> str:
+                     noise: list[GroupAggregate], paging: Paging | None = None,
+                     sorting: Sorting = DEFAULT_SORTING, pooled: str = "") -> str:
+    """``pooled``: the new-keys line (``new_keys_note``), under each board's table."""
     protocol = shipped_protocols().get(protocol_id)
     parts = [f'<section class="protocol" id="protocol-{escape(protocol_id)}">',
              f"<h2>{escape(protocol_id)}"
@@ -289,14 +399,17 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
     board = f"speedup-{protocol_id}"
     parts.append("<h3>Speedup board</h3>")
     if speed:
-        parts.append('<p class="note speedup-rule">Median decode speedup (draft tok/s ÷ '
+        parts.append(LEGEND)
+        parts.append('<details class="more rule"><summary>How this board is made</summary>'
+                     '<p class="note speedup-rule">Median decode speedup (draft tok/s ÷ '
                      "baseline tok/s) by chip; bars show the median across contributors, "
                      "whiskers the interquartile range, the dashed line 1.0x. Each group is "
                      "split by verdict: <strong>confirmed</strong> rows are those whose "
                      "submissions report the engine's acceptance counters "
                      f"({escape(_counter_sources())}), which the server checked against the "
-                     "trials and timings (it never sees the engine itself; coloured: faster or "
-                     "slower); <strong>not observed</strong> rows are unverified: the engine "
+                     "trials and timings (it never sees the engine itself; coloured by "
+                     "outcome: faster, no clear difference or slower); <strong>not "
+                     "observed</strong> rows are unverified: the engine "
                      "could speculate but no counters were reported, so their ratio is shown in "
                      "grey and is not attributed to speculation. The API "
                      "(<code>/v1/leaderboard</code>) merges the two into one median unless "
@@ -306,10 +419,11 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "<em>log</em>); "
                      "counters that are only reported, or that cannot explain the measured "
                      "speedup, keep a result off this board (see each submission's page). "
-                     f"Verdicts: {_verdict_badges(_sum_verdicts(speed))}</p>")
+                     f"Verdicts: {_verdict_counts(_sum_verdicts(speed))}</p></details>")
         shown = section_page(speed, paging) if paging else speed
         parts.append(board_chart(shown, board, f"Speedup by chip, {protocol_id}", noise=False))
-        parts.append(board_table(shown, board))
+        parts.append(board_table(shown, board, sorting=sorting))
+        parts.append(pooled)
         if paging:
             parts.append(paging_note(speed, len(shown), paging, protocol_id))
     else:
@@ -322,10 +436,11 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
                      "(verdict <em>not applied</em>): the same computation measured twice. "
                      "Their ratio is not a speedup or a slowdown; its spread around 1.0x is the "
                      "smallest effect the speedup board can resolve. "
-                     f"Verdicts: {_verdict_badges(_sum_verdicts(noise))}</p>")
+                     f"Verdicts: {_verdict_counts(_sum_verdicts(noise))}</p>")
         shown = section_page(noise, paging) if paging else noise
         parts.append(board_chart(shown, floor, f"Noise floor, {protocol_id}", noise=True))
-        parts.append(board_table(shown, floor, noise=True))
+        parts.append(board_table(shown, floor, noise=True, sorting=sorting))
+        parts.append(pooled)
         if paging:
             parts.append(paging_note(noise, len(shown), paging, protocol_id))
     parts.append("</section>")
@@ -391,16 +506,27 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
             f"<th>GB</th><th>Engine</th><th>Drafts</th></tr>{''.join(rows)}</table>")
 
 
-def _by_protocol(groups: Sequence[GroupAggregate]) -> dict[str, list[GroupAggregate]]:
+def contribute_line(base_url: str) -> str:
+    """How to add a result, with this server's own URL (``settings.public_base_url``)."""
+    run = f"specsubmit run --server {base_url}"
+    return ('<p class="contribute"><strong>Add your result:</strong> '
+            "<code>pipx install specsubmit</code>, then "
+            f"<code>{escape(run)}</code> (Ollama; for llama-server: "
+            f"<code>{escape(run)} --engine llama-server --protocol llamacpp-draft</code>). "
+            "It shows exactly what it would send and asks before sending.</p>")
+
+
+def _by_protocol(groups: Sequence[GroupAggregate], sort: str = aggregate.DEFAULT_SORT
+                 ) -> dict[str, list[GroupAggregate]]:
     found: dict[str, list[GroupAggregate]] = {}
-    for group in aggregate.sort_groups(groups, aggregate.DEFAULT_SORT):
+    for group in aggregate.sort_groups(groups, sort):
         found.setdefault(str(group.key["protocol"]["protocol_id"]), []).append(group)
     return found
 
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, reads: Reads) -> Response:
-    params = query_params(request, (*PAGE_FILTERS, "page"))
+    params = query_params(request, (*PAGE_FILTERS, "page", "sort"))
     filters = parse_filters(params)
     settings: ServerSettings = request.app.state.settings
     paging = Paging(integer(one(params, "page"), "page", 1, 10**6) or 1, settings.page_groups,
@@ -408,6 +534,13 @@ def home(request: Request, reads: Reads) -> Response:
                     {name: value for name in PAGE_FILTERS
                      if (value := one(params, name)) is not None})
     menu_cut = settings.page_menu_values
+    sort = choice(one(params, "sort"), "sort", aggregate.SORTS) or aggregate.DEFAULT_SORT
+    sorting = Sorting(sort, dict(paging.query))
+    if sort != aggregate.DEFAULT_SORT:
+        paging = Paging(paging.page, paging.per_page, paging.min_contributors,
+                        {**paging.query, "sort": sort})
+    pooled = new_keys_note(settings.new_key_probation_days, reads.min_contributors)
+    base_url = settings.public_base_url.rstrip("/")  # never the Host header (cached page)
     version = reads.version()
 
     def build() -> Response:
@@ -415,8 +548,9 @@ def home(request: Request, reads: Reads) -> Response:
         # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
         # its own row and never in a confirmed row's median (aggregate rule 5).
         unverified = reads.board(filters, SPEED_DIMENSIONS, "unverified", version)
-        speed = _by_protocol([*speed_board.groups, *unverified.groups])
-        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups)
+        speed = _by_protocol([*speed_board.groups, *unverified.groups], sort)
+        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups,
+                             sort)
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
             menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
@@ -424,17 +558,19 @@ def home(request: Request, reads: Reads) -> Response:
                       "engine", "engine_version")}
             recent, _ = queries.list_submissions(conn, filters, limit=15)
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
-        parts = ["<h1>Speculative decoding leaderboard</h1>", filter_form(filters, menus, menu_cut),
+        parts = ["<h1>Speculative decoding leaderboard</h1>", contribute_line(base_url),
+                 filter_form(filters, menus, menu_cut),
                  f'<p class="note">Draft results matching these filters: '
-                 f"{_verdict_badges(counts) or 'none'}; by evidence: "
-                 f"{_evidence_badges(speed_board.evidence_counts) or 'none'}. "
+                 f"{_verdict_counts(counts) or 'none'}; by evidence: "
+                 f"{_evidence_counts(speed_board.evidence_counts) or 'none'}. "
                  "Each contributor counts once per group "
                  f"(their median first); interquartile ranges need "
                  f"{reads.min_contributors} contributors.</p>"]
         if not protocols:
-            parts.append('<p class="empty">No results match these filters yet. Contribute one '
-                         "with <code>specsubmit run</code>.</p>")
-        parts += [protocol_section(p, speed.get(p, []), noise.get(p, []), paging)
+            parts.append('<p class="empty">No results match these filters yet: the command '
+                         "above adds one.</p>")
+        parts += [protocol_section(p, speed.get(p, []), noise.get(p, []), paging, sorting,
+                                   pooled)
                   for p in protocols]
         parts.append("<h2>Recent submissions</h2>" + recent_table(recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))

@@ -126,6 +126,8 @@ def test_a_draft_set_in_the_app_makes_the_baseline_speculate() -> None:
         sub = run(fake)
     assert {c.speculation.observed for c in sub.configs} == {"baseline_speculated"}
     assert sub.configs[0].speculation.drafted_tokens == 1000
+    assert ("what to do: clear the draft model chosen for the target in LM Studio's app"
+            in conclusion(sub))
     server_checked(sub)
 
 

@@ -165,7 +165,7 @@ def test_a_filter_changes_the_rows(page, site):
     assert "chip=Apple+M3+Pro" in tab.url
     rows = tab.locator("tr.group")
     assert 0 < rows.count() < before
-    chips = {rows.nth(i).locator("td").nth(3).inner_text() for i in range(rows.count())}
+    chips = {rows.nth(i).locator(".chip").inner_text() for i in range(rows.count())}
     assert chips == {"Apple M3 Pro"}
     assert tab.locator("select[name=chip]").input_value() == "Apple M3 Pro"
     assert groups_per_board(tab)["speedup-ollama-draft"] == (2, 2)
@@ -240,9 +240,14 @@ def wide(browser, site):
 def test_the_real_hard_numbers_result_reads_like_the_article(wide, site):
     tab, problems = wide
     assert tab.goto(f"{site}/submissions/{SITE_IDS['hardnumbers']}").status == 200
-    # The conclusion comes first (right after the title line), in the CLI's own words.
-    first = tab.evaluate("() => document.querySelector('h1 + p.subtitle + p').className")
+    # The conclusion comes first (right after the title line): a short line per config,
+    # then the paragraph in the CLI's own words.
+    first = tab.evaluate("() => document.querySelector('h1 + p.subtitle + *').id")
     assert first == "conclusion"
+    lines = tab.locator("ul.verdicts li").all_inner_texts()
+    assert lines[0].startswith("no_draft: the baseline, 3.99 tok/s")
+    assert [line.split(": ")[1] for line in lines[1:]] == ["not applied"] * 2
+    assert all(line.endswith("is run-to-run noise") for line in lines[1:])
     text = tab.locator("p.conclusion").inner_text()
     assert text == SITE_IDS["real_conclusion"]
     assert text.startswith("Speculative decoding did not run in this test: Ollama 0.12.8")
@@ -287,6 +292,7 @@ def test_a_confirmed_result_separates_what_the_server_checked(wide, site):
     assert "checked by the server" in evidence and "cannot see the log itself" in evidence
     assert "evidence level log (log counters, consistent)" in evidence  # specschema.evidence
     assert tab.locator("p.conclusion").inner_text().startswith("spec_4 speculated")
+    assert tab.locator("ul.verdicts li").nth(1).inner_text().startswith("spec_4: faster, 1.")
     # Opened, the details still fit and still speak in words and units.
     for summary in tab.locator("details > summary").all():
         summary.click()
@@ -319,21 +325,29 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     tab.goto(site + "/")
     assert _overflow(tab)[0] <= _overflow(tab)[1]
     speed = "table.board[data-board='speedup-ollama-draft'] tr.group"
-    rows = _rows(tab, speed)
-    assert {r[2] for r in rows} == {"ollama"}  # the Engine column (issue 14)
-    m2_spec4 = [r for r in rows if r[3] == "Apple M2" and r[1].startswith("spec_4")]
-    assert sorted(r[5] for r in m2_spec4) == ["confirmed: reported counters consistent",
-                                              "not observed: unverified"]
-    styles = tab.evaluate(f"""() => [...document.querySelectorAll({speed!r})].map(tr => {{
-        const cell = tr.querySelectorAll('td')[8];
-        const style = getComputedStyle(cell);
-        return [tr.dataset.style, style.color, style.fontWeight, cell.innerText];
+    rows = tab.evaluate(f"""() => [...document.querySelectorAll({speed!r})].map(tr => {{
+        const ratio = tr.querySelector('td.ratio');
+        const style = getComputedStyle(ratio);
+        return {{style: tr.dataset.style, verdict: tr.querySelector('td.outcome').dataset.verdict,
+                 outcome: tr.querySelector('td.outcome').innerText.split('\\n')[0],
+                 engine: tr.querySelector('.engine').innerText,
+                 chip: tr.querySelector('.chip').innerText,
+                 draft: tr.querySelector('.draft').innerText,
+                 colour: style.color, weight: style.fontWeight, ratio: ratio.innerText}};
     }})""")
-    unverified = [s for s in styles if s[0] == "unverified"]
+    assert {r["engine"] for r in rows} == {"ollama"}  # the Engine column (issue 14)
+    m2_spec4 = [r for r in rows if r["chip"] == "Apple M2" and r["draft"].startswith("spec_4")]
+    assert sorted(r["verdict"] for r in m2_spec4) == ["confirmed", "not_observed"]
+    unverified = [r for r in rows if r["style"] == "unverified"]
     # Asked 1.5x (the example's trials scatter by a few percent around it).
-    assert len(unverified) == 2 and all(float(s[3].rstrip("x")) > 1.4 for s in unverified)
-    assert all(s[1] != GREEN and s[2] == "400" for s in unverified)
-    assert any(s[1] == GREEN for s in styles if s[0] == "effect")  # confirmed 1.2x: green
+    assert len(unverified) == 2 and all(float(r["ratio"].rstrip("x")) > 1.4 for r in unverified)
+    assert all(r["colour"] != GREEN and r["weight"] == "400" for r in unverified)
+    assert all(r["outcome"] == "unverified: no counters reported" for r in unverified)
+    assert any(r["colour"] == GREEN and r["outcome"] == "faster"
+               for r in rows if r["style"] == "effect"), rows  # confirmed 1.2x: green, "faster"
+    # The rule at length is one click away ("How this board is made"), the legend in view.
+    assert "Colour by outcome" in tab.locator("#protocol-ollama-draft p.legend").inner_text()
+    tab.locator("#protocol-ollama-draft details.rule > summary").click()
     note = tab.locator("#protocol-ollama-draft p.speedup-rule").inner_text()
     assert "merges the two into one median unless asked with group_by=verdict" in note
     # The noise floor: labelled as such, its ratios neutral, never green or red.
@@ -345,11 +359,11 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     assert "Median speedup" not in " ".join(head)
     cells = tab.evaluate("""() => [...document.querySelectorAll(
         "table.board[data-board='noise-hardnumbers-m2'] tr.group")].map(tr => {
-            const cell = tr.querySelectorAll('td')[7];
+            const cell = tr.querySelector('td.ratio');
             const style = getComputedStyle(cell);
             return [cell.className, style.color, style.fontWeight];
         })""")
-    assert cells and all(c == ["num noise", "rgb(107, 123, 140)", "400"] for c in cells)
+    assert cells and all(c == ["num ratio noise", "rgb(107, 123, 140)", "400"] for c in cells)
     bars = tab.evaluate("""() => [...document.querySelectorAll(
         "svg.chart[data-board='noise-hardnumbers-m2'] rect.bar")]
         .map(r => r.getAttribute('class'))""")
