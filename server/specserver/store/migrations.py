@@ -196,6 +196,20 @@ def _model_variants(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
+def _canonical_model_tags(conn: Connection) -> None:
+    """Stored model names as ingestion now stores them (``ingest.names.canonical_model``):
+    lower case, without the default tag ``:latest``, so rows stored before the rule group
+    with new ones (``Qwen3:14B`` was its own model)."""
+    for table, columns in (("submissions", ("target_model",)),
+                           ("configs", ("model", "draft_model")),
+                           ("summaries", ("model", "draft_model"))):
+        for column in columns:
+            canonical = f"regexp_replace(lower({column}), :default_tag, '')"
+            conn.execute(text(f"UPDATE {table} SET {column} = {canonical} "
+                              f"WHERE {column} IS NOT NULL AND {column} <> {canonical}"),
+                         {"default_tag": ":latest$"})
+
+
 _BLOCK_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("trials", "block_number", "INTEGER"),
     ("summaries", "blocks", "INTEGER"),
@@ -230,7 +244,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "address_secrets", _origins),
     Migration(6, "model variants: submissions.target_quant, summaries.draft_digest and "
                  "draft_quant", _model_variants),
-    Migration(7, "blocks: trials.block_number; summaries.blocks, block_drift, "
+    Migration(7, "model tags canonical in stored rows: lower case, no ':latest'",
+              _canonical_model_tags),
+    Migration(8, "blocks: trials.block_number; summaries.blocks, block_drift, "
                  "speedup_wall_ci_low"
                  " and speedup_wall_ci_high", _blocks),
 )
