@@ -8,9 +8,11 @@ bytes it had before v2 existed (``payload.submission_bytes`` leaves the v2 field
 its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is frozen.
 
 What v2 adds (docs/run.md explains the verdicts):
-- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare`` and ``incompatible``
-  (the engine could not run the config as asked: ``SpeculationEvidence.refusal``): none of
-  them is a measured speedup;
+- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare``, ``unstable`` (the
+  baseline's blocks disagree beyond ``specschema.blocks.MAX_BASELINE_DRIFT``) and
+  ``incompatible`` (the engine could not run the config as asked:
+  ``SpeculationEvidence.refusal``): none of them is a measured speedup;
+- per-trial block numbers (``Trial.block``): the unit the confidence interval resamples;
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
   logged or was given it, never what was requested;
@@ -62,7 +64,7 @@ OptionValue = int | float | bool | str
 Mechanism = Literal["none", "draft_model_field", "draft_num_predict", "server_launch"]
 Observed = Literal[
     "confirmed", "not_applied", "not_observed", "unknown",
-    "baseline_speculated", "synthetic", "cannot_compare", "incompatible",
+    "baseline_speculated", "synthetic", "cannot_compare", "unstable", "incompatible",
 ]
 Role = Literal["baseline", "draft"]
 # Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
@@ -226,6 +228,10 @@ class Launch(WireModel):
     synthetic_flags: Annotated[list[FlagName], Field(max_length=8)] = Field(
         [], description="synthetic-acceptance flags seen (--spec-synth-len, 'warning', ...)"
     )
+    flags: Annotated[dict[FlagName, FlagValue], Field(max_length=16)] = Field(
+        {}, description="v2: the settings the protocol pins, as this start was given them "
+        "(flag name without its dashes -> value, e.g. spec-draft-p-min: 0.0)"
+    )
     threads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
         None, description="--threads (and --threads-batch) the engine was started with; null "
         "when not known"
@@ -251,6 +257,11 @@ class Trial(WireModel):
     cold: bool = Field(description="the model was (re)loaded for this request")
     counters: TrialCounters | None = Field(
         None, description="v2: this trial's acceptance counters; null when none were seen"
+    )
+    block: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None, description="v2: the block of the run this trial belongs to (blocks are runs of "
+        "one config's trials, each after its own warm-up, numbered in run order); null when "
+        "the client did not record blocks"
     )
     diverged_at: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
         None, description="v2: the index of the first generated token that differs from the "
@@ -369,4 +380,6 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
             if trial.diverged_at is not None:
                 found.append((f"configs.{ci}.trials.{ti}.diverged_at", "a v2 field"))
+            if trial.block is not None:
+                found.append((f"configs.{ci}.trials.{ti}.block", "a v2 field"))
     return found
