@@ -104,7 +104,6 @@ def test_a_refusal_at_start_is_incompatible(tmp_path: Path, llama_server_bin: Pa
         add_model(folder, name, tiny_model_set.draft_truncated)
     protocol = get_protocol("llamacpp-draft")
     protocol = protocol.model_copy(update={
-        "trials_per_config": 1,
         "options": protocol.options.model_copy(update={"num_predict": 24})})
     # The client's own check off: only what the engine says after its start remains.
     monkeypatch.setattr(engine_module, "vocab_mismatch", lambda target, draft: None)
@@ -125,8 +124,10 @@ def test_a_refusal_at_start_is_incompatible(tmp_path: Path, llama_server_bin: Pa
         "speculative decoding context: draft model vocab type must match target model to use "
         "speculation)")
     others = [c for c in sub.configs if c.name != refused.name]
-    assert all(len(c.trials) == 1 for c in others)
-    assert {c.speculation.observed for c in others if c.role == "draft"} == {"confirmed"}
+    assert all(len(c.trials) == protocol.trials_for(c.name) for c in others)
+    assert {c.speculation.observed for c in others if c.role == "draft"} <= {"confirmed",
+                                                                              "unstable"}
+    assert all(c.speculation.drafted_tokens for c in others if c.role == "draft")
     assert any("draft_qwen3_1.7b_n8: llama-server refused the draft" in w
                for w in recorder.warnings)
 
@@ -156,11 +157,17 @@ def test_specsubmit_run_with_a_refused_draft(tmp_path: Path, llama_server_bin: P
     assert sub.complete
     observed = {c.name: c.speculation.observed for c in sub.configs}
     assert observed["draft_qwen2.5_1.5b_n8"] == "incompatible"
+    # (unstable when the loaded machine's baseline blocks disagree: a verdict of the
+    # measurement, not of the draft; either way each ran and speculated)
     assert {v for k, v in observed.items() if k not in ("no_draft", "draft_qwen2.5_1.5b_n8")
-            } == {"confirmed"}
+            } <= {"confirmed", "unstable"}
+    assert all(c.speculation.drafted_tokens for c in sub.configs
+               if c.role == "draft" and c.name != "draft_qwen2.5_1.5b_n8")
     refused = next(c for c in sub.configs if c.name == "draft_qwen2.5_1.5b_n8")
     assert refused.trials == [] and "<|retext_0|>" in (refused.speculation.refusal or "")
-    assert all(len(c.trials) == 5 for c in sub.configs if c is not refused)
+    protocol = get_protocol("llamacpp-draft")
+    assert all(len(c.trials) == protocol.trials_for(c.name) for c in sub.configs
+               if c is not refused)
     # --llama-threads 1, recorded in every launch of the result.
     assert {launch.threads for c in sub.configs for launch in c.speculation.launches} == {1}
     words = " ".join(result.stdout.split())

@@ -92,9 +92,9 @@ def test_refused_configs_are_incompatible_and_the_others_run(
         "draft_qwen3_0.6b_n8": "confirmed", "draft_qwen3_1.7b_n8": "incompatible",
         "draft_qwen2.5_0.5b_n8": "incompatible", "draft_qwen2.5_1.5b_n8": "incompatible"}
     trials = {c.name: len(c.trials) for c in sub.configs}
-    assert trials == {"no_draft": 5, "draft_qwen3_0.6b_n3": 5, "draft_qwen3_0.6b_n8": 5,
-                      "draft_qwen3_1.7b_n8": 0, "draft_qwen2.5_0.5b_n8": 0,
-                      "draft_qwen2.5_1.5b_n8": 0}
+    refused_names = {"draft_qwen3_1.7b_n8", "draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8"}
+    assert trials == {c.name: 0 if c.name in refused_names else PROTOCOL.trials_for(c.name)
+                      for c in PROTOCOL.configs}
     refusal = {c.name: c.speculation.refusal for c in sub.configs}
     n = len(read_tokens(files["target"]))
     assert refusal["draft_qwen2.5_0.5b_n8"] == (
