@@ -176,13 +176,14 @@ def test_the_export_has_the_engine_columns(served: Any) -> None:
 def test_the_page_shows_the_engine_in_the_form_and_the_boards(served: Any) -> None:
     page = served.get("/").text
     assert '<select name="engine">' in page and '<select name="engine_version">' in page
-    cells = page.count('<td class="engine">')
-    assert page.count('<td class="engine">llama-server</td>') == 5  # speedup board rows
-    assert page.count('<td class="engine">ollama</td>') >= 1  # noise floor rows
+    # each row's engine, under its draft config and target
+    cells = page.count('<span class="engine">')
+    assert page.count('<span class="engine">llama-server</span>') == 5  # speedup board rows
+    assert page.count('<span class="engine">ollama</span>') >= 1  # noise floor rows
     assert cells == page.count('<tr class="group"')
     filtered = served.get("/", params={"engine": "llama-server"}).text
-    assert '<td class="engine">ollama</td>' not in filtered
-    assert filtered.count('<td class="engine">llama-server</td>') == 5
+    assert '<span class="engine">ollama</span>' not in filtered
+    assert filtered.count('<span class="engine">llama-server</span>') == 5
     assert served.get("/", params={"engine": "vllm"}).status_code == 422
 
 
