@@ -14,13 +14,9 @@ WORKDIR /app
 # specsubmit stays out). .dockerignore keeps tests, venvs and stores out.
 COPY schema ./schema
 COPY server ./server
-# PyICU (UTS #39 name checks) builds against the system ICU: the compiler and headers are
-# removed again, the ICU runtime (libicu72 on bookworm) stays.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev libicu72 \
-    && pip install ./schema ./server \
-    && apt-get purge -y g++ pkg-config libicu-dev && apt-get autoremove -y \
-    && rm -rf /var/lib/apt/lists/* /app/schema /app/server
+# ICU (UTS #39 name checks) comes bundled in the pyicu-wheels wheel: no compiler needed.
+RUN pip install ./schema ./server \
+    && rm -rf /app/schema /app/server
 
 # Run as an unprivileged user that owns only its data folder.
 RUN groupadd --system --gid 10001 specserver \

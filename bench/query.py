@@ -84,7 +84,10 @@ def generate(path: Path, start: int, stop: int) -> None:
             CASE WHEN chip LIKE 'Apple%' THEN 'macos' ELSE 'linux' END, '100% GPU',
             'specsubmit', '0.1.0', true, false, NULL, NULL,
             -- wire v2's columns, null as on rows stored before it (engine_name null: Ollama)
-            NULL, NULL, NULL, NULL, NULL
+            NULL, NULL, NULL, NULL, NULL,
+            -- store versions 5-6: each key from its own address range (the most cohorts the
+            -- board's Sybil rules must form), the target's quantization
+            sha256('range-' || k::VARCHAR), 'Q4_K_M'
         FROM gen
     """)
     con.execute("INSERT INTO envelopes SELECT sid, encode('{}') FROM gen")
@@ -141,7 +144,9 @@ def generate(path: Path, start: int, stop: int) -> None:
                CASE WHEN role = 'draft' THEN speedup END,
                CASE WHEN role = 'draft' THEN true END,
                -- evidence (store version 4): confirmed rows' counters corroborated by the log
-               CASE WHEN observed = 'confirmed' THEN 'log' ELSE 'none' END, NULL
+               CASE WHEN observed = 'confirmed' THEN 'log' ELSE 'none' END, NULL,
+               -- store version 6: the draft model's digest and quantization
+               NULL, NULL
         FROM cfg
     """)
     con.execute("CHECKPOINT")
@@ -158,7 +163,9 @@ def cold_aggregation(path: Path, repeats: int = 3) -> dict[str, float]:
     medians in SQL, then the rules across contributors in Python."""
     engine = create_engine(f"duckdb:///{path}")
     dims = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
-    reads = ReadService(engine)
+    # the shipped Sybil rules (board/newkeys.py): cohorts and probation are part of the work
+    reads = ReadService(engine, probation_days=7.0, cohort_window_hours=24.0,
+                        graduations_per_day=2)
     total, cpu, sql, pure = [], [], [], []
     groups = reduced_rows = 0
     for _ in range(repeats):

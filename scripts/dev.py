@@ -17,7 +17,6 @@ pip works (pip learned `--group` only in 25.1). SPECBENCH_VENV overrides the ven
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -55,12 +54,12 @@ def ensure_venv(distributions: list[str], extra: list[str]) -> None:
     if not (BIN / "python").exists() and not (BIN / "python.exe").exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    # A venv made before the split holds the old single `specbench` distribution, whose
-    # files (the two console scripts, the import finder) would shadow the three new ones.
-    stale = subprocess.run([str(BIN / "python"), "-m", "pip", "show", "-q", "specbench"],
-                           cwd=ROOT, capture_output=True, check=False)
-    if stale.returncode == 0:
-        run(BIN / "python", "-m", "pip", "uninstall", "-y", "-q", "specbench")
+    # Distributions an older venv may hold that would shadow the current ones: the single
+    # `specbench` from before the split (its console scripts and import finder), and PyICU
+    # built from source, whose `icu` package pyicu-wheels now provides.
+    for stale in ("specbench", "pyicu"):
+        if _installed(stale):
+            run(BIN / "python", "-m", "pip", "uninstall", "-y", "-q", stale)
     editable = [part for name in distributions for part in ("-e", name)]
     run(BIN / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
         *editable, *extra)
@@ -87,17 +86,6 @@ def _llama_server_state() -> str:
             f"cores, once (cached in {build.cache_root() / 'llama-server'}){needs}")
 
 
-def _icu_build() -> str:
-    """PyICU (the server's name checks) has no wheel: pip compiles it against the system ICU."""
-    found = subprocess.run(["pkg-config", "--exists", "icu-uc"], capture_output=True,
-                           check=False) if shutil.which("pkg-config") else None
-    missing = [] if found is not None and found.returncode == 0 else ["ICU's headers"]
-    missing += [] if shutil.which("c++") or shutil.which("g++") else ["a C++ compiler"]
-    needs = (f"; it needs {' and '.join(missing)} (Debian: apt-get install libicu-dev "
-             "pkg-config g++), missing here" if missing else "")
-    return f"pip compiles PyICU from source against the system ICU, a minute or two{needs}"
-
-
 def _installed(distribution: str) -> bool:
     found = subprocess.run([str(BIN / "python"), "-m", "pip", "show", "-q", distribution],
                            capture_output=True, check=False)
@@ -109,12 +97,10 @@ def plan(full: bool) -> list[str]:
     if (BIN / "python").exists() or (BIN / "python.exe").exists():
         setup = (f"pip checks {VENV} against the three distributions and the dev group "
                  "(downloads only what is missing)")
-        if not _installed("pyicu"):
-            setup += f"; {_icu_build()}"
     else:
         setup = (f"pip creates {VENV} and downloads the three distributions' dependencies "
-                 "and the dev group from PyPI (about 75 packages, ~750 MB installed); "
-                 f"{_icu_build()}")
+                 "and the dev group from PyPI (about 75 packages, ~750 MB installed, all "
+                 "wheels: nothing is compiled)")
     lines = [f"specbench test: {setup}; then ruff and mypy --strict."]
     if full:
         lines += ["Full tier: every test, also the " + ", ".join(FULL_ONLY_MARKERS) + " ones.",

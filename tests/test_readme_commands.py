@@ -94,7 +94,7 @@ def test_the_readme_lists_every_protocol_at_its_newest_version() -> None:
         (p.id, p.version) for p in shipped_protocols().values())
 
 
-def test_a_fresh_venv_is_told_it_downloads_and_compiles_pyicu(
+def test_a_fresh_venv_is_told_what_it_downloads_and_that_nothing_is_compiled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dev = _dev()
@@ -102,5 +102,5 @@ def test_a_fresh_venv_is_told_it_downloads_and_compiles_pyicu(
     monkeypatch.setattr(dev, "BIN", tmp_path / "venv" / "bin")
     said = dev.plan(False)[0]
     assert "downloads" in said and "from PyPI" in said
-    assert "compiles PyICU from source" in said
-    assert "PyICU" in _section("Testing") and "libicu-dev" in _section("Testing")
+    assert "nothing is compiled" in said
+    assert "nothing compiled" in _section("Testing")

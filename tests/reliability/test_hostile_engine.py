@@ -115,3 +115,49 @@ def test_a_json_answer_that_trickles_stops_at_the_request_deadline() -> None:
         with pytest.raises(OllamaTimeout, match="within 2 s"):
             client.version()
         assert time.monotonic() - started < 5
+
+
+# --- the other adapters read through the same bounds (engines/bounded.py) ----------------
+
+
+def test_llama_servers_stream_line_without_a_newline_is_refused_at_the_line_limit() -> None:
+    from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
+
+    def answer(method: str, path: str, sock: socket.socket) -> None:
+        sock.sendall(response_head(200, "OK", {"Content-Type": "text/event-stream"})
+                     + b'data: {"content": "')
+        for _ in range(40_000_000 // 4096):
+            sock.sendall(b"x" * 4096)
+
+    with RawPeer(answer) as peer:
+        api = LlamaServerApi(peer.url, timeout_s=10)
+        try:
+            with pytest.raises(StreamBroken, match="longer than 8 MiB"):
+                api.completion({"prompt": "p"})
+        finally:
+            api.close()
+
+
+def test_lm_studios_trickled_answer_stops_at_the_request_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from specsubmit.engines.lmstudio import api as lmstudio
+    from specsubmit.errors import EngineError
+
+    monkeypatch.setattr(lmstudio, "REQUEST_DEADLINE_S", 2.0)
+
+    def answer(method: str, path: str, sock: socket.socket) -> None:
+        sock.sendall(response_head(200, "OK", {"Content-Type": "application/json"}, 10**6)
+                     + b'{"models": [')
+        for _ in range(1000):
+            sock.sendall(b" ")
+            time.sleep(0.1)
+
+    with RawPeer(answer) as peer:
+        client = lmstudio.LMStudioApi(peer.url, timeout_s=5)
+        started = time.monotonic()
+        try:
+            with pytest.raises(EngineError, match="did not finish answering /api/v1/models"):
+                client.models()
+        finally:
+            client.close()
+        assert time.monotonic() - started < 5

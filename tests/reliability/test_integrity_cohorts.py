@@ -283,3 +283,43 @@ def test_what_an_attacker_with_ranges_still_needs_the_documented_days() -> None:
     # seven ranges, one key each, all on day 0
     seven = [_arrival(f"s{i}", 0, origin=f"r{i}", aged_hours=0) for i in range(7)]
     assert established_on(seven, 6.9) == 0 and established_on(seven, 7.1) == 7
+
+
+@pytest.mark.postgres
+def test_replicas_share_the_secret_through_the_store(tmp_path: Path) -> None:
+    """Two servers on one PostgreSQL store hash one range alike: the first draws the
+    epoch's secret, the second reads it (store/origins.py)."""
+    from specserver.http.app import create_app
+    from tests.reliability.apps import make_settings
+    from tests.support.postgres import private_schema_url
+    with private_schema_url() as url:
+        hashes = []
+        for replica, seed in (("a", 1), ("b", 2)):
+            settings = make_settings(tmp_path / replica, database_url=url)
+            with InProcessClient(create_app(settings)) as client:
+                _post(client, seed, 1.1, ("198.51.100.7", 1))
+                engine = app_engine(client.app)
+                with engine.connect() as conn:
+                    sub = tables.submissions
+                    hashes.append(conn.execute(select(sub.c.origin_hash).where(
+                        sub.c.key_id == key_id_of(bytes(signing_key(seed).verify_key))))
+                        .scalar_one())
+                    count = conn.execute(select(tables.address_secrets.c.epoch)).all()
+        assert hashes[0] == hashes[1] and len(count) == 1
+
+
+def test_old_secrets_are_deleted_after_their_retention(store: str, tmp_path: Path) -> None:
+    with app_on(store, tmp_path) as app, InProcessClient(app) as client:
+        engine = app_engine(client.app)
+        with engine.begin() as conn:
+            first = origins.epoch_secret(conn, 100, keep_epochs=3)
+            assert origins.epoch_secret(conn, 100, keep_epochs=3) == first  # drawn once
+            later = origins.epoch_secret(conn, 104, keep_epochs=3)
+            kept = sorted(conn.execute(select(tables.address_secrets.c.epoch)).scalars())
+    assert later != first
+    assert kept == [104]  # epoch 100 is more than 3 epochs old: its hashes are unreadable now
+    assert origins.origin_hash(first, "198.51.100.0/24") != origins.origin_hash(
+        later, "198.51.100.0/24")
+    assert origins.address_range("2001:db8:aa:ffff::9") == "2001:db8:aa::/48"
+    assert origins.address_range("::ffff:198.51.100.7") == "198.51.100.0/24"
+    assert origins.address_range("unknown") is None

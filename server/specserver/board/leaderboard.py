@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from specserver.board import aggregate, newkeys, sql
 from specserver.board.aggregate import GroupAggregate, View
@@ -94,6 +94,9 @@ class ReadService:
         self.max_stale_s = max_stale_s
         self._version: str | None = None
         self._known: tuple[str, dict[str, list[Any]]] | None = None
+        # The keys' cohorts and probation for one data version: the same for every filter
+        # and view, so computed once per version (~0.2 s of CPU at 100k submissions).
+        self._standing: tuple[str, newkeys.Standing] | None = None
         self._version_at = float("-inf")
         self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
             cache_size)
@@ -139,6 +142,19 @@ class ReadService:
             self._boards.clear()
             self._bodies.clear()
             self._known = None
+            self._standing = None
+
+    def _standing_for(self, conn: Connection, version: str) -> newkeys.Standing:
+        """``newkeys.standing`` of the store at ``version`` (the caller holds the compute
+        lock), reused for every board of that version."""
+        if not self.rules.active:
+            return newkeys.Standing({}, frozenset(), {})
+        if self._standing is not None and self._standing[0] == version:
+            return self._standing[1]
+        held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
+                                self.rules)
+        self._standing = (version, held)
+        return held
 
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
               version: str | None = None) -> Board:
@@ -156,8 +172,7 @@ class ReadService:
             verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
             with self.engine.connect() as conn:
                 reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
-                held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
-                                        self.rules)
+                held = self._standing_for(conn, version)
                 totals = sql.verdict_totals(conn, filters)
                 levels = sql.evidence_totals(conn, filters)
             # Sybil resistance (newkeys.py): a cohort is one contributor, new cohorts one

@@ -67,6 +67,11 @@ class CohortRules:
     window: timedelta  # zero: no cohorts (each key its own)
     graduations_per_day: int  # 0: no cap
 
+    @property
+    def active(self) -> bool:
+        """False when probation and cohorts are both off: every key is its own voice."""
+        return self.probation > timedelta(0) or self.window > timedelta(0)
+
     @classmethod
     def of(cls, probation_days: float, window_hours: float = DEFAULT_WINDOW_HOURS,
            graduations_per_day: int = DEFAULT_GRADUATIONS_PER_DAY) -> CohortRules:

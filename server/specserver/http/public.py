@@ -133,8 +133,8 @@ FILTER_DOCS = [
     _param("os", "operating system", {"type": "string", "enum": list(queries.OS_NAMES)}),
     _param("engine", "inference engine; v1 submissions are ollama",
            {"type": "string", "enum": list(queries.ENGINE_NAMES)}),
-    _param("engine_version", "engine version, whatever the engine (Ollama release or "
-                             "llama-server build)"),
+    _param("engine_version", "engine version as the result records it, in the engine's own "
+                             "terms (an Ollama release, a llama.cpp build number, ...)"),
     _param("verdict", "comma-separated verdicts: " + ", ".join(queries.VERDICTS)),
 ]
 BOARD_DOCS = FILTER_DOCS + [

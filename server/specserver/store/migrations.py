@@ -196,6 +196,20 @@ def _model_variants(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
+def _canonical_model_tags(conn: Connection) -> None:
+    """Stored model names as ingestion now stores them (``ingest.names.canonical_model``):
+    lower case, without the default tag ``:latest``, so rows stored before the rule group
+    with new ones (``Qwen3:14B`` was its own model)."""
+    for table, columns in (("submissions", ("target_model",)),
+                           ("configs", ("model", "draft_model")),
+                           ("summaries", ("model", "draft_model"))):
+        for column in columns:
+            canonical = f"regexp_replace(lower({column}), :default_tag, '')"
+            conn.execute(text(f"UPDATE {table} SET {column} = {canonical} "
+                              f"WHERE {column} IS NOT NULL AND {column} <> {canonical}"),
+                         {"default_tag": ":latest$"})
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -210,6 +224,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "address_secrets", _origins),
     Migration(6, "model variants: submissions.target_quant, summaries.draft_digest and "
                  "draft_quant", _model_variants),
+    Migration(7, "model tags canonical in stored rows: lower case, no ':latest'",
+              _canonical_model_tags),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -176,7 +176,7 @@ def test_the_export_has_the_engine_columns(served: Any) -> None:
 def test_the_page_shows_the_engine_in_the_form_and_the_boards(served: Any) -> None:
     page = served.get("/").text
     assert '<select name="engine">' in page and '<select name="engine_version">' in page
-    # each row's engine, under its draft config and target
+    # Each group row names its engine once, in the row's first cell.
     cells = page.count('<span class="engine">')
     assert page.count('<span class="engine">llama-server</span>') == 5  # speedup board rows
     assert page.count('<span class="engine">ollama</span>') >= 1  # noise floor rows

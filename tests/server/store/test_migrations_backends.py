@@ -199,3 +199,27 @@ def test_replicas_starting_together_upgrade_once(postgres_url: str, tmp_path: Pa
     # ALTER TABLE ADD COLUMN twice would have failed one of them: it ran once.
     assert results == [LATEST + 1] * len(engines)
     assert _versions(postgres_url) == [LATEST, LATEST + 1]
+
+
+def test_stored_model_tags_become_canonical(store_url: str, tmp_path: Path) -> None:
+    """Rows stored before model tags were canonical (``Qwen3:14B``, ``qwen3:latest``)
+    group with new ones after the upgrade (store version 7)."""
+    _previous_version_store(store_url, tmp_path)
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE submissions SET target_model = 'Qwen3:14B'"))
+            conn.execute(text("UPDATE summaries SET model = 'QWEN3:latest', "
+                              "draft_model = CASE WHEN draft_model IS NULL THEN NULL "
+                              "ELSE 'Qwen2.5:0.5B' END"))
+            conn.execute(delete(tables.schema_version).where(
+                tables.schema_version.c.version >= 7))
+        assert migrate(engine) == LATEST
+        with engine.connect() as conn:
+            targets = set(conn.execute(select(tables.submissions.c.target_model)).scalars())
+            models = set(conn.execute(select(tables.summaries.c.model)).scalars())
+            drafts = set(conn.execute(select(tables.summaries.c.draft_model)).scalars())
+        assert targets == {"qwen3:14b"} and models == {"qwen3"}
+        assert drafts <= {None, "qwen2.5:0.5b"}
+    finally:
+        engine.dispose()

@@ -16,7 +16,15 @@ from typing import Any
 import httpx
 
 from specsubmit.engines.base import Generation
+from specsubmit.engines.bounded import (
+    MAX_LINE_BYTES,
+    REQUEST_DEADLINE_S,
+    PastDeadline,
+    TooLong,
+    bounded_lines,
+)
 from specsubmit.errors import LlamaServerError
+from specsubmit.outside_text import visible
 
 JsonDict = dict[str, Any]
 
@@ -101,7 +109,7 @@ class LlamaServerApi:
         if response.status_code != 200:
             raise LlamaServerError(
                 f"llama-server answered HTTP {response.status_code} to {path}: "
-                f"{response.text[:160]}")
+                f"{visible(response.text, 160)}")
         try:
             data = response.json()
         except ValueError:
@@ -140,20 +148,22 @@ class LlamaServerApi:
                     response.read()
                     raise LlamaServerError(
                         f"llama-server answered HTTP {response.status_code} to /completion: "
-                        f"{response.text[:160]}")
-                for line in response.iter_lines():
+                        f"{visible(response.text, 160)}")
+                deadline = time.monotonic() + REQUEST_DEADLINE_S
+                for _, raw in bounded_lines(response, MAX_LINE_BYTES, deadline):
+                    line = raw.decode("utf-8", errors="replace").rstrip("\r")
                     if not line.startswith("data:"):
                         continue
                     try:
                         chunk = json.loads(line[5:])
                     except ValueError:
                         raise StreamBroken("llama-server sent a line that is not JSON: "
-                                           f"{line[:80]!r}") from None
+                                           f"{visible(line, 80)}") from None
                     if not isinstance(chunk, dict):
                         continue
                     if "error" in chunk:
                         raise LlamaServerError(f"llama-server reported an error: "
-                                               f"{str(chunk['error'])[:160]}")
+                                               f"{visible(chunk['error'], 160)}")
                     content = chunk.get("content")
                     if isinstance(content, str) and content:
                         if ttft is None:
@@ -164,6 +174,12 @@ class LlamaServerApi:
         except httpx.HTTPError as exc:
             raise StreamBroken(f"the connection to llama-server broke ({type(exc).__name__})"
                                ) from None
+        except PastDeadline:
+            raise StreamBroken(f"llama-server's answer did not end within "
+                               f"{REQUEST_DEADLINE_S:g} s") from None
+        except TooLong:
+            raise StreamBroken(f"llama-server sent a line longer than "
+                               f"{MAX_LINE_BYTES // 2**20} MiB") from None
         if final is None:
             raise StreamBroken("llama-server's response ended without its final chunk")
         return generation_from_final(final, wall_s=wall, ttft_s=ttft, text="".join(pieces))

@@ -19,6 +19,7 @@ leaves as a ``specsubmit.errors`` class; no httpx exception escapes.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,13 @@ from typing import Any
 import httpx
 
 from specsubmit.engines.base import Generation
+from specsubmit.engines.bounded import (
+    MAX_ANSWER_BYTES,
+    REQUEST_DEADLINE_S,
+    PastDeadline,
+    TooLong,
+    read_bounded,
+)
 from specsubmit.errors import EngineError, EngineUnreachable
 from specsubmit.outside_text import visible
 
@@ -119,8 +127,16 @@ class LMStudioApi:
         self._http.close()
 
     def _request(self, method: str, path: str, body: JsonDict | None = None) -> JsonDict:
+        deadline = time.monotonic() + REQUEST_DEADLINE_S  # engines/bounded.py
         try:
-            response = self._http.request(method, path, json=body)
+            with self._http.stream(method, path, json=body) as response:
+                failed = response.status_code >= 400  # its message: the first 64 KiB
+                content = read_bounded(response, 64 * 1024 if failed else MAX_ANSWER_BYTES,
+                                       deadline, cut=failed)
+        except (PastDeadline, TooLong) as exc:
+            what = ("did not finish answering" if isinstance(exc, PastDeadline)
+                    else f"answered with more than {MAX_ANSWER_BYTES // 2**20} MiB to")
+            raise EngineError(f"LM Studio at {self.base_url} {what} {path}") from None
         except httpx.ConnectError:
             raise EngineUnreachable(
                 f"LM Studio is not answering at {self.base_url}: start its server with "
@@ -130,9 +146,9 @@ class LMStudioApi:
                               f"{visible(type(exc).__name__)}") from None
         if response.status_code >= 400:
             raise EngineError(f"LM Studio answered {response.status_code} to {path}: "
-                              f"{visible(response.text, 200)}")
+                              f"{visible(content, 200)}")
         try:
-            data = response.json()
+            data = json.loads(content)
         except ValueError:
             raise EngineError(f"LM Studio's answer to {path} is not JSON") from None
         if not isinstance(data, dict):

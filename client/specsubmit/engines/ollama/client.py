@@ -27,6 +27,15 @@ import httpx
 from specsubmit.engines.base import DEFAULT_TIMEOUT_S
 from specsubmit.engines.base import Generation as Generation  # re-exported
 from specsubmit.engines.base import PullProgress as PullProgress  # re-exported
+from specsubmit.engines.bounded import (
+    MAX_ANSWER_BYTES,
+    MAX_LINE_BYTES,
+    REQUEST_DEADLINE_S,
+    PastDeadline,
+    TooLong,
+    bounded_lines,
+    read_bounded,
+)
 from specsubmit.errors import (
     ModelMissing,
     OllamaError,
@@ -39,12 +48,11 @@ from specsubmit.outside_text import visible
 JsonDict = dict[str, Any]
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 # One request (a warm-up, a trial, a model list) in all; a pull of a model is longer.
-DEFAULT_DEADLINE_S = 1800.0
+DEFAULT_DEADLINE_S = REQUEST_DEADLINE_S
 PULL_DEADLINE_S = 6 * 3600.0
 # Ollama's lines are a token or a progress report; the final chunk of a generation carries
 # its context (a few thousand numbers). /api/show can carry a model's whole metadata.
-MAX_LINE_BYTES = 8 * 1024 * 1024
-MAX_JSON_BYTES = 64 * 1024 * 1024
+MAX_JSON_BYTES = MAX_ANSWER_BYTES
 
 
 @dataclass(frozen=True)
@@ -125,30 +133,6 @@ def _error_text(response: httpx.Response, body: bytes) -> str:
     return visible(text) if text else visible(response.reason_phrase or "no message", 80)
 
 
-class _PastDeadline(Exception):
-    pass
-
-
-class _TooLong(Exception):
-    pass
-
-
-def _read_bounded(response: httpx.Response, limit: int, deadline: float,
-                  *, cut: bool = False) -> bytes:
-    """At most ``limit`` bytes of the body (past it: _TooLong, or the first ``limit``
-    bytes with ``cut``), before ``deadline``."""
-    body = bytearray()
-    for block in response.iter_bytes():
-        body += block
-        if len(body) > limit:
-            if cut:
-                return bytes(body[:limit])
-            raise _TooLong
-        if time.monotonic() > deadline:
-            raise _PastDeadline
-    return bytes(body)
-
-
 class OllamaClient:
     """Talks to one Ollama server. Use as a context manager, or call ``close()``."""
 
@@ -217,8 +201,8 @@ class OllamaClient:
     def _status_error(self, response: httpx.Response, path: str, model: str | None,
                       deadline: float) -> OllamaError:
         try:
-            body = _read_bounded(response, 64 * 1024, deadline, cut=True)
-        except _PastDeadline:
+            body = read_bounded(response, 64 * 1024, deadline, cut=True)
+        except PastDeadline:
             body = b""
         message = _error_text(response, body)
         if response.status_code == 404 and model is not None:
@@ -235,12 +219,12 @@ class OllamaClient:
             with self._http.stream(method, path, json=body) as response:
                 if response.status_code != 200:
                     raise self._status_error(response, path, model, deadline)
-                content = _read_bounded(response, MAX_JSON_BYTES, deadline)
+                content = read_bounded(response, MAX_JSON_BYTES, deadline)
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from None
-        except _PastDeadline:
+        except PastDeadline:
             raise self._past_deadline(path, self.deadline_s) from None
-        except _TooLong:
+        except TooLong:
             raise OllamaError(f"{self.base_url}{path} answered with more than "
                               f"{MAX_JSON_BYTES // 2**20} MiB — is this an Ollama server?"
                               ) from None
@@ -275,11 +259,8 @@ class OllamaClient:
 
     def _raw_lines(self, path: str, body: JsonDict, model: str | None,
                    deadline_s: float | None = None) -> Generator[tuple[float, bytes]]:
-        """(seconds since the request started, raw NDJSON line) as each line arrives.
-
-        A line split over blocks is gathered in one bytearray (each byte copied once: the
-        old ``rest + block`` copied the whole unfinished line again for every block, which
-        made a 40 MB line without a newline cost 16 s of CPU)."""
+        """(seconds since the request started, raw NDJSON line) as each line arrives
+        (``engines.bounded.bounded_lines``: one buffer per line, at most MAX_LINE_BYTES)."""
         deadline_s = self.deadline_s if deadline_s is None else deadline_s
         start = time.perf_counter()
         deadline = time.monotonic() + deadline_s
@@ -287,30 +268,16 @@ class OllamaClient:
             with self._http.stream("POST", path, json=body) as response:
                 if response.status_code != 200:
                     raise self._status_error(response, path, model, deadline)
-                partial = bytearray()
-                for block in response.iter_bytes():
-                    if time.monotonic() > deadline:
-                        raise self._past_deadline(path, deadline_s)
-                    elapsed = time.perf_counter() - start
-                    begin = 0
-                    while (end := block.find(b"\n", begin)) != -1:
-                        if partial:
-                            partial += block[begin:end]
-                            line, partial = bytes(partial), bytearray()
-                        else:
-                            line = block[begin:end]
-                        begin = end + 1
-                        if line.strip():
-                            yield elapsed, line
-                    partial += block[begin:]
-                    if len(partial) > MAX_LINE_BYTES:
-                        raise OllamaStreamError(
-                            f"Ollama sent a line longer than {MAX_LINE_BYTES // 2**20} MiB "
-                            f"to {path}: not an Ollama stream")
-                if partial.strip():
-                    yield time.perf_counter() - start, bytes(partial)
+                for arrived, line in bounded_lines(response, MAX_LINE_BYTES, deadline):
+                    yield arrived - start, line
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, streaming=True) from None
+        except PastDeadline:
+            raise self._past_deadline(path, deadline_s) from None
+        except TooLong:
+            raise OllamaStreamError(
+                f"Ollama sent a line longer than {MAX_LINE_BYTES // 2**20} MiB to {path}: "
+                "not an Ollama stream") from None
 
     def _stream_lines(self, path: str, body: JsonDict, model: str | None,
                       deadline_s: float | None = None) -> Iterator[tuple[float, JsonDict]]:
