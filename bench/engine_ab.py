@@ -56,7 +56,9 @@ def main() -> None:
     protocol = get_protocol(args.protocol)
     protocol = protocol.model_copy(update={
         "options": protocol.options.model_copy(update={"num_predict": args.num_predict}),
-        "trials_per_config": args.trials})
+        "trials_per_config": args.trials,
+        # one block per config: this bench measures speed, bench/calibration.py the blocks
+        "order": "blocked", "block_trials": None, "warmup_each_block": False})
     with tempfile.TemporaryDirectory(prefix="engine-ab-") as tmp:
         files, models = Path(tmp) / "gguf", Path(tmp) / "models"
         specs = model_set_specs(args.size)

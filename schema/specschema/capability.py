@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
+from specschema.blocks import baseline_drift, is_unstable
 from specschema.engines import descriptor, parse_version
 from specschema.models import (
     ConfigResult,
@@ -49,6 +50,7 @@ def verdict(
     synthetic: bool = False,
     runtime: Runtime | None = None,
     launched_without_speculation: bool = False,
+    unstable: bool = False,
 ) -> Observed:
     """The speculation verdict of one config: the one rule, on both sides.
 
@@ -59,6 +61,9 @@ def verdict(
     baseline's counters are that, so MLX is named rather than baseline_speculated);
     baseline_speculated: the baseline itself speculated (counters or a launch with
     --spec-type), so no comparison against it measures speculation;
+    unstable: the baseline's repeated blocks disagree beyond the bound
+    (``specschema.blocks.MAX_BASELINE_DRIFT``): the machine changed under the run, so no
+    ratio against that baseline measures speculation (nor, for the noise floor, its absence);
     not_applied: the engine cannot honor the mechanism, or every engine start seen for this
     config ran without speculation;
     confirmed: acceptance counters were seen;
@@ -83,6 +88,8 @@ def verdict(
         return "cannot_compare"
     if baseline_speculated:
         return "baseline_speculated"
+    if unstable:
+        return "unstable"
     if can_honor is False:
         return "not_applied"
     if counters_seen:
@@ -145,8 +152,10 @@ def decide(
     engine: Engine,
     own: Facts,
     baseline: Facts | None,
+    unstable: bool = False,
 ) -> Observed:
-    """``verdict`` for one config from its facts and the baseline's (None: no baseline)."""
+    """``verdict`` for one config from its facts and the baseline's (None: no baseline);
+    ``unstable``: the baseline's blocks disagree beyond the bound (``blocks.is_unstable``)."""
     requested = role == "draft"
     base_speculated = baseline is not None and (baseline.counters_seen or baseline.spec_launch)
     described = descriptor(engine.name)
@@ -160,6 +169,7 @@ def decide(
         # MLX only rules out a comparison where the engine cannot switch speculation off
         runtime=engine.runtime if described.mlx_always_speculates else None,
         launched_without_speculation=own.launched_plain,
+        unstable=requested and unstable,
     )
 
 
@@ -170,9 +180,11 @@ def submission_verdicts(submission: Submission) -> list[Observed]:
         (f for c, f in zip(submission.configs, all_facts, strict=True) if c.role == "baseline"),
         None,
     )
+    unstable = is_unstable(baseline_drift(
+        next((c for c in submission.configs if c.role == "baseline"), None)))
     return [
         decide(role=c.role, mechanism=c.speculation.mechanism, engine=submission.engine,
-               own=f, baseline=None if c.role == "baseline" else baseline)
+               own=f, baseline=None if c.role == "baseline" else baseline, unstable=unstable)
         for c, f in zip(submission.configs, all_facts, strict=True)
     ]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from specschema.blocks import MAX_BASELINE_DRIFT
 from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
@@ -22,7 +23,8 @@ VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
                  "not_observed": "not observed", "unknown": "unknown",
                  "baseline_speculated": "baseline speculated (no comparison)",
                  "synthetic": "synthetic acceptance (invalid)",
-                 "cannot_compare": "cannot be compared (MLX)"}
+                 "cannot_compare": "cannot be compared (MLX)",
+                 "unstable": "unstable (baseline blocks disagree)"}
 
 # Each verdict: what it means (its evidence), and what the contributor can do about it.
 # The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
@@ -53,6 +55,12 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                        "switched off per request: every config speculates, the baseline too",
                        "nothing on this engine; a GGUF build of the model runs on llama-server, "
                        "where the baseline can be measured"),
+    "unstable": ("the baseline was measured in several blocks across the run and they "
+                 "disagree by more than the bound (the fastest block more than 1.5 times the "
+                 "slowest): the machine's speed changed under the run, so no ratio against "
+                 "that baseline measures speculation",
+                 "run again on a quieter machine (close other work, keep it on AC power, "
+                 "use fewer engine threads than cores)"),
 }
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
 
@@ -160,6 +168,26 @@ def vs_baseline(summary: ConfigSummary) -> str:
             f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
 
 
+def vs_baseline_wall(summary: ConfigSummary) -> str:
+    """``1.12x [0.98–1.25]``: the wall-time speedup (prompt included) and its interval."""
+    if summary.role == "baseline":
+        return "1.00x"
+    if summary.speedup_wall is None:
+        return "—"
+    if summary.speedup_wall_ci_low is None or summary.speedup_wall_ci_high is None:
+        return f"{summary.speedup_wall:.2f}x"
+    return (f"{summary.speedup_wall:.2f}x "
+            f"[{summary.speedup_wall_ci_low:.2f}–{summary.speedup_wall_ci_high:.2f}]")
+
+
+def drift_words(baseline: ConfigSummary | None) -> str | None:
+    """How far the baseline's blocks disagreed, in words (None without two blocks)."""
+    if baseline is None or baseline.block_drift is None:
+        return None
+    return (f"the baseline's fastest block ran {baseline.block_drift:.0%} faster than its "
+            f"slowest ({baseline.blocks} blocks)")
+
+
 def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
     if not evidence.drafted_tokens:
         return None
@@ -188,27 +216,46 @@ def spread(summary: ConfigSummary) -> str:
     return text
 
 
-def effect(summary: ConfigSummary) -> str:
-    """Faster/slower/no clear difference, only for configs where speculation can act."""
-    ratio, low, high = summary.speedup_tps, summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
+def effect(summary: ConfigSummary, headline: str = "decode") -> str:
+    """Faster/slower/no clear difference, only for configs where speculation can act;
+    ``headline`` (the protocol's): "decode" words the decode-rate speedup, "wall" the
+    wall-time one (prompt included)."""
+    if headline == "wall":
+        ratio, low, high = (summary.speedup_wall, summary.speedup_wall_ci_low,
+                            summary.speedup_wall_ci_high)
+        what, of = " in wall time (prompt included)", "wall time"
+    else:
+        ratio, low, high = (summary.speedup_tps, summary.speedup_tps_ci_low,
+                            summary.speedup_tps_ci_high)
+        what, of = "", "tok/s"
     if ratio is None:
         return "no trials to compare"
     if low is None or high is None:
-        return f"{ratio:.2f}x the baseline's tok/s (too few trials for an interval)"
+        return f"{ratio:.2f}x the baseline's {of} (too few trials for an interval)"
     interval = f"95% CI {low:.2f}–{high:.2f}"
     found = outcome_of(low, high)
     if found == "faster":
-        return f"{ratio:.2f}x faster than the baseline ({interval})"
+        return f"{ratio:.2f}x faster than the baseline{what} ({interval})"
     if found == "slower":
-        return f"slower than the baseline: {ratio:.2f}x ({interval})"
-    return f"no clear difference from the baseline: {ratio:.2f}x ({interval} includes 1.00)"
+        return f"slower than the baseline{what}: {ratio:.2f}x ({interval})"
+    return (f"no clear difference from the baseline{what}: {ratio:.2f}x "
+            f"({interval} includes 1.00)")
+
+
+def other_speedup(summary: ConfigSummary, headline: str = "decode") -> str:
+    """The speedup that is not the headline, as a clause: both are always shown."""
+    if headline == "wall":
+        return f"decode rate {vs_baseline(summary)}"
+    return f"wall time with the prompt {vs_baseline_wall(summary)}"
 
 
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
-                    log_status: str | None = None, engine: str | None = "ollama") -> str:
+                    log_status: str | None = None, engine: str | None = "ollama",
+                    headline: str = "decode") -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
-    ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source."""
+    ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source;
+    ``headline``: the protocol's headline speedup ("decode" or "wall")."""
     described = descriptor(engine)
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
@@ -223,10 +270,17 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if rate is not None:
             counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
                       f"accepted ({rate:.0%})")
-        ran = (f"ran {effect(summary)}" if summary.speedup_tps is not None
-               else "has no trials to compare")
+        ran = (f"ran {effect(summary, headline)} ({other_speedup(summary, headline)})"
+               if summary.speedup_tps is not None else "has no trials to compare")
         sentence = (f"{summary.name} speculated (counters from "
                     f"{described.counters_from(evidence.counters_source)}) and {ran}{counts}")
+    elif evidence.observed == "unstable":
+        todo = VERDICT_HELP["unstable"][1]
+        drift = drift_words(baseline)
+        ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
+        sentence = (f"{summary.name} is unstable: {drift or 'the baseline blocks disagree'}, "
+                    f"beyond the bound of {MAX_BASELINE_DRIFT:.0%}, so {ratio} is not "
+                    f"counted as a speedup; what to do: {todo}")
     elif evidence.observed in INVALID_COMPARISONS:
         meaning, todo = verdict_help(evidence.observed, engine)
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
@@ -238,8 +292,8 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if summary.speedup_tps is None:
             sentence = f"{summary.name} could not be checked: {why}; it has no trials to compare"
         else:
-            sentence = (f"{summary.name} could not be checked: {why}, so its {effect(summary)} "
-                        "cannot be attributed to speculation")
+            sentence = (f"{summary.name} could not be checked: {why}, so its "
+                        f"{effect(summary, headline)} cannot be attributed to speculation")
     else:
         words = VERDICT_WORDS.get(evidence.observed, evidence.observed.replace("_", " "))
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
@@ -283,7 +337,7 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
                *, engine_version: str, complete: bool, log_status: str | None = None,
-               engine: str | None = "ollama") -> str:
+               engine: str | None = "ollama", headline: str = "decode") -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
@@ -299,7 +353,8 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
-    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine)
+    sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine,
+                                 headline)
                  for s in drafts]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
         label = descriptor(engine).label
@@ -308,6 +363,9 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     elif drafts and all(e.observed == "baseline_speculated" for e in found.values()):
         lead = ("The baseline speculated too, so this run has no baseline without "
                 "speculation: no ratio below measures what speculation does. ")
+    elif drafts and all(e.observed == "unstable" for e in found.values()):
+        lead = ("The machine's speed changed during this run (the baseline's blocks "
+                "disagree), so no ratio below is counted as a measured speedup. ")
     elif drafts and all(e.observed == "cannot_compare" for e in found.values()):
         lead = ("On the MLX engine speculation cannot be switched off per request, so the "
                 "baseline speculated too and nothing here can be compared. ")

@@ -82,13 +82,17 @@ def example_submission(
     complete: bool = True,
     schema_version: Literal[1, 2] = 1,
     runtime: Runtime | None = None,
+    blocks: bool = False,
+    drift: float = 0.0,
 ) -> Submission:
     """A valid submission for ``protocol`` with plausible, seeded trial numbers.
 
     ``schema_version=2`` adds what a v2 client records: per-trial counters (drafted 240,
     accepted 180 per trial when ``counters_seen``; the config's totals are their sums),
     the engine's ``runtime`` and ``engine_log="read"``. The verdicts are
-    ``submission_verdicts`` of that evidence.
+    ``submission_verdicts`` of that evidence. ``blocks`` (v2) records each trial's block
+    (``Protocol.blocks``); ``drift``: the machine slows linearly by this fraction from the
+    first trial to the last (0.4: the last runs at 60 % of the first's speed).
     """
     proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
     rng = random.Random(seed)
@@ -98,9 +102,12 @@ def example_submission(
     options = proto.options
     trial_slots = {name: [] for name in (c.name for c in proto.configs)}  # type: dict[str, list[Trial]]
     base_text = hashlib.sha256(f"output-{seed}".encode()).hexdigest()
-    for position, (config_name, index) in enumerate(proto.schedule()):
+    schedule = proto.schedule()
+    block_of = proto.blocks()
+    for position, (config_name, index) in enumerate(schedule):
         config = proto.config(config_name)
-        rate = baseline_tps * speedups.get(config.name, 1.0) * rng.uniform(0.93, 1.07)
+        slowed = 1.0 - drift * position / max(len(schedule) - 1, 1)
+        rate = baseline_tps * speedups.get(config.name, 1.0) * rng.uniform(0.93, 1.07) * slowed
         eval_count = options.num_predict
         eval_ns = int(eval_count / rate * 1e9)
         prompt_ns = rng.randint(80_000_000, 250_000_000)
@@ -114,6 +121,7 @@ def example_submission(
             prompt_eval_count=58, prompt_eval_duration_ns=prompt_ns,
             eval_count=eval_count, eval_duration_ns=eval_ns, done_reason="length",
             output_chars=812, output_sha256=base_text, cold=False,
+            block=block_of[position] if blocks else None,
         ))
     v2 = schema_version == 2
     configs = []

@@ -8,8 +8,10 @@ bytes it had before v2 existed (``payload.submission_bytes`` leaves the v2 field
 its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is frozen.
 
 What v2 adds (docs/run.md explains the verdicts):
-- verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: none of them is a
-  measured speedup;
+- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare`` and ``unstable`` (the
+  baseline's blocks disagree beyond ``specschema.blocks.MAX_BASELINE_DRIFT``): none of them
+  is a measured speedup;
+- per-trial block numbers (``Trial.block``): the unit the confidence interval resamples;
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
   logged or was given it, never what was requested;
@@ -61,7 +63,7 @@ OptionValue = int | float | bool | str
 Mechanism = Literal["none", "draft_model_field", "draft_num_predict", "server_launch"]
 Observed = Literal[
     "confirmed", "not_applied", "not_observed", "unknown",
-    "baseline_speculated", "synthetic", "cannot_compare",
+    "baseline_speculated", "synthetic", "cannot_compare", "unstable",
 ]
 Role = Literal["baseline", "draft"]
 # Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
@@ -223,6 +225,10 @@ class Launch(WireModel):
     synthetic_flags: Annotated[list[FlagName], Field(max_length=8)] = Field(
         [], description="synthetic-acceptance flags seen (--spec-synth-len, 'warning', ...)"
     )
+    flags: Annotated[dict[FlagName, FlagValue], Field(max_length=16)] = Field(
+        {}, description="v2: the settings the protocol pins, as this start was given them "
+        "(flag name without its dashes -> value, e.g. spec-draft-p-min: 0.0)"
+    )
 
 
 class Trial(WireModel):
@@ -244,6 +250,11 @@ class Trial(WireModel):
     cold: bool = Field(description="the model was (re)loaded for this request")
     counters: TrialCounters | None = Field(
         None, description="v2: this trial's acceptance counters; null when none were seen"
+    )
+    block: Annotated[int, Field(ge=0, le=1000)] | None = Field(
+        None, description="v2: the block of the run this trial belongs to (blocks are runs of "
+        "one config's trials, each after its own warm-up, numbered in run order); null when "
+        "the client did not record blocks"
     )
 
 
@@ -342,4 +353,6 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
         for ti, trial in enumerate(config.trials):
             if trial.counters is not None:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
+            if trial.block is not None:
+                found.append((f"configs.{ci}.trials.{ti}.block", "a v2 field"))
     return found

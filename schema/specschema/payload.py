@@ -40,12 +40,26 @@ _V2_ONLY: dict[str, Any] = {
     "models": {"__all__": {"format"}},
     "configs": {"__all__": {
         "speculation": {"mean_accepted_len", "launches"},
-        "trials": {"__all__": {"counters"}},
+        "trials": {"__all__": {"counters", "block"}},
     }},
 }
+# Fields added to v2 later, left out of a v2 submission's bytes while none of its configs
+# uses them, so that a v2 submission made before them keeps its bytes too.
+_NO_BLOCKS: dict[str, Any] = {"trials": {"__all__": {"block"}}}
+_NO_FLAGS: dict[str, Any] = {"speculation": {"launches": {"__all__": {"flags"}}}}
+
+
+def _later_fields_unused(submission: Submission) -> dict[str, Any] | None:
+    configs = submission.configs
+    unused: dict[str, Any] = {}
+    if all(t.block is None for c in configs for t in c.trials):
+        unused.update(_NO_BLOCKS)
+    if all(not launch.flags for c in configs for launch in c.speculation.launches):
+        unused.update(_NO_FLAGS)
+    return {"configs": {"__all__": unused}} if unused else None
 
 
 def submission_bytes(submission: Submission) -> bytes:
     """The payload bytes a client signs (compact JSON, UTF-8)."""
-    exclude = _V2_ONLY if submission.schema_version == 1 else None
+    exclude = _V2_ONLY if submission.schema_version == 1 else _later_fields_unused(submission)
     return submission.model_dump_json(exclude_none=False, exclude=exclude).encode("utf-8")

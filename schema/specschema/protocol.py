@@ -63,7 +63,12 @@ class Requirements(_ProtocolModel):
 
 # Fields added after the first protocols were pinned, with the value that leaves a
 # protocol's identity as it was (``Protocol.sha256`` leaves them out at that value).
-_ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False}
+_ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False,
+                                     "headline": "decode", "launch_options": {}}
+# Launch options a protocol may pin for every config (llama-server flags; the engine maps
+# each to its flag and records it as launched). Keys beyond these are refused.
+LAUNCH_OPTION_NAMES = frozenset({"spec_draft_p_min", "spec_draft_n_min", "spec_draft_p_split",
+                                 "n_gpu_layers", "flash_attn"})
 
 
 class Protocol(_ProtocolModel):
@@ -78,7 +83,7 @@ class Protocol(_ProtocolModel):
     keep_alive: str
     warmups_per_config: Annotated[int, Field(ge=0, le=10)]
     trials_per_config: Annotated[int, Field(ge=1, le=100)]
-    order: Literal["blocked", "interleaved", "abba"]
+    order: Literal["blocked", "interleaved", "abba", "bracketed"]
     requirements: Requirements
     # "abba": blocks of ``block_trials`` trials, configs in order then reversed (A B C C B
     # A ...), so that every config's mean run position is the same and a linear drift
@@ -87,6 +92,19 @@ class Protocol(_ProtocolModel):
     # The warm-ups run again whenever the config changes (each block after a switch),
     # not once per config before all trials: a switch of a load-time option reloads.
     warmup_each_block: bool = False
+    # "bracketed": blocks of ``block_trials`` trials in rounds of baseline, drafts, baseline,
+    # drafts reversed, closed by one more baseline block (B D1 D2 B D2 D1 B). Every draft
+    # block sits between two baseline blocks, each config's mean run position is the same
+    # (a linear drift cancels), and the baseline's repeated blocks show how much the machine
+    # changed. Drafts run ``trials_per_config`` trials; the baseline one block more.
+    # Which speedup leads the result: "decode" (decode tok/s) or "wall" (wall time per
+    # request, prompt included: the long-context protocols, where the draft's own prefill is
+    # part of the price). Both are always computed and shown.
+    headline: Literal["decode", "wall"] = "decode"
+    # Settings pinned for every config's engine start (``LAUNCH_OPTION_NAMES``): a build's
+    # defaults move (llama.cpp's --spec-draft-p-min was 0.75-0.9, is 0.00 now), so a protocol
+    # that relies on them says them. Part of every config's request options on the wire.
+    launch_options: dict[str, OptionValue] = Field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -114,6 +132,7 @@ class Protocol(_ProtocolModel):
     def request_options(self, config: ProtocolConfig) -> dict[str, OptionValue]:
         """The exact `options` object a trial sends for this config."""
         options: dict[str, OptionValue] = dict(self.options.model_dump())
+        options.update(self.launch_options)
         options.update(config.extra_options)
         return options
 
@@ -132,7 +151,41 @@ class Protocol(_ProtocolModel):
                     out.extend((name, done[name] + i) for i in range(size))
                     done[name] += size
             return out
+        if self.order == "bracketed":
+            return self._bracketed()
         return [(name, i) for i in trials for name in names]
+
+    def _bracketed(self) -> list[tuple[str, int]]:
+        size = self.block_trials or 1
+        base = self.baseline().name
+        drafts = [c.name for c in self.configs if c.role == "draft"]
+        done = dict.fromkeys([base, *drafts], 0)
+        blocks: list[str] = []
+        for _ in range(self.trials_per_config // (2 * size)):
+            blocks += [base, *drafts, base, *drafts[::-1]]
+        blocks.append(base)
+        out: list[tuple[str, int]] = []
+        for name in blocks:
+            out.extend((name, done[name] + i) for i in range(size))
+            done[name] += size
+        return out
+
+    def blocks(self) -> list[int]:
+        """The block number of each ``schedule()`` entry: a block is a run of consecutive
+        trials of one config, numbered from 0 in run order."""
+        out: list[int] = []
+        previous: str | None = None
+        for name, _ in self.schedule():
+            if previous is not None and name != previous:
+                out.append(out[-1] + 1)
+            else:
+                out.append(out[-1] if out else 0)
+            previous = name
+        return out
+
+    def trials_for(self, name: str) -> int:
+        """How many trials config ``name`` runs (the baseline of "bracketed" runs more)."""
+        return sum(1 for key, _ in self.schedule() if key == name)
 
     def warmups_for(self, name: str) -> int:
         """How many warm-ups config ``name`` runs: once per config, or (``warmup_each_block``)
@@ -159,6 +212,16 @@ def _validate(data: object, origin: str) -> Protocol:
     ):
         raise ProtocolError(f"protocol {origin}: order abba needs block_trials dividing half "
                             "of trials_per_config")
+    if protocol.order == "bracketed" and (
+        protocol.block_trials is None
+        or protocol.trials_per_config % (2 * protocol.block_trials) != 0
+        or not protocol.warmup_each_block
+    ):
+        raise ProtocolError(f"protocol {origin}: order bracketed needs block_trials dividing "
+                            "half of trials_per_config, and warmup_each_block")
+    unknown = sorted(set(protocol.launch_options) - LAUNCH_OPTION_NAMES)
+    if unknown:
+        raise ProtocolError(f"protocol {origin}: unknown launch option {unknown[0]!r}")
     return protocol
 
 
@@ -198,6 +261,13 @@ def find_protocol(protocol_id: str, version: int, sha256: str) -> Protocol | Non
         if (protocol.id, protocol.version, protocol.sha256) == (protocol_id, version, sha256):
             return protocol
     return None
+
+
+def headline_of(protocol_id: str, version: int, sha256: str) -> str:
+    """The headline speedup ("decode" or "wall") of the shipped protocol with this identity;
+    "decode" for one that is not shipped."""
+    protocol = find_protocol(protocol_id, version, sha256)
+    return protocol.headline if protocol is not None else "decode"
 
 
 def canonical_json(protocol: Protocol) -> str:

@@ -304,3 +304,139 @@ def _bootstrap_ci_fast(
 
     alpha = (1.0 - confidence) / 2.0
     return weighted_percentile(alpha), weighted_percentile(1.0 - alpha)
+
+
+# --- blocks: the unit that varies -----------------------------------------------------------
+#
+# A run measures each config in several blocks (a block: consecutive trials of one config,
+# after its own engine start or warm-up). The machine's speed drifts between blocks far
+# more than between the trials of one block (real-engine.md: a baseline fell from 47.6 to
+# 26.0 tok/s within minutes), so an interval over trials alone is too narrow. Here:
+#
+# - each draft block is compared with the baseline *at its place in the run*: the baseline
+#   blocks' medians interpolated linearly at the draft block's centre (mean run position of
+#   its trials) between the nearest baseline block before and after it (the nearest one at
+#   either end), so that a linear drift between neighbouring baseline blocks cancels;
+# - the point estimate is the median of the draft blocks' ratios;
+# - the interval is a two-stage percentile bootstrap: per resample, every baseline block's
+#   trials are resampled within the block (the baseline is the reference curve: its blocks
+#   keep their places), then the draft's blocks are drawn with replacement, and each drawn
+#   block's trials are resampled within it. Resampling both levels over-states the variance
+#   a little (the within-block spread is counted twice), which errs towards wide intervals.
+#
+# The draws come from the same splitmix64 generator and seed as ``ratio_of_medians``, in
+# this order per resample: for each baseline block in order, one ``below(n)`` per trial;
+# then one ``below(K)`` per draft block (which blocks are drawn); then for each drawn block
+# in draw order, one ``below(n)`` per trial. Any re-implementation that follows the order
+# reproduces the interval bit for bit.
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block's measurements: its centre (mean run position) and its values (rates)."""
+
+    centre: float
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BlockedEstimate:
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    block_ratios: tuple[float, ...]
+
+
+def _neighbours(centre: float, centres: Sequence[float]) -> tuple[int, int, float]:
+    """The baseline blocks around ``centre`` (indices into ``centres``, ascending) and the
+    weight of the second: the reference is ``m[i] * (1 - w) + m[j] * w``."""
+    after = bisect_right(centres, centre)
+    if after == 0:
+        return 0, 0, 0.0
+    if after == len(centres):
+        return after - 1, after - 1, 0.0
+    before = after - 1
+    if centres[before] == centre:
+        return before, before, 0.0
+    weight = (centre - centres[before]) / (centres[after] - centres[before])
+    return before, after, weight
+
+
+@lru_cache(maxsize=256)
+def _blocked_draws(
+    den_sizes: tuple[int, ...], num_sizes: tuple[int, ...], resamples: int, seed: int
+) -> tuple[tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, tuple[int, ...]], ...]], ...]:
+    """Per resample: the indices drawn within each baseline block, then (draft block,
+    indices drawn within it) for each drawn draft block (the documented order)."""
+    rng = _SplitMix64(seed)
+    blocks = len(num_sizes)
+    out = []
+    for _ in range(resamples):
+        den = tuple(tuple(rng.below(n) for _ in range(n)) for n in den_sizes)
+        picks = [rng.below(blocks) for _ in range(blocks)]
+        num = tuple((p, tuple(rng.below(num_sizes[p]) for _ in range(num_sizes[p])))
+                    for p in picks)
+        out.append((den, num))
+    return tuple(out)
+
+
+def blocked_ratio(
+    numerator: Sequence[Block],
+    denominator: Sequence[Block],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    confidence: float = CONFIDENCE,
+) -> BlockedEstimate:
+    """A draft's ratio to the baseline over blocks (see above), with its seeded two-stage
+    bootstrap CI; the CI is None when either side has fewer than two values in all.
+    Blocks without values are ignored; a side with none raises ValueError."""
+    num = [b for b in numerator if b.values]
+    den = sorted((b for b in denominator if b.values), key=lambda b: b.centre)
+    if not num or not den:
+        raise ValueError("blocked ratio without values on one side")
+    centres = [b.centre for b in den]
+    den_medians = [median(b.values) for b in den]
+    where = [_neighbours(b.centre, centres) for b in num]
+
+    def reference(medians: Sequence[float], at: tuple[int, int, float]) -> float:
+        i, j, w = at
+        return medians[i] if w == 0.0 else medians[i] * (1.0 - w) + medians[j] * w
+
+    ratios: list[float] = []
+    for block, at in zip(num, where, strict=True):
+        ref = reference(den_medians, at)
+        if ref <= 0:
+            raise ValueError("blocked ratio with a zero baseline")
+        ratios.append(median(block.values) / ref)
+    ratio = median(ratios)
+    if sum(len(b.values) for b in num) < 2 or sum(len(b.values) for b in den) < 2:
+        return BlockedEstimate(ratio, None, None, tuple(ratios))
+    draws = _blocked_draws(tuple(len(b.values) for b in den), tuple(len(b.values) for b in num),
+                           resamples, seed)
+    den_values = [b.values for b in den]
+    num_values = [b.values for b in num]
+    estimates: list[float] = []
+    for den_draw, num_draw in draws:
+        medians = [median_of_sorted(sorted([values[k] for k in drawn]))
+                   for values, drawn in zip(den_values, den_draw, strict=True)]
+        drawn_ratios: list[float] = []
+        for pick, drawn in num_draw:
+            ref = reference(medians, where[pick])
+            if ref > 0:
+                values = num_values[pick]
+                drawn_ratios.append(median_of_sorted(sorted([values[k] for k in drawn])) / ref)
+        if drawn_ratios:
+            estimates.append(median(drawn_ratios))
+    alpha = (1.0 - confidence) / 2.0
+    return BlockedEstimate(ratio, percentile(estimates, alpha),
+                           percentile(estimates, 1.0 - alpha), tuple(ratios))
+
+
+def block_drift(medians: Sequence[float]) -> float | None:
+    """How far repeated blocks of one config disagree: max / min of their medians, minus 1
+    (0.3: the fastest block ran 30 % faster than the slowest); None for fewer than two."""
+    present = [m for m in medians if m > 0]
+    if len(present) < 2:
+        return None
+    return max(present) / min(present) - 1.0

@@ -1,14 +1,31 @@
 """Per-config summaries computed from trials: the numbers the client shows and the
-server stores. Never trusted from the wire; both sides call ``summarize``."""
+server stores. Never trusted from the wire; both sides call ``summarize``.
+
+When every trial of a config and of the baseline carries its block (``Trial.block``), the
+speedups are ``specschema.stats.blocked_ratio`` over blocks (each draft block against the
+baseline interpolated at its place in the run, a two-stage bootstrap CI); the wall-time
+speedup is the same estimator over requests per second (1 / wall_s). Without blocks (every
+result before blocks existed) they are the ratio of medians over trials, as before, so
+those results keep their numbers bit for bit."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
+from specschema.blocks import decode_rates, has_blocks, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
-from specschema.stats import decode_tps, median_of_sorted, ratio_of_medians, stdev_and_cv
+from specschema.stats import (
+    block_drift,
+    blocked_ratio,
+    decode_tps,
+    median,
+    median_of_sorted,
+    ratio_of_medians,
+    stdev_and_cv,
+)
 
 
 class ConfigSummary(BaseModel):
@@ -33,6 +50,11 @@ class ConfigSummary(BaseModel):
     speedup_tps_ci_high: float | None
     speedup_wall: float | None
     outputs_match_baseline: bool | None
+    # With blocks only (None otherwise, and on rows stored before them):
+    blocks: int | None = None  # this config's blocks
+    block_drift: float | None = None  # max / min of its block medians of tok/s, minus 1
+    speedup_wall_ci_low: float | None = None
+    speedup_wall_ci_high: float | None = None
 
 
 def trial_tps(trials: Sequence[Trial]) -> list[float]:
@@ -64,11 +86,55 @@ def _median(ordered: list[float]) -> float | None:
     return median_of_sorted(ordered) if ordered else None
 
 
-def _summarize_config(config: ConfigResult, own: _Samples, base: _Samples | None) -> ConfigSummary:
-    """``base``: the baseline's samples; None for the baseline itself or without one."""
+@dataclass(frozen=True)
+class _BlockFields:
+    """A summary's numbers from blocks (``summarize_configs`` when the trials carry them)."""
+
+    blocks: int
+    block_drift: float | None
+    speedup_tps: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    speedup_wall: float | None = None
+    wall_ci_low: float | None = None
+    wall_ci_high: float | None = None
+
+
+def _blocked(config: ConfigResult, baseline: ConfigResult | None) -> _BlockFields:
+    own = trial_blocks(config.trials, decode_rates(config.trials))
+    drift = block_drift([median(b.values) for b in own if b.values])
+    if baseline is None or config is baseline or not any(b.values for b in own):
+        return _BlockFields(len(own), drift)
+    base = trial_blocks(baseline.trials, decode_rates(baseline.trials))
+    tps = blocked_ratio(own, base) if any(b.values for b in base) else None
+    own_wall = trial_blocks(config.trials, _per_second(config.trials))
+    base_wall = trial_blocks(baseline.trials, _per_second(baseline.trials))
+    wall = (blocked_ratio(own_wall, base_wall)
+            if any(b.values for b in own_wall) and any(b.values for b in base_wall) else None)
+    fields = _BlockFields(len(own), drift)
+    if tps is not None:
+        fields = replace(fields, speedup_tps=tps.ratio, ci_low=tps.ci_low, ci_high=tps.ci_high)
+    if wall is not None:
+        fields = replace(fields, speedup_wall=wall.ratio, wall_ci_low=wall.ci_low,
+                         wall_ci_high=wall.ci_high)
+    return fields
+
+
+def _per_second(trials: Sequence[Trial]) -> list[float | None]:
+    """Requests per second (1 / wall_s): the wall-time speedup's rate."""
+    return [1.0 / t.wall_s if t.wall_s > 0 else None for t in trials]
+
+
+def _summarize_config(config: ConfigResult, own: _Samples, base: _Samples | None,
+                      blocked: _BlockFields | None = None) -> ConfigSummary:
+    """``base``: the baseline's samples; None for the baseline itself or without one.
+    ``blocked``: the numbers from blocks, when the trials carry them."""
     tps, tps_sorted, walls, evals = own
     speedup_tps = ci_low = ci_high = speedup_wall = None
-    if base is not None:
+    if blocked is not None:
+        speedup_tps, ci_low, ci_high = blocked.speedup_tps, blocked.ci_low, blocked.ci_high
+        speedup_wall = blocked.speedup_wall
+    elif base is not None:
         base_tps, _, base_walls, _ = base
         if tps and base_tps:
             estimate = ratio_of_medians(tps, base_tps)
@@ -97,6 +163,10 @@ def _summarize_config(config: ConfigResult, own: _Samples, base: _Samples | None
         speedup_tps_ci_high=ci_high,
         speedup_wall=speedup_wall,
         outputs_match_baseline=config.speculation.outputs_match_baseline,
+        blocks=blocked and blocked.blocks,
+        block_drift=blocked and blocked.block_drift,
+        speedup_wall_ci_low=blocked and blocked.wall_ci_low,
+        speedup_wall_ci_high=blocked and blocked.wall_ci_high,
     )
 
 
@@ -104,8 +174,11 @@ def summarize_configs(configs: Sequence[ConfigResult]) -> list[ConfigSummary]:
     baseline = next((c for c in configs if c.role == "baseline"), None)
     samples = [_samples(c.trials) for c in configs]
     base = next((s for c, s in zip(configs, samples, strict=True) if c is baseline), None)
+    base_blocks = baseline is not None and has_blocks(baseline.trials)
     return [
-        _summarize_config(c, own, None if c is baseline else base)
+        _summarize_config(c, own, None if c is baseline else base,
+                          _blocked(c, baseline) if base_blocks and has_blocks(c.trials)
+                          else None)
         for c, own in zip(configs, samples, strict=True)
     ]
 

@@ -31,7 +31,9 @@ def short_protocol(trials: int = 3, num_predict: int = 128) -> Protocol:
     """llamacpp-draft cut to the baseline, the truncated and the unrelated draft, fewer
     tokens and trials (a local run only: its identity is no longer the shipped one)."""
     protocol = get_protocol("llamacpp-draft")
+    # blocked order: this test measures speed ratios on a quiet run, not the block design
     return protocol.model_copy(update={
+        "order": "blocked", "block_trials": None, "warmup_each_block": False,
         "configs": [protocol.config(name) for name in CONFIGS],
         "options": protocol.options.model_copy(update={"num_predict": num_predict}),
         "trials_per_config": trials,

@@ -133,19 +133,27 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     assert sub.engine.name == "llama-server" and sub.engine.runtime == "ggml"
     assert sub.engine.build is not None and "0c1e570" in sub.engine.build
     assert sub.protocol.sha256 == protocol.sha256
-    assert [len(c.trials) for c in sub.configs] == [protocol.trials_per_config] * 6
+    # bracketed blocks: 9 baseline trials in 3 blocks, 6 per draft in 2, each block its start
+    assert [len(c.trials) for c in sub.configs] == [protocol.trials_for(c.name)
+                                                    for c in protocol.configs]
+    blocks = {c.name: len({t.block for t in c.trials}) for c in sub.configs}
+    assert blocks == {c.name: 3 if c.role == "baseline" else 2 for c in protocol.configs}
     # Models by digest, as Ollama named them; never a path.
     assert {m.name for m in sub.models} == set(NAMES) and all(m.digest for m in sub.models)
     assert str(sub.models) and "blobs" not in json.dumps(sub.model_dump(mode="json"))
     # The launches: the baseline without --spec-type, each draft with its n-max and digest.
     launches = {c.name: c.speculation.launches for c in sub.configs}
-    assert [(x.spec_type, x.draft_model) for x in launches["no_draft"]] == [(None, False)]
+    assert {(x.spec_type, x.draft_model) for x in launches["no_draft"]} == {(None, False)}
+    # the pinned settings, as launched (the spec ones only with a draft)
+    assert launches["no_draft"][0].flags == {"n-gpu-layers": "999", "flash-attn": "off"}
     digests = {m.name: m.digest for m in sub.models}
     for config in protocol.configs[1:]:
-        (launch,) = launches[config.name]
+        assert len(launches[config.name]) == 2  # one start per block
+        launch = launches[config.name][0]
         assert launch.spec_type == "draft-simple" and launch.draft_model_digest == (
             digests[config.draft_model or ""])
         assert launch.draft_n_max == protocol.request_options(config)["spec_draft_n_max"]
+        assert launch.flags["spec-draft-p-min"] == "0.0"
     # The command line, paths replaced by digests, is shown as each config starts.
     assert "--spec-draft-model sha256:" in result.stderr and "--poll 0" in result.stderr
 
@@ -156,7 +164,7 @@ def test_exact_counters_from_the_engines_api(full_run) -> None:  # type: ignore[
     for config in sub.configs:
         counters = [t.counters for t in config.trials]
         if config.role == "baseline":
-            assert counters == [None] * 5  # no draft_n: it did not speculate
+            assert counters == [None] * len(config.trials)  # no draft_n: it did not speculate
             continue
         assert all(c is not None and c.source == "engine_api" for c in counters)
         # Greedy and seeded: every trial of a config drafts and accepts exactly the same.
@@ -183,10 +191,18 @@ def test_identical_text_with_and_without_a_draft(full_run) -> None:  # type: ign
 
 def test_verdicts(full_run) -> None:  # type: ignore[no-untyped-def]
     result, sub, _, _ = full_run
+    from specschema.blocks import MAX_BASELINE_DRIFT, baseline_drift
+
     observed = {c.name: c.speculation.observed for c in sub.configs}
+    # On a busy shared machine the baseline's three blocks can disagree beyond the bound:
+    # then every draft is unstable, and the run says so instead of claiming a speedup.
+    drift = baseline_drift(sub.configs[0])
+    assert drift is not None
+    expected = "unstable" if drift > MAX_BASELINE_DRIFT else "confirmed"
+    print(f"baseline block drift {drift:.1%}: drafts {expected}")
     assert observed == {"no_draft": "not_applied", **{
-        c.name: "confirmed" for c in sub.configs if c.role == "draft"}}
-    assert "confirmed" in result.stdout or "speculated" in result.stdout
+        c.name: expected for c in sub.configs if c.role == "draft"}}
+    assert ("unstable" if expected == "unstable" else "speculated") in result.stdout
 
 
 def test_the_ollama_models_folder_is_untouched(full_run) -> None:  # type: ignore[no-untyped-def]

@@ -84,7 +84,7 @@ def test_summary_computed_from_trials() -> None:
     )
     by_name = {s.name: s for s in summarize(submission)}
     base = by_name["spec_off"]
-    trials = get_protocol("ollama-draft").trials_per_config
+    trials = get_protocol("ollama-draft").trials_for("spec_off")
     assert base.speedup_tps is None and base.trials == trials
     spec8 = by_name["spec_8"]
     assert spec8.observed == "confirmed"

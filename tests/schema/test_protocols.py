@@ -16,6 +16,10 @@ PINNED = {
     ("llamacpp-draft", 1): "750d72f1808172ecbede311a70b80d10438bd35cc8b11aff7406d66d4204199b",
     ("llamacpp-draft-long", 1):
         "3b1907388ad5690ef64329a31bdbdc6da2fc9386a1f83ef9a642648a6482cd50",
+    ("ollama-draft", 3): "5537a6b3c0c88b30f52fae6597f0a052aabc98d20a69f89f3b1d5f6471ccae4d",
+    ("llamacpp-draft", 2): "2c6bb383abd3faaf705b9c1200ffdb5e63c6136023f1342992af92a05c6f2243",
+    ("llamacpp-draft-long", 2):
+        "a2075dfd782bddc85466e0fdbfbe33495fb38d2229b3d43e57baf5e2386ec55a",
     ("lmstudio-draft", 1): "a22dbb74dbd1b09c41fa0bbad08ce361063efd054437ae613b1615670bd9c382",
 }
 
@@ -23,7 +27,50 @@ PINNED = {
 def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
-    assert {p.id: p.version for p in shipped_protocols().values()}["ollama-draft"] == 2
+    assert {p.id: p.version for p in shipped_protocols().values()} == {
+        "hardnumbers-m2": 1, "ollama-draft": 3, "llamacpp-draft": 2, "llamacpp-draft-long": 2,
+        "lmstudio-draft": 1}
+
+
+def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks() -> None:
+    protocol = get_protocol("llamacpp-draft")
+    names = [name for name, _ in protocol.schedule()]
+    runs = [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
+    drafts = [c.name for c in protocol.configs if c.role == "draft"]
+    assert runs == ["no_draft", *drafts, "no_draft", *drafts[::-1], "no_draft"]
+    assert protocol.blocks() == [i // 3 for i in range(39)]  # 13 blocks of 3
+    assert [protocol.trials_for(c.name) for c in protocol.configs] == [9, 6, 6, 6, 6, 6]
+    # every config's mean run position is the same: a linear drift cancels
+    centre = {c.name: sum(p for p, (n, _) in enumerate(protocol.schedule()) if n == c.name)
+              / protocol.trials_for(c.name) for c in protocol.configs}
+    assert len(set(centre.values())) == 1
+    # and trial indices within a config count up through its blocks
+    assert [i for n, i in protocol.schedule() if n == "no_draft"] == list(range(9))
+    assert protocol.warmups_for("no_draft") == 3 and protocol.warmups_for(drafts[0]) == 2
+
+
+def test_the_llama_server_protocols_pin_their_speculative_settings() -> None:
+    for name in ("llamacpp-draft", "llamacpp-draft-long"):
+        protocol = get_protocol(name)
+        assert protocol.launch_options == {"spec_draft_p_min": 0.0, "spec_draft_n_min": 0,
+                                           "spec_draft_p_split": 0.1, "n_gpu_layers": 999,
+                                           "flash_attn": "off"}
+        for config in protocol.configs:  # on the wire with every config's options
+            assert protocol.request_options(config)["spec_draft_p_min"] == 0.0
+        # the seed's qwen2.5 drafts stay: llama.cpp refuses them, and the run says so per config
+        assert [c.name for c in protocol.configs] == [c.name for c in find_protocol(
+            name, 1, PINNED[(name, 1)]).configs]  # type: ignore[union-attr]
+        assert "issue" not in protocol.description
+    assert get_protocol("llamacpp-draft").headline == "decode"
+    assert get_protocol("llamacpp-draft-long").headline == "wall"
+
+
+def test_unknown_launch_options_and_a_bad_bracketed_shape_are_refused() -> None:
+    data = json.loads(get_protocol("llamacpp-draft").model_dump_json())
+    with pytest.raises(ProtocolError, match="unknown launch option 'threads'"):
+        load_protocol_bytes(json.dumps({**data, "launch_options": {"threads": 1}}).encode())
+    with pytest.raises(ProtocolError, match="bracketed needs"):
+        load_protocol_bytes(json.dumps({**data, "trials_per_config": 5}).encode())
 
 
 def test_hardnumbers_replicates_the_article() -> None:
@@ -112,7 +159,8 @@ def test_invalid_definitions_are_refused(mutate: object, message: str) -> None:
 
 @pytest.mark.parametrize("protocol_id", ["llamacpp-draft", "llamacpp-draft-long"])
 def test_llamacpp_draft_asks_the_seeds_question_on_llama_server(protocol_id: str) -> None:
-    protocol = get_protocol(protocol_id)
+    protocol = find_protocol(protocol_id, 1, PINNED[(protocol_id, 1)])
+    assert protocol is not None
     seed = get_protocol("hardnumbers-m2")
     assert protocol.target == seed.target == "qwen3:14b"
     # The seed's options but repeat_penalty 1.0: llama.cpp's draft ignores the target's
@@ -141,7 +189,8 @@ def test_llamacpp_draft_long_has_a_long_prompt_that_fits_its_context() -> None:
 
 
 def test_ollama_draft_v2_blocks_with_a_warmup_after_every_switch() -> None:
-    protocol = get_protocol("ollama-draft")
+    protocol = find_protocol("ollama-draft", 2, PINNED[("ollama-draft", 2)])
+    assert protocol is not None
     assert (protocol.version, protocol.order, protocol.block_trials) == (2, "abba", 3)
     schedule = protocol.schedule()
     names = [name for name, _ in schedule]
@@ -157,6 +206,19 @@ def test_ollama_draft_v2_blocks_with_a_warmup_after_every_switch() -> None:
     # the same configs and options as v1: only the order and the warm-ups changed
     v1 = find_protocol("ollama-draft", 1, PINNED[("ollama-draft", 1)])
     assert v1 is not None and v1.configs == protocol.configs and v1.options == protocol.options
+
+
+def test_ollama_draft_v3_measures_every_config_in_two_blocks_or_more() -> None:
+    protocol = get_protocol("ollama-draft")
+    assert (protocol.version, protocol.order, protocol.block_trials) == (3, "bracketed", 3)
+    blocks = protocol.blocks()
+    names = [name for name, _ in protocol.schedule()]
+    per_config = {c.name: {b for b, n in zip(blocks, names, strict=True) if n == c.name}
+                  for c in protocol.configs}
+    assert {name: len(found) for name, found in per_config.items()} == {
+        "spec_off": 3, "spec_4": 2, "spec_8": 2}
+    v2 = find_protocol("ollama-draft", 2, PINNED[("ollama-draft", 2)])
+    assert v2 is not None and v2.configs == protocol.configs and v2.options == protocol.options
 
 
 def test_abba_needs_whole_blocks() -> None:

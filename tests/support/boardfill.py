@@ -104,6 +104,7 @@ def insert_submission(
                     prompt_eval_duration_ns=t.prompt_eval_duration_ns, eval_count=t.eval_count,
                     eval_duration_ns=t.eval_duration_ns, done_reason=t.done_reason,
                     output_chars=t.output_chars, output_sha256=t.output_sha256, cold=t.cold,
+                    block_number=t.block,
                 ))
         summaries = summarize(submission)
         # The evidence level as ingestion stores it (ingest/rows.py).

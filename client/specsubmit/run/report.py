@@ -18,8 +18,10 @@ from rich.table import Table
 
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
-from specschema.conclusion import vs_baseline
+from specschema.blocks import MAX_BASELINE_DRIFT
+from specschema.conclusion import vs_baseline, vs_baseline_wall
 from specschema.engines import descriptor
+from specschema.protocol import headline_of
 from specschema.stats import decode_tps
 from specsubmit.outside_text import LINE_LIMIT, visible
 
@@ -43,27 +45,51 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
                               engine_version=submission.engine.version,
                               complete=submission.complete,
                               log_status=submission.engine_log,
-                              engine=submission.engine.name)
+                              engine=submission.engine.name,
+                              headline=_headline(submission))
+
+
+def _headline(submission: Submission) -> str:
+    ref = submission.protocol
+    return headline_of(ref.id, ref.version, ref.sha256)
 
 
 def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
     engine = descriptor(submission.engine.name).label
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
-                        f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD)
+                        f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD,
+                  caption="ratios to the baseline with their 95% CI; wall time includes the "
+                          "prompt")
+    # Both speedups side by side, the protocol's headline first.
+    speedups = [("tok/s vs baseline", vs_baseline),
+                ("wall vs baseline", vs_baseline_wall)]
+    if _headline(submission) == "wall":
+        speedups.reverse()
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
-                   "vs baseline [95% CI]", "Verdict"):
-        table.add_column(column, no_wrap=column == "Config",
+                   *(name for name, _ in speedups), "Verdict"):
+        fixed = column in ("Config", "Verdict", "Median tok/s") or column.endswith("baseline")
+        table.add_column(column, no_wrap=fixed,
                          justify="left" if column in ("Config", "Verdict") else "right")
     for summary in summaries:
         table.add_row(summary.name, _num(summary.median_wall_s), _num(summary.median_eval_s),
-                      _num(summary.median_tps), vs_baseline(summary),
+                      _num(summary.median_tps), *(show(summary) for _, show in speedups),
                       verdict_label(submission, summary))
     return table
 
 
+def drift_line(summaries: Sequence[ConfigSummary]) -> str | None:
+    """How far the baseline's blocks disagreed (with blocks only)."""
+    baseline = next((s for s in summaries if s.role == "baseline"), None)
+    words = wording.drift_words(baseline)
+    if words is None:
+        return None
+    return (f"Stability: {words}; the bound is {MAX_BASELINE_DRIFT:.0%} "
+            "(beyond it the drafts are unstable).")
+
+
 def trial_table(submission: Submission) -> Table:
     table = Table(title="Trials (in run order)", box=box.SIMPLE_HEAD)
-    for column in ("#", "Config", "Trial", "Wall s", "TTFT s", "Eval s", "tok/s",
+    for column in ("#", "Config", "Trial", "Block", "Wall s", "TTFT s", "Eval s", "tok/s",
                    "Load ms", "Cold", "Done", "Output"):
         table.add_column(column, no_wrap=True,
                          justify="left" if column in ("Config", "Done", "Output") else "right")
@@ -73,7 +99,8 @@ def trial_table(submission: Submission) -> Table:
                   key=lambda r: r[0])
     for position, name, trial in rows:
         same = "same" if trial.output_sha256 in reference else "differs"
-        table.add_row(str(position + 1), name, str(trial.index + 1), f"{trial.wall_s:.2f}",
+        table.add_row(str(position + 1), name, str(trial.index + 1),
+                      "—" if trial.block is None else str(trial.block + 1), f"{trial.wall_s:.2f}",
                       _num(trial.ttft_s, 2), f"{trial.eval_duration_ns / 1e9:.2f}",
                       _num(decode_tps(trial.eval_count, trial.eval_duration_ns)),
                       f"{trial.load_duration_ns / 1e6:.0f}", "cold" if trial.cold else "",
@@ -99,5 +126,8 @@ def render_result(submission: Submission, console: Console) -> None:
         console.print(f"[yellow]Note[/]: {note}", highlight=False)
     console.print(summary_table(submission, summaries))
     console.print(trial_table(submission))
+    stability = drift_line(summaries)
+    if stability:
+        console.print(stability, highlight=False)
     console.print(escape(visible(conclusion(submission, summaries), LINE_LIMIT * 4)),
                   soft_wrap=False, highlight=False)

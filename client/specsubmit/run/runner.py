@@ -117,8 +117,9 @@ def protocol_ref(protocol: Protocol, target: str | None) -> ProtocolRef:
 # --- trials -------------------------------------------------------------------------------
 
 
-def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int) -> Trial:
-    fields: dict[str, Any] = {}
+def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
+               block: int | None = None) -> Trial:
+    fields: dict[str, Any] = {} if block is None else {"block": block}
     if gen.draft_n is not None:
         # The engine's own per-request counters (llama-server timings): a v2 field, so it
         # is only set when there is something to set and v1 results keep their bytes.
@@ -150,6 +151,7 @@ class _Run:
         self.protocol = settings.protocol
         self.states = {c.name: _ConfigState() for c in self.protocol.configs}
         self.schedule = self.protocol.schedule()
+        self.blocks = self.protocol.blocks()  # each trial's block, recorded on the wire
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
@@ -182,7 +184,7 @@ class _Run:
         switched = self.switches_load(config)
         gen = self.engine.generate(config, counted=True)
         trial = trial_from(gen, index=index, position=position,
-                           cold_load_ns=self.settings.cold_load_ns)
+                           cold_load_ns=self.settings.cold_load_ns, block=self.blocks[position])
         if switched and not trial.cold:  # a reload with a small load_duration is still one
             trial = trial.model_copy(update={"cold": True})
         self.states[name].trials.append(trial)

@@ -12,11 +12,14 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    rows have no key id and each counts as its own contributor.
 4. Percentiles (p25, p75) are reported only when a group has at least
    ``min_contributors`` contributors (default 3); otherwise the group is "few results".
-5. The speedup board holds rows whose verdict is ``confirmed`` or ``not_observed``;
-   ``not_applied`` rows are A/A measurements and form the separate noise-floor view;
-   ``unknown`` rows are in neither and only show up in the verdict counts, and so are the
-   v2 verdicts ``baseline_speculated``, ``synthetic`` and ``cannot_compare``: each says
-   that the run has no valid baseline or no valid output, so its ratio measures nothing.
+5. Which verdicts go where is ``VIEW_VERDICTS``, the one place it is decided: the speedup
+   board holds only ``confirmed`` rows, the only ratios that measure speculation; the
+   ``unverified`` view holds ``not_observed`` rows (speculation could have run, nothing
+   showed it) and ``unstable`` ones (the baseline's blocks disagree), always split by
+   verdict, never in a speedup median; ``not_applied`` rows are A/A measurements and form
+   the noise-floor view; every other verdict (``unknown``, ``baseline_speculated``,
+   ``synthetic``, ``cannot_compare``, and any verdict added later) is in no view and only
+   shows up in the verdict counts.
 6. A ``confirmed`` row is on the speedup board only when its counters' evidence level
    (``specschema.evidence``) is corroborated (``engine_api`` or ``log``): counters that are
    only ``reported`` or ``implausible`` are claims the trials do not bear out, so such a
@@ -53,10 +56,19 @@ from specserver.store.queries import VERDICTS
 
 DEFAULT_MIN_CONTRIBUTORS = 3
 
-BOARD_VERDICTS = frozenset({"confirmed", "not_observed"})
-NOISE_VERDICTS = frozenset({"not_applied"})
+View = Literal["speedup", "unverified", "noise_floor"]
+VIEWS: tuple[View, ...] = ("speedup", "unverified", "noise_floor")
 
-View = Literal["speedup", "noise_floor"]
+# Rule 5: the verdicts each view holds. A verdict in none of them is on no board.
+VIEW_VERDICTS: dict[View, frozenset[str]] = {
+    "speedup": frozenset({"confirmed"}),
+    "unverified": frozenset({"not_observed", "unstable"}),
+    "noise_floor": frozenset({"not_applied"}),
+}
+BOARD_VERDICTS = VIEW_VERDICTS["speedup"]
+NOISE_VERDICTS = VIEW_VERDICTS["noise_floor"]
+# Views whose groups are always split by verdict (their verdicts mean different things).
+_SPLIT_BY_VERDICT: frozenset[View] = frozenset({"unverified"})
 
 # Dimension name -> the DraftResult fields that identify a value of it.
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -161,11 +173,7 @@ class GroupAggregate:
 
 
 def view_of(verdict: str) -> View | None:
-    if verdict in BOARD_VERDICTS:
-        return "speedup"
-    if verdict in NOISE_VERDICTS:
-        return "noise_floor"
-    return None
+    return next((view for view in VIEWS if verdict in VIEW_VERDICTS[view]), None)
 
 
 def on_board(verdict: str, evidence: str | None) -> bool:
@@ -193,13 +201,23 @@ def check_dimensions(names: Sequence[str]) -> list[str]:
     return [n for n in names if n not in DIMENSIONS]
 
 
-def leaderboard_dimensions(group_by: Sequence[str]) -> list[str]:
-    """The comparison dimensions first, then the caller's, without repeats."""
+def leaderboard_dimensions(group_by: Sequence[str], view: View = "speedup") -> list[str]:
+    """The comparison dimensions first (and the verdict, in a view split by it), then the
+    caller's, without repeats."""
     ordered: list[str] = []
-    for name in (*COMPARISON_DIMENSIONS, *group_by):
+    forced = ("verdict",) if view in _SPLIT_BY_VERDICT else ()
+    for name in (*COMPARISON_DIMENSIONS, *forced, *group_by):
         if name not in ordered:
             ordered.append(name)
     return ordered
+
+
+def view_dimensions(group_by: Sequence[str], view: View) -> list[str]:
+    """``group_by`` as a view groups it: with the verdict added in a view split by it."""
+    dimensions = list(dict.fromkeys(group_by))
+    if view in _SPLIT_BY_VERDICT and "verdict" not in dimensions:
+        dimensions.append("verdict")
+    return dimensions
 
 
 def dimension_label(name: str, value: Mapping[str, KeyValue]) -> str:
@@ -325,6 +343,7 @@ class ContributorResult(NamedTuple):
     baseline_speculated: int = 0
     synthetic: int = 0
     cannot_compare: int = 0
+    unstable: int = 0
     # Rows per evidence level, in specschema.evidence.LEVELS order (the SQL's too).
     engine_api: int = 0
     log: int = 0
@@ -362,7 +381,7 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
             confirmed=counts["confirmed"], not_observed=counts["not_observed"],
             not_applied=counts["not_applied"], unknown=counts["unknown"],
             baseline_speculated=counts["baseline_speculated"], synthetic=counts["synthetic"],
-            cannot_compare=counts["cannot_compare"],
+            cannot_compare=counts["cannot_compare"], unstable=counts["unstable"],
             engine_api=levels["engine_api"], log=levels["log"], reported=levels["reported"],
             implausible=levels["implausible"], no_counters=levels["none"],
         ))

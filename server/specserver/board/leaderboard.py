@@ -169,7 +169,7 @@ class ReadService:
                 cached = self._boards.get(key)
             if cached is not None:
                 return cached
-            verdicts = aggregate.BOARD_VERDICTS if view == "speedup" else aggregate.NOISE_VERDICTS
+            verdicts = aggregate.VIEW_VERDICTS[view]
             with self.engine.connect() as conn:
                 reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
                 held = self._standing_for(conn, version)

@@ -33,7 +33,7 @@ from specserver.store import exporting, queries, redaction
 from specserver.store.queries import Filters
 
 EXPORT_FORMATS = exporting.FORMATS
-VIEWS: tuple[View, ...] = ("speedup", "noise_floor")
+VIEWS: tuple[View, ...] = aggregate.VIEWS
 MAX_LIMIT = 1000
 
 router = APIRouter(tags=["public"])
@@ -97,9 +97,10 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     given = params.query_params(request, allowed)
     filters = params.parse_filters(given)
     group_by = params.parse_group_by(given)
-    dimensions = aggregate.leaderboard_dimensions(group_by) if leaderboard else group_by
     chosen = params.choice(params.one(given, "view"), "view", VIEWS)
-    view: View = "noise_floor" if chosen == "noise_floor" else "speedup"
+    view: View = next((v for v in VIEWS if v == chosen), "speedup")
+    dimensions = (aggregate.leaderboard_dimensions(group_by, view) if leaderboard
+                  else aggregate.view_dimensions(group_by, view))
     sort = (params.choice(params.one(given, "sort"), "sort", aggregate.SORTS)
             or aggregate.DEFAULT_SORT)
     limit = params.integer(params.one(given, "limit"), "limit", 1, MAX_LIMIT) or 100
@@ -139,7 +140,9 @@ FILTER_DOCS = [
 ]
 BOARD_DOCS = FILTER_DOCS + [
     _param("group_by", "comma-separated dimensions: " + ", ".join(aggregate.DIMENSIONS)),
-    _param("view", "speedup (default) or noise_floor", {"type": "string", "enum": list(VIEWS)}),
+    _param("view", "speedup (default: confirmed results only), unverified (not observed and "
+                   "unstable results, split by verdict) or noise_floor",
+           {"type": "string", "enum": list(VIEWS)}),
     _param("sort", "ordering", {"type": "string", "enum": list(aggregate.SORTS)}),
     _param("limit", "groups per page (default 100)",
            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),

@@ -304,6 +304,7 @@ class _Plan:
     # configs_match_protocol reports only that (nothing to compare the configs with).
     configs: dict[str, _ConfigPlan] | None
     positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
+    blocks: dict[str, dict[int, int]]  # config name -> trial index -> block number
 
 
 def _scalar_exact(values: tuple[Any, ...]) -> bool:
@@ -351,9 +352,12 @@ def _build_plan(proto: Protocol, identity: tuple[str, int, str], target: str | N
                 proto.warmups_for(name),
             )
     positions: dict[str, dict[int, int]] = {}
-    for pos, (name, index) in enumerate(proto.schedule()):
+    blocks: dict[str, dict[int, int]] = {}
+    for pos, ((name, index), block) in enumerate(zip(proto.schedule(), proto.blocks(),
+                                                     strict=True)):
         positions.setdefault(name, {})[index] = pos
-    return _Plan(configs, positions)
+        blocks.setdefault(name, {})[index] = block
+    return _Plan(configs, positions, blocks)
 
 
 def _same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bool:
@@ -609,11 +613,28 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
                  f"{descriptor(engine_name).label} reports no counters from its API")
 
         # trials_fit_schedule: the count, then the indices, then each trial's position
+        # (and block: a trial's block, when given, is the schedule's)
         count = len(trials)
-        if count > per_config or (complete and count != per_config):
-            _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
-                 f"{name} has {count} trials; the protocol runs {per_config}")
         positions = plan.positions.get(name, _NOT_SCHEDULED)
+        planned = len(positions) or per_config
+        if count > planned or (complete and count != planned):
+            _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
+                 f"{name} has {count} trials; the protocol runs {planned}")
+        blocks = plan.blocks.get(name, _NOT_SCHEDULED)
+        with_block = 0
+        for ti, fields_of_trial in enumerate(map(vars, trials)):
+            block = fields_of_trial["block"]
+            if block is None:
+                continue
+            with_block += 1
+            index = fields_of_trial["index"]
+            wanted_block = blocks.get(index)
+            if wanted_block is not None and block != wanted_block:
+                _add(found, "trials_fit_schedule", f"configs.{ci}.trials.{ti}.block",
+                     f"trial {index} of {name} runs in block {wanted_block}")
+        if with_block and with_block != count:
+            _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
+                 "either every trial carries its block or none does")
         misplaced: list[Violation] = []
         in_order = True
         limit = _num_predict(options)

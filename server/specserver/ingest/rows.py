@@ -96,7 +96,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
                  t.eval_count, t.eval_duration_ns, t.done_reason, t.output_chars,
                  t.output_sha256, t.cold)
                 + ((None, None, None, None) if c is None
-                   else (c.drafted, c.accepted, c.mean_accepted_len, c.source)))
+                   else (c.drafted, c.accepted, c.mean_accepted_len, c.source))
+                + (t.block,))
     rows: dict[str, list[Row]] = {
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
@@ -129,6 +130,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
              m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline,
              evidence[m.name].level, evidence[m.name].reason)
             + _variant(reported, m.draft_model)
+            + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high)
             for m in checked.summaries
         ],
     }

@@ -210,6 +210,26 @@ def _canonical_model_tags(conn: Connection) -> None:
                          {"default_tag": ":latest$"})
 
 
+_BLOCK_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("trials", "block_number", "INTEGER"),
+    ("summaries", "blocks", "INTEGER"),
+    ("summaries", "block_drift", "DOUBLE PRECISION"),
+    ("summaries", "speedup_wall_ci_low", "DOUBLE PRECISION"),
+    ("summaries", "speedup_wall_ci_high", "DOUBLE PRECISION"),
+)
+
+
+def _blocks(conn: Connection) -> None:
+    """Blocks: trials.block_number and the summaries' block fields; null on every stored row
+    (no submission before them carried blocks, and their numbers stay as they were)."""
+    for table, column, kind in _BLOCK_COLUMNS:
+        present = set(conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND table_schema = current_schema()"), {"t": table}).scalars())
+        if column not in present:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -226,6 +246,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "draft_quant", _model_variants),
     Migration(7, "model tags canonical in stored rows: lower case, no ':latest'",
               _canonical_model_tags),
+    Migration(8, "blocks: trials.block_number; summaries.blocks, block_drift, "
+                 "speedup_wall_ci_low"
+                 " and speedup_wall_ci_high", _blocks),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -40,7 +40,7 @@ summ = tables.summaries
 # The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
 # board list them (and ``ContributorResult`` holds their counts).
 VERDICTS: tuple[str, ...] = ("confirmed", "not_observed", "not_applied", "unknown",
-                             "baseline_speculated", "synthetic", "cannot_compare")
+                             "baseline_speculated", "synthetic", "cannot_compare", "unstable")
 if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
     raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
 # The wire format's OS names (``OsInfo.name``): the one list that filters and imports take.
@@ -232,6 +232,7 @@ def _drafts_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[dict[str,
     stmt = (select(summ.c.submission_id, summ.c.config_name, summ.c.draft_model,
                    summ.c.mechanism, summ.c.observed, summ.c.speedup_tps,
                    summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high, summ.c.speedup_wall,
+                   summ.c.speedup_wall_ci_low, summ.c.speedup_wall_ci_high, summ.c.blocks,
                    summ.c.evidence, summ.c.evidence_reason)
             .where(summ.c.submission_id.in_(list(ids)), summ.c.role == "draft")
             .order_by(summ.c.submission_id, summ.c.config_name))
@@ -461,6 +462,9 @@ EXPORT_COLUMNS = (
     summ.c.speedup_tps, summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high,
     summ.c.speedup_wall, summ.c.outputs_match_baseline, summ.c.evidence,
     summ.c.evidence_reason,
+    # From blocks (null without them): the wall-time speedup's interval beside the decode
+    # rate's, the config's blocks and how far their medians disagree.
+    summ.c.speedup_wall_ci_low, summ.c.speedup_wall_ci_high, summ.c.blocks, summ.c.block_drift,
 )
 EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
 

@@ -187,6 +187,8 @@ trials = Table(
     Column("accepted", BigInteger, nullable=True),
     Column("mean_accepted_len", Double, nullable=True),
     Column("counters_source", String(32), nullable=True),
+    # Store version 8: the trial's block (null: the client recorded none, or stored before)
+    Column("block_number", Integer, nullable=True),
     PrimaryKeyConstraint(
         "submission_id", "config_name", "trial_index"
     ).ddl_if(dialect=CHILD_KEY_DIALECT),
@@ -224,6 +226,12 @@ summaries = Table(
     # part of the draft's group, as the target's are.
     Column("draft_digest", String(64), nullable=True),
     Column("draft_quant", String(200), nullable=True),
+    # Store version 8: from blocks (specschema.summary; null without them): the config's
+    # blocks, how far their medians disagree, and the wall-time speedup's interval.
+    Column("blocks", Integer, nullable=True),
+    Column("block_drift", Double, nullable=True),
+    Column("speedup_wall_ci_low", Double, nullable=True),
+    Column("speedup_wall_ci_high", Double, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

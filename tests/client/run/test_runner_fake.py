@@ -8,12 +8,14 @@ import threading
 from itertools import groupby
 
 from specschema import Fingerprint, Submission, get_protocol, submission_verdicts
+from specschema.protocol import all_protocols
 from specsubmit.run.runner import RunSettings, run_protocol
 from tests.client.run.test_runner import OLLAMA_DRAFT_V1
 from tests.support.fake_engine import FakeEngine, Script
 
 MACHINE = Fingerprint(memory_bytes=24 * 1024**3, memory_gb=24, unified_memory=True)
-LLAMACPP = get_protocol("llamacpp-draft")
+# v1 (blocked, one start per config): these tests count trials and starts of that schedule
+LLAMACPP = next(p for p in all_protocols() if (p.id, p.version) == ("llamacpp-draft", 1))
 
 
 def run(engine: FakeEngine, *, target: str | None = None, stop: threading.Event | None = None,

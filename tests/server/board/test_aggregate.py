@@ -101,17 +101,35 @@ def test_views_split_by_verdict():
             row(1.0, verdict="not_applied"), row(1.3, verdict="unknown"),
             # wire v2: a speculating baseline, synthetic acceptance, MLX: on no board
             row(1.02, verdict="baseline_speculated"), row(3.0, verdict="synthetic"),
-            row(1.01, verdict="cannot_compare")]
-    assert [view_of(r.verdict) for r in rows] == ["speedup", "speedup", "noise_floor", None,
-                                                  None, None, None]
-    assert len(in_view(rows, "speedup")) == 2
+            row(1.01, verdict="cannot_compare"), row(2.5, verdict="unstable"),
+            row(4.0, verdict="a_verdict_added_later")]
+    assert [view_of(r.verdict) for r in rows] == ["speedup", "unverified", "noise_floor", None,
+                                                  None, None, None, "unverified", None]
+    # The speedup board holds confirmed rows only: no not-observed or unstable ratio is part
+    # of a speedup median (the 3.24x + 1.00x -> 2.12x merge of a real run cannot happen).
+    assert [r.verdict for r in in_view(rows, "speedup")] == ["confirmed"]
+    assert [r.verdict for r in in_view(rows, "unverified")] == ["not_observed", "unstable"]
     assert [r.verdict for r in in_view(rows, "noise_floor")] == ["not_applied"]
-    assert verdict_counts(rows) == {"confirmed": 1, "not_observed": 1, "not_applied": 1,
-                                    "unknown": 1, "baseline_speculated": 1, "synthetic": 1,
-                                    "cannot_compare": 1}
+    assert verdict_counts(rows[:8]) == {"confirmed": 1, "not_observed": 1, "not_applied": 1,
+                                        "unknown": 1, "baseline_speculated": 1, "synthetic": 1,
+                                        "cannot_compare": 1, "unstable": 1}
     group = one_group(in_view(rows, "speedup"))
-    assert group.verdicts == {"confirmed": 1, "not_observed": 1, "not_applied": 0, "unknown": 0,
-                              "baseline_speculated": 0, "synthetic": 0, "cannot_compare": 0}
+    assert group.median_speedup == 1.2
+    assert group.verdicts == {"confirmed": 1, "not_observed": 0, "not_applied": 0, "unknown": 0,
+                              "baseline_speculated": 0, "synthetic": 0, "cannot_compare": 0,
+                              "unstable": 0}
+
+
+def test_the_unverified_view_is_always_split_by_verdict():
+    from specserver.board.aggregate import view_dimensions
+
+    rows = [row(1.1, verdict="not_observed"), row(2.5, verdict="unstable")]
+    dims = leaderboard_dimensions(["chip"], "unverified")
+    assert "verdict" in dims and "verdict" not in leaderboard_dimensions(["chip"])
+    groups = aggregate(in_view(rows, "unverified"), dims)
+    assert sorted(g.median_speedup for g in groups) == [1.1, 2.5]  # never one median
+    assert view_dimensions(["chip"], "unverified") == ["chip", "verdict"]
+    assert view_dimensions(["chip"], "speedup") == ["chip"]
 
 
 def test_grouping_keys_and_composite_dimensions():
@@ -176,8 +194,7 @@ def _sql_vs_pure(engine):
     from specschema.examples import EXAMPLE_MACHINES, example_submission
     from specserver.board import sql as board_sql
     from specserver.board.aggregate import (
-        BOARD_VERDICTS,
-        NOISE_VERDICTS,
+        VIEW_VERDICTS,
         aggregate_contributors,
         on_board,
         reduce_contributors,
@@ -201,16 +218,19 @@ def _sql_vs_pure(engine):
     with engine.begin() as conn:
         conn.execute(update(tables.submissions).where(
             tables.submissions.c.protocol_id == "hardnumbers-m2").values(engine_name=None))
+        # unstable rows (baseline blocks that disagree): the unverified view, with not_observed
+        conn.execute(update(tables.summaries).where(
+            tables.summaries.c.config_name == "spec_8").values(observed="unstable"))
     cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
              ["os", "verdict"], ["ollama_version", "backend", "draft"], ["engine"],
              ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], []]
     with engine.connect() as conn:
         rows = board_sql.draft_results(conn, queries.Filters())
-        assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown"}
+        assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown", "unstable"}
         assert {(r.engine, r.ollama_version is None) for r in rows} == {
             ("ollama", False), ("llama-server", True)}
         for dims in cases:
-            for verdicts in (BOARD_VERDICTS, NOISE_VERDICTS, frozenset({"unknown"})):
+            for verdicts in (*VIEW_VERDICTS.values(), frozenset({"unknown"})):
                 sql = board_sql.contributor_results(conn, queries.Filters(), dims, verdicts)
                 pure = reduce_contributors([r for r in rows if r.verdict in verdicts
                                             and on_board(r.verdict, r.evidence)], dims)
@@ -219,9 +239,10 @@ def _sql_vs_pure(engine):
                 for item in sql:
                     expected = by_key[(item.key, item.contributor)]
                     assert item.submissions == expected.submissions
-                    assert (item.confirmed, item.not_observed, item.not_applied, item.unknown) == (
+                    assert (item.confirmed, item.not_observed, item.not_applied, item.unknown,
+                            item.unstable) == (
                         expected.confirmed, expected.not_observed, expected.not_applied,
-                        expected.unknown)
+                        expected.unknown, expected.unstable)
                     assert item.evidence() == expected.evidence()
                     for name in ("speedup", "speedup_wall", "baseline_tps"):
                         got, want = getattr(item, name), getattr(expected, name)

@@ -38,7 +38,11 @@ def ollama_v1() -> dict[str, Any]:
 
 
 def llama_server_v2(seed: int = 8) -> dict[str, Any]:
-    data = payload_dict(seed, "llamacpp-draft", engine_version=LLAMA_VERSION, counters_seen=True,
+    # v1: the protocol that still asked for the seed's qwen2.5 drafts on llama-server
+    from specschema.protocol import all_protocols
+
+    v1 = next(p for p in all_protocols() if (p.id, p.version) == ("llamacpp-draft", 1))
+    data = payload_dict(seed, v1, engine_version=LLAMA_VERSION, counters_seen=True,  # type: ignore[arg-type]
                         schema_version=2, runtime="ggml", created_at=datetime.now().astimezone(),
                         draft_speedups={"draft_qwen2.5_0.5b_n8": 1.6,
                                         "draft_qwen2.5_1.5b_n8": 1.4,

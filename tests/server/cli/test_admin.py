@@ -259,7 +259,7 @@ def test_export_and_stats_through_the_server_and_directly(server, tmp_path):
     assert cli("export", str(parquet), "--format", "parquet", *base).exit_code == 0
     assert pq.read_table(parquet).num_rows == 4 * 3
     stats = cli("stats", "--json", *base)
-    per_run = 3 * get_protocol("ollama-draft").trials_per_config  # v2: 18 trials per run
+    per_run = len(get_protocol("ollama-draft").schedule())  # v3: 21 trials per run
     assert stats.exit_code == 0 and json.loads(stats.output)["trials"] == 4 * per_run
     bad = cli("export", str(tmp_path / "x"), "--format", "xls", *base)
     assert bad.exit_code == 2
@@ -346,7 +346,7 @@ def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
                 float(r["speedup_tps"]) for r in rows if r["role"] == "draft"]
         with engine.connect() as conn:
             result = adhoc.run_query(conn, "SELECT count(*) AS n FROM trials")
-            trials = 5 * 3 * get_protocol("ollama-draft").trials_per_config
+            trials = 5 * len(get_protocol("ollama-draft").schedule())
             assert result == {"columns": ["n"], "rows": [[trials]], "truncated": False}
             with pytest.raises(adhoc.QueryRefused):
                 adhoc.run_query(conn, "DELETE FROM trials")

@@ -94,7 +94,7 @@ def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
     # Both views show the verdict counts of every draft result the filters match.
     assert body["verdict_counts"] == {"confirmed": 32, "not_observed": 0, "not_applied": 2,
                                       "unknown": 0, "baseline_speculated": 0, "synthetic": 0,
-                                      "cannot_compare": 0}
+                                      "cannot_compare": 0, "unstable": 0}
 
 
 def test_noise_floor_view_holds_not_applied_drafts(client):
@@ -311,8 +311,7 @@ def test_protocols_and_stats(client):
     assert stats["submissions"] == COUNT + 1
     assert stats["contributors"] == 4
     assert stats["imported"] == 1
-    per_run = {p: 3 * get_protocol(p).trials_per_config for p in ("ollama-draft",
-                                                                  "hardnumbers-m2")}
+    per_run = {p: len(get_protocol(p).schedule()) for p in ("ollama-draft", "hardnumbers-m2")}
     assert stats["trials"] == COUNT * per_run["ollama-draft"] + per_run["hardnumbers-m2"]
     assert stats["draft_verdicts"]["confirmed"] == 2 * COUNT
 
@@ -424,7 +423,7 @@ def test_the_public_api_on_postgres(postgres_url):
             assert seen == list(reversed(ids))
             board = client.get("/v1/leaderboard").json()
             assert sum(g["submissions"] for g in board["groups"]) == 2 * 9
-            per_run = 3 * get_protocol("ollama-draft").trials_per_config
+            per_run = len(get_protocol("ollama-draft").schedule())
             assert client.get("/v1/stats").json()["trials"] == 9 * per_run
             rows = list(csv.DictReader(io.StringIO(client.get("/v1/export").text)))
             assert len(rows) == 9 * 3

@@ -90,15 +90,24 @@ def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     proto = ctx.protocol
     rule = "trials_fit_schedule"
     positions = {slot: pos for pos, slot in enumerate(proto.schedule())}
+    blocks = dict(zip(proto.schedule(), proto.blocks(), strict=True))
     for ci, config in enumerate(submission.configs):
         count = len(config.trials)
-        if count > proto.trials_per_config or (
-            submission.complete and count != proto.trials_per_config
-        ):
+        planned = proto.trials_for(config.name) or proto.trials_per_config
+        if count > planned or (submission.complete and count != planned):
             yield Violation(
                 rule, f"configs.{ci}.trials",
-                f"{config.name} has {count} trials; the protocol runs {proto.trials_per_config}",
+                f"{config.name} has {count} trials; the protocol runs {planned}",
             )
+        for ti, trial in enumerate(config.trials):
+            block = blocks.get((config.name, trial.index))
+            if trial.block is not None and block is not None and trial.block != block:
+                yield Violation(rule, f"configs.{ci}.trials.{ti}.block",
+                                f"trial {trial.index} of {config.name} runs in block {block}")
+        with_block = sum(1 for t in config.trials if t.block is not None)
+        if with_block and with_block != count:
+            yield Violation(rule, f"configs.{ci}.trials",
+                            "either every trial carries its block or none does")
         if sorted(t.index for t in config.trials) != list(range(count)):
             yield Violation(rule, f"configs.{ci}.trials", "trial indices must be 0..n-1, once")
         for ti, trial in enumerate(config.trials):

@@ -64,6 +64,12 @@ FIXED_REQUEST = {"min_p": 0.0, "stream": True,
                  "cache_prompt": False}
 LAUNCH_OPTIONS = {"num_ctx": "--ctx-size", "spec_type": "--spec-type",
                   "spec_draft_n_max": "--spec-draft-n-max"}
+# Settings a protocol pins for every start (``Protocol.launch_options``): the flag, and
+# whether it only means something with a draft (left off the baseline's command line).
+PINNED_FLAGS = {"n_gpu_layers": ("--n-gpu-layers", False), "flash_attn": ("--flash-attn", False),
+                "spec_draft_p_min": ("--spec-draft-p-min", True),
+                "spec_draft_n_min": ("--spec-draft-n-min", True),
+                "spec_draft_p_split": ("--spec-draft-p-split", True)}
 BIND_TRIES = 3
 _VERSION = re.compile(r"version:\s*(\S+)")
 _ERROR_LINE = re.compile(r"\s(E)\s")
@@ -175,7 +181,7 @@ class LlamaServerEngine:
         return match.group(1), build[:200]
 
     def _check_options(self) -> None:
-        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS)
+        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS) | set(PINNED_FLAGS)
         for config in self.protocol.configs:
             unknown = sorted(set(self.protocol.request_options(config)) - known)
             if unknown:
@@ -244,12 +250,26 @@ class LlamaServerEngine:
         if self.threads:
             args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
         args += ["--ctx-size", str(options["num_ctx"])]
+        for flag, value in self.pinned_flags(config).items():
+            args += [f"--{flag}", value]
         if config.draft_model is not None:
             draft = self.models[config.draft_model]
             args += ["--spec-type", str(options.get("spec_type", "draft-simple")),
                      "--spec-draft-model", str(draft.path),
                      "--spec-draft-n-max", str(options.get("spec_draft_n_max", 3))]
         return args
+
+    def pinned_flags(self, config: ProtocolConfig) -> dict[str, str]:
+        """The protocol's pinned settings for this config's start, flag (no dashes) ->
+        value, as given on the command line and recorded in its ``Launch``."""
+        options = self.protocol.request_options(config)
+        found: dict[str, str] = {}
+        for name, (flag, draft_only) in PINNED_FLAGS.items():
+            if name in options and (config.draft_model is not None or not draft_only):
+                value = options[name]
+                found[flag.lstrip("-")] = (str(value).lower() if isinstance(value, bool)
+                                           else str(value))
+        return found
 
     def redacted(self, args: Sequence[str]) -> list[str]:
         """The command line as a result may show it: files as digests, no paths."""
@@ -260,13 +280,15 @@ class LlamaServerEngine:
         from specschema import Launch  # v2 wire model
 
         options = self.protocol.request_options(config)
+        flags = self.pinned_flags(config)
         if config.draft_model is None:
-            return Launch(source="engine_command")
+            return Launch(source="engine_command", flags=flags)
         n_max = options.get("spec_draft_n_max", 3)
         return Launch(source="engine_command", spec_type=str(options.get("spec_type",
                                                                          "draft-simple")),
                       draft_n_max=n_max if isinstance(n_max, int) else None,
-                      draft_model=True, draft_model_digest=self.models[config.draft_model].digest)
+                      draft_model=True, draft_model_digest=self.models[config.draft_model].digest,
+                      flags=flags)
 
     def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
         assert self.binary is not None, "preflight() first"

@@ -20,10 +20,12 @@ from specschema.conclusion import (
     capability_reason,
     conclusion,
     config_line,
+    drift_words,
     no_counters_reason,
     outcome,
     verdict_label,
     vs_baseline,
+    vs_baseline_wall,
 )
 from specschema.engines import descriptor
 from specschema.evidence import CORROBORATED
@@ -161,17 +163,20 @@ def _evidence_cell(checked: Sequence[str], reported: Sequence[str]) -> str:
 def conclusion_section(summaries: Sequence[ConfigSummary],
                        evidence: dict[str, SpeculationEvidence], engine_version: str,
                        complete: bool, log_status: str | None = None,
-                       engine: str | None = "ollama") -> str:
+                       engine: str | None = "ollama", headline: str = "decode") -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), so that a run without a
     log reads "no Ollama server log was given", not "no counters were found"; ``engine``:
     the stored engine name (its descriptor's words)."""
     text = conclusion(summaries, evidence, engine_version=engine_version, complete=complete,
-                      log_status=log_status, engine=engine)
+                      log_status=log_status, engine=engine, headline=headline)
     lines = "".join(f'<li class="{line_class(s, evidence.get(s.name))}">'
                     f"{escape(config_line(s, evidence.get(s.name)))}</li>" for s in summaries)
     incomplete = "" if complete else '<li class="incomplete">Incomplete run: not counted</li>'
+    drift = drift_words(next((s for s in summaries if s.role == "baseline"), None))
+    stability = (f'<p class="note" id="stability">Stability: {escape(drift)}.</p>'
+                 if drift else "")
     return (f'<ul class="verdicts" id="conclusion">{incomplete}{lines}</ul>'
-            f'<p class="conclusion">{escape(text)}</p>')
+            f'<p class="conclusion">{escape(text)}</p>{stability}')
 
 
 def line_class(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
@@ -197,7 +202,9 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
             '<th class="num">Median eval (s)</th><th class="num">Median tok/s</th>'
-            '<th class="num">vs baseline [95% CI]</th><th>Verdict</th><th>Evidence</th></tr>')
+            '<th class="num">tok/s vs baseline [95% CI]</th>'
+            '<th class="num">wall vs baseline, prompt included [95% CI]</th>'
+            "<th>Verdict</th><th>Evidence</th></tr>")
     rows = []
     for summary in summaries:
         found = evidence.get(summary.name)
@@ -226,6 +233,7 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
             f'<td class="num">{_num(summary.median_eval_s)}</td>'
             f'<td class="num">{_num(summary.median_tps, 2)}</td>'
             f'<td class="{ratio_class}">{escape(vs_baseline(summary))}</td>'
+            f'<td class="{ratio_class}">{escape(vs_baseline_wall(summary))}</td>'
             f'<td class="verdict {escape(verdict_class)}">{escape(label)}</td>'
             f"<td>{_evidence_cell(checked, reported)}</td></tr>")
     return f'<table class="results">{head}{"".join(rows)}</table>'

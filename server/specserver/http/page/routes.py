@@ -28,10 +28,9 @@ from specschema.conclusion import (
     outcome_of,
 )
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import shipped_protocols
+from specschema.protocol import headline_of, shipped_protocols
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
-from specserver.board.leaderboard import Board
 from specserver.http.caching import conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
@@ -69,7 +68,8 @@ def _num(value: float | None, digits: int = 2, suffix: str = "") -> str:
 # speculation; a not-observed one could be anything (nothing showed that speculation ran);
 # a noise-floor ratio is the run-to-run difference with no speculation applied.
 ROW_VERDICTS = {"confirmed": "confirmed: reported counters consistent",
-                "not_observed": "not observed: unverified"}
+                "not_observed": "not observed: unverified",
+                "unstable": "unstable: baseline blocks disagree"}
 
 
 def group_outcome(group: GroupAggregate) -> str | None:
@@ -156,7 +156,7 @@ def _chart_label(group: GroupAggregate) -> tuple[str, str]:
     """(the label as shown, cut to the chart's label column; the whole label)."""
     config = str(group.key["draft"]["config_name"])
     tail = f"{_key(group, 'memory_gb')} · {config}" + (
-        " · unverified" if _row_verdict(group) == "not_observed" else "")
+        " · unverified" if _row_verdict(group) in aggregate.VIEW_VERDICTS["unverified"] else "")
     chip = _key(group, "chip")
     return charts.fit_parts(chip, tail), f"{chip} · {tail}"
 
@@ -517,10 +517,10 @@ def contribute_line(base_url: str) -> str:
             "It shows exactly what it would send and asks before sending.</p>")
 
 
-def _by_protocol(board: Board, sort: str = aggregate.DEFAULT_SORT
+def _by_protocol(groups: Sequence[GroupAggregate], sort: str = aggregate.DEFAULT_SORT
                  ) -> dict[str, list[GroupAggregate]]:
     found: dict[str, list[GroupAggregate]] = {}
-    for group in aggregate.sort_groups(board.groups, sort):
+    for group in aggregate.sort_groups(groups, sort):
         found.setdefault(str(group.key["protocol"]["protocol_id"]), []).append(group)
     return found
 
@@ -546,8 +546,12 @@ def home(request: Request, reads: Reads) -> Response:
 
     def build() -> Response:
         speed_board = reads.board(filters, SPEED_DIMENSIONS, "speedup", version)
-        speed = _by_protocol(speed_board, sort)
-        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version), sort)
+        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
+        # its own row and never in a confirmed row's median (aggregate rule 5).
+        unverified = reads.board(filters, SPEED_DIMENSIONS, "unverified", version)
+        speed = _by_protocol([*speed_board.groups, *unverified.groups], sort)
+        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups,
+                             sort)
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
             menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
@@ -669,8 +673,10 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     if row["key_banned"]:
         out.append('<p class="banner">This contributor key is banned: its results are not '
                    "counted.</p>")
+    headline = headline_of(str(row["protocol_id"]), int(row["protocol_version"]),
+                           str(row["protocol_sha256"]))
     out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
-                                         row.get("engine_log"), row["engine"]))
+                                         row.get("engine_log"), row["engine"], headline))
     out.append("<h2>Results</h2>")
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
                                     result.levels_of(parts["summaries"]), row["engine"],

@@ -19,7 +19,7 @@ from specserver.ingest.checks import check_submission
 from specsubmit.engines.ollama.preflight import MLX_NOTICE
 from specsubmit.engines.ollama.serverlog import Segment, parse_log, read_requests
 from specsubmit.run.report import conclusion
-from tests.client.run.test_runner import MTP, OLLAMA_DRAFT_V1, Recorder, _run
+from tests.client.run.test_runner import MTP, Recorder, _run
 from tests.fakeollama import FakeModel, FakeOllama, default_models
 from tests.support.realengine.fixture_files import verbatim
 
@@ -99,11 +99,12 @@ def test_a_ggml_0_34_run_with_an_mtp_target_is_confirmed_per_trial(tmp_path: Pat
 
 def test_reloads_cost_and_cold_flags_v1_against_v2(tmp_path: Path) -> None:
     """draft_num_predict is a load-time option: v1's interleaved order reloads before every
-    trial (each one cold, the reload inside its timing); v2 reloads once per block, in the
-    warm-up. The fake's load takes 50 ms, so the cost shows in load_duration."""
+    trial (each one cold, the reload inside its timing); v2 and v3 reload once per block, in
+    the warm-up. The fake's load takes 50 ms, so the cost shows in load_duration."""
     found = {}
-    for protocol in (OLLAMA_DRAFT_V1, get_protocol("ollama-draft")):
-        assert protocol is not None
+    from specschema.protocol import all_protocols
+
+    for protocol in [p for p in all_protocols() if p.id == "ollama-draft"]:
         log = tmp_path / f"v{protocol.version}.log"
         with FakeOllama(version="0.34.1", models=[FakeModel(MTP, mtp=True, load_s=0.05)],
                         log_path=log) as fake:
@@ -116,13 +117,15 @@ def test_reloads_cost_and_cold_flags_v1_against_v2(tmp_path: Path) -> None:
             sum(w.load_duration_ns or 0 for c in sub.configs for w in c.warmups) / 1e9,
         )
     starts1, cold1, n1, trial_load1, _ = found[1]
-    starts2, cold2, n2, trial_load2, warm_load2 = found[2]
+    starts2, cold2, n2, _, warm_load2 = found[2]
+    starts3, cold3, n3, _, warm_load3 = found[3]
     assert (starts1, cold1, n1) == (18, 15, 15)  # every one of the 18 requests restarts
     assert (starts2, cold2, n2) == (5, 0, 18)  # one start per block (5), each in its warm-up
-    # each start sleeps the fake's 50 ms load: in v1 inside the trials' timings, in v2
+    assert (starts3, cold3, n3) == (7, 0, 21)  # bracketed: 7 blocks, the baseline in 3
+    # each start sleeps the fake's 50 ms load: in v1 inside the trials' timings, in v2/v3
     # inside the warm-ups (lower bounds only: a busy machine can only add to them)
-    assert trial_load1 >= 15 * 0.05 and warm_load2 >= 5 * 0.05
-    del trial_load2
+    assert trial_load1 >= 15 * 0.05 and warm_load2 >= 5 * 0.05 and warm_load3 >= 7 * 0.05
+    assert all(t.block is not None for c in sub.configs for t in c.trials)
 
 
 def _signed(sub_bytes: bytes) -> bytes:
