@@ -148,6 +148,7 @@ class _CtrlC:
         self._shielded = False
         self._deferred = False
         self._aborting = False
+        self._previous_unraisable = sys.unraisablehook
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._aborting:
@@ -174,12 +175,25 @@ class _CtrlC:
             self._aborting = True
             raise KeyboardInterrupt
 
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        # The abort's KeyboardInterrupt can land inside a finalizer (an HTTP stream closed
+        # by the garbage collector), where Python swallows it and prints a traceback. The
+        # stop event is set by then, so the run still ends after the current request: the
+        # traceback is all that would be lost, and it is not the one-line message promised.
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return
+        self._previous_unraisable(unraisable)
+
     def __enter__(self) -> _CtrlC:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous_unraisable = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if threading.current_thread() is threading.main_thread():
+            sys.unraisablehook = self._previous_unraisable
         if self._aborting and threading.current_thread() is threading.main_thread():
             # On the way out with the one-line message: a late Ctrl-C must not turn it into
             # a traceback.

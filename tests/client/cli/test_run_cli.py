@@ -344,6 +344,43 @@ def test_a_ctrl_c_during_a_save_waits_until_the_file_is_written() -> None:
     assert steps == ["saved"]
 
 
+def test_an_abort_that_lands_in_a_finalizer_prints_no_traceback() -> None:
+    """The second Ctrl-C's KeyboardInterrupt can be raised inside a finalizer (an HTTP
+    stream closed by the garbage collector), where Python swallows it and prints
+    "Exception ignored in ..." with a traceback (seen in a burst of Ctrl-Cs under load).
+    Inside the run it is dropped; any other unraisable exception still reaches the hook."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from specsubmit.cli.run import _CtrlC
+
+    class Finalized:
+        def __init__(self, exc: BaseException) -> None:
+            self.exc = exc
+
+        def __del__(self) -> None:
+            raise self.exc
+
+    seen: list[BaseException | None] = []
+    before_hook = sys.unraisablehook
+    def record(args: sys.UnraisableHookArgs) -> None:
+        seen.append(args.exc_value)
+
+    sys.unraisablehook = record
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with _CtrlC(Console(file=io.StringIO())):
+            Finalized(KeyboardInterrupt())  # collected at once: raises in __del__
+            Finalized(ValueError("a real bug"))
+        assert sys.unraisablehook is record  # the hook before the run, restored
+    finally:
+        sys.unraisablehook = before_hook
+        signal.signal(signal.SIGINT, before)
+    assert [type(exc) for exc in seen] == [ValueError]
+
+
 # --- --server: checked before any trial; undelivered exits 75; Ctrl-C at consent -----------
 
 
