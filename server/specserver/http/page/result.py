@@ -236,7 +236,7 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
             f'<td class="{ratio_class}">{escape(vs_baseline_wall(summary))}</td>'
             f'<td class="verdict {escape(verdict_class)}">{escape(label)}</td>'
             f"<td>{_evidence_cell(checked, reported)}</td></tr>")
-    return f'<table class="results">{head}{"".join(rows)}</table>'
+    return f'<div class="scroll"><table class="results">{head}{"".join(rows)}</table></div>'
 
 
 def trials_table(trials: Sequence[dict[str, Any]], baseline: str | None) -> str:

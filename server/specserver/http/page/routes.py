@@ -262,7 +262,8 @@ def board_table(groups: Sequence[GroupAggregate], board: str, *, noise: bool = F
         outcome = "" if noise else (
             f'<td class="outcome {kind}" data-verdict="{escape(verdict)}">'
             f"{escape(_outcome_words(group, style))}<br>"
-            f'<span class="evidence">{_evidence_counts(group.evidence)}</span></td>')
+            f'<span class="evidence">{escape(ROW_VERDICTS.get(verdict, verdict or "merged"))}'
+            f" ({_evidence_counts(group.evidence)})</span></td>")
         plural = "s" if group.submissions != 1 else ""
         rows.append(
             f'<tr class="group" data-board="{escape(board)}" data-style="{style}" '

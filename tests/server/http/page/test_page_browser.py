@@ -255,18 +255,19 @@ def test_the_real_hard_numbers_result_reads_like_the_article(wide, site):
     # The article's table, with units: 3.99 / 3.79 / 3.58 tok/s, 0.95x and 0.90x.
     headers = tab.evaluate("() => [...document.querySelectorAll('table.results th')]"
                            ".map(th => th.innerText)")
-    assert headers[:5] == ["Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
-                           "vs baseline [95% CI]"]
+    assert headers[:6] == ["Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
+                           "tok/s vs baseline [95% CI]",
+                           "wall vs baseline, prompt included [95% CI]"]
     rows = _rows(tab, "table.results tr.config")
     assert [r[0].split("\n")[0] for r in rows] == ["no_draft", "draft_qwen2.5_0.5b",
                                                     "draft_qwen2.5_1.5b"]
     assert [r[2] for r in rows] == ["50.1", "52.8", "55.9"]
     assert [r[3] for r in rows] == ["3.99", "3.79", "3.58"]
     assert [r[4].split()[0] for r in rows] == ["1.00x", "0.95x", "0.90x"]
-    assert [r[5] for r in rows] == ["baseline", "not applied (noise)", "not applied (noise)"]
+    assert [r[6] for r in rows] == ["baseline", "not applied (noise)", "not applied (noise)"]
     for draft in rows[1:]:
-        assert "checked by the server" in draft[6]
-        assert "Ollama 0.12.8 cannot honor this request" in draft[6]
+        assert "checked by the server" in draft[7]
+        assert "Ollama 0.12.8 cannot honor this request" in draft[7]
     # A noise ratio is not styled as a slowdown.
     ratio = tab.locator("table.results tr.config").nth(1).locator("td").nth(4)
     assert ratio.evaluate("td => getComputedStyle(td).color") != "rgb(192, 86, 43)"
@@ -284,9 +285,9 @@ def test_a_confirmed_result_separates_what_the_server_checked(wide, site):
     tab, problems = wide
     tab.goto(f"{site}/submissions/{SITE_IDS['confirmed']}")
     rows = _rows(tab, "table.results tr.config")
-    assert [r[5] for r in rows] == ["baseline", "confirmed (75% accepted)",
+    assert [r[6] for r in rows] == ["baseline", "confirmed (75% accepted)",
                                     "confirmed (75% accepted)"]
-    evidence = rows[1][6]
+    evidence = rows[1][7]
     assert "reported by the client\n900 of 1200 drafted tokens accepted" in evidence.replace(
         " 900", "\n900")
     assert "checked by the server" in evidence and "cannot see the log itself" in evidence
