@@ -17,8 +17,13 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │       ├── ModelNotInStore     an Ollama name without a manifest/blob in $OLLAMA_MODELS
     │       ├── BadModelFile        a model file that is not a loadable GGUF
     │       ├── IncompatibleVocab   a draft whose vocabulary the target's does not match
+    │       ├── SpeculationRefused  llama-server cannot run one draft config as asked (its
+    │       │                       draft refused or missing): the runner records that
+    │       │                       config as incompatible and runs the others
     │       ├── EngineStartFailed   llama-server exited or stayed unhealthy at start
     │       └── EngineDied          llama-server exited or broke off during a request
+    ├── EngineBusy                  another specsubmit run holds this engine's lock
+    │                               (local/enginelock.py): refused before any request
     ├── RunAborted                  exit 130: Ctrl-C (the run stopped early, or at the
     │                               consent prompt)
     ├── ResultFileError             a saved result cannot be read
@@ -102,11 +107,25 @@ class IncompatibleVocab(LlamaServerError):
     pass
 
 
+class SpeculationRefused(LlamaServerError):
+    """``message`` is the local line (it may name folders); ``public`` is the reason as a
+    result may carry it (model names and digests, never a path)."""
+
+    def __init__(self, message: str, *, config: str = "", public: str = "") -> None:
+        super().__init__(message)
+        self.config = config
+        self.public = public or message
+
+
 class EngineStartFailed(LlamaServerError):
     pass
 
 
 class EngineDied(LlamaServerError):
+    pass
+
+
+class EngineBusy(SpecSubmitError):
     pass
 
 

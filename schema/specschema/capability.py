@@ -16,7 +16,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from specschema.blocks import baseline_drift, is_unstable
-from specschema.engines import descriptor, parse_version
+from specschema.engines import EngineDescriptor, descriptor, parse_version
 from specschema.models import (
     ConfigResult,
     Engine,
@@ -29,8 +29,10 @@ from specschema.models import (
     Trial,
 )
 
-__all__ = ["counter_problems", "decide", "engine_can_honor", "facts", "facts_of",
-           "launch_speculates", "parse_version", "submission_verdicts", "verdict"]
+__all__ = ["CounterProblem", "TOTALS_OVER_DRAFTED", "api_counters_refused", "counter_problems",
+           "decide", "engine_can_honor", "facts", "facts_of", "launch_speculates",
+           "never_drafted", "parse_version", "reports_api_counters",
+           "submission_counter_problems", "submission_verdicts", "verdict"]
 
 
 def engine_can_honor(mechanism: Mechanism, engine_version: str,
@@ -51,10 +53,14 @@ def verdict(
     runtime: Runtime | None = None,
     launched_without_speculation: bool = False,
     unstable: bool = False,
+    refused: bool = False,
 ) -> Observed:
     """The speculation verdict of one config: the one rule, on both sides.
 
     For a draft config, in this order:
+    incompatible: the engine could not run the config as asked (``refused``: a vocabulary
+    llama.cpp refuses, a missing draft file, speculation refused at start); nothing of it
+    was measured;
     synthetic: synthetic acceptance was switched on (this config's or the baseline's engine
     start): the output is not model output and the timings are fake;
     cannot_compare: the MLX runner, where speculation cannot be switched off per request (its
@@ -65,7 +71,8 @@ def verdict(
     (``specschema.blocks.MAX_BASELINE_DRIFT``): the machine changed under the run, so no
     ratio against that baseline measures speculation (nor, for the noise floor, its absence);
     not_applied: the engine cannot honor the mechanism, or every engine start seen for this
-    config ran without speculation;
+    config ran without speculation (``launched_without_speculation``: also llama-server
+    started with a draft whose trials drafted nothing);
     confirmed: acceptance counters were seen;
     unknown: the engine version could not be read and nothing was seen;
     not_observed: it could have speculated, but there is no evidence either way.
@@ -82,6 +89,8 @@ def verdict(
         if counters_seen or speculated:
             return "baseline_speculated"
         return "not_applied"
+    if refused:
+        return "incompatible"
     if synthetic:
         return "synthetic"
     if runtime == "mlx":
@@ -112,6 +121,9 @@ class Facts(NamedTuple):
     spec_launch: bool  # an engine start with --spec-type other than none
     synthetic: bool  # an engine start with synthetic acceptance
     launched_plain: bool  # engine starts were seen and none of them speculated
+    refused: bool = False  # the engine could not run the config (SpeculationEvidence.refusal)
+    trials: int = 0  # how many trials the config has
+    trials_with_counters: int = 0  # how many of them carry drafted > 0
 
 
 # A Trial's counters from its __dict__ (where pydantic keeps field values): an attribute
@@ -124,25 +136,39 @@ def launch_speculates(launch: Launch) -> bool:
 
 
 def facts(
-    *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch]
+    *, totals_seen: bool, trials: Sequence[Trial], launches: Sequence[Launch],
+    refused: bool = False,
 ) -> Facts:
-    counters_seen = totals_seen or any(
-        c is not None and c.drafted > 0 for c in map(_COUNTERS, map(vars, trials)))
+    drafting = sum(1 for c in map(_COUNTERS, map(vars, trials))
+                   if c is not None and c.drafted > 0)
+    counters_seen = totals_seen or drafting > 0
     if not launches:  # every v1 submission, and v2 ones without a log
-        return Facts(counters_seen, False, False, False)
+        return Facts(counters_seen, False, False, False, refused, len(trials), drafting)
     spec_launch = any(launch_speculates(launch) for launch in launches)
     return Facts(
         counters_seen=counters_seen,
         spec_launch=spec_launch,
         synthetic=any(launch.synthetic_flags for launch in launches),
         launched_plain=not spec_launch,
+        refused=refused,
+        trials=len(trials),
+        trials_with_counters=drafting,
     )
 
 
 def facts_of(config: ConfigResult) -> Facts:
     s = config.speculation
     return facts(totals_seen=s.drafted_tokens is not None, trials=config.trials,
-                 launches=s.launches)
+                 launches=s.launches, refused=s.refusal is not None)
+
+
+def never_drafted(engine: EngineDescriptor, own: Facts) -> bool:
+    """An engine whose API counts every request that drafted (llama-server's
+    ``timings.draft_n``, ``EngineDescriptor.counts_every_draft``): a config whose engine
+    starts speculated but none of whose trials drafted a token did not speculate at all
+    (llama.cpp served without its draft)."""
+    return (engine.counts_every_draft and own.spec_launch and own.trials > 0
+            and own.trials_with_counters == 0 and not own.counters_seen)
 
 
 def decide(
@@ -168,8 +194,9 @@ def decide(
         synthetic=own.synthetic or (requested and baseline is not None and baseline.synthetic),
         # MLX only rules out a comparison where the engine cannot switch speculation off
         runtime=engine.runtime if described.mlx_always_speculates else None,
-        launched_without_speculation=own.launched_plain,
+        launched_without_speculation=own.launched_plain or never_drafted(described, own),
         unstable=requested and unstable,
+        refused=requested and own.refused,
     )
 
 
@@ -224,3 +251,52 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
         found.append(("speculation.drafted_tokens",
                       "trials carry counters but the config's totals are missing"))
     return found
+
+
+def reports_api_counters(config: ConfigResult) -> bool:
+    """Whether a config carries counters from the engine's own API (llama-server only)."""
+    if config.speculation.counters_source == "engine_api":
+        return True
+    return any(t.counters is not None and t.counters.source == "engine_api"
+               for t in config.trials)
+
+
+TOTALS_OVER_DRAFTED = "more tokens accepted than drafted"
+
+
+def api_counters_refused(engine_name: str | None) -> str | None:
+    """Why this engine cannot carry counters from its own API (None: it can)."""
+    described = descriptor(engine_name)
+    if "engine_api" in described.counter_sources:
+        return None
+    return f"{described.label} reports no counters from its API"
+
+
+class CounterProblem(NamedTuple):
+    rule: str  # the server's rule name (specserver.ingest.checks.RULES)
+    path: str  # where in the submission
+    message: str
+
+
+def submission_counter_problems(submission: Submission) -> list[CounterProblem]:
+    """Every counter the shared rules call impossible, named by the server's rule: what a
+    client checks before it prints a verdict or asks for consent (the server refuses the
+    same submission, 422, with the same rule, path and message)."""
+    found: list[CounterProblem] = []
+    api_refused = api_counters_refused(submission.engine.name)
+    for ci, config in enumerate(submission.configs):
+        s = config.speculation
+        if (s.drafted_tokens is not None and s.accepted_tokens is not None
+                and s.accepted_tokens > s.drafted_tokens):
+            found.append(CounterProblem("speculation_coherent",
+                                        f"configs.{ci}.speculation.accepted_tokens",
+                                        TOTALS_OVER_DRAFTED))
+        for where, message in counter_problems(config):
+            found.append(CounterProblem("counters_consistent", f"configs.{ci}.{where}",
+                                        message))
+        if api_refused is not None and reports_api_counters(config):
+            found.append(CounterProblem("counters_consistent",
+                                        f"configs.{ci}.speculation.counters_source",
+                                        api_refused))
+    return found
+

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from specschema.blocks import MAX_BASELINE_DRIFT
+from specschema.capability import CounterProblem
 from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
@@ -24,7 +25,8 @@ VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
                  "baseline_speculated": "baseline speculated (no comparison)",
                  "synthetic": "synthetic acceptance (invalid)",
                  "cannot_compare": "cannot be compared (MLX)",
-                 "unstable": "unstable (baseline blocks disagree)"}
+                 "unstable": "unstable (baseline blocks disagree)",
+                 "incompatible": "incompatible (not run)"}
 
 # Each verdict: what it means (its evidence), and what the contributor can do about it.
 # The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
@@ -34,7 +36,8 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                   "config's trials, and none for the baseline",
                   "nothing: this ratio is a measured effect of speculation"),
     "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
-                    "reported for it ran without speculation",
+                    "reported for it ran without speculation (on llama-server: started with "
+                    "the draft, but no trial drafted a token)",
                     "use an engine version and a target that can speculate (see the "
                     "protocol's requirements)"),
     "not_observed": ("the engine could speculate, but no counters were found for the trials",
@@ -61,8 +64,18 @@ VERDICT_HELP: dict[str, tuple[str, str]] = {
                  "that baseline measures speculation",
                  "run again on a quieter machine (close other work, keep it on AC power, "
                  "use fewer engine threads than cores)"),
+    "incompatible": ("the engine could not run this draft config as the protocol asks (llama.cpp "
+                     "refused the draft's vocabulary for the target, the draft file is missing, "
+                     "or speculation could not be started); its trials were not run, and the "
+                     "other configs were measured as usual",
+                     "use a draft whose GGUF token list matches the target's (same tokenizer; "
+                     "the same token texts from id 5 on; at most 128 tokens more or fewer), "
+                     "ideally both converted by the same tool"),
 }
 INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
+# Why a llama-server draft config is not_applied (capability.never_drafted).
+NEVER_DRAFTED = ("llama-server was started with the draft but drafted no token in any trial "
+                 "(it served without speculation)")
 
 # The server's evidence levels (specschema.evidence.LEVELS) as a reader sees them: long on a
 # submission page, short as a board's badge. Only the first two count as confirmed.
@@ -156,6 +169,12 @@ def capability_reason(mechanism: str, engine_version: str, engine: str | None = 
     return descriptor(engine).reason(mechanism, engine_version)
 
 
+def problem_words(problem: CounterProblem) -> str:
+    """``counters_consistent (configs.2.trials.0.counters.accepted: 280 accepted > 200
+    generated (eval_count))``: a broken counter rule as the CLI names it."""
+    return f"{problem.rule} ({problem.path}: {problem.message})"
+
+
 def vs_baseline(summary: ConfigSummary) -> str:
     """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
     if summary.role == "baseline":
@@ -194,8 +213,13 @@ def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
     return (evidence.accepted_tokens or 0) / evidence.drafted_tokens
 
 
-def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
-    """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ..."""
+def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None,
+                  inconsistent: str | None = None) -> str:
+    """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ...;
+    ``inconsistent``: the shared counter rule this config breaks (the client's own check,
+    ``capability.submission_counter_problems``), which wins over any verdict."""
+    if inconsistent is not None:
+        return f"inconsistent ({inconsistent})"
     if summary.role == "baseline":
         return "baseline"
     observed = evidence.observed if evidence is not None else summary.observed
@@ -252,18 +276,32 @@ def other_speedup(summary: ConfigSummary, headline: str = "decode") -> str:
 def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     baseline: ConfigSummary | None, engine_version: str,
                     log_status: str | None = None, engine: str | None = "ollama",
-                    headline: str = "decode") -> str:
+                    headline: str = "decode", inconsistent: str | None = None,
+                    batched: str | None = None) -> str:
     """``log_status``: the submission's ``engine_log`` (wire v2), to say why nothing was seen;
     ``engine``: the wire's ``engine.name``, whose descriptor words the counters' source;
-    ``headline``: the protocol's headline speedup ("decode" or "wall")."""
+    ``headline``: the protocol's headline speedup ("decode" or "wall");
+    ``inconsistent``: the counter rule the config breaks and how (see ``verdict_label``);
+    ``batched``: ``batched_arithmetic``'s words, added where the output differed."""
     described = descriptor(engine)
+    if inconsistent is not None:
+        return (f"{summary.name} is inconsistent: its counters break the shared rule "
+                f"{inconsistent}, so no ratio of it is a measured speedup and the server "
+                "would refuse this result")
     if evidence.observed == "not_applied":
         base = f"; baseline {spread(baseline)}" if baseline else ""
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "any"
-        reason = capability_reason(evidence.mechanism, engine_version, engine)
+        honoured = described.can_honor(evidence.mechanism, engine_version) is not False
+        reason = (NEVER_DRAFTED if described.counts_every_draft and honoured
+                  and evidence.mechanism != "none"
+                  else capability_reason(evidence.mechanism, engine_version, engine))
         sentence = (f"{summary.name} was not applied: {reason}, "
                     f"so {ratio} difference from the baseline is run-to-run noise "
                     f"({spread(summary)}{base})")
+    elif evidence.observed == "incompatible":
+        why = evidence.refusal or "the engine could not run it"
+        sentence = (f"{summary.name} was not run: {why}; so nothing of it is measured and it is "
+                    "no speedup, while every other config ran as usual")
     elif evidence.observed == "confirmed":
         counts = ""
         rate = acceptance_rate(evidence)
@@ -301,7 +339,32 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     "as a measured speedup")
     if evidence.outputs_match_baseline is False:
         sentence += "; its output differed from the baseline's"
+        if evidence.diverged_at is not None:
+            sentence += f" from generated token {evidence.diverged_at + 1} on"
+        if batched is not None:
+            sentence += batched
     return sentence
+
+
+def batched_arithmetic(evidence: Mapping[str, SpeculationEvidence]) -> str | None:
+    """The reason in words when every draft whose output differs diverges at the same token
+    and one of them had none of its drafted tokens accepted: that draft's output is all the
+    target's own tokens, only verified in batches, so the difference is the target's batched
+    arithmetic (a batch of positions rounds differently from one at a time), not the draft.
+    None when the facts do not show it."""
+    differing = [(name, e) for name, e in evidence.items()
+                 if e.requested and e.outputs_match_baseline is False]
+    places = {e.diverged_at for _, e in differing}
+    if not differing or len(places) != 1 or None in places:
+        return None
+    blind = [name for name, e in differing
+             if e.drafted_tokens and e.accepted_tokens == 0]
+    if not blind:
+        return None
+    every = "every draft that differs" if len(differing) > 1 else "it"
+    return (f" ({every} diverges at this same token, {blind[0]} too, which had none of its "
+            "drafted tokens accepted, so its output is the target's own: this is the target's "
+            "batched verification arithmetic, not the draft)")
 
 
 def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
@@ -337,13 +400,17 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
 
 def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, SpeculationEvidence],
                *, engine_version: str, complete: bool, log_status: str | None = None,
-               engine: str | None = "ollama", headline: str = "decode") -> str:
+               engine: str | None = "ollama", headline: str = "decode",
+               inconsistent: Mapping[str, str] | None = None) -> str:
     """One plain-language paragraph on what speculative decoding did in this run.
 
     ``evidence``: the speculation evidence by config name (a draft without one is worded
     as ``unknown``: nothing was seen). ``log_status``: the submission's ``engine_log``;
-    ``engine``: its ``engine.name`` (None: Ollama, as in v1).
+    ``engine``: its ``engine.name`` (None: Ollama, as in v1). ``inconsistent``: {config
+    name: the counter rule it breaks, in words} (the client's check before it shows a
+    verdict; the server never stores such a result).
     """
+    inconsistent = inconsistent or {}
     baseline = next((s for s in summaries if s.role == "baseline"), None)
     drafts = [s for s in summaries if s.role == "draft"]
     done = sum(s.trials for s in summaries)
@@ -353,9 +420,13 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     nothing = SpeculationEvidence(requested=True, mechanism="none", engine_can_honor=None,
                                   observed="unknown")
     found = {s.name: evidence.get(s.name, nothing) for s in drafts}
+    batched = batched_arithmetic(found)
     sentences = [config_sentence(s, found[s.name], baseline, engine_version, log_status, engine,
-                                 headline)
+                                 headline, inconsistent.get(s.name), batched)
                  for s in drafts]
+    sentences += [f"the baseline is inconsistent: its counters break the shared rule {why}"
+                  for s in summaries if s.role == "baseline"
+                  and (why := inconsistent.get(s.name)) is not None]
     if drafts and all(e.observed == "not_applied" for e in found.values()):
         label = descriptor(engine).label
         lead = (f"Speculative decoding did not run in this test: {label} {engine_version} "

@@ -80,6 +80,10 @@ class EngineDescriptor:
     # Whether speculation cannot be switched off per request on the MLX runtime (Ollama's
     # MLX runner): every config speculates there, so nothing can be compared.
     mlx_always_speculates: bool = False
+    # Whether the engine's own API reports counters for every request that drafted
+    # (llama-server's timings.draft_n): then a config launched to speculate whose trials
+    # show none did not speculate (capability.never_drafted), and is not_applied.
+    counts_every_draft: bool = False
     extra: Mapping[str, str] = field(default_factory=dict)
 
     def rule(self, mechanism: str) -> MechanismRule:
@@ -159,7 +163,7 @@ _LLAMA_SERVER = EngineDescriptor(
     no_counters_todo="check that the draft model loaded (the run's launch lines)",
     baseline_speculated_todo="check the baseline's launch line: it must have no --spec-type",
     unknown_todo="rerun with a llama-server build that reports its version (--version)",
-    build_number_versions=True,
+    build_number_versions=True, counts_every_draft=True,
 )
 
 _LMSTUDIO = EngineDescriptor(

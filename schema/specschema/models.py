@@ -8,9 +8,10 @@ bytes it had before v2 existed (``payload.submission_bytes`` leaves the v2 field
 its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is frozen.
 
 What v2 adds (docs/run.md explains the verdicts):
-- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare`` and ``unstable`` (the
-  baseline's blocks disagree beyond ``specschema.blocks.MAX_BASELINE_DRIFT``): none of them
-  is a measured speedup;
+- verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare``, ``unstable`` (the
+  baseline's blocks disagree beyond ``specschema.blocks.MAX_BASELINE_DRIFT``) and
+  ``incompatible`` (the engine could not run the config as asked:
+  ``SpeculationEvidence.refusal``): none of them is a measured speedup;
 - per-trial block numbers (``Trial.block``): the unit the confidence interval resamples;
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
@@ -63,7 +64,7 @@ OptionValue = int | float | bool | str
 Mechanism = Literal["none", "draft_model_field", "draft_num_predict", "server_launch"]
 Observed = Literal[
     "confirmed", "not_applied", "not_observed", "unknown",
-    "baseline_speculated", "synthetic", "cannot_compare", "unstable",
+    "baseline_speculated", "synthetic", "cannot_compare", "unstable", "incompatible",
 ]
 Role = Literal["baseline", "draft"]
 # Where acceptance counters came from: the Ollama server log (llama-server's or the MLX
@@ -89,6 +90,8 @@ MECHANISMS_V1: tuple[str, ...] = ("none", "draft_model_field", "draft_num_predic
 # A command-line flag or environment variable name, as it appears in a launch line.
 FlagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_\-]{1,48}$")]
 FlagValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.\-]{1,48}$")]
+# One line of words, never a path (the client writes it from what the engine said).
+RefusalStr = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 
 
 def _utc(value: datetime) -> datetime:
@@ -229,6 +232,10 @@ class Launch(WireModel):
         {}, description="v2: the settings the protocol pins, as this start was given them "
         "(flag name without its dashes -> value, e.g. spec-draft-p-min: 0.0)"
     )
+    threads: Annotated[int, Field(ge=1, le=1024)] | None = Field(
+        None, description="--threads (and --threads-batch) the engine was started with; null "
+        "when not known"
+    )
 
 
 class Trial(WireModel):
@@ -256,6 +263,11 @@ class Trial(WireModel):
         "one config's trials, each after its own warm-up, numbered in run order); null when "
         "the client did not record blocks"
     )
+    diverged_at: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description="v2: the index of the first generated token that differs from the "
+        "baseline's most common token sequence (compared over the tokens both have); null "
+        "when they agree or the engine gave no token ids"
+    )
 
 
 class SpeculationEvidence(WireModel):
@@ -273,6 +285,15 @@ class SpeculationEvidence(WireModel):
     )
     launches: Annotated[list[Launch], Field(max_length=16)] = Field(
         [], description="v2: every distinct engine start seen during this config's requests"
+    )
+    diverged_at: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description="v2: the first token index at which any of this config's trials "
+        "differs from the baseline's tokens (the smallest of its trials' diverged_at)"
+    )
+    refusal: RefusalStr | None = Field(
+        None, description="v2: why the engine could not run this draft config as the protocol "
+        "asks (the engine's reason in words: vocabularies, a missing file, speculation refused "
+        "at start); its trials were not run and its verdict is incompatible"
     )
 
 
@@ -350,9 +371,15 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
             found.append((f"{path}.mean_accepted_len", "a v2 field"))
         if s.launches:
             found.append((f"{path}.launches", "a v2 field"))
+        if s.refusal is not None:
+            found.append((f"{path}.refusal", "a v2 field"))
+        if s.diverged_at is not None:
+            found.append((f"{path}.diverged_at", "a v2 field"))
         for ti, trial in enumerate(config.trials):
             if trial.counters is not None:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
+            if trial.diverged_at is not None:
+                found.append((f"configs.{ci}.trials.{ti}.diverged_at", "a v2 field"))
             if trial.block is not None:
                 found.append((f"configs.{ci}.trials.{ti}.block", "a v2 field"))
     return found

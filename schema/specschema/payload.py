@@ -39,8 +39,8 @@ _V2_ONLY: dict[str, Any] = {
     "engine_log": True,
     "models": {"__all__": {"format"}},
     "configs": {"__all__": {
-        "speculation": {"mean_accepted_len", "launches"},
-        "trials": {"__all__": {"counters", "block"}},
+        "speculation": {"mean_accepted_len", "launches", "refusal", "diverged_at"},
+        "trials": {"__all__": {"counters", "block", "diverged_at"}},
     }},
 }
 # Fields added to v2 later, left out of a v2 submission's bytes while none of its configs

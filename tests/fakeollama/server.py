@@ -94,6 +94,9 @@ class FakeModel:
     natural_tokens: int = 400
     acceptance: float = 0.75
     context_length: int = 40960
+    # Added to the accepted count its log lines claim: a log that says more tokens were
+    # accepted than generated (a broken or shared log), which no rule may call confirmed.
+    inflate_accepted: int = 0
 
     @property
     def digest(self) -> str:
@@ -684,7 +687,7 @@ class _Handler(BaseHTTPRequestHandler):
                            dnp: int) -> None:
         fake = self.fake
         drafted = iterations * dnp
-        accepted = max(0, count - iterations)
+        accepted = max(0, count - iterations) + model.inflate_accepted
         rate = accepted / drafted if drafted else 0.0
         if model.format == "safetensors":
             fake.log("INFO", "speculate_stats.go:61", "speculative decode stats",

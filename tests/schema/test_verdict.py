@@ -113,6 +113,60 @@ def test_hardnumbers_drafts_stay_not_applied_in_v2() -> None:
     assert submission_verdicts(submission) == ["not_applied", "not_applied", "not_applied"]
 
 
+def test_a_refused_draft_is_incompatible_whatever_else_holds() -> None:
+    assert verdict(requested=True, can_honor=True, counters_seen=False,
+                   refused=True) == "incompatible"
+    assert verdict(requested=True, can_honor=True, counters_seen=False, refused=True,
+                   baseline_speculated=True, synthetic=True) == "incompatible"
+    # A baseline is never "incompatible": the server refuses a refusal on it.
+    assert verdict(requested=False, can_honor=True, counters_seen=False,
+                   refused=True) == "not_applied"
+
+
+SERVER = Launch(source="engine_command", spec_type="draft-simple", draft_n_max=8,
+                draft_model=True, draft_model_digest="a" * 64)
+
+
+def _llama_server(drafts_counted: bool, refusal: str | None = None):  # type: ignore[no-untyped-def]
+    """A llama-server result: the baseline plain, the drafts started with --spec-type, the
+    trials with the engine's counters or (drafts_counted False) none at all."""
+    sub = _v2(counters_seen=drafts_counted, runtime="ggml")
+    engine = sub.engine.model_copy(update={"name": "llama-server"})
+    configs = []
+    for c in sub.configs:
+        spec = c.speculation.model_copy(update={
+            "launches": [SERVER] if c.role == "draft" else [Launch(source="engine_command")],
+            "refusal": refusal if c.role == "draft" else None,
+            "mechanism": "server_launch" if c.role == "draft" else "none"})
+        trials = c.trials if drafts_counted or c.role == "baseline" else [
+            t.model_copy(update={"counters": None}) for t in c.trials]
+        if not drafts_counted:
+            spec = spec.model_copy(update={"drafted_tokens": None, "accepted_tokens": None,
+                                           "counters_source": None})
+        configs.append(c.model_copy(update={"speculation": spec, "trials": trials}))
+    return sub.model_copy(update={"engine": engine, "configs": configs})
+
+
+def test_llama_server_started_with_a_draft_that_never_drafted_is_not_applied() -> None:
+    # llama-server reports draft_n for every request that drafted: none in any trial means
+    # it served without the draft. That is the noise floor, never "not observed".
+    assert submission_verdicts(_llama_server(drafts_counted=False)) == [
+        "not_applied", "not_applied", "not_applied"]
+    assert submission_verdicts(_llama_server(drafts_counted=True)) == [
+        "not_applied", "confirmed", "confirmed"]
+    # The same evidence on Ollama (counters come from a log that may be missing) stays
+    # not_observed.
+    ollama = _llama_server(drafts_counted=False)
+    ollama = ollama.model_copy(update={"engine": ollama.engine.model_copy(
+        update={"name": "ollama"})})
+    assert submission_verdicts(ollama)[1:] == ["not_observed", "not_observed"]
+
+
+def test_a_refusal_on_the_wire_makes_the_draft_incompatible() -> None:
+    sub = _llama_server(drafts_counted=False, refusal="llama.cpp refuses it")
+    assert submission_verdicts(sub) == ["not_applied", "incompatible", "incompatible"]
+
+
 def _counted(drafted: int, accepted: int, totals: tuple[int, int] | None):  # type: ignore[no-untyped-def]
     config = _v2(counters_seen=True).configs[1]
     trials = list(config.trials)

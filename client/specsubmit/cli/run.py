@@ -44,6 +44,7 @@ from specschema.payload import submission_bytes
 from specsubmit.engines.base import DEFAULT_TIMEOUT_S, EngineOptions, PullProgress
 from specsubmit.engines.registry import ADAPTERS, adapter, check_options
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
+from specsubmit.local.enginelock import engine_lock
 from specsubmit.local.paths import check_state_home
 from specsubmit.local.results import load_result, save_result, write_result
 from specsubmit.outside_text import LINE_LIMIT, visible
@@ -228,7 +229,10 @@ def run_command(
             saved[:] = [path]
             trials_saved = sum(len(config.trials) for config in partial.configs)
 
-    with _CtrlC(err) as ctrl_c, chosen.open(settings, options) as run_engine:
+    # One run per engine: a second run would read this one's counters (and its load).
+    address, label = chosen.lock(options)
+    with engine_lock(address, label), _CtrlC(err) as ctrl_c, \
+            chosen.open(settings, options) as run_engine:
         try:
             fingerprint = default_fingerprint()
             pre = run_engine.preflight(fingerprint, listener, ctrl_c.event)
@@ -358,7 +362,8 @@ def register(app: typer.Typer) -> None:
         = None,
         llama_threads: Annotated[int | None, typer.Option(
             "--llama-threads", envvar="SPECSUBMIT_LLAMA_THREADS",
-            help="llama-server --threads (default: its own choice, the physical cores).")]
+            help="llama-server --threads (default: the physical cores less those busy "
+                 "with other work, by the load average; at least 1).")]
         = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""

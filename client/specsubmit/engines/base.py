@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from specschema import Engine as WireEngine
 from specschema import Fingerprint, ModelInfo, Trial
+from specschema.engines import descriptor
 from specschema.protocol import Protocol as TrialProtocol
 from specschema.protocol import ProtocolConfig
 
@@ -111,6 +112,9 @@ class Generation:
     done_reason: str | None
     draft_n: int | None = None
     draft_accepted: int | None = None
+    # The generated token ids, when the engine returns them (llama-server's return_tokens):
+    # outputs are compared token by token, with the first position that differs.
+    token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,10 @@ class Preflight:
     # "ggml" | "mlx" when the pre-flight could tell (Ollama: the target's /api/tags
     # details.format, "safetensors" running on MLX); the log may say more (EngineReport).
     runtime: str | None = None
+    # Draft configs the engine cannot run as the protocol asks, found before any start
+    # (llama.cpp's vocabulary rule, a missing draft file): {config name: the reason in
+    # words, no path}. The runner skips them; their verdict is incompatible.
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +164,9 @@ class EngineReport:
     reloaded: Mapping[str, list[bool]] = field(default_factory=dict)
     runtime: str | None = None
     log_status: str | None = None
+    # Ollama: trials during which the log shows another client's generation requests
+    # ("spec_4 trial 2"): their log counters are dropped, and the result's note names them.
+    foreign: list[str] = field(default_factory=list)
     # The version as the engine's responses reported it, when the pre-flight could not
     # (LM Studio: the runtime's version comes with each response).
     version: str | None = None
@@ -175,7 +186,9 @@ class Engine(Protocol):
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight: ...
 
-    def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None: ...
+    def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
+        """Raises ``SpeculationRefused`` when the engine cannot run this config as asked
+        (the runner then records it as incompatible and goes on with the others)."""
 
     def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation: ...
 
@@ -230,6 +243,17 @@ class Adapter:
     open: Callable[[RunSettings, EngineOptions], AbstractContextManager[Engine]]
     # Checks the options before anything runs (a malformed URL fails before the trials).
     check: Callable[[EngineOptions], None] = lambda options: None
+    # Where the engine is (its URL) for the one-run-per-engine lock; None: an engine the
+    # client starts itself, whose runs share this machine's cores (one lock per machine).
+    address: Callable[[EngineOptions], str | None] = lambda options: None
+
+    def lock(self, options: EngineOptions) -> tuple[str, str]:
+        """(the lock's key, the engine in words) for ``local.enginelock``."""
+        label = descriptor(self.name).label
+        where = self.address(options)
+        if where is None:
+            return self.name, f"{label} on this machine"
+        return f"{self.name} {where}", f"{label} at {where}"
 
 
 def wire_version(text: str) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from specschema import SpeculationEvidence, Trial, engine_can_honor, verdict
 from specschema.protocol import ProtocolConfig
-from specsubmit.engines.base import DraftCounters
+from specsubmit.engines.base import DraftCounters, Generation
 
 if TYPE_CHECKING:
     from specschema import Launch
@@ -32,6 +32,34 @@ def outputs_match_baseline(baseline: Sequence[Trial], trials: Sequence[Trial]) -
     return all(t.output_sha256 == reference for t in trials)
 
 
+def token_reference(generations: Sequence[Generation]) -> tuple[int, ...] | None:
+    """The baseline's most common generated token sequence (None: no token ids)."""
+    sequences = [g.token_ids for g in generations if g.token_ids is not None]
+    if not sequences or len(sequences) != len(generations):
+        return None
+    reference, _ = Counter(sequences).most_common(1)[0]
+    return reference
+
+
+def first_divergence(reference: Sequence[int], tokens: Sequence[int]) -> int | None:
+    """The first index where `tokens` differs from `reference`, over the tokens both have;
+    when one is a prefix of the other, the shorter one's length; None when they are equal.
+    (Equal token counts are compared, never a longer output with a shorter one's hash.)"""
+    for index, (a, b) in enumerate(zip(reference, tokens, strict=False)):
+        if a != b:
+            return index
+    return None if len(reference) == len(tokens) else min(len(reference), len(tokens))
+
+
+def divergences(reference: tuple[int, ...] | None, generations: Sequence[Generation]
+                ) -> list[int | None] | None:
+    """Per generation, ``first_divergence`` from the reference; None when either side has
+    no token ids (the outputs are then compared by their text's sha256 only)."""
+    if reference is None or any(g.token_ids is None for g in generations):
+        return None
+    return [first_divergence(reference, g.token_ids or ()) for g in generations]
+
+
 def build_evidence(
     config: ProtocolConfig,
     *,
@@ -41,6 +69,7 @@ def build_evidence(
     models_loaded: Sequence[str],
     outputs_match: bool | None,
     launches: Sequence[Launch] = (),
+    refusal: str | None = None,
 ) -> SpeculationEvidence:
     requested = config.role == "draft"
     can_honor = engine_can_honor(config.mechanism, engine_version, engine)
@@ -49,6 +78,8 @@ def build_evidence(
     # v2 only (llama-server): the engine starts as the client ran them. The verdict is
     # then recomputed from the whole submission by specschema.submission_verdicts.
     v2: dict[str, Any] = {"launches": list(launches)} if launches else {}
+    if refusal is not None and requested:  # the engine could not run it: incompatible
+        v2["refusal"] = refusal[:300]
     # Counters from the engine's API belong to their trials whatever the role: a baseline
     # that drafted must show its totals (they are the sums of its trials' counters).
     # So must a baseline whose log shows counters (wire v2: the evidence of

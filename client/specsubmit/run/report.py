@@ -19,6 +19,7 @@ from rich.table import Table
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.blocks import MAX_BASELINE_DRIFT
+from specschema.capability import submission_counter_problems
 from specschema.conclusion import vs_baseline, vs_baseline_wall
 from specschema.engines import descriptor
 from specschema.protocol import headline_of
@@ -34,8 +35,20 @@ def _evidence(submission: Submission, name: str) -> SpeculationEvidence:
     return next(c for c in submission.configs if c.name == name).speculation
 
 
+def inconsistent_configs(submission: Submission) -> dict[str, str]:
+    """{config name: the first shared counter rule it breaks, in words}: the server's own
+    rules (``specschema.capability.submission_counter_problems``), run here before any
+    verdict is shown or consent asked."""
+    found: dict[str, str] = {}
+    for problem in submission_counter_problems(submission):
+        index = int(problem.path.split(".")[1])
+        found.setdefault(submission.configs[index].name, wording.problem_words(problem))
+    return found
+
+
 def verdict_label(submission: Submission, summary: ConfigSummary) -> str:
-    return wording.verdict_label(summary, _evidence(submission, summary.name))
+    return wording.verdict_label(summary, _evidence(submission, summary.name),
+                                 inconsistent_configs(submission).get(summary.name))
 
 
 def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None = None) -> str:
@@ -46,7 +59,8 @@ def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None
                               complete=submission.complete,
                               log_status=submission.engine_log,
                               engine=submission.engine.name,
-                              headline=_headline(submission))
+                              headline=_headline(submission),
+                              inconsistent=inconsistent_configs(submission))
 
 
 def _headline(submission: Submission) -> str:

@@ -52,9 +52,14 @@ from specsubmit.engines.base import (
     unrequested,
 )
 from specsubmit.engines.base import Engine as RunEngine
-from specsubmit.errors import EngineError, UsageError
+from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
-from specsubmit.run.evidence import build_evidence, outputs_match_baseline
+from specsubmit.run.evidence import (
+    build_evidence,
+    divergences,
+    outputs_match_baseline,
+    token_reference,
+)
 
 __all__ = [
     "COLD_LOAD_NS",
@@ -145,16 +150,33 @@ def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
 
 class _Run:
     def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
-                 stop: threading.Event, on_trial: Callable[[], None] | None = None) -> None:
+                 stop: threading.Event, on_trial: Callable[[], None] | None = None,
+                 refused: Mapping[str, str] | None = None) -> None:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
         self.protocol = settings.protocol
         self.states = {c.name: _ConfigState() for c in self.protocol.configs}
+        # Configs the engine cannot run as asked: {name: reason}. Skipped; incompatible.
+        self.refused: dict[str, str] = dict(refused or {})
         self.schedule = self.protocol.schedule()
         self.blocks = self.protocol.blocks()  # each trial's block, recorded on the wire
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
+
+    def planned(self) -> int:
+        """The trials this run means to make: the schedule's, less the refused configs'."""
+        return sum(1 for name, _ in self.schedule if name not in self.refused)
+
+    def refuse(self, config: ProtocolConfig, error: SpeculationRefused) -> None:
+        """The engine cannot run `config` as asked: nothing of it is kept (should a later
+        block be refused, the earlier blocks' trials go too), the run goes on."""
+        self.refused[config.name] = error.public
+        state = self.states[config.name]
+        self.done -= len(state.trials)
+        self.states[config.name] = _ConfigState()
+        self.listener.warning(f"{error.message}; {config.name} is recorded as incompatible "
+                              "and not run, the other configs run as usual")
 
     def switches_load(self, config: ProtocolConfig) -> bool:
         """Whether this request changes a load-time option: the engine restarts for it."""
@@ -197,11 +219,13 @@ class _Run:
     def run_shared(self) -> None:
         """One engine for every config: all warm-ups, then the trials in order."""
         for config in self.protocol.configs:
-            if not self.warmup(config):
+            if config.name not in self.refused and not self.warmup(config):
                 return
         for position, (name, index) in enumerate(self.schedule):
             if self.stop.is_set():
                 return
+            if name in self.refused:
+                continue
             self.trial(position, name, index)
             if self.last_position[name] == position:
                 self.engine.end_config(self.protocol.config(name), last=True)
@@ -213,9 +237,15 @@ class _Run:
             items = list(block)
             if self.stop.is_set():
                 return
+            if name in self.refused:
+                continue
             config = self.protocol.config(name)
             last = items[-1][0] == self.last_position[name]
-            self.engine.begin_config(config, self.listener)
+            try:
+                self.engine.begin_config(config, self.listener)
+            except SpeculationRefused as exc:
+                self.refuse(config, exc)
+                continue
             try:
                 if not self.warmup(config):
                     return
@@ -255,14 +285,14 @@ def run_protocol(
     def on_trial() -> None:
         if checkpoint is None:
             return
-        planned = len(run.schedule)
         checkpoint(build_submission(
             settings, pre, run.states, EngineReport(), api_counters(run.states),
             engine=engine, fingerprint=fingerprint, started=started, complete=False,
-            note=f"incomplete: {run.done} of {planned} trials so far",
-            submission_id=submission_id))
+            note=f"incomplete: {run.done} of {run.planned()} trials so far",
+            submission_id=submission_id, refused=run.refused))
 
-    run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None)
+    run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None,
+               refused=pre.refused)
     error: EngineError | None = None
     try:
         if engine.per_config_start or protocol.warmup_each_block:
@@ -272,7 +302,7 @@ def run_protocol(
     except EngineError as exc:
         error = exc
     done = run.done
-    planned = len(run.schedule)
+    planned = run.planned()
     interrupted = error is None and done < planned
     report = engine.report(pre, listener)
     counters = dict(report.counters) or api_counters(run.states)
@@ -280,8 +310,8 @@ def run_protocol(
         settings, pre, run.states, report, counters, engine=engine, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
         note=_note(pre, error, interrupted, done, planned,
-                   unrequested(protocol.configs, pre.can_honor, counters)),
-        submission_id=submission_id,
+                   unrequested(protocol.configs, pre.can_honor, counters), report.foreign),
+        submission_id=submission_id, refused=run.refused,
     )
     return RunOutcome(submission, interrupted, error, done, planned, report.log_read)
 
@@ -301,7 +331,7 @@ def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]
 
 
 def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
-          planned: int, unrequested: Sequence[str]) -> str | None:
+          planned: int, unrequested: Sequence[str], foreign: Sequence[str] = ()) -> str | None:
     # Never the error text itself: it carries the Ollama URL or a path (both private).
     parts: list[str] = []
     if error is not None:
@@ -313,6 +343,10 @@ def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: in
     if unrequested:
         parts.append("speculation counters seen in configs that do not request it: "
                      + ", ".join(unrequested))
+    if foreign:
+        parts.append("another client's requests reached the engine during "
+                     + ", ".join(foreign[:8]) + (" and more" if len(foreign) > 8 else "")
+                     + "; their log counters are not counted")
     return "; ".join(parts)[:500] or None
 
 
@@ -329,24 +363,39 @@ def build_submission(
     complete: bool,
     note: str | None,
     submission_id: uuid.UUID | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> Submission:
+    """``refused``: the configs the engine could not run, {name: reason} (incompatible)."""
     protocol = settings.protocol
     target = pre.public_names.get(settings.target, settings.target) if settings.target \
         else None
-    baseline_trials = states[protocol.baseline().name].trials
+    baseline_state = states[protocol.baseline().name]
+    baseline_trials = baseline_state.trials
+    reference = token_reference(baseline_state.generations)
     configs: list[ConfigResult] = []
     for config in protocol.configs:
         state = states[config.name]
+        # Token by token where the engine gave the ids (llama-server), else by text hash.
+        diverged = divergences(reference, state.generations) if state.trials else None
+        matches = (all(d is None for d in diverged) if diverged is not None
+                   else outputs_match_baseline(baseline_trials, state.trials))
         evidence = build_evidence(
             config, engine_version=report.version or pre.engine_version,
             engine=pre.engine_name, counters=counters.get(config.name),
             models_loaded=report.models_loaded.get(config.name, []),
-            outputs_match=outputs_match_baseline(baseline_trials, state.trials),
+            outputs_match=matches,
             launches=report.launches.get(config.name, []),
+            refusal=(refused or {}).get(config.name),
         )
         trials = with_log_evidence(state.trials, report.trial_counters.get(config.name, []),
                                    report.reloaded.get(config.name, []),
                                    keep_counters=evidence.drafted_tokens is not None)
+        if diverged is not None and any(d is not None for d in diverged):
+            trials = [t.model_copy(update={"diverged_at": d}) if d is not None else t
+                      for t, d in zip(trials, diverged, strict=True)]
+            if config.role == "draft":
+                evidence = evidence.model_copy(update={
+                    "diverged_at": min(d for d in diverged if d is not None)})
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=protocol.model_for(config, target),
             draft_model=config.draft_model, request_options=protocol.request_options(config),

@@ -21,6 +21,8 @@ import nacl.signing
 import typer
 
 from specschema import Submission, envelope_bytes, key_id_of, sign_envelope, submission_bytes
+from specschema.capability import submission_counter_problems
+from specschema.conclusion import problem_words
 from specsubmit.errors import RunAborted, SubmissionRejected, SubmissionUndelivered, SubmitError
 from specsubmit.local import keys, outbox
 from specsubmit.outside_text import visible
@@ -94,11 +96,19 @@ def deliver(submission_id: str, envelope: bytes, server: str,
 
 
 def check_submittable(submission: Submission, path: Path | None = None) -> None:
+    where = f" {path}" if path else ""
     if not submission.complete:
-        where = f" {path}" if path else ""
         raise SubmitError(
             f"result{where} is incomplete (the run stopped early): incomplete results are "
             "kept locally and never submitted")
+    problems = submission_counter_problems(submission)
+    if problems:
+        # The server's own rule, run before anyone is asked: it would refuse this (422).
+        raise SubmitError(
+            f"result{where} is not submitted: its counters break the shared rule "
+            f"{problem_words(problems[0])}"
+            + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
+            + "; it is kept locally")
 
 
 def send_submission(submission: Submission, server: str,
@@ -261,6 +271,7 @@ def offer_submission(
     if target is None:
         say(f"Not submitted: no server configured (set {SERVER_ENV}){later} --server URL")
         return
+    check_submittable(submission, result_path)  # impossible counters: never to consent
     if not ask_consent(submission, target, assume_yes=assume_yes, print_payload=print_payload,
                        say=say, ask=ask, later=later):
         return

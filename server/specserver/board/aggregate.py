@@ -344,6 +344,7 @@ class ContributorResult(NamedTuple):
     synthetic: int = 0
     cannot_compare: int = 0
     unstable: int = 0
+    incompatible: int = 0
     # Rows per evidence level, in specschema.evidence.LEVELS order (the SQL's too).
     engine_api: int = 0
     log: int = 0
@@ -382,6 +383,7 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
             not_applied=counts["not_applied"], unknown=counts["unknown"],
             baseline_speculated=counts["baseline_speculated"], synthetic=counts["synthetic"],
             cannot_compare=counts["cannot_compare"], unstable=counts["unstable"],
+            incompatible=counts["incompatible"],
             engine_api=levels["engine_api"], log=levels["log"], reported=levels["reported"],
             implausible=levels["implausible"], no_counters=levels["none"],
         ))

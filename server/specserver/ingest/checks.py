@@ -25,11 +25,18 @@ from functools import cache, lru_cache
 from operator import itemgetter
 from typing import Any, Literal, get_args
 
-from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.capability import (
+    TOTALS_OVER_DRAFTED,
+    api_counters_refused,
+    counter_problems,
+    engine_can_honor,
+    reports_api_counters,
+    submission_verdicts,
+)
 from specschema.engines import descriptor
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError
-from specschema.models import ConfigResult, Mechanism, Submission
+from specschema.models import Mechanism, Submission
 from specschema.payload import parse_submission
 from specschema.protocol import Protocol, all_protocols, get_protocol, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
@@ -381,13 +388,6 @@ def _can_honor(mechanism: Mechanism, engine_version: str, engine: str) -> bool |
     return engine_can_honor(mechanism, engine_version, engine)
 
 
-def _reports_api_counters(config: ConfigResult) -> bool:
-    if config.speculation.counters_source == "engine_api":
-        return True
-    return any(t.counters is not None and t.counters.source == "engine_api"
-               for t in config.trials)
-
-
 def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
     """Every free-text name of a submission as (path, value, kind): kind is "chip" for a
     hardware name (also compared with the known chips' lookalikes), "model" for a model
@@ -533,7 +533,7 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
     version = submission.engine.version
     expected_verdicts = submission_verdicts(submission)
     engine_name = submission.engine.name
-    api_allowed = "engine_api" in descriptor(engine_name).counter_sources
+    api_refused = api_counters_refused(engine_name)
     seen: set[str] = set()
     warmup_violations: list[Violation] = []  # durations_coherent reports them after the trials
     for ci, config in enumerate(submission.configs):
@@ -596,28 +596,33 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
                  "drafted, accepted and counters_source come together")
         if counters_seen and (accepted or 0) > (drafted or 0):
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.accepted_tokens",
-                 "more tokens accepted than drafted")
+                 TOTALS_OVER_DRAFTED)
         expected = expected_verdicts[ci]
         if observed != expected:
             _add(found, "speculation_coherent", f"configs.{ci}.speculation.observed",
                  f"observed must be {expected!r} for this evidence, not {observed!r}")
-        elif counters_seen and expected == "not_applied":
+        elif counters_seen and expected in ("not_applied", "incompatible"):
             _add(found, "speculation_coherent", f"configs.{ci}.speculation",
                  "acceptance counters for a config that cannot speculate")
+        if spec.refusal is not None and role != "draft":
+            _add(found, "speculation_coherent", f"configs.{ci}.speculation.refusal",
+                 "only a draft config can be refused (a run without its baseline is nothing)")
 
         # counters_consistent
         for where, message in counter_problems(config):
             _add(found, "counters_consistent", f"configs.{ci}.{where}", message)
-        if not api_allowed and _reports_api_counters(config):
+        if api_refused is not None and reports_api_counters(config):
             _add(found, "counters_consistent", f"configs.{ci}.speculation.counters_source",
-                 f"{descriptor(engine_name).label} reports no counters from its API")
+                 api_refused)
 
         # trials_fit_schedule: the count, then the indices, then each trial's position
         # (and block: a trial's block, when given, is the schedule's)
         count = len(trials)
         positions = plan.positions.get(name, _NOT_SCHEDULED)
         planned = len(positions) or per_config
-        if count > planned or (complete and count != planned):
+        # A config the engine refused (incompatible) runs no trial; the others run them all.
+        refused_whole = count == 0 and expected == "incompatible"
+        if count > planned or (complete and count != planned and not refused_whole):
             _add(found, "trials_fit_schedule", f"configs.{ci}.trials",
                  f"{name} has {count} trials; the protocol runs {planned}")
         blocks = plan.blocks.get(name, _NOT_SCHEDULED)

@@ -40,7 +40,8 @@ summ = tables.summaries
 # The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
 # board list them (and ``ContributorResult`` holds their counts).
 VERDICTS: tuple[str, ...] = ("confirmed", "not_observed", "not_applied", "unknown",
-                             "baseline_speculated", "synthetic", "cannot_compare", "unstable")
+                             "baseline_speculated", "synthetic", "cannot_compare", "unstable",
+                             "incompatible")
 if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
     raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
 # The wire format's OS names (``OsInfo.name``): the one list that filters and imports take.

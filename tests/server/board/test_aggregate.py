@@ -102,22 +102,25 @@ def test_views_split_by_verdict():
             # wire v2: a speculating baseline, synthetic acceptance, MLX: on no board
             row(1.02, verdict="baseline_speculated"), row(3.0, verdict="synthetic"),
             row(1.01, verdict="cannot_compare"), row(2.5, verdict="unstable"),
-            row(4.0, verdict="a_verdict_added_later")]
+            row(4.0, verdict="a_verdict_added_later"),
+            # a draft the engine could not run (no trials, so no ratio): on no board
+            row(None, verdict="incompatible")]
     assert [view_of(r.verdict) for r in rows] == ["speedup", "unverified", "noise_floor", None,
-                                                  None, None, None, "unverified", None]
+                                                  None, None, None, "unverified", None, None]
     # The speedup board holds confirmed rows only: no not-observed or unstable ratio is part
     # of a speedup median (the 3.24x + 1.00x -> 2.12x merge of a real run cannot happen).
     assert [r.verdict for r in in_view(rows, "speedup")] == ["confirmed"]
     assert [r.verdict for r in in_view(rows, "unverified")] == ["not_observed", "unstable"]
     assert [r.verdict for r in in_view(rows, "noise_floor")] == ["not_applied"]
-    assert verdict_counts(rows[:8]) == {"confirmed": 1, "not_observed": 1, "not_applied": 1,
-                                        "unknown": 1, "baseline_speculated": 1, "synthetic": 1,
-                                        "cannot_compare": 1, "unstable": 1}
+    assert verdict_counts(rows[:8] + rows[9:]) == {
+        "confirmed": 1, "not_observed": 1, "not_applied": 1, "unknown": 1,
+        "baseline_speculated": 1, "synthetic": 1, "cannot_compare": 1, "unstable": 1,
+        "incompatible": 1}
     group = one_group(in_view(rows, "speedup"))
     assert group.median_speedup == 1.2
     assert group.verdicts == {"confirmed": 1, "not_observed": 0, "not_applied": 0, "unknown": 0,
                               "baseline_speculated": 0, "synthetic": 0, "cannot_compare": 0,
-                              "unstable": 0}
+                              "unstable": 0, "incompatible": 0}
 
 
 def test_the_unverified_view_is_always_split_by_verdict():

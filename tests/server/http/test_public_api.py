@@ -94,7 +94,7 @@ def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
     # Both views show the verdict counts of every draft result the filters match.
     assert body["verdict_counts"] == {"confirmed": 32, "not_observed": 0, "not_applied": 2,
                                       "unknown": 0, "baseline_speculated": 0, "synthetic": 0,
-                                      "cannot_compare": 0, "unstable": 0}
+                                      "cannot_compare": 0, "unstable": 0, "incompatible": 0}
 
 
 def test_noise_floor_view_holds_not_applied_drafts(client):

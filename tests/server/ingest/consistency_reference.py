@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from specschema.capability import counter_problems, engine_can_honor, submission_verdicts
+from specschema.capability import (
+    counter_problems,
+    engine_can_honor,
+    reports_api_counters,
+    submission_verdicts,
+)
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission, Trial
 from specserver.ingest.checks import (
@@ -31,7 +36,6 @@ from specserver.ingest.checks import (
     _identity,
     _name_problem,
     _num_predict,
-    _reports_api_counters,
     _same,
     name_fields,
 )
@@ -91,10 +95,13 @@ def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     rule = "trials_fit_schedule"
     positions = {slot: pos for pos, slot in enumerate(proto.schedule())}
     blocks = dict(zip(proto.schedule(), proto.blocks(), strict=True))
+    verdicts = submission_verdicts(submission)
     for ci, config in enumerate(submission.configs):
         count = len(config.trials)
         planned = proto.trials_for(config.name) or proto.trials_per_config
-        if count > planned or (submission.complete and count != planned):
+        refused_whole = count == 0 and verdicts[ci] == "incompatible"
+        if count > planned or (submission.complete and count != planned
+                               and not refused_whole):
             yield Violation(
                 rule, f"configs.{ci}.trials",
                 f"{config.name} has {count} trials; the protocol runs {planned}",
@@ -218,8 +225,11 @@ def speculation_coherent(submission: Submission, ctx: RuleContext) -> Iterator[V
         if s.observed != expected:
             yield Violation(rule, f"{path}.observed",
                             f"observed must be {expected!r} for this evidence, not {s.observed!r}")
-        elif seen and expected == "not_applied":
+        elif seen and expected in ("not_applied", "incompatible"):
             yield Violation(rule, path, "acceptance counters for a config that cannot speculate")
+        if s.refusal is not None and config.role != "draft":
+            yield Violation(rule, f"{path}.refusal", "only a draft config can be refused (a run "
+                            "without its baseline is nothing)")
 
 
 def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
@@ -232,7 +242,7 @@ def counters_consistent(submission: Submission, ctx: RuleContext) -> Iterator[Vi
     for ci, config in enumerate(submission.configs):
         for where, message in counter_problems(config):
             yield Violation(rule, f"configs.{ci}.{where}", message)
-        if not api_allowed and _reports_api_counters(config):
+        if not api_allowed and reports_api_counters(config):
             yield Violation(rule, f"configs.{ci}.speculation.counters_source",
                             f"{engine.label} reports no counters from its API")
 

@@ -145,6 +145,13 @@ class TinyModel:
     # them the generated gibberish is printable text that compares and reads cleanly.
     suppress_bytes: bool = True
     name: str = "specbench-tiny"
+    # Give the last N tokens other texts (same vocab size), the way ids 151665-151668 are
+    # padding in Qwen2.5 and tool/think tokens in Qwen3: llama.cpp refuses such a pair.
+    retext_tail: int = 0
+    # The EOS id and whether the tokenizer appends it: llama.cpp compares EOS ids only when
+    # add_eos is true, so a draft with another EOS (and add_eos false) is still accepted.
+    eos_id: int = 2
+    add_eos: bool = False
 
     def truncated(self, layers: int, name: str | None = None) -> TinyModel:
         """This model cut down to its first `layers` layers (same seed: exact truncation)."""
@@ -166,6 +173,10 @@ def write_model(path: Path, model: TinyModel) -> Path:
     if head_dim * heads != model.embd:
         raise ValueError(f"embd {model.embd} is not a multiple of heads {heads}")
     vocab = vocab_from_gguf(model.vocab_file) if model.vocab_file else tiny_vocab(model.vocab)
+    if model.retext_tail:
+        keep = len(vocab.tokens) - model.retext_tail
+        vocab = Vocab(vocab.tokens[:keep] + [f"<|retext_{i}|>" for i in range(model.retext_tail)],
+                      vocab.scores, vocab.types)
     n_vocab = len(vocab.tokens)
     dtype = np.float32 if model.dtype == "f32" else np.float16
 
@@ -191,10 +202,10 @@ def write_model(path: Path, model: TinyModel) -> Path:
     writer.add_token_scores(vocab.scores)
     writer.add_token_types(vocab.types)
     writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    writer.add_eos_token_id(model.eos_id)
     writer.add_unk_token_id(0)
     writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
+    writer.add_add_eos_token(model.add_eos)
     # A minimal template so chat endpoints work too (llama-server applies it with its Jinja).
     writer.add_chat_template(
         "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"

@@ -49,7 +49,7 @@ def _count(value: object) -> int | None:
 
 
 def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | None,
-                          text: str) -> Generation:
+                          text: str, token_ids: tuple[int, ...] | None = None) -> Generation:
     """The final chunk's timings as a Generation (llama-server's ms -> integer ns)."""
     timings = final.get("timings")
     if not isinstance(timings, dict):
@@ -78,6 +78,7 @@ def generation_from_final(final: JsonDict, *, wall_s: float, ttft_s: float | Non
         done_reason=_DONE_REASON.get(str(stop_type), None) if stop_type else None,
         draft_n=draft_n if draft_n else None,
         draft_accepted=(accepted or 0) if draft_n else None,
+        token_ids=token_ids,
     )
 
 
@@ -121,6 +122,23 @@ class LlamaServerApi:
     def props(self) -> JsonDict:
         return self._json("GET", "/props")
 
+    def slots(self) -> list[JsonDict] | None:
+        """/slots (one object per slot, with ``speculative``); None when the server does
+        not offer it (``--no-slots``) or answers something else."""
+        try:
+            response = self._http.get("/slots")
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            data = response.json()
+        except ValueError:
+            return None
+        if not isinstance(data, list):
+            return None
+        return [slot for slot in data if isinstance(slot, dict)]
+
     def apply_template(self, prompt: str) -> str | None:
         """The prompt in the model's own chat template (None: the model has none)."""
         try:
@@ -135,6 +153,8 @@ class LlamaServerApi:
         """One streamed /completion (SSE ``data:`` lines), timed on the client's clock."""
         ttft: float | None = None
         pieces: list[str] = []
+        tokens: list[int] = []
+        tokens_seen = False
         final: JsonDict | None = None
         wall = 0.0
         start = time.perf_counter()
@@ -164,6 +184,11 @@ class LlamaServerApi:
                     if "error" in chunk:
                         raise LlamaServerError(f"llama-server reported an error: "
                                                f"{visible(chunk['error'], 160)}")
+                    ids = chunk.get("tokens")
+                    if isinstance(ids, list) and not chunk.get("stop"):
+                        tokens_seen = True
+                        tokens.extend(i for i in ids if isinstance(i, int)
+                                      and not isinstance(i, bool))
                     content = chunk.get("content")
                     if isinstance(content, str) and content:
                         if ttft is None:
@@ -182,4 +207,5 @@ class LlamaServerApi:
                                f"{MAX_LINE_BYTES // 2**20} MiB") from None
         if final is None:
             raise StreamBroken("llama-server's response ended without its final chunk")
-        return generation_from_final(final, wall_s=wall, ttft_s=ttft, text="".join(pieces))
+        return generation_from_final(final, wall_s=wall, ttft_s=ttft, text="".join(pieces),
+                                     token_ids=tuple(tokens) if tokens_seen else None)

@@ -40,13 +40,19 @@ from specsubmit.engines.base import (
 from specsubmit.engines.llama_server import process
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import Binary, find_binary
-from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header, vocab_mismatch
+from specsubmit.engines.llama_server.compatibility import vocab_mismatch
+from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header
 from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
+from specsubmit.engines.llama_server.threads import default_threads
 from specsubmit.engines.memory import available_memory, check_memory
 from specsubmit.errors import (
+    BadModelFile,
     EngineDied,
     EngineStartFailed,
     IncompatibleVocab,
+    LlamaServerError,
+    ModelNotInStore,
+    SpeculationRefused,
     UsageError,
 )
 from specsubmit.outside_text import visible
@@ -59,6 +65,8 @@ if TYPE_CHECKING:
 REQUEST_OPTIONS = {"num_predict": "n_predict", "temperature": "temperature", "seed": "seed",
                    "top_k": "top_k", "top_p": "top_p", "repeat_penalty": "repeat_penalty"}
 FIXED_REQUEST = {"min_p": 0.0, "stream": True,
+                 # The generated token ids, per chunk: outputs compare token by token.
+                 "return_tokens": True,
                  # Every trial prefills its prompt again (no KV reuse between trials), so
                  # trials are alike and prompt_eval is measured each time.
                  "cache_prompt": False}
@@ -83,8 +91,14 @@ def _version_failure(path: Path, returncode: int, output: str) -> str:
     status = "" if returncode == 0 else f"exit {returncode}; "
     return (f"{path} is not a llama-server: `--version` printed no llama.cpp "
             f"\"version: ...\" line ({status}{said})")
+
+
+# What this build logs when it cannot speculate with the draft it was given: it then serves
+# without speculation (the first two) or does not start at all (the last).
 _SPEC_REFUSED = ("vocabs are not compatible", "failed to initialize speculative decoding",
                  "failed to load draft model")
+# The warning lines before them that say which part of the rule failed (BOS, EOS, type).
+_SPEC_WHY = re.compile(r"draft model (?:vocab type|bos tokens|eos tokens|vocab) must")
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
                10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
                17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
@@ -197,19 +211,19 @@ class LlamaServerEngine:
         self.binary = find_binary(self.binary_flag, which=self.which)
         version, build = self._version(self.binary)
         listener.phase(f"llama-server {version} ({self.binary.source}: {self.binary.path})")
+        if self.threads is None:
+            # Before any server of ours runs: the load it sees is other work's.
+            self.threads = default_threads()
+            listener.phase(f"llama-server threads: {self.threads} (the physical cores less "
+                           "those busy with other work; --llama-threads N to choose)")
         target = self.protocol.model_for(self.protocol.baseline(), self.settings.target)
-        names = [target] + [c.draft_model for c in self.protocol.configs if c.draft_model]
-        for name in dict.fromkeys(names):
-            self.models[name] = resolve_model(name, self.models_dir)
-            self.headers[name] = read_header(self.models[name].path)
-        for config in self.protocol.configs:
-            if config.draft_model is None:
-                continue
-            why = vocab_mismatch(self.headers[target], self.headers[config.draft_model])
-            if why:
-                raise IncompatibleVocab(
-                    f"{config.name}: {config.draft_model} cannot draft for {target}, their "
-                    f"vocabularies differ ({why}); llama-server would run without the draft")
+        self.models[target] = resolve_model(target, self.models_dir)
+        self.headers[target] = read_header(self.models[target].path)
+        refused, first_error = self._check_drafts(target, listener)
+        draft_configs = [c for c in self.protocol.configs if c.draft_model is not None]
+        if draft_configs and all(c.name in refused for c in draft_configs) and first_error:
+            # Nothing but the baseline could run: that measures nothing worth a result.
+            raise first_error
         can_honor = {c.name: engine_can_honor(c.mechanism, version, self.name)
                      for c in self.protocol.configs}
         public = {name: m.name for name, m in self.models.items() if m.source == "path"}
@@ -222,7 +236,60 @@ class LlamaServerEngine:
         available = available_memory(fingerprint)
         check_memory(needed, available, self.settings.assume_yes, listener)
         return Preflight(version, infos, can_honor, needed, available,
-                         engine_name="llama-server", build=build, public_names=public)
+                         engine_name="llama-server", build=build, public_names=public,
+                         refused=refused)
+
+    def _check_drafts(self, target: str, listener: RunListener
+                      ) -> tuple[dict[str, str], LlamaServerError | None]:
+        """Each draft config's model found, loadable and accepted by llama.cpp's rule for
+        the target; the ones that are not are refused (reason in words, no path)."""
+        refused: dict[str, str] = {}
+        first: LlamaServerError | None = None
+        target_public = self._public_name(target)
+        for config in self.protocol.configs:
+            name = config.draft_model
+            if name is None:
+                continue
+            error: LlamaServerError | None = None
+            public = ""
+            try:
+                if name not in self.models:
+                    self.models[name] = resolve_model(name, self.models_dir)
+                if name not in self.headers:
+                    self.headers[name] = read_header(self.models[name].path)
+            except ModelNotInStore as exc:
+                error = exc
+                public = (f"the draft model {name} is not in the models folder (run `ollama "
+                          f"pull {name}`)")
+            except BadModelFile as exc:
+                error = exc
+                public = f"the draft model {name} is not a loadable GGUF file"
+            else:
+                why = vocab_mismatch(self.headers[target], self.headers[name])
+                if why:
+                    public = (f"llama.cpp refuses {name} as a draft for {target_public}: their "
+                              f"vocabularies differ ({why}), and llama-server would serve "
+                              "without the draft")
+                    error = IncompatibleVocab(
+                        f"{config.name}: {name} cannot draft for {target_public}, their "
+                        f"vocabularies differ ({why}); llama-server would run without the draft")
+            if error is None:
+                continue
+            refused[config.name] = public
+            first = first or error
+            listener.warning(f"{config.name}: {error.message}; recorded as incompatible and "
+                             "not run, the other configs run as usual")
+        return refused, first
+
+    def _public_name(self, name: str) -> str:
+        model = self.models.get(name)
+        return model.name if model is not None and model.source == "path" else name
+
+    def _public_text(self, text: str) -> str:
+        """A log line as a result may carry it: model paths as digests, no other path."""
+        for model in self.models.values():
+            text = text.replace(str(model.path), f"sha256:{model.digest[:16]}")
+        return re.sub(r"(?<![\w.])/(?:[^\s'\"/]+/)+[^\s'\"]*", "…", text)[:240]
 
     def _model_info(self, name: str, public: str) -> ModelInfo:
         model, header = self.models[name], self.headers[name]
@@ -282,10 +349,10 @@ class LlamaServerEngine:
         options = self.protocol.request_options(config)
         flags = self.pinned_flags(config)
         if config.draft_model is None:
-            return Launch(source="engine_command", flags=flags)
+            return Launch(source="engine_command", threads=self.threads, flags=flags)
         n_max = options.get("spec_draft_n_max", 3)
-        return Launch(source="engine_command", spec_type=str(options.get("spec_type",
-                                                                         "draft-simple")),
+        return Launch(source="engine_command", threads=self.threads,
+                      spec_type=str(options.get("spec_type", "draft-simple")),
                       draft_n_max=n_max if isinstance(n_max, int) else None,
                       draft_model=True, draft_model_digest=self.models[config.draft_model].digest,
                       flags=flags)
@@ -312,6 +379,13 @@ class LlamaServerEngine:
                 raise EngineStartFailed(
                     f"llama-server could not listen on {process.HOST}:{port}: the port is in "
                     f"use ({BIND_TRIES} ports tried)")
+            loaded = [line for line in tail if "failed to load draft model" in line]
+            if config.draft_model is not None and loaded:
+                raise SpeculationRefused(
+                    f"{config.name}: llama-server could not load the draft "
+                    f"{config.draft_model}: {_error_lines(tail)}", config=config.name,
+                    public=f"llama-server could not load the draft model {config.draft_model}: "
+                    f"{self._public_text(_error_lines(tail))}")
             model = config.draft_model or self.protocol.model_for(config, self.settings.target)
             raise EngineStartFailed(
                 f"llama-server did not start for {config.name} (model {model}): "
@@ -330,15 +404,25 @@ class LlamaServerEngine:
             self.prompt = self._api.apply_template(self.protocol.prompt) or self.protocol.prompt
 
     def _check_draft_loaded(self, config: ProtocolConfig) -> None:
-        """llama-server keeps serving, without speculation, when the draft is refused."""
-        assert self._log_path is not None
+        """llama-server keeps serving, without speculation, when it cannot use the draft:
+        its log says so, and ``/slots`` shows ``speculative: false``. Either is a refusal."""
+        assert self._log_path is not None and self._api is not None
         lines = process.log_tail(self._log_path, 400)
-        refused = [line for line in lines if any(s in line for s in _SPEC_REFUSED)]
-        if refused:
+        refused = [line for line in lines
+                   if any(s in line for s in _SPEC_REFUSED) or _SPEC_WHY.search(line)]
+        said = _logged_lines(refused)
+        if not said:
+            slots = self._api.slots()
+            if slots is not None and not any(slot.get("speculative") is True for slot in slots):
+                said = "/slots shows speculative: false after the start"
+        if said:
             self._stop_server()
-            raise IncompatibleVocab(
-                f"{config.name}: llama-server refused the draft {config.draft_model}: "
-                f"{_error_lines(refused)}")
+            target = self._public_name(self.protocol.model_for(config, self.settings.target))
+            raise SpeculationRefused(
+                f"{config.name}: llama-server refused the draft {config.draft_model}: {said}",
+                config=config.name,
+                public=f"llama-server started without speculation: it refused "
+                f"{config.draft_model} as a draft for {target} ({self._public_text(said)})")
 
     def request_body(self, config: ProtocolConfig) -> dict[str, Any]:
         options = self.protocol.request_options(config)
@@ -397,6 +481,13 @@ class LlamaServerEngine:
         version = wire_version(pre.engine_version)
         build = (report.build or pre.build or "")[:200] or None
         return Engine(name=self.name, version=version, build=build, runtime="ggml"), None
+
+
+def _logged_lines(lines: Sequence[str]) -> str:
+    """Log lines without llama.cpp's timestamp, level and source prefix, in one line."""
+    texts = [re.sub(r"^\s*[0-9.]+\s+[EWI]\s+(?:\S+\s+)?\S+:\s*", "", line).strip()
+             for line in lines]
+    return "; ".join(dict.fromkeys(t for t in texts if t))[:240]
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

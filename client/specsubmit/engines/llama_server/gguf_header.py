@@ -1,16 +1,11 @@
-"""Just enough of a GGUF header to check a draft's vocabulary before any trial (stdlib).
+"""Just enough of a GGUF header to check a draft's vocabulary before any trial (stdlib);
+the rule itself is ``compatibility.py``.
 
 Why our own reader and not the ``gguf`` package: the client stays light (``gguf`` pulls
 numpy), and only the key/value section is needed, which sits at the start of the file, so
 a 9 GB model costs a few MB of reading. Why check at all, when llama-server checks too:
 this build logs "the target and draft vocabs are not compatible" and then serves the target
 *without* speculation, so the run would measure an A/A comparison and call it a draft.
-
-``vocab_mismatch`` applies llama.cpp's own rule (``common/speculative.cpp``,
-``common_speculative_are_compatible``): same tokenizer model, same BOS/EOS ids and add-BOS/
-add-EOS flags, at most 128 tokens difference in size (``SPEC_VOCAB_MAX_SIZE_DIFFERENCE``),
-and the same token text for every id from 5 (``SPEC_VOCAB_CHECK_START_TOKEN_ID``) up to the
-smaller size.
 """
 
 from __future__ import annotations
@@ -23,12 +18,10 @@ from typing import BinaryIO
 
 from specsubmit.errors import BadModelFile
 
-MAX_SIZE_DIFFERENCE = 128
-CHECK_START_TOKEN_ID = 5
 _WANTED = {
     "general.architecture", "general.name", "general.file_type", "general.parameter_count",
-    "tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.bos_token_id",
-    "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+    "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+    "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
     "tokenizer.ggml.add_eos_token",
 }
 # GGUF value types -> struct format of a scalar (8 = string, 9 = array).
@@ -48,6 +41,7 @@ class GgufHeader:
     file_type: int | None
     parameter_count: int | None
     tokenizer_model: str | None
+    tokenizer_pre: str | None
     tokens: tuple[str, ...]
     bos: int | None
     eos: int | None
@@ -153,30 +147,9 @@ def read_header(path: Path) -> GgufHeader:
         file_type=integer("general.file_type"),
         parameter_count=integer("general.parameter_count"),
         tokenizer_model=text("tokenizer.ggml.model"),
+        tokenizer_pre=text("tokenizer.ggml.pre"),
         tokens=tuple(tokens) if isinstance(tokens, list) else (),
         bos=integer("tokenizer.ggml.bos_token_id"), eos=integer("tokenizer.ggml.eos_token_id"),
         add_bos=flag("tokenizer.ggml.add_bos_token"),
         add_eos=flag("tokenizer.ggml.add_eos_token"),
     )
-
-
-def vocab_mismatch(target: GgufHeader, draft: GgufHeader) -> str | None:
-    """Why llama.cpp would refuse `draft` for `target`, or None when it would accept it."""
-    if not target.tokens or not draft.tokens:
-        return "a model has no token list (tokenizer.ggml.tokens)"
-    if target.tokenizer_model != draft.tokenizer_model:
-        return (f"tokenizer {draft.tokenizer_model!r} is not the target's "
-                f"{target.tokenizer_model!r}")
-    for label, a, b in (("BOS token", target.bos, draft.bos), ("EOS token", target.eos, draft.eos),
-                        ("add-BOS flag", target.add_bos, draft.add_bos),
-                        ("add-EOS flag", target.add_eos, draft.add_eos)):
-        if a != b:
-            return f"the {label} differs ({b} vs the target's {a})"
-    n_target, n_draft = len(target.tokens), len(draft.tokens)
-    if abs(n_target - n_draft) > MAX_SIZE_DIFFERENCE:
-        return f"{n_draft} tokens vs the target's {n_target} (more than 128 apart)"
-    for index in range(CHECK_START_TOKEN_ID, min(n_target, n_draft)):
-        if target.tokens[index] != draft.tokens[index]:
-            return (f"token {index} is {draft.tokens[index]!r} in the draft but "
-                    f"{target.tokens[index]!r} in the target")
-    return None

@@ -43,4 +43,5 @@ ADAPTER = Adapter(
     name="lmstudio", summary="lmstudio (a running LM Studio server, `lms server start`, e.g. "
                              "with --protocol lmstudio-draft)",
     accepts=frozenset({"url"}), open=_open, check=_check,
+    address=lambda options: _url(options).rstrip("/"),
 )

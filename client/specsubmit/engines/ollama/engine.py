@@ -171,6 +171,13 @@ class OllamaEngine:
                 + (", so every comparison against this baseline is invalid"
                    if role == "baseline" else "")
             )
+        if report.foreign:
+            listener.warning(
+                "another client's requests reached Ollama during "
+                f"{', '.join(report.foreign[:6])}" + (" and more" if len(report.foreign) > 6
+                                                      else "")
+                + ": the log's counters in those trials cannot be told apart, so they are "
+                "not counted (run alone for a clean result)")
         report.models_loaded, report.ps_after = self.models_loaded, self.ps_after
         return report
 
@@ -198,6 +205,12 @@ def per_config(segments: Sequence[Segment], requests: Sequence[RequestEvidence],
     of the trials' counters) and the runtime the lines show."""
     trial_counters: dict[str, list[TrialCounters | None]] = {}
     reloaded: dict[str, list[bool]] = {}
+    foreign: list[str] = []
+    # Ollama logs one access line per generation request, ours or anyone's. More of them
+    # than we sent: another client used this Ollama during the run, and the windows that
+    # hold two cannot say whose counters are whose. (One of ours logged late lands in the
+    # next window, but then the count is still ours.)
+    crowded = sum(e.requests for e in requests) > len(segments)
     launches: dict[str, list[Launch]] = {}
     seen_runtime = set()
     for segment, evidence in zip(segments, requests, strict=True):
@@ -211,7 +224,11 @@ def per_config(segments: Sequence[Segment], requests: Sequence[RequestEvidence],
         seen_runtime.update("mlx" if c.source == "mlx_log" else "ggml"
                             for c in evidence.counters)
         if segment.counted:
-            trial_counters.setdefault(segment.config, []).append(evidence.trial_counters())
+            mine = trial_counters.setdefault(segment.config, [])
+            shared = crowded and evidence.requests > 1
+            if shared:  # another client's counters may be in this window
+                foreign.append(f"{segment.config} trial {len(mine) + 1}")
+            mine.append(None if shared else evidence.trial_counters())
             reloaded.setdefault(segment.config, []).append(bool(evidence.launches))
     counters: dict[str, DraftCounters] = {}
     for name, per_trial in trial_counters.items():
@@ -225,4 +242,4 @@ def per_config(segments: Sequence[Segment], requests: Sequence[RequestEvidence],
     found_runtime = ("mlx" if "mlx" in seen_runtime else "ggml") if seen_runtime else runtime
     return EngineReport(counters=counters, log_read=True, launches=launches,
                         trial_counters=trial_counters, reloaded=reloaded,
-                        runtime=found_runtime, log_status="read")
+                        runtime=found_runtime, log_status="read", foreign=foreign)

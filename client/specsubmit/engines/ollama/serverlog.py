@@ -64,6 +64,10 @@ _SYNTHETIC_WARNING = "synthetic speculative acceptance is enabled"
 _SYNTH_FLAGS = ("--spec-synth-len", "--spec-synth-rates")
 _SYNTH_ENV = ("LLAMA_ARG_SPEC_SYNTH_LEN", "LLAMA_ARG_SPEC_SYNTH_RATES")
 _BLOB = re.compile(r"sha256[-:]([0-9a-f]{64})$")
+# Ollama's access log (gin): `[GIN] 2026/12/01 - 10:00:00 | 200 | 1.2s | 127.0.0.1 | POST
+# "/api/generate"`. Only the endpoints that generate tokens (and so can log counters).
+_GIN = re.compile(r'\[GIN\].*\|\s*POST\s+"(/api/generate|/api/chat|/v1/chat/completions|'
+                  r'/v1/completions|/v1/responses)(?:\?[^"]*)?"')
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,17 @@ class LaunchEvent:
     warning: bool = False
 
 
-LogEvent = CounterEvent | LaunchEvent
+@dataclass(frozen=True)
+class RequestEvent:
+    """Ollama's access line for a generation request (``[GIN] ... | POST "/api/generate"``),
+    written as the request ends, ours or anyone's."""
+
+    offset: int
+    time: datetime | None
+    path: str
+
+
+LogEvent = CounterEvent | LaunchEvent | RequestEvent
 
 
 @dataclass
@@ -96,6 +110,7 @@ class RequestEvidence:
     counters: list[CounterEvent] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     synthetic_warning: bool = False
+    requests: int = 0  # generation requests Ollama logged while this one was the latest
 
     def trial_counters(self) -> TrialCounters | None:
         """This request's counters (summed when it logged several lines), if it drafted."""
@@ -215,6 +230,8 @@ def parse_log(data: bytes, base_offset: int = 0) -> list[LogEvent]:
                 starting.group(1)))))
         elif _SYNTHETIC_WARNING in line:
             events.append(LaunchEvent(offset, last_time, None, warning=True))
+        elif gin := _GIN.search(line):
+            events.append(RequestEvent(offset, last_time, gin.group(1)))
         offset += len(raw)
     return events
 
@@ -313,6 +330,8 @@ def requests_evidence(events: Iterable[LogEvent], segments: Sequence[Segment], *
         evidence = found[index[id(owner)]]
         if isinstance(event, CounterEvent):
             evidence.counters.append(event)
+        elif isinstance(event, RequestEvent):
+            evidence.requests += 1
         elif event.warning:
             evidence.synthetic_warning = True
         elif event.launch is not None:

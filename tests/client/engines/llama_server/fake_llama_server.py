@@ -1,0 +1,165 @@
+"""A stand-in for llama-server (stdlib only) that the engine adapter starts like the real one.
+
+It answers what specsubmit uses: ``--version``, ``/health``, ``/props``, ``/slots``, a
+streamed ``/completion`` whose final chunk carries ``timings`` (with ``draft_n`` and
+``draft_n_accepted`` only while it speculates) and the generated ``tokens`` when
+``return_tokens`` is set. Its log lines are the real engine's (tests/fixtures/llama_server/:
+``incompatible-vocab.txt``, the acceptance line's format).
+
+What it does with a draft is set per draft file (the first 12 hex digits of its sha256) in
+``FAKE_LLAMA_DRAFTS`` (``digest=behaviour,...``):
+- ``refuse``: log llama.cpp's two refusal lines, then serve without speculation
+  (``/slots``: ``speculative: false``), as this build does for an incompatible vocab;
+- ``silent``: serve without speculation and log nothing (only ``/slots`` tells);
+- ``fail``: log "failed to load draft model" and exit 1;
+- ``blind``: speculate, accepting none of what it drafts (an unrelated draft);
+- anything else, or not listed: speculate, accepting half of what it drafts.
+
+The generated token ids are ``100 + i``; with ``FAKE_LLAMA_DIVERGE_AT=N`` a speculating
+server emits another id from position N on (as the target's batched arithmetic does).
+Run as ``python fake_llama_server.py ARGS`` (``write_fake_binary`` writes a launcher).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+VERSION = "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with fake for x86_64\n"
+REFUSAL_LINES = (  # verbatim from tests/fixtures/llama_server/incompatible-vocab.txt
+    "0.00.125.759 E spec common_specu: the target and draft vocabs are not compatible",
+    "0.00.125.886 E srv    load_model: failed to initialize speculative decoding context: "
+    "draft model vocab type must match target model to use speculation",
+)
+
+
+def write_fake_binary(folder: Path) -> Path:
+    """An executable that runs this file with the test's Python."""
+    folder.mkdir(parents=True, exist_ok=True)
+    launcher = folder / "llama-server"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    launcher.chmod(launcher.stat().st_mode | stat.S_IXUSR)
+    return launcher
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def _behaviour(draft: str | None) -> str | None:
+    if draft is None:
+        return None
+    wanted = dict(item.split("=", 1) for item in
+                  os.environ.get("FAKE_LLAMA_DRAFTS", "").split(",") if "=" in item)
+    return wanted.get(_digest(draft), "speculate")
+
+
+def _log(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    if "--version" in argv:
+        sys.stderr.write(VERSION)
+        return 0
+    args: dict[str, str] = {}
+    for i, item in enumerate(argv):
+        if item.startswith("--"):
+            following = argv[i + 1] if i + 1 < len(argv) else ""
+            args[item] = "" if following.startswith("--") else following
+    draft = args.get("--spec-draft-model")
+    behaviour = _behaviour(draft)
+    _log("0.00.001.473 I srv  llama_server: initializing ...")
+    if behaviour == "fail":
+        _log(f"0.00.010.000 E srv    load_model: failed to load draft model, '{draft}'")
+        return 1
+    if behaviour == "refuse":
+        for line in REFUSAL_LINES:
+            _log(line)
+    speculating = behaviour in ("speculate", "blind")
+    accept_share = 0.0 if behaviour == "blind" else 0.5
+    diverge_at = int(os.environ.get("FAKE_LLAMA_DIVERGE_AT", "-1"))
+    tasks = iter(range(1, 1_000_000))
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *a: Any) -> None:  # noqa: A002 - the base's name
+            pass
+
+        def _json(self, body: Any, status: int = 200) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path == "/health":
+                self._json({"status": "ok"})
+            elif self.path == "/props":
+                self._json({"build_info": "b1-0c1e570"})
+            elif self.path == "/slots":
+                self._json([{"id": 0, "n_ctx": 4096, "speculative": speculating,
+                             "is_processing": False}])
+            else:
+                self._json({"error": "not found"}, 404)
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path != "/completion":
+                self._json({"error": "not found"}, 404)
+                return
+            n = int(body.get("n_predict", 16))
+            ids = [100 + i if not (speculating and 0 <= diverge_at <= i) else 900 + i
+                   for i in range(n)]
+            # 2 ms of prompt, 0.25 ms per token (4000 tok/s): the wall time covers them.
+            prompt_ms, predicted_ms = 2.0, n * 0.25
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            time.sleep(prompt_ms / 1000)
+            for token in ids:
+                chunk: dict[str, Any] = {"content": f"t{token} ", "stop": False}
+                if body.get("return_tokens"):
+                    chunk["tokens"] = [token]
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            time.sleep(predicted_ms / 1000)
+            timings: dict[str, Any] = {"cache_n": 0, "prompt_n": 5, "prompt_ms": prompt_ms,
+                                       "predicted_n": n, "predicted_ms": predicted_ms}
+            with lock:
+                task = next(tasks)
+            if speculating:
+                accepted = int(n * accept_share)
+                timings.update(draft_n=n, draft_n_accepted=accepted)
+                _log(f"0.01.000.000 I slot print_timing: id  0 | task {task} | draft "
+                     f"acceptance = {accept_share:.5f} ({accepted:5d} accepted / {n:5d} "
+                     "generated), mean len =  2.00")
+            final = {"content": "", "stop": True, "stop_type": "limit", "timings": timings,
+                     "tokens": []}
+            self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+            self.wfile.flush()
+            self.close_connection = True
+
+    server = ThreadingHTTPServer((args.get("--host", "127.0.0.1"), int(args["--port"])),
+                                 Handler)
+    _log(f"0.00.022.162 I srv  llama_server: listening on http://127.0.0.1:{args['--port']}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
