@@ -3,9 +3,12 @@
 What it reproduces (shared/reference/ollama-api.md):
 - /, /api/version, /api/tags, /api/show, /api/ps, /api/pull (streamed progress),
   /api/generate streamed as chunked NDJSON (or one JSON object with stream:false).
-- Metrics only on the final chunk, integer nanoseconds measured on the server's own
-  monotonic clock: load + prompt_eval + eval <= total, and total is taken just before the
-  final chunk is written, so the client's wall time is always >= total.
+- Metrics only on the final chunk, integer nanoseconds on the server's own monotonic
+  clock: load + prompt_eval + eval <= total, and total is taken just before the final
+  chunk is written, so the client's wall time is always >= total. The eval duration is
+  the model's nominal one (count / speed; the sleep is never shorter), not the measured
+  sleep: a loaded test machine must not make the fake's decode rate drift between blocks,
+  or verdicts in tests would depend on load (the baseline's blocks would "disagree").
 - Greedy output (temperature 0) depends only on model and prompt: identical with and
   without speculation, as lossless speculative decoding must be.
 - Unknown top-level fields are ignored; unknown options are ignored with a log line
@@ -622,9 +625,8 @@ class _Handler(BaseHTTPRequestHandler):
         die = fake.die_after_generates is not None and ordinal >= fake.die_after_generates
         base = {"model": name, "created_at": ""}
         if not stream:
-            eval_start = time.monotonic_ns()
             time.sleep(count / speed)
-            eval_ns = time.monotonic_ns() - eval_start
+            eval_ns = int(count / speed * 1e9)
             self._log_speculation(model, speculating, count, iterations, dnp)
             final = self._final(base, "".join(tokens), done_reason, start_ns, load_ns,
                                 prompt_tokens, prompt_ns, count, eval_ns)
@@ -646,7 +648,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_stream()
                 return 200
             self._chunk({**base, "created_at": _now_rfc3339(), "response": token, "done": False})
-        eval_ns = time.monotonic_ns() - eval_start
+        eval_ns = min(time.monotonic_ns() - eval_start, int(count / speed * 1e9))
         if fake.end_without_done:
             self._end_stream()
             return 200

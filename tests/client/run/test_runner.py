@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specschema import Fingerprint, Protocol, Submission, find_protocol, get_protocol, summarize
+from specschema import Fingerprint, Protocol, find_protocol, get_protocol, summarize
 from specschema.payload import parse_submission, submission_bytes
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
@@ -33,15 +33,6 @@ class Recorder(RunListener):
 
     def trial_finished(self, position, total, config, trial) -> None:  # type: ignore[no-untyped-def]
         self.finished.append((position, config))
-
-
-def unless_unstable(sub: Submission, verdict: str) -> str:
-    """``verdict``, or "unstable" when the baseline's blocks disagree beyond the bound: the
-    fake sleeps ~20 ms per trial, which a loaded machine can stretch by half (the rule's
-    tests with exact timings are tests/schema/test_blocks.py)."""
-    from specschema.blocks import baseline_drift, is_unstable
-
-    return "unstable" if is_unstable(baseline_drift(sub.configs[0])) else verdict
 
 
 # ollama-draft v1 (interleaved: a switch at every trial), still loadable by its identity
@@ -208,10 +199,10 @@ def test_ollama_draft_on_0_12_8_is_not_applied(tmp_path: Path) -> None:
     with FakeOllama(version="0.12.8", models=[FakeModel(MTP, mtp=True)], log_path=log) as fake:
         sub = _run(fake, "ollama-draft", target=MTP, log_path=log).submission
     drafts = [c for c in sub.configs if c.role == "draft"]
-    assert [c.speculation.observed for c in drafts] == [unless_unstable(sub, "not_applied")] * 2
+    # The fake's decode rate does not drift with load, so its baseline blocks agree.
+    assert [c.speculation.observed for c in drafts] == ["not_applied"] * 2
     assert all(c.speculation.engine_can_honor is False for c in drafts)
-    if drafts[0].speculation.observed == "not_applied":
-        assert "options.draft_num_predict needs Ollama 0.30.0" in conclusion(sub)
+    assert "options.draft_num_predict needs Ollama 0.30.0" in conclusion(sub)
 
 
 def test_ollama_draft_without_a_readable_log_is_not_observed(tmp_path: Path) -> None:
@@ -220,13 +211,10 @@ def test_ollama_draft_without_a_readable_log_is_not_observed(tmp_path: Path) -> 
         outcome = _run(fake, "ollama-draft", target=MTP, listener=recorder,
                        log_path=tmp_path / "no-such.log")
     drafts = [c for c in outcome.submission.configs if c.role == "draft"]
-    assert [c.speculation.observed for c in drafts] == [
-        unless_unstable(outcome.submission, "not_observed")] * 2
+    assert [c.speculation.observed for c in drafts] == ["not_observed"] * 2
     assert outcome.log_read is False
     assert any("cannot read the Ollama server log" in w for w in recorder.warnings)
-    said = ("is unstable" if drafts[0].speculation.observed == "unstable"
-            else "cannot be attributed to speculation")
-    assert said in conclusion(outcome.submission)
+    assert "cannot be attributed to speculation" in conclusion(outcome.submission)
 
 
 def test_ollama_draft_needs_a_target() -> None:
