@@ -1,4 +1,4 @@
-"""`specsubmit run`, `protocols` and `show FILE` (issue 3).
+"""`specsubmit run`, `protocols` and `show FILE`.
 
 Thin edge: parses flags, wires the runner to rich progress on stderr, saves the result
 first, then renders it. Errors are raised as ``SpecSubmitError``s for ``cli.main``.

@@ -323,7 +323,7 @@ class Paging:
 
 def section_page(groups: Sequence[GroupAggregate], paging: Paging) -> list[GroupAggregate]:
     """The groups of one board section on this page. A section that fits on one page is
-    shown whole, in its order. A longer one (one key can mint groups without end, issue 15)
+    shown whole, in its order. A longer one (one key can mint groups without end)
     is cut into pages of ``per_page``, the groups with at least ``min_contributors`` first:
     a flood of one-contributor groups cannot push the established ones off the first page."""
     if len(groups) <= paging.per_page and paging.page == 1:
@@ -637,7 +637,7 @@ def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
 
     ``base_url`` is ``settings.public_base_url``, never the request's Host header: the page
     is cached for every visitor under an ETag that ignores Host, so one request with
-    ``Host: attacker.example`` made everyone's snippet fetch from there (issue 16). The
+    ``Host: attacker.example`` made everyone's snippet fetch from there. The
     snippet also checks that the envelope it fetched is this submission's, so a server or
     proxy cannot pass off another validly signed envelope. Values are JSON string
     literals, which are Python string literals too."""
