@@ -87,6 +87,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 OUTLIER_SCORE = 3.5
 _MAD_NORMAL = 0.6745
 _MEAN_AD_NORMAL = 0.7979  # the same for the mean absolute deviation, when the MAD is 0
+# A spread this small next to the median is rounding, not variation (two ratios computed
+# along different paths differ by an ulp): dividing by it would score values 1e16 apart.
+_ROUNDING_SPREAD = 1e-12
 
 
 def median_absolute_deviation(values: Sequence[float]) -> float:
@@ -98,7 +101,7 @@ def median_absolute_deviation(values: Sequence[float]) -> float:
 def robust_scores(values: Sequence[float]) -> list[float]:
     """Each value's modified z-score, ``0.6745 * (x - median) / MAD``, signed: robust to the
     outliers it is meant to find (a mean and standard deviation are pulled by them). When
-    more than half the values are equal the MAD is 0; then the mean absolute deviation
+    more than half the values are equal (to rounding) the MAD is 0; then the mean absolute deviation
     stands in for it (``0.7979 * (x - median) / meanAD``), and if that is 0 too every
     value is the median and scores 0."""
     if not values:
@@ -106,10 +109,11 @@ def robust_scores(values: Sequence[float]) -> list[float]:
     centre = median(values)
     deviations = [v - centre for v in values]
     mad = median([abs(d) for d in deviations])
-    if mad > 0:
+    rounding = _ROUNDING_SPREAD * abs(centre)
+    if mad > rounding:
         return [_MAD_NORMAL * d / mad for d in deviations]
     mean_ad = math.fsum(abs(d) for d in deviations) / len(deviations)
-    if mean_ad > 0:
+    if mean_ad > rounding:
         return [_MEAN_AD_NORMAL * d / mean_ad for d in deviations]
     return [0.0 for _ in values]
 
