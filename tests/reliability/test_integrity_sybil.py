@@ -19,6 +19,7 @@ import pytest
 
 from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specschema.summary import summarize
 from specserver.board import newkeys
 from specserver.board.aggregate import ContributorResult
 from specserver.http.app import create_app
@@ -49,6 +50,22 @@ def _spec4_median(client: InProcessClient) -> tuple[float, int]:
     return groups[0]["median_speedup"], groups[0]["contributors"]
 
 
+def _spec4_speedup(sub: Any) -> float:
+    """The submission's own spec_4 speedup as the shared summary computes it (the example's
+    trials are noisy and blocked, so it is near, not equal to, the speedup asked for)."""
+    config = next(i for i, c in enumerate(sub.configs) if c.name == "spec_4")
+    speedup = summarize(sub)[config].speedup_tps
+    assert speedup is not None
+    return speedup
+
+
+def _honest_range() -> tuple[float, float]:
+    now = datetime.now(UTC)
+    speedups = [_spec4_speedup(_submission(10 + i, speedup, now))
+                for i, speedup in enumerate(HONEST)]
+    return min(speedups), max(speedups)
+
+
 def _attack(tmp: Path, **overrides: Any) -> tuple[float, float, int]:
     """The median before and after 50 new keys post from one address; contributors after."""
     defaults = ServerSettings()
@@ -76,19 +93,21 @@ def _attack(tmp: Path, **overrides: Any) -> tuple[float, float, int]:
 def test_fifty_new_keys_from_one_address_leave_the_median_in_the_honest_range(
         tmp_path: Path) -> None:
     before, after, contributors = _attack(tmp_path)
+    low, high = _honest_range()
     print(f"\nsybil flood, shipped settings: spec_4 median {before:.2f}x -> {after:.2f}x "
-          f"(honest {min(HONEST)}-{max(HONEST)}), {contributors} contributors counted")
-    assert min(HONEST) <= before <= max(HONEST)
-    assert min(HONEST) <= after <= max(HONEST)
+          f"(honest {low:.2f}-{high:.2f}), {contributors} contributors counted")
+    assert low <= before <= high
+    assert low <= after <= high
     assert contributors == len(HONEST) + 1  # the 50 new keys are one vote
 
 
 def test_without_the_rule_the_same_attack_moves_the_median(tmp_path: Path) -> None:
     before, after, contributors = _attack(tmp_path, new_key_probation_days=0,
                                           cohort_window_hours=0)
+    low, high = _honest_range()
     print(f"\nsybil flood, rule off: spec_4 median {before:.2f}x -> {after:.2f}x")
-    assert min(HONEST) <= before <= max(HONEST)
-    assert after > max(HONEST) * 2  # the attack (the issue's 1.10x -> 3.01x) is real
+    assert low <= before <= high
+    assert after > high * 2  # the attack (the issue's 1.10x -> 3.01x) is real
     assert contributors == len(HONEST) + 50
 
 
