@@ -82,6 +82,16 @@ class _Bounded:
     connections: set[Any]
     _head_timer: asyncio.TimerHandle | None = None
 
+    # Listed first in each subclass's bases, so super() here is uvicorn's protocol.
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        if not self._over_bound():
+            self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._head_complete()
+        super().connection_lost(exc)  # type: ignore[misc]
+
     def _arm_head_deadline(self) -> None:
         if self._head_timer is None:
             self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_expired)
@@ -110,15 +120,6 @@ class _Bounded:
 
 
 class HttpToolsBounded(_Bounded, HttpToolsProtocol):
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if not self._over_bound():
-            self._arm_head_deadline()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._head_complete()
-        super().connection_lost(exc)
-
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm_head_deadline()  # a later request on a kept-alive connection
@@ -129,15 +130,6 @@ class HttpToolsBounded(_Bounded, HttpToolsProtocol):
 
 
 class H11Bounded(_Bounded, H11Protocol):
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if not self._over_bound():
-            self._arm_head_deadline()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._head_complete()
-        super().connection_lost(exc)
-
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
             self._arm_head_deadline()  # a later request on a kept-alive connection
