@@ -206,3 +206,20 @@ def test_the_page_words_name_the_method_the_numbers_came_from() -> None:
     assert "two-stage bootstrap" in interval_method_words("block_bootstrap", True)
     for interval in ("block_t", "block_bootstrap"):  # no blocks: the trials' bootstrap
         assert "over trials" in interval_method_words(interval, False)
+
+
+def test_a_result_of_the_first_bracketed_design_keeps_its_bootstrap_numbers() -> None:
+    v2 = next(p for p in all_protocols() if (p.id, p.version) == ("llamacpp-draft", 2))
+    sub = example_submission(v2, seed=5, engine_version="b1", schema_version=2,
+                             runtime="ggml", counters_seen=True, created_at=CREATED,
+                             draft_speedups={"draft_qwen3_0.6b_n8": 2.0}, blocks=True)
+    base = next(c for c in sub.configs if c.role == "baseline")
+    draft = next(c for c in sub.configs if c.name == "draft_qwen3_0.6b_n8")
+    from specschema.blocks import decode_rates, trial_blocks
+
+    direct = blocked_ratio(trial_blocks(draft.trials, decode_rates(draft.trials)),
+                           trial_blocks(base.trials, decode_rates(base.trials)))
+    mine = next(s for s in summarize(sub) if s.name == draft.name)
+    assert (mine.speedup_tps, mine.speedup_tps_ci_low, mine.speedup_tps_ci_high) == (
+        direct.ratio, direct.ci_low, direct.ci_high)
+    assert mine.blocks == 2
