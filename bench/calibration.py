@@ -154,15 +154,23 @@ def calibration(results: list[dict[str, Estimate]]) -> str:
 def report(subs: list[Submission]) -> None:
     for run, sub in enumerate(subs):
         describe(run, sub)
-    drifts = [baseline_drift(s.configs[0]) for s in subs]
-    shown = [f"{d:.0%}" for d in drifts if d is not None]
-    if shown:
-        print(f"baseline block drift per run: {', '.join(shown)}")
     if len(subs) < 2:
         print("calibration needs two runs or more")
         return
     for method in methods_for(subs[0]):
-        print(f"{method}: {calibration([estimates(s, method) for s in subs])}")
+        found = [estimates(s, method) for s in subs]
+        print(f"{method}: {calibration(found)}")
+        # The unstable rule's question: do runs whose baseline blocks disagree more read
+        # estimates farther from the other runs'?
+        rows = []
+        for i, (sub, mine) in enumerate(zip(subs, found, strict=True)):
+            drift = baseline_drift(sub.configs[0])
+            others = sorted(f[TRUNCATED][0] for j, f in enumerate(found) if j != i)
+            centre = others[len(others) // 2] if len(others) % 2 else (
+                others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+            rows.append(f"{'-' if drift is None else f'{drift:.0%}'} -> "
+                        f"{mine[TRUNCATED][0] / centre - 1:+.0%}")
+        print(f"  baseline drift -> truncated estimate vs the others' median: {'; '.join(rows)}")
 
 
 def measure(args: argparse.Namespace) -> dict[int, list[Submission]]:
