@@ -99,15 +99,20 @@ def parse_filters(params: dict[str, list[str]]) -> Filters:
 MAX_LISTED = 200
 
 
-def check_known(reads: ReadService, version: str, filters: Filters) -> None:
-    """Refuse (422) a free-text filter value no visible submission has, listing those there are."""
+def check_known(reads: ReadService, version: str | None, filters: Filters) -> None:
+    """Refuse (422) a free-text filter value no visible submission has, listing those there are.
+
+    ``version``: the data version the values must be of; None (board reads, which serve
+    the last computed board): the values last read do when they hold the asked ones.
+    """
     asked = {"chip": filters.chip, "target": filters.target, "draft": filters.draft,
              "ollama_version": filters.ollama_version, "memory_gb": filters.memory_gb,
              "engine_version": filters.engine_version}
-    if all(v is None for v in asked.values()):
+    given = {name: value for name, value in asked.items() if value is not None}
+    if not given:
         return
-    known = reads.known_values(version)
-    for name, value in asked.items():
+    known = reads.known_values(version, given)
+    for name, value in given.items():
         if value is not None and value not in known[name]:
             allowed = known[name]
             raise QueryRejected(
