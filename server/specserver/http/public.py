@@ -18,6 +18,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
+from specschema.protocol_text import shown_description
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.board.leaderboard import Board, ReadService
@@ -208,7 +209,7 @@ def protocols(request: Request, reads: Reads) -> Response:
                       c["submissions"] for c in queries.protocol_counts(conn)}
         items = [{
             "id": p.id, "version": p.version, "sha256": p.sha256,
-            "description": p.description, "target": p.target,
+            "description": shown_description(p), "target": p.target,
             "trials_per_config": p.trials_per_config,
             "configs": [{"name": c.name, "role": c.role, "draft_model": c.draft_model,
                          "mechanism": c.mechanism} for c in p.configs],

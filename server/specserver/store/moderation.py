@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 
 from specserver.errors import Conflict, Invalid, NotFound
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.adhoc import audit_target
 from specserver.store.rowset import QUARANTINE_PREFIX, RowSet
 from specserver.store.tables import INGEST_TABLES
@@ -43,9 +43,14 @@ def _now() -> datetime:
 
 
 def record(conn: Connection, action: str, target: str, reason: str | None, actor: str) -> None:
+    """The audit row, and the change log's entry for what the action touched (an import
+    also stored its submission)."""
     conn.execute(insert(tables.audit_log).values(
         audit_id=str(uuid.uuid4()), at=_now(), action=action, target=target, reason=reason,
         actor=actor))
+    who = changes.audit_contributor(conn, action, target)
+    changes.mark(conn, {who: 1} if action == "import" and who is not None else None,
+                 {who: 1})
 
 
 def _hidden(conn: Connection, submission_id: str) -> bool:

@@ -268,6 +268,31 @@ audit_log = Table(
     Column("actor", String(120), nullable=False),
 )
 
+# Store version 9: what each write changed, for the board maintained by change
+# (``store/changes.py``, ``board/incremental.py``). ``board_clock`` is one row whose ``seq``
+# every writing transaction bumps as its last step: the row lock orders the transactions'
+# sequence numbers as their commits (PostgreSQL replicas included), so a reader that sees
+# ``seq`` = n has every change numbered up to n.
+board_clock = Table(
+    "board_clock",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # always 1
+    Column("seq", BigInteger, nullable=False),
+)
+
+# One row per contributor (key id, or ``imported:<submission id>``) a transaction touched,
+# with how many submissions it stored for them and how many audit rows it wrote; a row with
+# no contributor counts audit rows that touched none (an ad-hoc query's).
+board_changes = Table(
+    "board_changes",
+    metadata,
+    Column("seq", BigInteger, nullable=False),
+    Column("contributor", String(80), nullable=True),
+    Column("submissions", Integer, nullable=False),
+    Column("audits", Integer, nullable=False),
+)
+Index("ix_board_changes_seq", board_changes.c.seq).ddl_if(dialect="postgresql")
+
 # The tables one submission writes, in insertion order (their names are ``rowset``'s,
 # which the check workers import without SQLAlchemy).
 INGEST_TABLES: tuple[Table, ...] = tuple(metadata.tables[name] for name in INGEST_TABLE_NAMES)

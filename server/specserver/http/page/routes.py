@@ -28,7 +28,8 @@ from specschema.conclusion import (
     outcome_of,
 )
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import headline_of, shipped_protocols
+from specschema.protocol import find_protocol, headline_of, shipped_protocols
+from specschema.protocol_text import shown_description
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate
 from specserver.http.caching import conditional
@@ -396,7 +397,7 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
              f"<h2>{escape(protocol_id)}"
              f"{f' v{protocol.version}' if protocol else ''}</h2>"]
     if protocol is not None:
-        parts.append(f'<p class="note">{escape(protocol.description)}</p>')
+        parts.append(f'<p class="note">{escape(shown_description(protocol))}</p>')
     board = f"speedup-{protocol_id}"
     parts.append("<h3>Speedup board</h3>")
     if speed:
@@ -622,6 +623,14 @@ def _subtitle(row: dict[str, Any]) -> str:
             f"received {_when(row['received_at'])}")
 
 
+def _protocol_words(row: dict[str, Any]) -> str | None:
+    """The shipped protocol's description as shown (``specschema.protocol_text``); None for
+    a protocol this server does not ship."""
+    protocol = find_protocol(str(row["protocol_id"]), int(row["protocol_version"]),
+                             str(row["protocol_sha256"]))
+    return None if protocol is None else shown_description(protocol)
+
+
 def _history_table(history: Sequence[dict[str, Any]]) -> str:
     rows = "".join(
         f"<tr><td>{escape(_when(h['at']))}</td><td>{escape(str(h['action']))}</td>"
@@ -692,6 +701,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     out.append(result.details("The run", result.facts([
         ("Protocol", f"{row['protocol_id']} v{row['protocol_version']} "
                      f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
+        ("What the protocol measures", _protocol_words(row)),
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),
