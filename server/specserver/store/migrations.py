@@ -230,6 +230,12 @@ def _blocks(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
+def _board_changes(conn: Connection) -> None:
+    """The change log of the board maintained by change, and its clock (tables.py)."""
+    tables.board_clock.create(conn, checkfirst=True)
+    tables.board_changes.create(conn, checkfirst=True)
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -249,6 +255,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "blocks: trials.block_number; summaries.blocks, block_drift, "
                  "speedup_wall_ci_low"
                  " and speedup_wall_ci_high", _blocks),
+    Migration(9, "board change log: board_clock and board_changes", _board_changes),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -308,6 +309,11 @@ def test_protocols_and_stats(client):
     assert protocols["ollama-draft"]["submissions"] == COUNT
     assert protocols["hardnumbers-m2"]["submissions"] == 1
     assert len(protocols["hardnumbers-m2"]["sha256"]) == 64
+    # every accepted version, each described in the words shown (specschema.protocol_text)
+    items = client.get("/v1/protocols").json()["items"]
+    old = next(p for p in items if (p["id"], p["version"]) == ("llamacpp-draft", 1))
+    assert "designed from" in old["description"]
+    assert not any(re.search(r"\bissues? ?#?\d+", p["description"], re.I) for p in items)
     stats = client.get("/v1/stats").json()
     assert stats["submissions"] == COUNT + 1
     assert stats["contributors"] == 4

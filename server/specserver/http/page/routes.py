@@ -30,7 +30,8 @@ from specschema.conclusion import (
     outcome_of,
 )
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import headline_of, shipped_protocols
+from specschema.protocol import find_protocol, headline_of, shipped_protocols
+from specschema.protocol_text import shown_description
 from specserver.board import aggregate, newkeys
 from specserver.board.aggregate import GroupAggregate
 from specserver.board.leaderboard import Board, ReadService
@@ -41,12 +42,13 @@ from specserver.http.params import choice, integer, one, parse_filters, query_pa
 from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
-from specserver.store import queries, redaction
+from specserver.store import dimensions, queries, redaction
 
 router = APIRouter(include_in_schema=False)
 
-PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
-                "engine", "engine_version")
+PAGE_FILTERS = dimensions.PAGE_FILTERS
+# The filters with a menu on the page, and its label (the dimension table's).
+MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.menu}
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
@@ -399,7 +401,7 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
              f"<h2>{escape(protocol_id)}"
              f"{f' v{protocol.version}' if protocol else ''}</h2>"]
     if protocol is not None:
-        parts.append(f'<p class="note">{escape(protocol.description)}</p>')
+        parts.append(f'<p class="note">{escape(shown_description(protocol))}</p>')
     board = f"speedup-{protocol_id}"
     parts.append("<h3>Speedup board</h3>")
     if speed:
@@ -466,18 +468,9 @@ def _select(name: str, label: str, values: Sequence[Any], chosen: Any,
 
 def filter_form(filters: queries.Filters, menus: dict[str, list[Any]],
                 cut_at: int | None = None) -> str:
-    fields = [
-        _select("protocol", "Protocol", sorted(shipped_protocols()), filters.protocol),
-        _select("chip", "Chip", menus["chip"], filters.chip, cut_at),
-        _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb, cut_at),
-        _select("engine", "Engine", menus["engine"], filters.engine, cut_at),
-        _select("engine_version", "Engine version", menus["engine_version"],
-                filters.engine_version, cut_at),
-        _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version,
-                cut_at),
-        _select("os", "OS", menus["os_name"], filters.os, cut_at),
-        _select("target", "Target model", menus["target_model"], filters.target, cut_at),
-    ]
+    """A menu per filter that has one (``MENUS``), of the values visible submissions have."""
+    fields = [_select(name, label, menus[name], filters.get(name), cut_at)
+              for name, label in MENUS.items()]
     return (f'<form class="filters" method="get" action="/">{"".join(fields)}'
             '<button type="submit">Apply</button> <a href="/">reset</a></form>')
 
@@ -600,9 +593,8 @@ def page_data(reads: ReadService, conn: Connection, version: str, filters: queri
         # its own row and never in a confirmed row's median (aggregate rule 5).
         unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),
         noise=reads.compute_board(conn, version, filters, DIMENSIONS, "noise_floor"),
-        menus={c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
-               ("chip", "memory_gb", "ollama_version", "os_name", "target_model", "engine",
-                "engine_version")},
+        menus={name: queries.distinct_values(conn, name, most_common=menu_cut)
+               for name in MENUS},
         recent=queries.list_submissions(conn, filters, limit=15)[0],
         newest=newkeys.newest_receipt(conn),
     )
@@ -659,6 +651,14 @@ def _subtitle(row: dict[str, Any]) -> str:
     return (f"{row['protocol_id']} v{row['protocol_version']} · target {row['target_model']} · "
             f"{machine or 'machine not reported'} · {_engine(row)} · {signer} · "
             f"received {_when(row['received_at'])}")
+
+
+def _protocol_words(row: dict[str, Any]) -> str | None:
+    """The shipped protocol's description as shown (``specschema.protocol_text``); None for
+    a protocol this server does not ship."""
+    protocol = find_protocol(str(row["protocol_id"]), int(row["protocol_version"]),
+                             str(row["protocol_sha256"]))
+    return None if protocol is None else shown_description(protocol)
 
 
 def _history_table(history: Sequence[dict[str, Any]]) -> str:
@@ -731,6 +731,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     out.append(result.details("The run", result.facts([
         ("Protocol", f"{row['protocol_id']} v{row['protocol_version']} "
                      f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
+        ("What the protocol measures", _protocol_words(row)),
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),
