@@ -25,7 +25,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store.tables import Row, RowSet
+from specserver.store.rowset import Row, RowSet
 
 
 def naive_utc(value: datetime) -> datetime:

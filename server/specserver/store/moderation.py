@@ -21,7 +21,8 @@ from sqlalchemy import Connection, delete, insert, select, update
 from specserver.errors import Conflict, Invalid, NotFound
 from specserver.store import changes, tables
 from specserver.store.adhoc import audit_target
-from specserver.store.tables import INGEST_TABLES, RowSet
+from specserver.store.rowset import QUARANTINE_PREFIX, RowSet
+from specserver.store.tables import INGEST_TABLES
 from specserver.store.writer import core_insert
 
 KEY_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -82,9 +83,9 @@ def unhide(conn: Connection, submission_id: str, reason: str | None, actor: str)
     return ActionResult("unhide", submission_id, True)
 
 
-# A submission stored quarantined (ingest.plausibility) is hidden with a reason starting so;
-# a maintainer releases it (unhide) or rejects it (``reject``: it stays hidden).
-QUARANTINE_PREFIX = "quarantined: "
+# A submission stored quarantined (ingest.plausibility) is hidden with a reason starting
+# with ``QUARANTINE_PREFIX``; a maintainer releases it (unhide) or rejects it (``reject``:
+# it stays hidden, its reason starting so).
 REJECTED_PREFIX = "rejected: "
 
 
@@ -152,7 +153,7 @@ def store_import(conn: Connection, rows: RowSet, submission_id: str, source: str
     holder = conn.execute(select(sub.c.key_id, sub.c.source).where(
         sub.c.submission_id == submission_id)).first()
     if holder is not None and holder.key_id is not None:
-        # Signed ids cannot be version-5 UUIDs any more (ingest.checks,
+        # Signed ids cannot be version-5 UUIDs any more (ingest.rules,
         # submission_id_not_reserved); one stored before that rule still holds it: say so.
         raise Conflict(f"submission id {submission_id} is held by a signed submission of key "
                        f"{holder.key_id}, not by an import",

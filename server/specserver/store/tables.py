@@ -7,7 +7,6 @@ Timestamps are stored as timezone-naive UTC (DuckDB and PostgreSQL agree on that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -26,6 +25,10 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.types import UserDefinedType
+
+from specserver.store.rowset import INGEST_TABLE_NAMES
+from specserver.store.rowset import Row as Row  # re-exported: the store's modules use it
+from specserver.store.rowset import RowSet as RowSet
 
 metadata = MetaData()
 
@@ -290,31 +293,6 @@ board_changes = Table(
 )
 Index("ix_board_changes_seq", board_changes.c.seq).ddl_if(dialect="postgresql")
 
-# The tables one submission writes, in insertion order.
-INGEST_TABLES: tuple[Table, ...] = (
-    submissions,
-    envelopes,
-    fingerprints,
-    configs,
-    trials,
-    summaries,
-)
-
-Row = tuple[Any, ...]
-
-
-@dataclass
-class RowSet:
-    """One or more submissions' rows per ingest table name, each a tuple in the table's
-    column order (built by ``specserver.ingest.rows``)."""
-
-    rows: dict[str, list[Row]] = field(
-        default_factory=lambda: {t.name: [] for t in INGEST_TABLES}
-    )
-
-    def extend(self, other: RowSet) -> None:
-        for name, rows in other.rows.items():
-            self.rows[name].extend(rows)
-
-    def count(self) -> int:
-        return sum(len(r) for r in self.rows.values())
+# The tables one submission writes, in insertion order (their names are ``rowset``'s,
+# which the check workers import without SQLAlchemy).
+INGEST_TABLES: tuple[Table, ...] = tuple(metadata.tables[name] for name in INGEST_TABLE_NAMES)

@@ -39,7 +39,7 @@ SPECS: list[incremental.Spec] = [
     *[(queries.Filters(), tuple(aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY,
                                                                  view)), view)
       for view in aggregate.VIEWS],
-    (queries.Filters(chip="Apple M2"), ("draft",), "speedup"),
+    (queries.Filters.of({"chip": "Apple M2"}), ("draft",), "speedup"),
     (queries.Filters(), ("chip",), "noise_floor"),
 ]
 

@@ -39,12 +39,13 @@ from specserver.http.params import choice, integer, one, parse_filters, query_pa
 from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
-from specserver.store import queries, redaction
+from specserver.store import dimensions, queries, redaction
 
 router = APIRouter(include_in_schema=False)
 
-PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
-                "engine", "engine_version")
+PAGE_FILTERS = dimensions.PAGE_FILTERS
+# The filters with a menu on the page, and its label (the dimension table's).
+MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.menu}
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
@@ -464,18 +465,9 @@ def _select(name: str, label: str, values: Sequence[Any], chosen: Any,
 
 def filter_form(filters: queries.Filters, menus: dict[str, list[Any]],
                 cut_at: int | None = None) -> str:
-    fields = [
-        _select("protocol", "Protocol", sorted(shipped_protocols()), filters.protocol),
-        _select("chip", "Chip", menus["chip"], filters.chip, cut_at),
-        _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb, cut_at),
-        _select("engine", "Engine", menus["engine"], filters.engine, cut_at),
-        _select("engine_version", "Engine version", menus["engine_version"],
-                filters.engine_version, cut_at),
-        _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version,
-                cut_at),
-        _select("os", "OS", menus["os_name"], filters.os, cut_at),
-        _select("target", "Target model", menus["target_model"], filters.target, cut_at),
-    ]
+    """A menu per filter that has one (``MENUS``), of the values visible submissions have."""
+    fields = [_select(name, label, menus[name], filters.get(name), cut_at)
+              for name, label in MENUS.items()]
     return (f'<form class="filters" method="get" action="/">{"".join(fields)}'
             '<button type="submit">Apply</button> <a href="/">reset</a></form>')
 
@@ -555,9 +547,8 @@ def home(request: Request, reads: Reads) -> Response:
                              sort)
         counts = speed_board.verdict_counts
         with reads.engine.connect() as conn:
-            menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
-                     ("chip", "memory_gb", "ollama_version", "os_name", "target_model",
-                      "engine", "engine_version")}
+            menus = {name: queries.distinct_values(conn, name, most_common=menu_cut)
+                     for name in MENUS}
             recent, _ = queries.list_submissions(conn, filters, limit=15)
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
         parts = ["<h1>Speculative decoding leaderboard</h1>", contribute_line(base_url),
