@@ -25,26 +25,26 @@ and how long the other public reads (lists, stats, exports) reuse a data version
 
 Cold aggregation reduces each contributor's draft results per group in SQL (one row per
 group and contributor, never trials; ``sql.contributor_results``) and applies the pure
-rules of ``aggregate`` to those rows (``compute_board``: the one place a board is computed).
+rules of ``aggregate`` to those rows (``compute_board``: the one place a board is computed;
+``incremental`` keeps the boards read most recently up to date from the store's change
+log, so a recomputation after a write costs what the write touched).
 """
 
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import logging
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from specserver.board import aggregate, newkeys, sql
+from specserver.board import aggregate, incremental, newkeys
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.store import queries
 
@@ -152,6 +152,7 @@ class ReadService:
         graduations_per_day: int = 0,
         retry_s: float = DEFAULT_RETRY_S,
         wait_s: float = 0.0,
+        incremental_boards: int = incremental.DEFAULT_BOARDS,  # 0: every board in full
     ) -> None:
         self.engine = engine
         self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
@@ -163,12 +164,12 @@ class ReadService:
         self._version: str | None = None
         self._version_at = float("-inf")
         self._known: tuple[str, dict[str, list[Any]]] | None = None
-        # Per data version, shared by every board of that version: the keys' cohorts and
-        # probation (the same for every filter and view; ~0.2 s of CPU at 100k submissions)
-        # and the verdict and evidence counts of each filter set.
+        # The keys' cohorts and probation for one data version: the same for every filter
+        # and view, so computed once per version (~0.2 s of CPU at 100k submissions).
         self._standing: tuple[str, newkeys.Standing] | None = None
-        self._totals: tuple[str, dict[queries.Filters, tuple[dict[str, int],
-                                                             dict[str, int]]]] | None = None
+        # The boards read most recently, kept up to date from the store's change log.
+        self._incremental_boards = incremental_boards
+        self._maintainer = self._new_maintainer()
         self._entries: _Lru[Hashable, _Entry] = _Lru(cache_size)
         # Rendered bodies by ETag (which covers the data version and the whole URL).
         self._bodies: _Lru[str, tuple[int, bytes, str]] = _Lru(cache_size)
@@ -228,12 +229,14 @@ class ReadService:
         return known
 
     def clear_cache(self) -> None:
+        """Forget every computed board: the next read computes in full."""
+        with self._compute_lock:
+            self._maintainer = self._new_maintainer()
         with self._cache_lock:
             self._entries.clear()
             self._bodies.clear()
             self._known = None
             self._standing = None
-            self._totals = None
 
     # --- snapshots -------------------------------------------------------------------------
 
@@ -278,16 +281,8 @@ class ReadService:
         return Freshness(snapshot.version, snapshot.read_at, snapshot.age_s(),
                          current=seen is None or seen == snapshot.version)
 
-    @contextmanager
-    def consistent(self) -> Iterator[Connection]:
-        """A connection whose reads all see one state of the store."""
-        with self.engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            yield conn
-
     def _compute(self, compute: Compute[T]) -> Snapshot[T]:
-        with self._compute_lock, self.consistent() as conn:
+        with self._compute_lock, incremental.snapshot(self.engine) as conn:
             read_at = time.time()
             version = queries.data_version(conn)  # first: the state every read below sees
             value = compute(conn, version)
@@ -389,43 +384,34 @@ class ReadService:
         self._standing = (version, held)
         return held
 
-    def _totals_for(self, conn: Connection, version: str, filters: queries.Filters
-                    ) -> tuple[dict[str, int], dict[str, int]]:
-        """The filters' verdict and evidence counts at ``version``, once for every view."""
-        if self._totals is None or self._totals[0] != version:
-            self._totals = (version, {})
-        found = self._totals[1].get(filters)
-        if found is None:
-            found = (sql.verdict_totals(conn, filters), sql.evidence_totals(conn, filters))
-            self._totals[1][filters] = found
-        return found
+    def _new_maintainer(self) -> incremental.Maintainer | None:
+        if self._incremental_boards <= 0:
+            return None
+        return incremental.Maintainer(self.rules, self.min_contributors,
+                                      self._incremental_boards)
 
     def compute_board(self, conn: Connection, version: str, filters: queries.Filters,
                       dimensions: Sequence[str], view: View) -> Board:
         """The board from the state of the store ``conn`` sees (whose data version is
-        ``version``): the one place a board is computed."""
+        ``version``): the one place a board is computed. Maintained by change
+        (``incremental``: from the store's change log), or in full when that is off;
+        Sybil resistance (newkeys.py) either way."""
+        dims = tuple(dimensions)
         with self._compute_lock:
-            verdicts = aggregate.VIEW_VERDICTS[view]
-            reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
-            held = self._standing_for(conn, version)
-            totals, levels = self._totals_for(conn, version, filters)
-        # Sybil resistance (newkeys.py): a cohort is one contributor, new cohorts one
-        # more per group; groups whose contributors arrived together are flagged.
-        together = newkeys.arrived_together(reduced, held, self.rules.window,
-                                            self.min_contributors)
-        reduced = newkeys.fold(reduced, held)
-        groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
-        groups = [dataclasses.replace(g, arrived_together=True)
-                  if aggregate.flat_key(g) in together else g for g in groups]
-        groups = aggregate.distinct_labels(groups)  # one name, several models: told apart
+            if self._maintainer is not None:
+                computed = self._maintainer.board(conn, filters, dims, view)
+            else:
+                computed = incremental.compute(conn, filters, dims, view, self.rules,
+                                               self.min_contributors,
+                                               self._standing_for(conn, version))
         return Board(
             version=version,
             view=view,
-            dimensions=tuple(dimensions),
-            groups=groups,
-            verdict_counts=totals,
-            results=sum(sum(g.verdicts.values()) for g in groups),
-            evidence_counts=levels,
+            dimensions=dims,
+            groups=computed.groups,
+            verdict_counts=computed.verdict_counts,
+            results=sum(sum(g.verdicts.values()) for g in computed.groups),
+            evidence_counts=computed.evidence_counts,
         )
 
     def cold_board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
