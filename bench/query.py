@@ -130,8 +130,7 @@ def generate(path: Path, start: int, stop: int) -> None:
                200000000, 200, CAST(200 / (base_tps * speedup * (0.97 + 0.06 * random())) * 1e9
                                     AS BIGINT),
                'length', 812, sha256(sid), false, NULL, NULL, NULL, NULL,
-               -- store version 8: the trial's block (none recorded)
-               NULL
+               NULL  -- store version 8: no block
         FROM cfg, range(0, 5) t(j)
     """)
     con.execute("""
@@ -149,7 +148,7 @@ def generate(path: Path, start: int, stop: int) -> None:
                CASE WHEN observed = 'confirmed' THEN 'log' ELSE 'none' END, NULL,
                -- store version 6: the draft model's digest and quantization
                NULL, NULL,
-               -- store version 8: blocks, their drift and the wall-time interval (none)
+               -- store version 8: no blocks
                NULL, NULL, NULL, NULL
         FROM cfg
     """)
