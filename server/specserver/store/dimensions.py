@@ -52,7 +52,7 @@ OS_NAMES: tuple[str, ...] = next(
 ENGINE_NAMES: tuple[str, ...] = engine_names()
 
 # The engine as a dimension. A row stored before wire v2 has no engine_name: v1 knew only
-# Ollama. The store's ``ollama_version`` column holds ``engine.version`` for every row; what
+# Ollama. The store's ``engine_version`` column holds ``engine.version`` for every row; what
 # the API calls ``ollama_version`` is that version for Ollama rows only (null for
 # llama-server rows, whose version is a llama.cpp build such as "b6123", not an Ollama
 # release), so a v1 client's ``ollama_version`` reads as before. The constant is inlined
@@ -60,8 +60,8 @@ ENGINE_NAMES: tuple[str, ...] = engine_names()
 # identically (PostgreSQL requires that).
 _OLLAMA = literal_column("'ollama'", String)
 engine_name = func.coalesce(sub.c.engine_name, _OLLAMA)
-engine_version = sub.c.ollama_version
-ollama_version = case((engine_name == _OLLAMA, sub.c.ollama_version), else_=None)
+engine_version = sub.c.engine_version
+ollama_version = case((engine_name == _OLLAMA, sub.c.engine_version), else_=None)
 
 # A field's column: a submissions column or expression, or a column of the draft config's
 # summary row (``summary``: the alias the query joins).

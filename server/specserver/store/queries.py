@@ -226,11 +226,10 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     # The keyed hash of the sender's address range is for the board's cohorts only
     # (store/origins.py): no public view carries it.
     submission.pop("origin_hash", None)
-    # The stored row, read as the list and the export read it (see ``ollama_version`` above):
-    # engine_version is the stored version; ollama_version only for Ollama rows.
-    submission["engine_version"] = submission["ollama_version"]
-    if (submission.get("engine_name") or "ollama") != "ollama":
-        submission["ollama_version"] = None
+    # The stored row, read as the list and the export read it (store/dimensions.py):
+    # ollama_version is the engine's version for Ollama rows only.
+    ollama = (submission.get("engine_name") or "ollama") == "ollama"
+    submission["ollama_version"] = submission["engine_version"] if ollama else None
 
     def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
         return [_jsonable(r) for r in _table_rows(conn, table, submission_id, *order)]
@@ -383,7 +382,7 @@ EXPORT_COLUMNS = (
     sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
     sub.c.target_digest, sub.c.chip, sub.c.memory_gb, ollama_version.label("ollama_version"),
     sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
-    # The engine (issue 14); ollama_version is null for llama-server rows, engine_version not.
+    # The engine; ollama_version is null for other engines' rows, engine_version never.
     engine_name.label("engine"), engine_version.label("engine_version"),
     sub.c.engine_runtime, sub.c.engine_build,
     summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,

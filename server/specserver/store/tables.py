@@ -63,7 +63,7 @@ submissions = Table(
     Column("target_digest", String(64), nullable=True),
     Column("chip", String(200), nullable=True),
     Column("memory_gb", Integer, nullable=True),
-    Column("ollama_version", String(40), nullable=False),
+    Column("engine_version", String(40), nullable=False),  # engine.version (store version 10)
     Column("os_name", String(16), nullable=True),
     Column("backend", String(200), nullable=True),
     Column("client_name", String(120), nullable=False),
@@ -73,9 +73,8 @@ submissions = Table(
     Column("hidden_reason", Text, nullable=True),
     Column("note", Text, nullable=True),
     # Wire v2 (schema version 3 of the store; null on rows stored before it): the engine as
-    # a dimension and whether the client read its log. ollama_version holds engine.version
-    # for every engine; reads call it engine_version and show ollama_version only for
-    # Ollama rows (store.queries, issue 14).
+    # a dimension and whether the client read its log. Reads show ``ollama_version`` as
+    # engine_version for Ollama rows only (store/dimensions.py).
     Column("wire_version", Integer, nullable=True),  # the submission's schema_version
     Column("engine_name", String(32), nullable=True),  # null: 'ollama' (v1 knows no other)
     Column("engine_runtime", String(16), nullable=True),  # 'ggml' | 'mlx'
