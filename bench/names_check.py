@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/names_check.py
 
-Prints the whole consistency check (``checks.violations``, one pass over every rule) and
+Prints the whole consistency check (``rules.violations``, one pass over every rule) and
 the part that decides ``names_printable`` for an honest submission (every name printable
 ASCII): the joined fast check (``name_values``) and, for comparison, walking
 ``name_fields`` as the rule's reports do.
@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from specschema.examples import example_submission
 from specschema.protocol import get_protocol
-from specserver.ingest import checks
+from specserver.ingest import names, rules
 
 NUMBER = 20_000
 
@@ -28,19 +28,19 @@ def main() -> None:
     now = datetime.now(UTC)
     sub = example_submission("ollama-draft", seed=1, engine_version="0.30.1",
                              counters_seen=True, created_at=now - timedelta(hours=1))
-    ctx = checks.RuleContext(get_protocol("ollama-draft"), now, timedelta(days=30),
+    ctx = rules.RuleContext(get_protocol("ollama-draft"), now, timedelta(days=30),
                              timedelta(minutes=5))
-    assert checks.violations(sub, ctx) == []
+    assert rules.violations(sub, ctx) == []
 
     def joined() -> bool:
-        text = "".join(checks.name_values(sub))
+        text = "".join(rules.name_values(sub))
         return text.isascii() and text.isprintable()
 
     def walked() -> bool:
-        return all(checks.name_problem(v, note=k == "note", chip=k == "chip") is None
-                   for _p, v, k in checks.name_fields(sub))
+        return all(names.name_problem(v, note=k == "note", chip=k == "chip") is None
+                   for _p, v, k in rules.name_fields(sub))
 
-    print(f"violations (all rules): {per_call_us(lambda: checks.violations(sub, ctx)):.1f} us")
+    print(f"violations (all rules): {per_call_us(lambda: rules.violations(sub, ctx)):.1f} us")
     print(f"names, joined fast check: {per_call_us(joined):.1f} us")
     print(f"names, walking name_fields: {per_call_us(walked):.1f} us")
 

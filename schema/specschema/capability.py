@@ -273,7 +273,7 @@ def api_counters_refused(engine_name: str | None) -> str | None:
 
 
 class CounterProblem(NamedTuple):
-    rule: str  # the server's rule name (specserver.ingest.checks.RULES)
+    rule: str  # the server's rule name (specserver.ingest.rules.RULES)
     path: str  # where in the submission
     message: str
 

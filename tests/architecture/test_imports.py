@@ -13,6 +13,8 @@ edges (``http``, ``cli``) down to the core, so ``store`` and ``ingest`` never im
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,16 @@ def test_domain_errors_and_workers_do_not_load_fastapi() -> None:
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert not {n for n in names if n.split(".")[0] in ("fastapi", "starlette")}, module
+
+
+@pytest.mark.parametrize("module", ["specserver.ingest.checks", "specserver.ingest.workers"])
+def test_check_workers_load_neither_sqlalchemy_nor_duckdb(module: str) -> None:
+    """A check worker is a process of its own per core: what it imports (the checks and the
+    rows, ``store.rowset`` not ``store.tables``) stays light. A fresh interpreter, because
+    this one has loaded everything already."""
+    heavy = ("sqlalchemy", "duckdb", "fastapi", "starlette")
+    probe = (f"import sys, {module}; "
+             f"print(' '.join(m for m in {heavy!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.split() == [], f"{module} loads {done.stdout.strip()}"

@@ -66,7 +66,7 @@ def insert_submission(
             protocol_id=submission.protocol.id, protocol_version=submission.protocol.version,
             protocol_sha256=submission.protocol.sha256, target_model=target,
             target_digest=digest, chip=fp.chip, memory_gb=fp.memory_gb,
-            ollama_version=submission.engine.version, os_name=fp.os.name,
+            engine_version=submission.engine.version, os_name=fp.os.name,
             backend=submission.engine.backend, client_name=submission.client.name,
             client_version=submission.client.version, complete=submission.complete,
             hidden=hidden, hidden_reason=None, note=submission.note,

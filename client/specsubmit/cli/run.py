@@ -41,6 +41,7 @@ from specschema import (
 )
 from specschema.engines import ENGINES
 from specschema.payload import submission_bytes
+from specschema.protocol_text import shown_description
 from specsubmit.engines.base import DEFAULT_TIMEOUT_S, EngineOptions, PullProgress
 from specsubmit.engines.registry import ADAPTERS, adapter, check_options
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
@@ -314,7 +315,7 @@ def _describe(protocol: Protocol, console: Console) -> None:
     def indented(text: str) -> None:
         console.print(Padding(text, (0, 0, 0, 2), expand=False), highlight=False)
 
-    indented(protocol.description)
+    indented(shown_description(protocol))
     indented(f"target: {protocol.target or 'required: --target MODEL'}")
     for config in protocol.configs:
         extra = {**config.extra_options, **config.request_fields}

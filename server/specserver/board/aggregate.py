@@ -52,7 +52,8 @@ from specschema.stats import (
     percentile,
     robust_scores,
 )
-from specserver.store.queries import VERDICTS
+from specserver.store import dimensions
+from specserver.store.dimensions import VERDICTS
 
 DEFAULT_MIN_CONTRIBUTORS = 3
 
@@ -70,27 +71,14 @@ NOISE_VERDICTS = VIEW_VERDICTS["noise_floor"]
 # Views whose groups are always split by verdict (their verdicts mean different things).
 _SPLIT_BY_VERDICT: frozenset[View] = frozenset({"unverified"})
 
-# Dimension name -> the DraftResult fields that identify a value of it.
-DIMENSIONS: dict[str, tuple[str, ...]] = {
-    "chip": ("chip",),
-    "memory_gb": ("memory_gb",),
-    "ollama_version": ("ollama_version",),  # null on llama-server rows (store.queries)
-    "os": ("os",),
-    "backend": ("backend",),
-    "engine": ("engine",),  # "ollama" | "llama-server"; v1 submissions are "ollama"
-    "engine_version": ("engine", "engine_version"),  # a version means nothing without its engine
-    "protocol": ("protocol_id", "protocol_version", "protocol_sha256"),
-    # A model is its name, digest and quantization as reported: two digests under one name
-    # are two rows, and their labels say how they differ (``distinct_labels``).
-    "target": ("target_model", "target_digest", "target_quant"),
-    "draft": ("config_name", "draft_model", "draft_digest", "draft_quant", "mechanism"),
-    "verdict": ("verdict",),
-}
+# Dimension name -> the DraftResult fields that identify a value of it: the dimension
+# table's (store/dimensions.py), which also gives their columns, filters and words.
+DIMENSIONS: dict[str, tuple[str, ...]] = dimensions.GROUP_FIELDS
 
 # The leaderboard never mixes results that measure different things: these dimensions are
 # always part of a leaderboard group, whatever the caller's group_by. The engine is one: the
-# same draft is not applied under Ollama (a noise-floor row) and measured under llama-server
-# (issue 14), and the two must stand side by side, never in one median.
+# same draft is not applied under Ollama (a noise-floor row) and measured under
+# llama-server, and the two must stand side by side, never in one median.
 COMPARISON_DIMENSIONS = ("protocol", "target", "draft", "engine")
 DEFAULT_GROUP_BY = ("chip", "memory_gb")
 
@@ -98,7 +86,7 @@ SORTS = ("speedup", "-speedup", "contributors", "-contributors", "submissions",
          "-submissions", "baseline_tps", "-baseline_tps", "key")
 DEFAULT_SORT = "-speedup"
 
-KeyValue = str | int | None
+KeyValue = dimensions.KeyValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,20 +209,7 @@ def view_dimensions(group_by: Sequence[str], view: View) -> list[str]:
 
 
 def dimension_label(name: str, value: Mapping[str, KeyValue]) -> str:
-    if name == "memory_gb":
-        return "? GB" if value["memory_gb"] is None else f"{value['memory_gb']} GB"
-    if name == "protocol":
-        return f"{value['protocol_id']} v{value['protocol_version']}"
-    if name == "target":
-        return str(value["target_model"])
-    if name == "draft":
-        model = value["draft_model"]
-        return str(value["config_name"]) + (f" ({model})" if model else "")
-    if name == "engine_version":
-        version = value["engine_version"]
-        return f"{value['engine']} {'unknown' if version is None else version}"
-    single = value[DIMENSIONS[name][0]]
-    return "unknown" if single is None else str(single)
+    return dimensions.group_label(name, value)
 
 
 # Dimension -> (its model-name field, the fields that tell variants of that model apart).

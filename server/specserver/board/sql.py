@@ -5,7 +5,8 @@ Core so that they run on DuckDB and PostgreSQL. Filters and visibility are the s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, literal, literal_column, or_, select
@@ -13,35 +14,38 @@ from sqlalchemy import Connection, and_, func, literal, literal_column, or_, sel
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
 from specserver.store import tables
-from specserver.store.queries import (
+from specserver.store.changes import IMPORTED
+from specserver.store.dimensions import (
     VERDICTS,
     Filters,
     draft_clauses,
-    engine_name,
-    engine_version,
-    ollama_version,
+    field_column,
     submission_clauses,
-    visible_clause,
 )
+from specserver.store.queries import visible_clause
 
 sub = tables.submissions
 summ = tables.summaries
+
+
+def _row_columns(draft: Any, base: Any) -> dict[str, Any]:
+    """DraftResult field -> the column it comes from (``draft``: the draft's summary row,
+    ``base``: its baseline's): the dimensions' fields from their table, and the rest."""
+    return {
+        **{name: field_column(name, draft) for fields in DIMENSIONS.values() for name in fields},
+        "submission_id": sub.c.submission_id, "key_id": sub.c.key_id,
+        "speedup_tps": draft.c.speedup_tps, "speedup_wall": draft.c.speedup_wall,
+        "baseline_tps": base.c.median_tps, "evidence": draft.c.evidence,
+    }
 
 
 def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
     """One row per visible submission x draft config, with its baseline's median tok/s."""
     draft = summ.alias("d")
     base = summ.alias("b")
+    columns = _row_columns(draft, base)
     stmt = (
-        select(
-            sub.c.submission_id, sub.c.key_id, sub.c.protocol_id, sub.c.protocol_version,
-            sub.c.protocol_sha256, sub.c.target_model, sub.c.target_digest, sub.c.chip,
-            sub.c.memory_gb, ollama_version, sub.c.os_name, sub.c.backend,
-            draft.c.config_name, draft.c.draft_model, draft.c.mechanism, draft.c.observed,
-            draft.c.speedup_tps, draft.c.speedup_wall, base.c.median_tps, draft.c.evidence,
-            engine_name, engine_version, sub.c.target_quant, draft.c.draft_digest,
-            draft.c.draft_quant,
-        )
+        select(*(columns[f.name] for f in fields(DraftResult)))
         .select_from(
             draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
                 base, and_(base.c.submission_id == draft.c.submission_id,
@@ -51,23 +55,7 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
                *draft_clauses(filters, draft))
     )
     rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
-    return [DraftResult(*row) for row in rows]  # type: ignore[call-arg]
-
-
-# DraftResult field -> the column it comes from (``d`` is the draft's summary row).
-def _field_columns(draft: Any) -> dict[str, Any]:
-    return {
-        "chip": sub.c.chip, "memory_gb": sub.c.memory_gb,
-        "ollama_version": ollama_version, "os": sub.c.os_name, "backend": sub.c.backend,
-        "engine": engine_name, "engine_version": engine_version,
-        "protocol_id": sub.c.protocol_id, "protocol_version": sub.c.protocol_version,
-        "protocol_sha256": sub.c.protocol_sha256, "target_model": sub.c.target_model,
-        "target_digest": sub.c.target_digest, "target_quant": sub.c.target_quant,
-        "config_name": draft.c.config_name, "draft_model": draft.c.draft_model,
-        "draft_digest": draft.c.draft_digest, "draft_quant": draft.c.draft_quant,
-        "mechanism": draft.c.mechanism,
-        "verdict": draft.c.observed,
-    }
+    return [DraftResult(*row) for row in rows]
 
 
 def _median(column: Any, dialect: str) -> Any:
@@ -76,8 +64,17 @@ def _median(column: Any, dialect: str) -> Any:
     return func.percentile_cont(literal_column("0.5")).within_group(column)
 
 
+def contributor_clause(contributors: Collection[str]) -> Any:
+    """Rows of these contributors only (key ids, or ``imported:<submission id>``)."""
+    keys = sorted(c for c in contributors if not c.startswith(IMPORTED))
+    imported = sorted(c[len(IMPORTED):] for c in contributors if c.startswith(IMPORTED))
+    return or_(sub.c.key_id.in_(keys),
+               and_(sub.c.key_id.is_(None), sub.c.submission_id.in_(imported)))
+
+
 def contributor_results(
-    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str]
+    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str],
+    contributors: Collection[str] | None = None,
 ) -> list[ContributorResult]:
     """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
 
@@ -87,13 +84,12 @@ def contributor_results(
     key values are read by a second, narrow query per hash (about 2.5x faster than grouping
     on the wide string columns at 100k submissions); two distinct keys would have to
     collide in 64 bits to be merged. Both queries run in the connection's one transaction,
-    so they see the same snapshot.
+    so they see the same snapshot. ``contributors``: only theirs (``board.incremental``).
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
     base = summ.alias("b")
-    columns = _field_columns(draft)
-    keys = [columns[f] for d in dimensions for f in DIMENSIONS[d]]
+    keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
     contributor = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
     # With the draft config in the key a submission has at most one row per group.
     submissions = (func.count() if "draft" in dimensions
@@ -105,6 +101,8 @@ def contributor_results(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
     where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
+    if contributors is not None:
+        where.append(contributor_clause(contributors))
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (

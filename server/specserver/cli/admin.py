@@ -24,11 +24,11 @@ import typer
 
 from specserver.cli.admin_client import Admin, AdminError, DirectAdmin, connect
 from specserver.errors import SpecServerError
+from specserver.store.exportformat import FORMATS
 
 T = TypeVar("T")
-EXPORT_FORMATS = ("csv", "jsonl", "parquet")
-EXTENSION_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
-                     ".parquet": "parquet"}
+EXPORT_FORMATS = tuple(FORMATS)
+EXTENSION_FORMATS = {extension: f.name for f in FORMATS.values() for extension in f.extensions}
 
 
 def export_format(path: Path, fmt: str | None) -> str:
@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
     def export(
         path: Annotated[Path, typer.Argument(help="file to write")],
         fmt: Annotated[str | None, typer.Option(
-            "--format", help="parquet, csv or jsonl [default: from the file's extension]")]
+            "--format", help=f"{', '.join(FORMATS)} [default: from the file's extension]")]
         = None,
         server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
         actor: ActorOpt = "maintainer",

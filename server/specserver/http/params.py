@@ -1,22 +1,21 @@
 """Query parameters of the public reads, parsed by hand: unknown names, repeated values,
-unknown group_by dimensions, verdicts, protocols and OS names are refused with 422 in the one
-error shape, listing the allowed values."""
+unknown group_by dimensions and filter values outside a filter's list (verdicts, protocols,
+OS names, engines) are refused with 422 in the one error shape, listing the allowed values.
+Which filters there are, and of what kind, is the dimension table's (store/dimensions.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict
 from typing import Any
 
 from fastapi import Request
 
-from specschema.protocol import shipped_protocols
 from specserver.board import aggregate
 from specserver.board.leaderboard import ReadService
 from specserver.errors import Invalid
 from specserver.ingest.names import canonical_model_optional
-from specserver.store import queries
-from specserver.store.queries import Filters
+from specserver.store import dimensions
+from specserver.store.dimensions import Filters, FilterValue
 
 
 class QueryRejected(Invalid):
@@ -76,39 +75,51 @@ def integer(value: str | None, name: str, low: int, high: int) -> int | None:
     return number
 
 
+# Filters whose value is compared in its stored spelling: model names are stored canonical
+# (ingest.names), so "Qwen3:14B" finds "qwen3:14b".
+_CANONICAL = {"target": canonical_model_optional}
+
+
+def _filter_value(params: dict[str, list[str]], name: str, spec: dimensions.Filter
+                  ) -> FilterValue | None:
+    if spec.kind == "list":
+        values = listed(params, name)
+        allowed = list(spec.choices() if spec.choices else ())
+        bad = [v for v in values if v not in allowed]
+        if bad:
+            raise QueryRejected(f"unknown_{name}", f"unknown {name}(s): {', '.join(bad)}",
+                                {"unknown": bad, "allowed": allowed})
+        return tuple(values) or None
+    value = one(params, name)
+    if spec.kind == "integer":
+        return integer(value, name, 1, 2**20)
+    if spec.kind == "choice":
+        return choice(value, name, spec.choices() if spec.choices else ())
+    canonical = _CANONICAL.get(name)
+    return canonical(value) if canonical is not None else value
+
+
 def parse_filters(params: dict[str, list[str]]) -> Filters:
-    verdicts = listed(params, "verdict")
-    bad = [v for v in verdicts if v not in queries.VERDICTS]
-    if bad:
-        raise QueryRejected("unknown_verdict", f"unknown verdict(s): {', '.join(bad)}",
-                            {"unknown": bad, "allowed": list(queries.VERDICTS)})
-    return Filters(
-        protocol=choice(one(params, "protocol"), "protocol", sorted(shipped_protocols())),
-        target=canonical_model_optional(one(params, "target")),  # as stored (ingest.names)
-        draft=one(params, "draft"),
-        chip=one(params, "chip"),
-        memory_gb=integer(one(params, "memory_gb"), "memory_gb", 1, 2**20),
-        ollama_version=one(params, "ollama_version"),
-        os=choice(one(params, "os"), "os", queries.OS_NAMES),
-        engine=choice(one(params, "engine"), "engine", queries.ENGINE_NAMES),
-        engine_version=one(params, "engine_version"),
-        verdicts=frozenset(verdicts),
-    )
+    """The filters of the dimension table (store/dimensions.py), each parsed by its kind."""
+    return Filters.of({name: _filter_value(params, name, spec)
+                       for name, spec in dimensions.FILTERS.items()})
 
 
 MAX_LISTED = 200
 
 
-def check_known(reads: ReadService, version: str, filters: Filters) -> None:
-    """Refuse (422) a free-text filter value no visible submission has, listing those there are."""
-    asked = {"chip": filters.chip, "target": filters.target, "draft": filters.draft,
-             "ollama_version": filters.ollama_version, "memory_gb": filters.memory_gb,
-             "engine_version": filters.engine_version}
-    if all(v is None for v in asked.values()):
+def check_known(reads: ReadService, version: str | None, filters: Filters) -> None:
+    """Refuse (422) a free-text filter value no visible submission has, listing those there are.
+
+    ``version``: the data version the values must be of; None (board reads, which serve
+    the last computed board): the values last read do when they hold the asked ones.
+    """
+    asked = {name: value for name, value in filters.values if dimensions.FILTERS[name].known}
+    if not asked:
         return
-    known = reads.known_values(version)
+    known = reads.known_values(version, asked)
     for name, value in asked.items():
-        if value is not None and value not in known[name]:
+        if value not in known[name]:
             allowed = known[name]
             raise QueryRejected(
                 f"unknown_{name}", f"no visible submission has {name} {value!r}",
@@ -126,6 +137,4 @@ def parse_group_by(params: dict[str, list[str]]) -> list[str]:
 
 
 def filters_json(filters: Filters) -> dict[str, Any]:
-    data = asdict(filters)
-    data["verdicts"] = sorted(filters.verdicts)
-    return data
+    return filters.as_json()

@@ -18,6 +18,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
+from specschema.protocol_text import shown_description
 from specserver.board import aggregate
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.board.leaderboard import Board, ReadService
@@ -30,9 +31,10 @@ from specserver.ingest.plausibility import target_unsized_reason
 from specserver.ratelimit.memory import client_address
 from specserver.settings import ServerSettings
 from specserver.store import exporting, queries, redaction
+from specserver.store.dimensions import DIMENSIONS, FILTER_NAMES, Dimension, Filter
+from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
 from specserver.store.queries import Filters
 
-EXPORT_FORMATS = exporting.FORMATS
 VIEWS: tuple[View, ...] = aggregate.VIEWS
 MAX_LIMIT = 1000
 
@@ -93,7 +95,7 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
 
 
 def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> Response:
-    allowed = (*queries.FILTER_NAMES, "group_by", "view", "sort", "limit", "offset")
+    allowed = (*FILTER_NAMES, "group_by", "view", "sort", "limit", "offset")
     given = params.query_params(request, allowed)
     filters = params.parse_filters(given)
     group_by = params.parse_group_by(given)
@@ -105,15 +107,15 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
             or aggregate.DEFAULT_SORT)
     limit = params.integer(params.one(given, "limit"), "limit", 1, MAX_LIMIT) or 100
     offset = params.integer(params.one(given, "offset"), "offset", 0, 10**9) or 0
-    version = reads.version()
-    params.check_known(reads, version, filters)
+    params.check_known(reads, None, filters)
+    snapshot = reads.board(filters, dimensions, view)  # the last computed: no waiting
 
     def build() -> Response:
-        board = reads.board(filters, dimensions, view, version)
-        return JSONResponse(board_json(board, dimensions, sort, limit, offset, filters,
-                                       reads.min_contributors))
+        return JSONResponse(board_json(snapshot.value, dimensions, sort, limit, offset,
+                                       filters, reads.min_contributors))
 
-    return caching.conditional(request, version, build)
+    return caching.conditional(request, snapshot.version, build,
+                               caching.freshness_headers(reads.freshness(snapshot)))
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -121,25 +123,24 @@ def _param(name: str, description: str, schema: dict[str, Any] | None = None) ->
             "schema": schema or {"type": "string"}}
 
 
+def _filter_doc(dimension: Dimension, spec: Filter) -> dict[str, Any]:
+    """A filter's OpenAPI entry, from the dimension table."""
+    allowed = list(spec.choices()) if spec.choices else []
+    if spec.kind == "list":
+        return _param(dimension.name, f"{dimension.description}: " + ", ".join(allowed))
+    if spec.kind == "choice":
+        return _param(dimension.name, dimension.description, {"type": "string", "enum": allowed})
+    if spec.kind == "integer":
+        return _param(dimension.name, dimension.description, {"type": "integer", "minimum": 1})
+    return _param(dimension.name, dimension.description)
+
+
 # Query parameters are parsed by hand (to refuse unknown names with the allowed list);
-# these entries document them in the OpenAPI schema.
-FILTER_DOCS = [
-    _param("protocol", "protocol id", {"type": "string", "enum": ["hardnumbers-m2",
-                                                                   "ollama-draft"]}),
-    _param("target", "target model name"),
-    _param("draft", "draft config name or draft model name"),
-    _param("chip", "chip, as in the fingerprint"),
-    _param("memory_gb", "memory in GB", {"type": "integer", "minimum": 1}),
-    _param("ollama_version", "Ollama version (Ollama results only: null on llama-server ones)"),
-    _param("os", "operating system", {"type": "string", "enum": list(queries.OS_NAMES)}),
-    _param("engine", "inference engine; v1 submissions are ollama",
-           {"type": "string", "enum": list(queries.ENGINE_NAMES)}),
-    _param("engine_version", "engine version as the result records it, in the engine's own "
-                             "terms (an Ollama release, a llama.cpp build number, ...)"),
-    _param("verdict", "comma-separated verdicts: " + ", ".join(queries.VERDICTS)),
-]
+# these entries document them in the OpenAPI schema, from the dimension table.
+FILTER_DOCS = [_filter_doc(d, d.filter) for d in DIMENSIONS if d.filter is not None]
 BOARD_DOCS = FILTER_DOCS + [
-    _param("group_by", "comma-separated dimensions: " + ", ".join(aggregate.DIMENSIONS)),
+    _param("group_by", "comma-separated dimensions: " + "; ".join(
+        f"{d.name} ({d.description})" for d in DIMENSIONS if d.fields)),
     _param("view", "speedup (default: confirmed results only), unverified (not observed and "
                    "unstable results, split by verdict) or noise_floor",
            {"type": "string", "enum": list(VIEWS)}),
@@ -154,8 +155,9 @@ LIST_DOCS = FILTER_DOCS + [
                                                      "maximum": 500}),
 ]
 EXPORT_DOCS = FILTER_DOCS + [
-    _param("format", "csv (default), jsonl or parquet",
-           {"type": "string", "enum": list(EXPORT_FORMATS)}),
+    _param("format", "; ".join(
+        f"{f.name}{' (default)' if f.name == DEFAULT_FORMAT else ''}: {f.description}"
+        for f in FORMATS.values()), {"type": "string", "enum": list(FORMATS)}),
 ]
 
 
@@ -174,7 +176,7 @@ def aggregates(request: Request, reads: Reads) -> Response:
 @router.get("/v1/submissions", openapi_extra={"parameters": LIST_DOCS}, responses=REFUSED)
 def submissions(request: Request, reads: Reads) -> Response:
     """Visible submissions, newest first; follow next_cursor for the next page."""
-    given = params.query_params(request, (*queries.FILTER_NAMES, "cursor", "limit"))
+    given = params.query_params(request, (*FILTER_NAMES, "cursor", "limit"))
     filters = params.parse_filters(given)
     cursor = params.one(given, "cursor")
     limit = params.integer(params.one(given, "limit"), "limit", 1, 500) or 50
@@ -208,7 +210,7 @@ def protocols(request: Request, reads: Reads) -> Response:
                       c["submissions"] for c in queries.protocol_counts(conn)}
         items = [{
             "id": p.id, "version": p.version, "sha256": p.sha256,
-            "description": p.description, "target": p.target,
+            "description": shown_description(p), "target": p.target,
             "trials_per_config": p.trials_per_config,
             "configs": [{"name": c.name, "role": c.role, "draft_model": c.draft_model,
                          "mechanism": c.mechanism} for c in p.configs],
@@ -263,22 +265,19 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
     503: {**_ERROR, "description": "too many exports in progress, or the file cannot be "
                                    "written now (see Retry-After)"},
     200: {"description": "the rows, in the requested format",
-          "content": {"text/csv": {}, "application/x-ndjson": {},
-                      "application/vnd.apache.parquet": {}}},
+          "content": {f.media_type.split(";")[0]: {} for f in FORMATS.values()}},
 }
-EXPORT_MEDIA_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson",
-                      "parquet": "application/vnd.apache.parquet"}
 
 
 @router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
 def export(request: Request, reads: Reads) -> Response:
-    """One row per visible submission x config, as csv, jsonl or parquet, from a file
+    """One row per visible submission x config, in one of the export formats, from a file
     written for these filters (http/exports.py: a slow client never holds the database; a
     file is reused for ``export_reuse_s``, never across a moderation action). The ETag
     names the data version the file holds."""
-    given = params.query_params(request, (*queries.FILTER_NAMES, "format"))
+    given = params.query_params(request, (*FILTER_NAMES, "format"))
     filters = params.parse_filters(given)
-    fmt = params.choice(params.one(given, "format"), "format", EXPORT_FORMATS) or "csv"
+    fmt = params.choice(params.one(given, "format"), "format", FORMATS) or DEFAULT_FORMAT
     state = request.app.state
     settings: ServerSettings = state.export_settings
     slots: exports.ExportSlots = state.export_slots
@@ -313,7 +312,7 @@ def export(request: Request, reads: Reads) -> Response:
             return response
         headers = {**caching.cache_headers(etag),
                    "Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
-        response = exports.ExportFileResponse(handle, slot, media_type=EXPORT_MEDIA_TYPES[fmt],
+        response = exports.ExportFileResponse(handle, slot, media_type=FORMATS[fmt].media_type,
                                               headers=headers,
                                               send_timeout_s=settings.export_send_timeout_s)
         return response
@@ -336,4 +335,5 @@ def install(app: FastAPI, reads: ReadService) -> None:
     app.state.export_files = exports.ExportFiles(settings.export_reuse_s)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
-                       allow_headers=["If-None-Match"], expose_headers=["ETag"])
+                       allow_headers=["If-None-Match"],
+                       expose_headers=["ETag", *caching.FRESHNESS_HEADERS])

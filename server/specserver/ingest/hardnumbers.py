@@ -56,7 +56,7 @@ from specserver.ingest.checks import Checked
 from specserver.ingest.rows import submission_rows
 from specserver.store import moderation, tables
 from specserver.store.queries import OS_NAMES
-from specserver.store.tables import RowSet
+from specserver.store.rowset import RowSet
 
 PROTOCOL_ID = "hardnumbers-m2"
 MODEL_LABEL = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*$")

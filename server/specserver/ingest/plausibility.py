@@ -38,10 +38,9 @@ from typing import Any
 
 from specschema.models import Submission
 from specserver.ingest.names import canonical_chip, canonical_model, canonical_optional, known_chips
-from specserver.store import moderation
+from specserver.store.rowset import QUARANTINE_PREFIX
 
 SLACK = 2.0
-QUARANTINE_PREFIX = moderation.QUARANTINE_PREFIX
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The text export formats, CSV and JSON Lines, from rows: what the export child process
-runs (``python -m specserver.store.exportformat PARQUET FORMAT OUT``, see
+"""The export formats (``FORMATS``, one entry each) and the text ones, CSV and JSON Lines,
+written from rows: what the export child process runs
+(``python -m specserver.store.exportformat PARQUET FORMAT OUT``, see
 ``exporting.materialize``).
 
 It imports the standard library and DuckDB only, never SQLAlchemy, the models or the rest of
@@ -9,7 +10,7 @@ stalled client's slot is re-filled. The column names and kinds come with the row
 ``queries.EXPORT_COLUMNS`` in the server (``exporting``), from the Parquet file's own types
 here; both give the same bytes (tested).
 
-CSV cells are safe for spreadsheets (issue 16, OWASP "CSV injection"): every public text
+CSV cells are safe for spreadsheets (OWASP "CSV injection"): every public text
 field (chip, model names, client name, ...) is the contributor's, so a text cell that a
 spreadsheet would read as a formula (first character ``= + - @``, tab or CR, or their
 full-width forms, also after leading spaces) gets a leading ``'``, and CR/LF inside a value
@@ -24,7 +25,7 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -103,9 +104,41 @@ def jsonl_chunks(rows: Iterable[tuple[Any, ...]], layout: Layout,
         yield ("\n".join(lines) + "\n").encode()
 
 
+Chunks = Callable[[Iterable[tuple[Any, ...]], Layout, int], Iterator[bytes]]
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format: what the API, its OpenAPI text, the maintainer CLI and the docs say
+    of it, and the code that writes it."""
+
+    name: str
+    media_type: str  # the response's Content-Type
+    extensions: tuple[str, ...]  # file names the maintainer CLI takes it from
+    description: str
+    # Rows -> bytes, for a format made here (in the export child on DuckDB stores); None: a
+    # format DuckDB writes itself (``exporting.write_parquet``).
+    chunks: Chunks | None
+
+
+# The export formats, the default first. Adding one is an entry here plus its writer.
+FORMATS: dict[str, ExportFormat] = {f.name: f for f in (
+    ExportFormat("csv", "text/csv; charset=utf-8", (".csv",),
+                 "comma-separated, text cells safe for spreadsheets", csv_chunks),
+    ExportFormat("jsonl", "application/x-ndjson", (".jsonl", ".ndjson"),
+                 "JSON Lines, one object per row, exact values", jsonl_chunks),
+    ExportFormat("parquet", "application/vnd.apache.parquet", (".parquet",),
+                 "Apache Parquet, typed columns", None),
+)}
+DEFAULT_FORMAT = next(iter(FORMATS))
+
+
 def chunks_of(fmt: str, rows: Iterable[tuple[Any, ...]], layout: Layout,
               batch: int = 500) -> Iterator[bytes]:
-    return (csv_chunks if fmt == "csv" else jsonl_chunks)(rows, layout, batch)
+    chunks = FORMATS[fmt].chunks
+    if chunks is None:
+        raise ValueError(f"export format {fmt} is not written from rows")
+    return chunks(rows, layout, batch)
 
 
 def parquet_layout(description: Sequence[Sequence[Any]]) -> Layout:
@@ -120,9 +153,10 @@ def parquet_layout(description: Sequence[Sequence[Any]]) -> Layout:
 
 
 def convert_parquet(parquet: str | Path, fmt: str, out: str | Path) -> int:
-    """Write ``fmt`` (csv or jsonl) from an export Parquet file; return the bytes written.
-    Parquet keeps the rows' order and types (TIMESTAMP, DOUBLE, BIGINT, BOOLEAN, VARCHAR),
-    so the result is the bytes ``exporting.write_export`` writes from the store (tested)."""
+    """Write ``fmt`` (a format written from rows) from an export Parquet file; return the
+    bytes written. Parquet keeps the rows' order and types (TIMESTAMP, DOUBLE, BIGINT,
+    BOOLEAN, VARCHAR), so the result is the bytes ``exporting.write_export`` writes from
+    the store (tested)."""
     import duckdb  # here, not at the top: the server imports this module for the formats
 
     written = 0

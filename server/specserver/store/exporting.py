@@ -6,10 +6,11 @@ in-memory DuckDB fed with the rows when the store is PostgreSQL.
 
 ``materialize`` writes an export to a temporary file holding a pooled connection only while
 it writes: the API streams that file (``http/exports.py`` keeps it for reuse), so a client
-that stops reading holds a file descriptor, never a database connection (issue 16).
+that stops reading holds a file descriptor, never a database connection.
 
-CSV and JSON Lines are formatted by ``store.exportformat`` (spreadsheet-safe CSV cells,
-issue 16), which the export child process runs without the server's imports.
+The formats are ``store.exportformat.FORMATS``; CSV and JSON Lines are formatted there
+(spreadsheet-safe CSV cells), which the export child process runs without the server's
+imports.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from specserver.store import exportformat, queries
 from specserver.store.exportformat import Layout
 from specserver.store.queries import Filters
 
-FORMATS = ("csv", "jsonl", "parquet")
+FORMATS = tuple(exportformat.FORMATS)
 
 
 @cache
@@ -90,7 +91,7 @@ def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
 
 def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path) -> int:
     """Write an export file; return the number of bytes written."""
-    if fmt == "parquet":
+    if exportformat.FORMATS[fmt].chunks is None:
         write_parquet(conn, filters, path)
         return Path(path).stat().st_size
     written = 0
@@ -138,7 +139,8 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
     try:
         paths.append(_temporary(folder, f".{fmt}"))
         with engine.connect() as conn:
-            convert = fmt != "parquet" and conn.dialect.name == "duckdb"
+            convert = (exportformat.FORMATS[fmt].chunks is not None
+                       and conn.dialect.name == "duckdb")
             if convert:
                 paths.append(_temporary(folder, ".parquet"))
             timer = _interrupt_later(conn, timeout_s)

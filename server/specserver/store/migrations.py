@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     Column,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     func,
     insert,
     inspect,
+    literal_column,
     or_,
     select,
     text,
@@ -37,7 +39,7 @@ from sqlalchemy import (
 
 from specschema import evidence
 from specserver.errors import SpecServerError
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
@@ -114,6 +116,12 @@ def _evidence_levels(conn: Connection) -> None:
         if column not in present:
             conn.execute(text(f"ALTER TABLE summaries ADD COLUMN {column} {kind}"))
     sub, cfg, trl, summ = tables.submissions, tables.configs, tables.trials, tables.summaries
+    # The engine's version column under the name this store has (version 10 renamed it).
+    stored = set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
+        "AND table_schema = current_schema()")).scalars())
+    version_name = "ollama_version" if "ollama_version" in stored else "engine_version"
+    engine_version: Any = literal_column(f"submissions.{version_name}").label("engine_version")
     conn.execute(update(summ).values(evidence="none", evidence_reason="no acceptance counters"))
     counted = trl.alias("counted")  # its own name: the trials query reads trl too
     claimed = or_(cfg.c.drafted_tokens.is_not(None), cfg.c.counters_source.is_not(None),
@@ -123,7 +131,7 @@ def _evidence_levels(conn: Connection) -> None:
     order = (cfg.c.submission_id, cfg.c.config_name)
     configs = conn.execute(
         select(cfg.c.submission_id, cfg.c.config_name, sub.c.wire_version, sub.c.engine_name,
-               sub.c.ollama_version, sub.c.engine_log, cfg.c.drafted_tokens,
+               engine_version, sub.c.engine_log, cfg.c.drafted_tokens,
                cfg.c.accepted_tokens, cfg.c.counters_source, cfg.c.mean_accepted_len,
                cfg.c.request_options, cfg.c.launches, summ.c.speedup_tps)
         .select_from(cfg.join(sub, sub.c.submission_id == cfg.c.submission_id).join(
@@ -149,7 +157,7 @@ def _evidence_levels(conn: Connection) -> None:
             options = {}
         found = evidence.evidence_level(
             wire_version=row.wire_version, engine_name=row.engine_name or "ollama",
-            engine_version=str(row.ollama_version), engine_log=row.engine_log,
+            engine_version=str(row.engine_version), engine_log=row.engine_log,
             drafted=row.drafted_tokens, accepted=row.accepted_tokens,
             source=row.counters_source, mean_accepted_len=row.mean_accepted_len,
             trials=trials.get((row.submission_id, row.config_name), []),
@@ -230,6 +238,25 @@ def _blocks(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
+def _board_changes(conn: Connection) -> None:
+    """The change log of the board maintained by change, and its clock (tables.py)."""
+    tables.board_clock.create(conn, checkfirst=True)
+    tables.board_changes.create(conn, checkfirst=True)
+    changes.start_clock(conn)
+
+
+def _engine_version_column(conn: Connection) -> None:
+    """submissions.ollama_version renamed engine_version: it has always held the
+    submission's engine.version, whatever the engine (reads compute the Ollama-only
+    ``ollama_version`` from it). A rename keeps every value and the column's place."""
+    present = set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
+        "AND table_schema = current_schema()")).scalars())
+    if "ollama_version" in present and "engine_version" not in present:
+        conn.execute(text(
+            "ALTER TABLE submissions RENAME COLUMN ollama_version TO engine_version"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -249,6 +276,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "blocks: trials.block_number; summaries.blocks, block_drift, "
                  "speedup_wall_ci_low"
                  " and speedup_wall_ci_high", _blocks),
+    Migration(9, "board change log: board_clock and board_changes", _board_changes),
+    Migration(10, "submissions.ollama_version renamed engine_version (it holds every "
+                  "engine's version)", _engine_version_column),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -279,6 +309,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> i
             if not has_data:
                 # A fresh store: the current tables are the newest schema.
                 tables.metadata.create_all(conn, checkfirst=True)
+                changes.start_clock(conn)
                 _stamp(conn, latest)
                 return latest
             version = 0

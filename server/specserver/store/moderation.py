@@ -19,9 +19,10 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select, update
 
 from specserver.errors import Conflict, Invalid, NotFound
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.adhoc import audit_target
-from specserver.store.tables import INGEST_TABLES, RowSet
+from specserver.store.rowset import QUARANTINE_PREFIX, RowSet
+from specserver.store.tables import INGEST_TABLES
 from specserver.store.writer import core_insert
 
 KEY_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -42,9 +43,14 @@ def _now() -> datetime:
 
 
 def record(conn: Connection, action: str, target: str, reason: str | None, actor: str) -> None:
+    """The audit row, and the change log's entry for what the action touched (an import
+    also stored its submission)."""
     conn.execute(insert(tables.audit_log).values(
         audit_id=str(uuid.uuid4()), at=_now(), action=action, target=target, reason=reason,
         actor=actor))
+    who = changes.audit_contributor(conn, action, target)
+    changes.mark(conn, {who: 1} if action == "import" and who is not None else None,
+                 {who: 1})
 
 
 def _hidden(conn: Connection, submission_id: str) -> bool:
@@ -77,9 +83,9 @@ def unhide(conn: Connection, submission_id: str, reason: str | None, actor: str)
     return ActionResult("unhide", submission_id, True)
 
 
-# A submission stored quarantined (ingest.plausibility) is hidden with a reason starting so;
-# a maintainer releases it (unhide) or rejects it (``reject``: it stays hidden).
-QUARANTINE_PREFIX = "quarantined: "
+# A submission stored quarantined (ingest.plausibility) is hidden with a reason starting
+# with ``QUARANTINE_PREFIX``; a maintainer releases it (unhide) or rejects it (``reject``:
+# it stays hidden, its reason starting so).
 REJECTED_PREFIX = "rejected: "
 
 
@@ -147,7 +153,7 @@ def store_import(conn: Connection, rows: RowSet, submission_id: str, source: str
     holder = conn.execute(select(sub.c.key_id, sub.c.source).where(
         sub.c.submission_id == submission_id)).first()
     if holder is not None and holder.key_id is not None:
-        # Signed ids cannot be version-5 UUIDs any more (ingest.checks,
+        # Signed ids cannot be version-5 UUIDs any more (ingest.rules,
         # submission_id_not_reserved); one stored before that rule still holds it: say so.
         raise Conflict(f"submission id {submission_id} is held by a signed submission of key "
                        f"{holder.key_id}, not by an import",

@@ -44,7 +44,7 @@ from sqlalchemy import (
 )
 
 from specserver.errors import Unavailable
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.tables import INGEST_TABLES
 from specserver.store.writer import (
     RETRY_AFTER_S,
@@ -192,6 +192,9 @@ def insert_batch(
         ]
         if rows:
             bulk_insert(conn, table, rows)
+    if inserted:  # the last step before the commit: the clock's row lock orders replicas
+        changes.mark(conn, changes.stored_contributors(
+            first[sid].rows.rows[_SUB.name][0] for sid in ordered if sid in inserted))
     outcomes: list[WriteOutcome] = []
     for request in batch:
         sid = request.submission_id

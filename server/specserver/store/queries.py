@@ -10,83 +10,44 @@ import base64
 import binascii
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
-    String,
     and_,
     case,
     exists,
     func,
     literal,
-    literal_column,
     or_,
     select,
     tuple_,
 )
 
 from specschema.conclusion import verdict_help
-from specschema.engines import engine_names
-from specschema.models import Observed, OsInfo
-from specserver.store import tables
+from specserver.store import dimensions, tables
+from specserver.store.dimensions import (
+    ENGINE_NAMES,
+    FILTER_NAMES,
+    OS_NAMES,
+    VERDICTS,
+    Filters,
+    draft_clauses,
+    engine_name,
+    engine_version,
+    ollama_version,
+    submission_clauses,
+)
+
+# Names other modules read here: the dimension table's (store/dimensions.py).
+__all__ = ["ENGINE_NAMES", "FILTER_NAMES", "OS_NAMES", "VERDICTS", "Filters", "draft_clauses",
+           "engine_name", "engine_version", "ollama_version", "submission_clauses"]
 
 sub = tables.submissions
 summ = tables.summaries
-# The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
-# board list them (and ``ContributorResult`` holds their counts).
-VERDICTS: tuple[str, ...] = ("confirmed", "not_observed", "not_applied", "unknown",
-                             "baseline_speculated", "synthetic", "cannot_compare", "unstable",
-                             "incompatible")
-if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
-    raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
-# The wire format's OS names (``OsInfo.name``): the one list that filters and imports take.
-OS_NAMES: tuple[str, ...] = next(
-    get_args(kind) for kind in get_args(OsInfo.model_fields["name"].annotation)
-    if kind is not type(None)
-)
-# The wire format's engine names (``Engine.name``), the values of the ``engine`` filter.
-ENGINE_NAMES: tuple[str, ...] = engine_names()
-
-# The engine as a dimension (issue 14). A row stored before wire v2 has no engine_name: v1
-# knew only Ollama. The column ``ollama_version`` has always held ``engine.version``, so it
-# is the engine's version for every row; what the API calls ``ollama_version`` is that
-# version for Ollama rows only (null for llama-server rows, whose version is a llama.cpp
-# build such as "b6123", not an Ollama release). Computed here rather than rewritten in
-# the store: no migration, and a v1 client's ``ollama_version`` reads as before. The
-# constant is inlined SQL, not a bound parameter, so that an expression in a SELECT and its
-# GROUP BY render identically (PostgreSQL requires that).
-_OLLAMA = literal_column("'ollama'", String)
-engine_name = func.coalesce(sub.c.engine_name, _OLLAMA)
-engine_version = sub.c.ollama_version
-ollama_version = case((engine_name == _OLLAMA, sub.c.ollama_version), else_=None)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """Equality filters shared by the leaderboard, the submission list and the export."""
-
-    protocol: str | None = None
-    target: str | None = None
-    draft: str | None = None  # a draft config name or a draft model name
-    chip: str | None = None
-    memory_gb: int | None = None
-    ollama_version: str | None = None  # Ollama rows only (see ``ollama_version`` above)
-    os: str | None = None
-    engine: str | None = None  # an ENGINE_NAMES value
-    engine_version: str | None = None  # engine.version, whatever the engine
-    verdicts: frozenset[str] = field(default_factory=frozenset)
-
-    def is_empty(self) -> bool:
-        return self == Filters()
-
-
-FILTER_NAMES = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
-                "engine", "engine_version", "verdict")
 
 
 def _banned_key_ids() -> Select[Any]:
@@ -100,38 +61,6 @@ def visible_clause() -> ColumnElement[bool]:
         sub.c.hidden.is_(False),
         or_(sub.c.key_id.is_(None), sub.c.key_id.not_in(_banned_key_ids())),
     )
-
-
-def submission_clauses(filters: Filters) -> list[ColumnElement[bool]]:
-    clauses: list[ColumnElement[bool]] = []
-    if filters.protocol is not None:
-        clauses.append(sub.c.protocol_id == filters.protocol)
-    if filters.target is not None:
-        clauses.append(sub.c.target_model == filters.target)
-    if filters.chip is not None:
-        clauses.append(sub.c.chip == filters.chip)
-    if filters.memory_gb is not None:
-        clauses.append(sub.c.memory_gb == filters.memory_gb)
-    if filters.ollama_version is not None:
-        clauses.append(and_(engine_name == "ollama",
-                            sub.c.ollama_version == filters.ollama_version))
-    if filters.os is not None:
-        clauses.append(sub.c.os_name == filters.os)
-    if filters.engine is not None:
-        clauses.append(engine_name == filters.engine)
-    if filters.engine_version is not None:
-        clauses.append(engine_version == filters.engine_version)
-    return clauses
-
-
-def draft_clauses(filters: Filters, summary: Any) -> list[ColumnElement[bool]]:
-    clauses: list[ColumnElement[bool]] = []
-    if filters.draft is not None:
-        clauses.append(or_(summary.c.config_name == filters.draft,
-                           summary.c.draft_model == filters.draft))
-    if filters.verdicts:
-        clauses.append(summary.c.observed.in_(sorted(filters.verdicts)))
-    return clauses
 
 
 def data_version(conn: Connection) -> str:
@@ -297,11 +226,10 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     # The keyed hash of the sender's address range is for the board's cohorts only
     # (store/origins.py): no public view carries it.
     submission.pop("origin_hash", None)
-    # The stored row, read as the list and the export read it (see ``ollama_version`` above):
-    # engine_version is the stored version; ollama_version only for Ollama rows.
-    submission["engine_version"] = submission["ollama_version"]
-    if (submission.get("engine_name") or "ollama") != "ollama":
-        submission["ollama_version"] = None
+    # The stored row, read as the list and the export read it (store/dimensions.py):
+    # ollama_version is the engine's version for Ollama rows only.
+    ollama = (submission.get("engine_name") or "ollama") == "ollama"
+    submission["ollama_version"] = submission["engine_version"] if ollama else None
 
     def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
         return [_jsonable(r) for r in _table_rows(conn, table, submission_id, *order)]
@@ -377,17 +305,12 @@ def protocol_counts(conn: Connection) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
-# Filter values that are computed from columns rather than stored as one (see above).
-COMPUTED: dict[str, Any] = {"engine": engine_name, "engine_version": engine_version,
-                            "ollama_version": ollama_version}
-
-
-def distinct_values(conn: Connection, column: str, filters: Filters | None = None,
+def distinct_values(conn: Connection, name: str, filters: Filters | None = None,
                     *, most_common: int | None = None) -> list[Any]:
-    """Distinct visible values of a submissions column (or a ``COMPUTED`` one), in order.
-    With ``most_common``, only that many, the most frequent (ties by value): the page's
-    filter menus, which one key minting names must not make unbounded (issue 15)."""
-    col = COMPUTED[column] if column in COMPUTED else sub.c[column]
+    """Distinct visible values of filter ``name`` (one that compares a submissions column),
+    in order. With ``most_common``, only that many, the most frequent (ties by value): the
+    page's filter menus, which one key minting names must not make unbounded."""
+    (col,) = dimensions.filter_columns(name, None)
     where = (visible_clause(), col.is_not(None), *submission_clauses(filters or Filters()))
     if most_common is None:
         stmt = select(col).distinct().where(*where).order_by(col)
@@ -399,18 +322,23 @@ def distinct_values(conn: Connection, column: str, filters: Filters | None = Non
 
 
 def known_filter_values(conn: Connection) -> dict[str, list[Any]]:
-    """The values each free-text filter can take: those of the visible submissions."""
-    known = {name: distinct_values(conn, column) for name, column in (
-        ("chip", "chip"), ("target", "target_model"), ("ollama_version", "ollama_version"),
-        ("engine_version", "engine_version"), ("memory_gb", "memory_gb"))}
-    draft = summ.alias("d")
-    names: set[str] = set()
-    for column in (draft.c.config_name, draft.c.draft_model):
-        stmt = (select(column).distinct()
-                .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
-                .where(draft.c.role == "draft", column.is_not(None), visible_clause()))
-        names.update(str(r[0]) for r in conn.execute(stmt).all())
-    known["draft"] = sorted(names)
+    """The values each free-text filter (``Filter.known``) can take: those of the visible
+    submissions (a filter on the draft: of their draft configs, any column it compares)."""
+    known: dict[str, list[Any]] = {}
+    for name, spec in dimensions.FILTERS.items():
+        if not spec.known:
+            continue
+        if not dimensions.on_draft(name):
+            known[name] = distinct_values(conn, name)
+            continue
+        draft = summ.alias("d")
+        names: set[str] = set()
+        for column in dimensions.filter_columns(name, draft):
+            stmt = (select(column).distinct()
+                    .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+                    .where(draft.c.role == "draft", column.is_not(None), visible_clause()))
+            names.update(str(r[0]) for r in conn.execute(stmt).all())
+        known[name] = sorted(names)
     return known
 
 
@@ -454,7 +382,7 @@ EXPORT_COLUMNS = (
     sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
     sub.c.target_digest, sub.c.chip, sub.c.memory_gb, ollama_version.label("ollama_version"),
     sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
-    # The engine (issue 14); ollama_version is null for llama-server rows, engine_version not.
+    # The engine; ollama_version is null for other engines' rows, engine_version never.
     engine_name.label("engine"), engine_version.label("engine_version"),
     sub.c.engine_runtime, sub.c.engine_build,
     summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,

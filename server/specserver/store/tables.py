@@ -7,7 +7,6 @@ Timestamps are stored as timezone-naive UTC (DuckDB and PostgreSQL agree on that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import (
@@ -26,6 +25,10 @@ from sqlalchemy import (
     Text,
 )
 from sqlalchemy.types import UserDefinedType
+
+from specserver.store.rowset import INGEST_TABLE_NAMES
+from specserver.store.rowset import Row as Row  # re-exported: the store's modules use it
+from specserver.store.rowset import RowSet as RowSet
 
 metadata = MetaData()
 
@@ -60,7 +63,7 @@ submissions = Table(
     Column("target_digest", String(64), nullable=True),
     Column("chip", String(200), nullable=True),
     Column("memory_gb", Integer, nullable=True),
-    Column("ollama_version", String(40), nullable=False),
+    Column("engine_version", String(40), nullable=False),  # engine.version (store version 10)
     Column("os_name", String(16), nullable=True),
     Column("backend", String(200), nullable=True),
     Column("client_name", String(120), nullable=False),
@@ -70,9 +73,8 @@ submissions = Table(
     Column("hidden_reason", Text, nullable=True),
     Column("note", Text, nullable=True),
     # Wire v2 (schema version 3 of the store; null on rows stored before it): the engine as
-    # a dimension and whether the client read its log. ollama_version holds engine.version
-    # for every engine; reads call it engine_version and show ollama_version only for
-    # Ollama rows (store.queries, issue 14).
+    # a dimension and whether the client read its log. Reads show ``ollama_version`` as
+    # engine_version for Ollama rows only (store/dimensions.py).
     Column("wire_version", Integer, nullable=True),  # the submission's schema_version
     Column("engine_name", String(32), nullable=True),  # null: 'ollama' (v1 knows no other)
     Column("engine_runtime", String(16), nullable=True),  # 'ggml' | 'mlx'
@@ -265,31 +267,31 @@ audit_log = Table(
     Column("actor", String(120), nullable=False),
 )
 
-# The tables one submission writes, in insertion order.
-INGEST_TABLES: tuple[Table, ...] = (
-    submissions,
-    envelopes,
-    fingerprints,
-    configs,
-    trials,
-    summaries,
+# Store version 9: what each write changed, for the board maintained by change
+# (``store/changes.py``, ``board/incremental.py``). ``board_clock`` is one row whose ``seq``
+# every writing transaction bumps as its last step: the row lock orders the transactions'
+# sequence numbers as their commits (PostgreSQL replicas included), so a reader that sees
+# ``seq`` = n has every change numbered up to n.
+board_clock = Table(
+    "board_clock",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),  # always 1
+    Column("seq", BigInteger, nullable=False),
 )
 
-Row = tuple[Any, ...]
+# One row per contributor (key id, or ``imported:<submission id>``) a transaction touched,
+# with how many submissions it stored for them and how many audit rows it wrote; a row with
+# no contributor counts audit rows that touched none (an ad-hoc query's).
+board_changes = Table(
+    "board_changes",
+    metadata,
+    Column("seq", BigInteger, nullable=False),
+    Column("contributor", String(80), nullable=True),
+    Column("submissions", Integer, nullable=False),
+    Column("audits", Integer, nullable=False),
+)
+Index("ix_board_changes_seq", board_changes.c.seq).ddl_if(dialect="postgresql")
 
-
-@dataclass
-class RowSet:
-    """One or more submissions' rows per ingest table name, each a tuple in the table's
-    column order (built by ``specserver.ingest.rows``)."""
-
-    rows: dict[str, list[Row]] = field(
-        default_factory=lambda: {t.name: [] for t in INGEST_TABLES}
-    )
-
-    def extend(self, other: RowSet) -> None:
-        for name, rows in other.rows.items():
-            self.rows[name].extend(rows)
-
-    def count(self) -> int:
-        return sum(len(r) for r in self.rows.values())
+# The tables one submission writes, in insertion order (their names are ``rowset``'s,
+# which the check workers import without SQLAlchemy).
+INGEST_TABLES: tuple[Table, ...] = tuple(metadata.tables[name] for name in INGEST_TABLE_NAMES)

@@ -30,6 +30,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from sqlalchemy import Connection, Engine, RootTransaction, Table, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from specserver.errors import SpecServerError, Unavailable
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.tables import INGEST_TABLES, RowSet
 
 log = logging.getLogger("specserver.store.writer")
@@ -385,9 +386,10 @@ class GroupCommitWriter:
                 self._staging = Staging(None, ids)
             self._staging.failed = True
 
-    def _commit_staged(self, batch: list[WriteRequest]) -> bool:
-        """Commit the staged transaction after appending the last arrivals; False when
-        staging failed (rolled back, for the plain write). Raises what the commit raises."""
+    def _commit_staged(self, batch: list[WriteRequest], stored: Counter[str]) -> bool:
+        """Commit the staged transaction after appending the last arrivals and logging what
+        they change (``stored``: submissions per contributor); False when staging failed
+        (rolled back, for the plain write). Raises what the commit raises."""
         if self._staging is None:
             return False
         self._stage(batch)  # the last arrivals
@@ -407,6 +409,7 @@ class GroupCommitWriter:
         try:
             assert self._stager is not None
             self._stager.flush_all()
+            changes.mark(self._connection(), stored)
             transaction.commit()
         except BaseException:
             if transaction.is_active:
@@ -429,7 +432,9 @@ class GroupCommitWriter:
                 outcomes.append(WriteOutcome("duplicate", earlier.received_at))
             else:
                 outcomes.append(WriteOutcome("conflict", earlier.received_at))
-        if self._commit_staged(batch):
+        stored = changes.stored_contributors(
+            request.rows.rows[tables.submissions.name][0] for request in first.values())
+        if self._commit_staged(batch, stored):
             return outcomes
         for request in first.values():
             rows.extend(request.rows)
@@ -439,6 +444,7 @@ class GroupCommitWriter:
                 table_rows = rows.rows[table.name]
                 if table_rows:
                     self.bulk_insert(conn, table, table_rows)
+            changes.mark(conn, stored)
         return outcomes
 
     def _write_one(self, request: WriteRequest) -> WriteOutcome:
@@ -459,6 +465,8 @@ class GroupCommitWriter:
                 table_rows = request.rows.rows[table.name]
                 if table_rows:
                     self.bulk_insert(conn, table, table_rows)
+            changes.mark(conn, changes.stored_contributors(
+                request.rows.rows[tables.submissions.name]))
         return WriteOutcome("created", request.received_at)
 
     def _run_job(self, job: WriteJob) -> None:

@@ -12,7 +12,7 @@ import httpx
 
 from specschema import Fingerprint, get_protocol
 from specschema.capability import submission_counter_problems
-from specserver.ingest import checks
+from specserver.ingest import rules
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.run.runner import RunListener, RunSettings, run_protocol
@@ -83,7 +83,7 @@ def test_a_foreign_request_is_named_and_its_window_not_counted(tmp_path: Path) -
     assert sub.note and f"another client's requests reached the engine during {named}" \
         in sub.note
     assert submission_counter_problems(sub) == []
-    ctx = checks.RuleContext(get_protocol("ollama-draft"), datetime.now(UTC),
+    ctx = rules.RuleContext(get_protocol("ollama-draft"), datetime.now(UTC),
                              timedelta(days=30), timedelta(minutes=5))
-    assert checks.violations(sub, ctx) == []
+    assert rules.violations(sub, ctx) == []
     assert clean.note is None or "another client" not in clean.note

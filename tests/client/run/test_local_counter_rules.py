@@ -12,7 +12,7 @@ import pytest
 
 from specschema import Fingerprint, get_protocol
 from specschema.capability import submission_counter_problems
-from specserver.ingest import checks
+from specserver.ingest import rules
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.errors import SubmitError
@@ -44,9 +44,9 @@ def test_impossible_counters_are_inconsistent_before_any_verdict_or_consent(
     problems = submission_counter_problems(sub)
     assert problems, "an inflated log must break a counter rule"
     # The server refuses it with exactly these (rule, path, message).
-    ctx = checks.RuleContext(get_protocol("ollama-draft"), datetime.now(UTC),
+    ctx = rules.RuleContext(get_protocol("ollama-draft"), datetime.now(UTC),
                              timedelta(days=30), timedelta(minutes=5))
-    server = [(v.rule, v.path, v.message) for v in checks.violations(sub, ctx)
+    server = [(v.rule, v.path, v.message) for v in rules.violations(sub, ctx)
               if v.rule in ("counters_consistent", "speculation_coherent")]
     local = [(p.rule, p.path, p.message) for p in problems]
     # (the server stops listing at MAX_VIOLATIONS; each it lists, the client found)

@@ -252,13 +252,13 @@ def test_the_board_legend_names_each_engines_counter_source(served: Any) -> None
 def test_a_refusal_names_the_engine_that_ran() -> None:
     from datetime import timedelta
 
-    from specserver.ingest import checks
+    from specserver.ingest import checks, rules
 
     data = llama_server_v2()
     data["configs"][1]["speculation"]["engine_can_honor"] = False
     submission = parse_submission(json.dumps(data).encode())
-    ctx = checks.RuleContext(checks.check_protocol(submission), datetime.now().astimezone(),
+    ctx = rules.RuleContext(checks.check_protocol(submission), datetime.now().astimezone(),
                              timedelta(days=30), timedelta(minutes=5))
-    found = [v.message for v in checks.violations(submission, ctx)
+    found = [v.message for v in rules.violations(submission, ctx)
              if v.path.endswith("engine_can_honor")]
     assert found == [f"server_launch on llama-server {LLAMA_VERSION}: engine_can_honor is True"]

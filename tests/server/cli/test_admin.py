@@ -111,11 +111,11 @@ def test_import_reproduces_the_files_own_medians(tmp_path):
     assert round(summaries["draft_qwen2.5_0.5b"]["speedup_tps"], 2) == 0.95
     assert round(summaries["draft_qwen2.5_1.5b"]["speedup_tps"], 2) == 0.90
     row = json.loads(cli("query", "SELECT key_id, source, source_note, protocol_id, chip, "
-                         "memory_gb, ollama_version FROM submissions", "--json",
+                         "memory_gb, engine_version FROM submissions", "--json",
                          "--database", db).stdout)[0]
     assert row["key_id"] is None and row["source"] == "imported"
     assert "spec-decode-m2" in row["source_note"]
-    assert (row["protocol_id"], row["chip"], row["memory_gb"], row["ollama_version"]) == (
+    assert (row["protocol_id"], row["chip"], row["memory_gb"], row["engine_version"]) == (
         "hardnumbers-m2", "Apple M2", 24, "0.12.8")
     trials = json.loads(cli("query", "SELECT count(*) AS n FROM trials", "--json",
                             "--database", db).stdout)

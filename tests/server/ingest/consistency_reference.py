@@ -1,5 +1,5 @@
 """The consistency rules as they were defined before the single pass (issue 18): one
-generator per rule, run one after the other. ``specserver.ingest.checks.violations`` must
+generator per rule, run one after the other. ``specserver.ingest.rules.violations`` must
 return exactly what ``rule_violations`` returns here (tests/server/ingest/test_ingest_fast.py).
 
 This is the reference, kept only in the tests: a plain copy of the rules, not to be
@@ -20,7 +20,8 @@ from specschema.capability import (
 )
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission, Trial
-from specserver.ingest.checks import (
+from specserver.ingest.plan import expected_configs, identity_of, same_json
+from specserver.ingest.rules import (
     DONE_REASONS,
     DURATION_TOLERANCE_FRACTION,
     DURATION_TOLERANCE_NS,
@@ -32,11 +33,8 @@ from specserver.ingest.checks import (
     WALL_TOLERANCE_S,
     RuleContext,
     Violation,
-    _expected_configs,
-    _identity,
     _name_problem,
     _num_predict,
-    _same,
     name_fields,
 )
 
@@ -57,7 +55,7 @@ def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator
     if proto.target is None and "target" not in submission.protocol.parameters:
         yield Violation(rule, "protocol.parameters", f"protocol {proto.id} needs a target")
         return
-    expected = _expected_configs(_identity(proto), target)
+    expected = expected_configs(identity_of(proto), target)
     seen: set[str] = set()
     for ci, config in enumerate(submission.configs):
         path = f"configs.{ci}"
@@ -77,7 +75,7 @@ def configs_match_protocol(submission: Submission, ctx: RuleContext) -> Iterator
             "request_fields": config.request_fields,
         }
         for field, value in wanted.items():
-            if not _same(actual[field], value):
+            if not same_json(actual[field], value):
                 yield Violation(
                     rule, f"{path}.{field}", f"{field} of {config.name} must be {value!r}"
                 )
@@ -281,7 +279,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def rule_violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
-    """Every rule in ``RULES``, one after the other: what ``checks.violations`` returns."""
+    """Every rule in ``RULES``, one after the other: what ``rules.violations`` returns."""
     found: list[Violation] = []
     for rule in RULES:
         for violation in rule(submission, ctx):

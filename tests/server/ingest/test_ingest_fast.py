@@ -1,4 +1,4 @@
-"""The one-pass consistency check (``checks.violations``) reports what the rules report.
+"""The one-pass consistency check (``rules.violations``) reports what the rules report.
 
 The rules as first written, one generator each, are the reference
 (tests/server/ingest/consistency_reference.py); the single pass must return the same list of
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from specschema.capability import submission_verdicts
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
-from specserver.ingest import checks
+from specserver.ingest import rules
 from tests.server.ingest import consistency_reference as reference
 from tests.server.ingest.test_ingest_rules import CASES, ctx_for, fresh
 
@@ -33,7 +33,7 @@ PROTOCOLS = [
     ("ollama-draft", "weird-build", False),
 ]
 
-def _reported(data: dict[str, Any]) -> list[checks.Violation] | None:
+def _reported(data: dict[str, Any]) -> list[rules.Violation] | None:
     """What ``violations`` reports, asserted equal to the reference's list; None when the
     schema refuses the data (a mutation it refuses never reaches the rules)."""
     try:
@@ -41,7 +41,7 @@ def _reported(data: dict[str, Any]) -> list[checks.Violation] | None:
     except PayloadSchemaError:
         return None
     ctx = ctx_for(data)
-    found = checks.violations(submission, ctx)
+    found = rules.violations(submission, ctx)
     assert found == reference.rule_violations(submission, ctx)
     return found
 
@@ -68,15 +68,15 @@ def test_every_broken_case_leaves_the_fast_path(name: str, rule: str, breaker: A
 
 
 def test_the_rules_are_reported_in_the_reference_order() -> None:
-    assert checks.RULE_NAMES == tuple(rule.__name__ for rule in reference.RULES)
-    assert tuple(checks.RULES) == checks.RULE_NAMES
+    assert rules.RULE_NAMES == tuple(rule.__name__ for rule in reference.RULES)
+    assert tuple(rules.RULES) == rules.RULE_NAMES
 
 
 def test_violations_reports_the_violation_itself() -> None:
     data = fresh(1)
     data["configs"][0]["trials"][2]["eval_count"] = 999
     found = _reported(data)
-    assert found == [checks.Violation("eval_count_fits_num_predict",
+    assert found == [rules.Violation("eval_count_fits_num_predict",
                                       "configs.0.trials.2.eval_count",
                                       "eval_count 999 exceeds num_predict 200")]
 
@@ -94,8 +94,8 @@ def test_several_configs_broken_report_rule_by_rule() -> None:
     data["configs"][0]["trials"][3]["index"] = 0
     found = _reported(data)
     assert found is not None
-    rules = [v.rule for v in found]
-    assert rules == sorted(rules, key=checks.RULE_NAMES.index)
+    names = [v.rule for v in found]
+    assert names == sorted(names, key=rules.RULE_NAMES.index)
     durations = [v.path for v in found if v.rule == "durations_coherent"]
     assert durations == ["configs.0.trials.1.wall_s", "configs.1.trials.1.wall_s",
                          "configs.2.trials.1.wall_s", "configs.0.warmups.0",
@@ -113,7 +113,7 @@ def test_more_than_the_limit_is_cut_at_the_limit() -> None:
             trial.update(eval_count=999, wall_s=0.001, ttft_s=None)  # 15 trials, 30 violations
     found = _reported(data)
     assert found is not None
-    assert len(found) == checks.MAX_VIOLATIONS
+    assert len(found) == rules.MAX_VIOLATIONS
     assert [v.rule for v in found] == (["eval_count_fits_num_predict"] * 15
                                        + ["durations_coherent"] * 5)
     assert [v.path for v in found[15:]] == [f"configs.0.trials.{i}.wall_s" for i in range(5)]
@@ -166,7 +166,7 @@ def _eval_vs_total(d: dict[str, Any], value: int) -> None:
 def _parts(d: dict[str, Any], value: int) -> None:
     t = _t(d)
     total = t["total_duration_ns"]
-    slack = checks.DURATION_TOLERANCE_NS + int(total * checks.DURATION_TOLERANCE_FRACTION)
+    slack = rules.DURATION_TOLERANCE_NS + int(total * rules.DURATION_TOLERANCE_FRACTION)
     t["prompt_eval_duration_ns"] = total + slack - t["eval_duration_ns"] - t["load_duration_ns"]
     t["prompt_eval_duration_ns"] += value
 
@@ -174,8 +174,8 @@ def _parts(d: dict[str, Any], value: int) -> None:
 @_edges("wall_steps_from_floor", [-2, -1, 0, 1, 2])
 def _wall(d: dict[str, Any], value: int) -> None:
     t = _t(d)
-    wall = t["total_duration_ns"] / 1e9 * (1 - checks.DURATION_TOLERANCE_FRACTION)
-    wall -= checks.WALL_TOLERANCE_S
+    wall = t["total_duration_ns"] / 1e9 * (1 - rules.DURATION_TOLERANCE_FRACTION)
+    wall -= rules.WALL_TOLERANCE_S
     for _ in range(abs(value)):
         wall = math.nextafter(wall, math.copysign(math.inf, value))
     t["wall_s"] = wall
@@ -449,7 +449,7 @@ def test_violations_equal_the_rules_with_many_places_broken(
             continue
     found = _reported(data)
     event("schema refused" if found is None else
-          f"violations: {min(len(found), checks.MAX_VIOLATIONS) // 5 * 5}+")
+          f"violations: {min(len(found), rules.MAX_VIOLATIONS) // 5 * 5}+")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -465,12 +465,12 @@ def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
     data["engine"]["build"] = "b1234"
     data["protocol"]["parameters"] = {"target": data["configs"][0]["model"]}
     submission = parse_submission(json.dumps(data).encode())
-    fields = [value for _path, value, _kind in checks.name_fields(submission)]
-    assert sorted(checks.name_values(submission)) == sorted(fields)
+    fields = [value for _path, value, _kind in rules.name_fields(submission)]
+    assert sorted(rules.name_values(submission)) == sorted(fields)
     assert len(fields) > 25
     # the lookalike pass on ASCII names reads exactly the chip and model entries
-    assert list(checks.lookalike_fields(submission)) == [
-        f for f in checks.name_fields(submission) if f[2] in ("chip", "model")]
+    assert list(rules.lookalike_fields(submission)) == [
+        f for f in rules.name_fields(submission) if f[2] in ("chip", "model")]
 
 
 @pytest.mark.parametrize("broken", [False, True])
@@ -482,8 +482,8 @@ def test_a_protocol_not_shipped_is_checked_the_same(broken: bool) -> None:
         data["configs"][0]["warmups"] = [{"wall_s": 1.0}] * 3
     submission = parse_submission(json.dumps(data).encode())
     shipped = ctx_for(data)
-    ctx = checks.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
+    ctx = rules.RuleContext(shipped.protocol.model_copy(), NOW, shipped.max_age,
                              shipped.max_future_skew)
-    found = checks.violations(submission, ctx)
+    found = rules.violations(submission, ctx)
     assert found == reference.rule_violations(submission, ctx)
     assert (found != []) == broken

@@ -8,20 +8,20 @@ import pytest
 
 from specschema.payload import parse_submission
 from specschema.protocol import get_protocol
-from specserver.ingest import checks
+from specserver.ingest import checks, rules
 from tests.support.signed import payload_dict
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def ctx_for(data: dict[str, Any]) -> checks.RuleContext:
-    return checks.RuleContext(get_protocol(data["protocol"]["id"]), NOW, timedelta(days=30),
+def ctx_for(data: dict[str, Any]) -> rules.RuleContext:
+    return rules.RuleContext(get_protocol(data["protocol"]["id"]), NOW, timedelta(days=30),
                               timedelta(minutes=5))
 
 
 def rules_broken(data: dict[str, Any]) -> set[str]:
     submission = parse_submission(json.dumps(data).encode())
-    return {v.rule for v in checks.violations(submission, ctx_for(data))}
+    return {v.rule for v in rules.violations(submission, ctx_for(data))}
 
 
 def fresh(seed: int = 0, protocol: str = "hardnumbers-m2", **kwargs: Any) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "protocol_id": sub.protocol.id, "protocol_version": sub.protocol.version,
         "protocol_sha256": sub.protocol.sha256, "target_model": target,
         "target_digest": digest, "chip": canonical_chip(fp.chip), "memory_gb": fp.memory_gb,
-        "ollama_version": sub.engine.version, "os_name": fp.os.name,
+        "engine_version": sub.engine.version, "os_name": fp.os.name,
         "backend": canonical_optional(sub.engine.backend),
         "client_name": canonical(sub.client.name),
         "client_version": sub.client.version, "complete": sub.complete,

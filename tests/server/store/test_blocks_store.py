@@ -17,10 +17,13 @@ from specschema.examples import example_submission
 from specschema.payload import submission_bytes
 from specserver.store import tables
 from specserver.store.database import make_engine
-from specserver.store.migrations import LATEST, migrate
+from specserver.store.migrations import LATEST, MIGRATIONS, migrate
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
 from tests.support.signed import sign_dict
+
+# The store version before blocks (the migration that added them is the one after it).
+BEFORE_BLOCKS = next(m.version for m in MIGRATIONS if m.apply.__name__ == "_blocks") - 1
 
 
 @pytest.fixture(params=STORES)
@@ -94,7 +97,7 @@ def test_blocks_are_stored_and_unstable_results_stay_off_the_speedup_board(
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             conn.execute(delete(tables.schema_version))
             conn.execute(insert(tables.schema_version).values(
-                version=LATEST - 1, applied_at=datetime(2026, 12, 3)))
+                version=BEFORE_BLOCKS, applied_at=datetime(2026, 12, 3)))
         assert migrate(engine) == LATEST
         with engine.connect() as conn:
             assert conn.execute(select(tables.trials.c.block_number)).scalars().first() is None

@@ -223,3 +223,59 @@ def test_stored_model_tags_become_canonical(store_url: str, tmp_path: Path) -> N
         assert drafts <= {None, "qwen2.5:0.5b"}
     finally:
         engine.dispose()
+
+
+def _columns(engine: Any, table: str) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(text(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+            "AND table_schema = current_schema()"), {"t": table}).scalars())
+
+
+READS = ("/v1/aggregates?group_by=engine,engine_version,ollama_version",
+         "/v1/submissions?limit=500", "/v1/export?format=jsonl")
+
+
+def test_a_store_from_before_version_10_upgrades_with_its_engine_versions(
+        store_url: str, tmp_path: Path) -> None:
+    """A store whose column is still ``ollama_version`` (every store before version 10),
+    upgraded from version 1: the migration that reads the engine's version (4, evidence)
+    reads the old name, version 10 renames it, and every value and read stays the same."""
+    bodies = board_bodies(6, start=4100)
+    settings = settings_for(tmp_path / "app", database_url=store_url, export_reuse_s=0)
+    with Served(settings) as served:
+        for body in bodies:
+            assert served.post(body).status_code == 201
+        before = {path: served.get(path).content for path in READS}
+    engine = make_engine(store_url)
+    sub = tables.submissions
+    try:
+        with engine.connect() as conn:
+            versions = dict(conn.execute(select(sub.c.submission_id, sub.c.engine_version)).all())
+            evidence = sorted(conn.execute(select(
+                tables.summaries.c.submission_id, tables.summaries.c.config_name,
+                tables.summaries.c.evidence, tables.summaries.c.evidence_reason)).all())
+        with engine.begin() as conn:  # what every store before version 10 holds
+            conn.execute(text(
+                "ALTER TABLE submissions RENAME COLUMN engine_version TO ollama_version"))
+            conn.execute(delete(tables.schema_version))
+            conn.execute(insert(tables.schema_version).values(version=1, applied_at=datetime(
+                2026, 11, 1)))
+        assert "ollama_version" in _columns(engine, "submissions")
+        assert migrate(engine) == LATEST
+        columns = _columns(engine, "submissions")
+        assert "engine_version" in columns and "ollama_version" not in columns
+        with engine.connect() as conn:
+            assert dict(conn.execute(select(sub.c.submission_id, sub.c.engine_version)).all()
+                        ) == versions
+            assert sorted(conn.execute(select(
+                tables.summaries.c.submission_id, tables.summaries.c.config_name,
+                tables.summaries.c.evidence, tables.summaries.c.evidence_reason)).all()
+                ) == evidence
+        assert migrate(engine) == LATEST  # idempotent
+    finally:
+        engine.dispose()
+    assert set(versions.values()) and None not in versions.values()
+    with Served(settings) as served:
+        assert {path: served.get(path).content for path in READS} == before
+        assert served.post(bodies[0]).status_code == 200

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from html import escape
 from importlib import resources
@@ -19,6 +20,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import Connection
 
 from specschema.conclusion import (
     LEVEL_BADGES,
@@ -29,22 +31,25 @@ from specschema.conclusion import (
     outcome_of,
 )
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import headline_of, interval_of, shipped_protocols
-from specserver.board import aggregate
+from specschema.protocol import find_protocol, headline_of, interval_of, shipped_protocols
+from specschema.protocol_text import shown_description
+from specserver.board import aggregate, newkeys
 from specserver.board.aggregate import GroupAggregate
-from specserver.http.caching import conditional
+from specserver.board.leaderboard import Board, ReadService
+from specserver.http.caching import conditional, freshness_headers
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import choice, integer, one, parse_filters, query_params
 from specserver.ingest.names import chip_is_known
 from specserver.ingest.plausibility import target_unsized_reason
 from specserver.settings import ServerSettings
-from specserver.store import queries, redaction
+from specserver.store import dimensions, queries, redaction
 
 router = APIRouter(include_in_schema=False)
 
-PAGE_FILTERS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",
-                "engine", "engine_version")
+PAGE_FILTERS = dimensions.PAGE_FILTERS
+# The filters with a menu on the page, and its label (the dimension table's).
+MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.menu}
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
@@ -397,7 +402,7 @@ def protocol_section(protocol_id: str, speed: list[GroupAggregate],
              f"<h2>{escape(protocol_id)}"
              f"{f' v{protocol.version}' if protocol else ''}</h2>"]
     if protocol is not None:
-        parts.append(f'<p class="note">{escape(protocol.description)}</p>')
+        parts.append(f'<p class="note">{escape(shown_description(protocol))}</p>')
     board = f"speedup-{protocol_id}"
     parts.append("<h3>Speedup board</h3>")
     if speed:
@@ -464,18 +469,9 @@ def _select(name: str, label: str, values: Sequence[Any], chosen: Any,
 
 def filter_form(filters: queries.Filters, menus: dict[str, list[Any]],
                 cut_at: int | None = None) -> str:
-    fields = [
-        _select("protocol", "Protocol", sorted(shipped_protocols()), filters.protocol),
-        _select("chip", "Chip", menus["chip"], filters.chip, cut_at),
-        _select("memory_gb", "Memory (GB)", menus["memory_gb"], filters.memory_gb, cut_at),
-        _select("engine", "Engine", menus["engine"], filters.engine, cut_at),
-        _select("engine_version", "Engine version", menus["engine_version"],
-                filters.engine_version, cut_at),
-        _select("ollama_version", "Ollama", menus["ollama_version"], filters.ollama_version,
-                cut_at),
-        _select("os", "OS", menus["os_name"], filters.os, cut_at),
-        _select("target", "Target model", menus["target_model"], filters.target, cut_at),
-    ]
+    """A menu per filter that has one (``MENUS``), of the values visible submissions have."""
+    fields = [_select(name, label, menus[name], filters.get(name), cut_at)
+              for name, label in MENUS.items()]
     return (f'<form class="filters" method="get" action="/">{"".join(fields)}'
             '<button type="submit">Apply</button> <a href="/">reset</a></form>')
 
@@ -543,41 +539,76 @@ def home(request: Request, reads: Reads) -> Response:
                         {**paging.query, "sort": sort})
     pooled = new_keys_note(settings.new_key_probation_days, reads.min_contributors)
     base_url = settings.public_base_url.rstrip("/")  # never the Host header (cached page)
-    version = reads.version()
+    # The last computed page data, at once (board/leaderboard.py): boards, menus and the
+    # recent list all of one state of the store, whose version labels the page.
+    snapshot = reads.latest(("page", filters, menu_cut),
+                            lambda conn, version: page_data(reads, conn, version, filters,
+                                                            menu_cut))
 
     def build() -> Response:
-        speed_board = reads.board(filters, SPEED_DIMENSIONS, "speedup", version)
-        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
-        # its own row and never in a confirmed row's median (aggregate rule 5).
-        unverified = reads.board(filters, SPEED_DIMENSIONS, "unverified", version)
-        speed = _by_protocol([*speed_board.groups, *unverified.groups], sort)
-        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups,
-                             sort)
-        counts = speed_board.verdict_counts
-        with reads.engine.connect() as conn:
-            menus = {c: queries.distinct_values(conn, c, most_common=menu_cut) for c in
-                     ("chip", "memory_gb", "ollama_version", "os_name", "target_model",
-                      "engine", "engine_version")}
-            recent, _ = queries.list_submissions(conn, filters, limit=15)
+        data = snapshot.value
+        speed = _by_protocol([*data.speed.groups, *data.unverified.groups], sort)
+        noise = _by_protocol(data.noise.groups, sort)
+        counts = data.speed.verdict_counts
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
         parts = ["<h1>Speculative decoding leaderboard</h1>", contribute_line(base_url),
-                 filter_form(filters, menus, menu_cut),
+                 filter_form(filters, data.menus, menu_cut),
                  f'<p class="note">Draft results matching these filters: '
                  f"{_verdict_counts(counts) or 'none'}; by evidence: "
-                 f"{_evidence_counts(speed_board.evidence_counts) or 'none'}. "
+                 f"{_evidence_counts(data.speed.evidence_counts) or 'none'}. "
                  "Each contributor counts once per group "
                  f"(their median first); interquartile ranges need "
-                 f"{reads.min_contributors} contributors.</p>"]
+                 f"{reads.min_contributors} contributors.</p>",
+                 freshness_line(data.newest)]
         if not protocols:
             parts.append('<p class="empty">No results match these filters yet: the command '
                          "above adds one.</p>")
         parts += [protocol_section(p, speed.get(p, []), noise.get(p, []), paging, sorting,
                                    pooled)
                   for p in protocols]
-        parts.append("<h2>Recent submissions</h2>" + recent_table(recent))
+        parts.append("<h2>Recent submissions</h2>" + recent_table(data.recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))
 
-    return conditional(request, version, build)
+    return conditional(request, snapshot.version, build,
+                       freshness_headers(reads.freshness(snapshot)))
+
+
+@dataclass(frozen=True)
+class PageData:
+    """What the leaderboard page shows for one set of filters, from one state of the store."""
+
+    speed: Board
+    unverified: Board
+    noise: Board
+    menus: dict[str, list[Any]]
+    recent: list[dict[str, Any]]
+    newest: datetime | None  # the newest stored submission's receipt: how recent the page is
+
+
+def page_data(reads: ReadService, conn: Connection, version: str, filters: queries.Filters,
+              menu_cut: int) -> PageData:
+    """The page's boards, menus and recent submissions on ``conn`` (at ``version``)."""
+    return PageData(
+        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
+        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
+        # its own row and never in a confirmed row's median (aggregate rule 5).
+        unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),
+        noise=reads.compute_board(conn, version, filters, DIMENSIONS, "noise_floor"),
+        menus={name: queries.distinct_values(conn, name, most_common=menu_cut)
+               for name in MENUS},
+        recent=queries.list_submissions(conn, filters, limit=15)[0],
+        newest=newkeys.newest_receipt(conn),
+    )
+
+
+def freshness_line(newest: datetime | None) -> str:
+    """How recent the board is, in words. Only the store's own times, so the same data
+    version gives the same bytes on every replica (one ETag, one body)."""
+    if newest is None:
+        return ""
+    return ('<p class="note freshness">These boards count the results received up to '
+            f"{escape(_when(newest))}. They are recomputed beside the reads: a result received "
+            "later shows once the next computation ends.</p>")
 
 
 # --- one submission -----------------------------------------------------------------------
@@ -621,6 +652,14 @@ def _subtitle(row: dict[str, Any]) -> str:
     return (f"{row['protocol_id']} v{row['protocol_version']} · target {row['target_model']} · "
             f"{machine or 'machine not reported'} · {_engine(row)} · {signer} · "
             f"received {_when(row['received_at'])}")
+
+
+def _protocol_words(row: dict[str, Any]) -> str | None:
+    """The shipped protocol's description as shown (``specschema.protocol_text``); None for
+    a protocol this server does not ship."""
+    protocol = find_protocol(str(row["protocol_id"]), int(row["protocol_version"]),
+                             str(row["protocol_sha256"]))
+    return None if protocol is None else shown_description(protocol)
 
 
 def _history_table(history: Sequence[dict[str, Any]]) -> str:
@@ -697,6 +736,7 @@ def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
     out.append(result.details("The run", result.facts([
         ("Protocol", f"{row['protocol_id']} v{row['protocol_version']} "
                      f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
+        ("What the protocol measures", _protocol_words(row)),
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", _engine(row)), ("Backend", row["backend"]),

@@ -17,7 +17,7 @@ import pytest
 from specschema import Fingerprint, get_protocol
 from specschema.conclusion import conclusion
 from specschema.summary import summarize
-from specserver.ingest import checks
+from specserver.ingest import rules
 from specsubmit.engines.base import RunListener
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.errors import ModelNotInStore
@@ -66,10 +66,10 @@ def _run(tmp_path: Path, folder: Path, recorder: Recorder | None = None):  # typ
                             listener=recorder or Recorder())
 
 
-def _server_rules(sub) -> list[checks.Violation]:  # type: ignore[no-untyped-def]
-    ctx = checks.RuleContext(PROTOCOL, datetime.now(UTC), timedelta(days=30),
+def _server_rules(sub) -> list[rules.Violation]:  # type: ignore[no-untyped-def]
+    ctx = rules.RuleContext(PROTOCOL, datetime.now(UTC), timedelta(days=30),
                              timedelta(minutes=5))
-    return checks.violations(sub, ctx)
+    return rules.violations(sub, ctx)
 
 
 def test_refused_configs_are_incompatible_and_the_others_run(

@@ -1,0 +1,150 @@
+"""What a protocol wants of a submission's configs and trials, cached per protocol (pure).
+
+``ingest.rules`` compares each config with its ``ConfigPlan`` (role, models, mechanism,
+request options and fields, warm-ups) and each trial with the protocol's schedule (run
+position and block by config and trial index). Shipped protocols' plans are cached by
+identity and target, so a submission pays for a dict lookup, not for the protocol's
+expansion; a protocol that is not shipped (tests make some) is planned each time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any
+
+from specschema.protocol import Protocol, all_protocols, get_protocol
+
+
+@cache
+def protocols_by_identity() -> dict[tuple[str, int, str], Protocol]:
+    """Shipped protocols by (id, version, sha256); computing a sha256 per request is slow."""
+    return {(p.id, p.version, p.sha256): p for p in all_protocols()}  # older versions too
+
+
+def identity_of(protocol: Protocol) -> tuple[str, int, str]:
+    for identity, known in protocols_by_identity().items():
+        if known is protocol:
+            return identity
+    return (protocol.id, protocol.version, protocol.sha256)
+
+
+@lru_cache(maxsize=256)
+def expected_configs(
+    identity: tuple[str, int, str], target: str | None
+) -> dict[str, dict[str, Any]]:
+    """What each config of the protocol must say, by config name (cached: pure)."""
+    proto = protocols_by_identity().get(identity) or get_protocol(identity[0])
+    return {
+        spec.name: {
+            "role": spec.role,
+            "model": proto.model_for(spec, target),
+            "draft_model": spec.draft_model,
+            "speculation.mechanism": spec.mechanism,
+            "request_options": proto.request_options(spec),
+            "request_fields": dict(spec.request_fields),
+        }
+        for spec in proto.configs
+    }
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Equal as JSON values: numbers by value (1 == 1.0), but a boolean is not a number."""
+    if type(a) is type(b) and type(a) in (str, int, float, type(None)):
+        return bool(a == b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+# The scalar fields configs_match_protocol compares, in its report order (then
+# request_options, request_fields, warmups).
+HEAD_FIELDS = ("role", "model", "draft_model", "speculation.mechanism")
+NOT_SCHEDULED: dict[int, int] = {}
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """What configs_match_protocol wants of one config, in a form quick to compare."""
+
+    head: tuple[Any, ...]  # role, model, draft_model, speculation.mechanism (HEAD_FIELDS)
+    head_exact: bool  # == on ``head`` is ``_same`` (every wanted value a str or None)
+    request_options: dict[str, Any]
+    options_exact: bool  # == plus "no bool sent" is ``_same`` (wanted values str/int/float)
+    request_fields: dict[str, Any]
+    fields_exact: bool
+    max_warmups: int  # Protocol.warmups_for: per block when the protocol warms up each block
+
+
+@dataclass(frozen=True)
+class Plan:
+    # None when the protocol has no target and the submission names none: then
+    # configs_match_protocol reports only that (nothing to compare the configs with).
+    configs: dict[str, ConfigPlan] | None
+    positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
+    blocks: dict[str, dict[int, int]]  # config name -> trial index -> block number
+
+
+def _scalar_exact(values: tuple[Any, ...]) -> bool:
+    return all(v is None or type(v) is str for v in values)
+
+
+def _flat_exact(wanted: dict[str, Any]) -> bool:
+    return all(type(v) in (str, int, float) for v in wanted.values())
+
+
+@cache
+def _shipped_identities() -> dict[int, tuple[str, int, str]]:
+    """Shipped protocols' identities by ``id()`` (they live as long as the process does)."""
+    return {id(p): identity for identity, p in protocols_by_identity().items()}
+
+
+def plan_for(proto: Protocol, parameters: dict[str, str]) -> Plan:
+    target = parameters.get("target") or proto.target
+    lacks_target = proto.target is None and "target" not in parameters
+    identity = _shipped_identities().get(id(proto))
+    if identity is not None:
+        return _shipped_plan(identity, target, lacks_target)
+    # not a shipped protocol (check_protocol returns only those; tests make others): uncached
+    return _build_plan(proto, identity_of(proto), target, lacks_target)
+
+
+@lru_cache(maxsize=256)
+def _shipped_plan(identity: tuple[str, int, str], target: str | None,
+                  lacks_target: bool) -> Plan:
+    return _build_plan(protocols_by_identity()[identity], identity, target, lacks_target)
+
+
+def _build_plan(proto: Protocol, identity: tuple[str, int, str], target: str | None,
+                lacks_target: bool) -> Plan:
+    """``_expected_configs`` and the protocol's schedule, for ``violations``."""
+    configs: dict[str, ConfigPlan] | None = None
+    if not lacks_target:
+        configs = {}
+        for name, wanted in expected_configs(identity, target).items():
+            head = tuple(wanted[field] for field in HEAD_FIELDS)
+            configs[name] = ConfigPlan(
+                head, _scalar_exact(head),
+                wanted["request_options"], _flat_exact(wanted["request_options"]),
+                wanted["request_fields"], _flat_exact(wanted["request_fields"]),
+                proto.warmups_for(name),
+            )
+    positions: dict[str, dict[int, int]] = {}
+    blocks: dict[str, dict[int, int]] = {}
+    for pos, ((name, index), block) in enumerate(zip(proto.schedule(), proto.blocks(),
+                                                     strict=True)):
+        positions.setdefault(name, {})[index] = pos
+        blocks.setdefault(name, {})[index] = block
+    return Plan(configs, positions, blocks)
+
+
+def same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bool:
+    """``same_json(actual, wanted)``: when every wanted value is a str, int or float, dict
+    equality differs from it only where a bool stands for a number (True == 1)."""
+    if exact:
+        return actual == wanted and bool not in map(type, actual.values())
+    return same_json(actual, wanted)
