@@ -19,7 +19,6 @@ instead of repeating it.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -29,7 +28,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection, Engine
 
-from specserver.board import aggregate, newkeys, sql
+from specserver.board import aggregate, incremental, newkeys
 from specserver.board.aggregate import GroupAggregate, View
 from specserver.store import queries
 
@@ -86,12 +85,16 @@ class ReadService:
         probation_days: float = 0.0,  # off unless configured (create_app: settings)
         cohort_window_hours: float = 0.0,
         graduations_per_day: int = 0,
+        incremental_boards: int = incremental.DEFAULT_BOARDS,  # 0: every board in full
     ) -> None:
         self.engine = engine
         self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
                                             graduations_per_day)
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
+        # The boards read most recently, kept up to date from the store's change log.
+        self._incremental_boards = incremental_boards
+        self._maintainer = self._new_maintainer()
         self._version: str | None = None
         self._known: tuple[str, dict[str, list[Any]]] | None = None
         # The keys' cohorts and probation for one data version: the same for every filter
@@ -137,7 +140,16 @@ class ReadService:
             self._known = (version, known)
         return known
 
+    def _new_maintainer(self) -> incremental.Maintainer | None:
+        if self._incremental_boards <= 0:
+            return None
+        return incremental.Maintainer(self.rules, self.min_contributors,
+                                      self._incremental_boards)
+
     def clear_cache(self) -> None:
+        """Forget every computed board: the next read computes in full."""
+        with self._compute_lock:
+            self._maintainer = self._new_maintainer()
         with self._cache_lock:
             self._boards.clear()
             self._bodies.clear()
@@ -156,6 +168,18 @@ class ReadService:
         self._standing = (version, held)
         return held
 
+    def _compute(self, filters: queries.Filters, dimensions: tuple[str, ...], view: View,
+                 version: str) -> incremental.Computed:
+        """The one place a board is computed: maintained by change (``incremental``), or
+        in full when ``incremental`` is off. Sybil resistance (newkeys.py) either way."""
+        if self._maintainer is not None:
+            with incremental.snapshot(self.engine) as conn:
+                return self._maintainer.board(conn, filters, dimensions, view)
+        with self.engine.connect() as conn:
+            return incremental.compute(conn, filters, dimensions, view, self.rules,
+                                       self.min_contributors,
+                                       self._standing_for(conn, version))
+
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
               version: str | None = None) -> Board:
         version = self.version() if version is None else version
@@ -169,29 +193,15 @@ class ReadService:
                 cached = self._boards.get(key)
             if cached is not None:
                 return cached
-            verdicts = aggregate.VIEW_VERDICTS[view]
-            with self.engine.connect() as conn:
-                reduced = sql.contributor_results(conn, filters, dimensions, verdicts)
-                held = self._standing_for(conn, version)
-                totals = sql.verdict_totals(conn, filters)
-                levels = sql.evidence_totals(conn, filters)
-            # Sybil resistance (newkeys.py): a cohort is one contributor, new cohorts one
-            # more per group; groups whose contributors arrived together are flagged.
-            together = newkeys.arrived_together(reduced, held, self.rules.window,
-                                                self.min_contributors)
-            reduced = newkeys.fold(reduced, held)
-            groups = aggregate.aggregate_contributors(reduced, dimensions, self.min_contributors)
-            groups = [dataclasses.replace(g, arrived_together=True)
-                      if aggregate.flat_key(g) in together else g for g in groups]
-            groups = aggregate.distinct_labels(groups)  # one name, several models: told apart
+            computed = self._compute(filters, tuple(dimensions), view, version)
             board = Board(
                 version=version,
                 view=view,
                 dimensions=tuple(dimensions),
-                groups=groups,
-                verdict_counts=totals,
-                results=sum(sum(g.verdicts.values()) for g in groups),
-                evidence_counts=levels,
+                groups=computed.groups,
+                verdict_counts=computed.verdict_counts,
+                results=sum(sum(g.verdicts.values()) for g in computed.groups),
+                evidence_counts=computed.evidence_counts,
             )
             with self._cache_lock:
                 self._boards.put(key, board)

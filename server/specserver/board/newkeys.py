@@ -36,7 +36,8 @@ range is one cohort per window, and each becomes a vote after probation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -93,9 +94,9 @@ class Arrival:
 class Standing:
     """Each key's cohort, which cohorts are new, and when each cohort arrived."""
 
-    cohort_of: dict[str, str]
-    new: frozenset[str]  # cohort ids
-    arrived: dict[str, datetime]  # cohort id -> its first member's first_seen
+    cohort_of: Mapping[str, str]
+    new: AbstractSet[str]  # cohort ids
+    arrived: Mapping[str, datetime]  # cohort id -> its first member's first_seen
 
 
 def newest_receipt(conn: Connection) -> datetime | None:
@@ -105,8 +106,9 @@ def newest_receipt(conn: Connection) -> datetime | None:
     return newest
 
 
-def arrivals(conn: Connection) -> list[Arrival]:
-    """Every key's arrival, range and ageing start, in two grouped queries."""
+def arrivals(conn: Connection, only: Collection[str] | None = None) -> list[Arrival]:
+    """Every key's arrival, range and ageing start (or only those of the keys ``only``),
+    in two grouped queries."""
     sub = tables.submissions
     draft = tables.summaries.alias("d")
     reached = (select(draft.c.submission_id)
@@ -115,14 +117,15 @@ def arrivals(conn: Connection) -> list[Arrival]:
                       board_clause(draft)))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
+    which = sub.c.key_id.is_not(None) if only is None else sub.c.key_id.in_(sorted(only))
     keys = conn.execute(
         select(sub.c.key_id, func.min(sub.c.received_at),
                func.min(sub.c.received_at).filter(counted))
-        .where(sub.c.key_id.is_not(None)).group_by(sub.c.key_id)).all()
+        .where(which).group_by(sub.c.key_id)).all()
     origin_at: dict[str, tuple[datetime, str]] = {}
     for key_id, origin, first in conn.execute(
             select(sub.c.key_id, sub.c.origin_hash, func.min(sub.c.received_at))
-            .where(sub.c.key_id.is_not(None), sub.c.origin_hash.is_not(None))
+            .where(which, sub.c.origin_hash.is_not(None))
             .group_by(sub.c.key_id, sub.c.origin_hash)).all():
         held = origin_at.get(key_id)
         if held is None or (first, origin) < held:
@@ -136,9 +139,29 @@ def arrivals(conn: Connection) -> list[Arrival]:
     return found
 
 
+@dataclass(frozen=True)
+class Cohorts:
+    """Rules 1, 2 and 4 over some ranges' keys: each key's cohort, when each cohort arrived
+    and when it leaves probation (None: it has not started to age)."""
+
+    cohort_of: dict[str, str]
+    arrived: dict[str, datetime]
+    graduation: dict[str, datetime | None]
+
+
 def standing(found: Iterable[Arrival], newest: datetime | None, rules: CohortRules
              ) -> Standing:
     """Rules 1-4 over every key's arrival (pure)."""
+    formed = cohorts(found, rules)
+    new: set[str] = set()
+    if rules.probation > timedelta(0) and newest is not None:
+        new = {c for c, at in formed.graduation.items() if at is None or at > newest}
+    return Standing(formed.cohort_of, frozenset(new), formed.arrived)
+
+
+def cohorts(found: Iterable[Arrival], rules: CohortRules) -> Cohorts:
+    """Rules 1, 2 and 4 (pure). Ranges are independent of each other, and so is each key
+    without a range: ``board.incremental`` recomputes only the ranges a change touched."""
     by_origin: dict[str | None, list[Arrival]] = {}
     for arrival in found:
         by_origin.setdefault(arrival.origin, []).append(arrival)
@@ -163,11 +186,8 @@ def standing(found: Iterable[Arrival], newest: datetime | None, rules: CohortRul
             start = aged[cohort]
             if arrival.aged_from is not None and (start is None or arrival.aged_from < start):
                 aged[cohort] = arrival.aged_from
-    new: set[str] = set()
-    if rules.probation > timedelta(0) and newest is not None:
-        graduation = _graduations(aged, origin_of, rules)
-        new = {c for c in arrived if graduation.get(c) is None or graduation[c] > newest}
-    return Standing(cohort_of, frozenset(new), arrived)
+    graduation = _graduations(aged, origin_of, rules)
+    return Cohorts(cohort_of, arrived, {c: graduation.get(c) for c in arrived})
 
 
 def _graduations(aged: dict[str, datetime | None], origin_of: dict[str, str | None],

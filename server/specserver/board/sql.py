@@ -5,7 +5,7 @@ Core so that they run on DuckDB and PostgreSQL. Filters and visibility are the s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import Connection, and_, func, literal, literal_column, or_, sel
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
 from specserver.store import tables
+from specserver.store.changes import IMPORTED
 from specserver.store.dimensions import (
     VERDICTS,
     Filters,
@@ -63,8 +64,17 @@ def _median(column: Any, dialect: str) -> Any:
     return func.percentile_cont(literal_column("0.5")).within_group(column)
 
 
+def contributor_clause(contributors: Collection[str]) -> Any:
+    """Rows of these contributors only (key ids, or ``imported:<submission id>``)."""
+    keys = sorted(c for c in contributors if not c.startswith(IMPORTED))
+    imported = sorted(c[len(IMPORTED):] for c in contributors if c.startswith(IMPORTED))
+    return or_(sub.c.key_id.in_(keys),
+               and_(sub.c.key_id.is_(None), sub.c.submission_id.in_(imported)))
+
+
 def contributor_results(
-    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str]
+    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str],
+    contributors: Collection[str] | None = None,
 ) -> list[ContributorResult]:
     """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
 
@@ -74,7 +84,7 @@ def contributor_results(
     key values are read by a second, narrow query per hash (about 2.5x faster than grouping
     on the wide string columns at 100k submissions); two distinct keys would have to
     collide in 64 bits to be merged. Both queries run in the connection's one transaction,
-    so they see the same snapshot.
+    so they see the same snapshot. ``contributors``: only theirs (``board.incremental``).
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
@@ -91,6 +101,8 @@ def contributor_results(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
     where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
+    if contributors is not None:
+        where.append(contributor_clause(contributors))
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (

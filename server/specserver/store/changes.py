@@ -42,13 +42,18 @@ def stored_contributors(submission_rows: Iterable[tuple[object, ...]]) -> Counte
                    for row in submission_rows)
 
 
+def start_clock(conn: Connection) -> None:
+    """The clock's one row (the migrations create it with the table)."""
+    conn.execute(text(_START))
+
+
 def mark(conn: Connection, submissions: Mapping[str, int] | None = None,
          audits: Mapping[str | None, int] | None = None) -> int:
     """Log this transaction's changes: submissions stored and audit rows written, per
     contributor (``None``: an audit row that touches no contributor). Returns the number."""
     seq = conn.exec_driver_sql(_BUMP).scalar()
-    if seq is None:  # a store created from the table definitions: start the clock
-        conn.execute(text(_START))
+    if seq is None:  # a store created from the table definitions alone (tests)
+        start_clock(conn)
         seq = conn.exec_driver_sql(_BUMP).scalar()
     if seq is None:
         raise RuntimeError("board_clock has no row after starting it")

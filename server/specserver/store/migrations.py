@@ -39,7 +39,7 @@ from sqlalchemy import (
 
 from specschema import evidence
 from specserver.errors import SpecServerError
-from specserver.store import tables
+from specserver.store import changes, tables
 from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
@@ -242,6 +242,7 @@ def _board_changes(conn: Connection) -> None:
     """The change log of the board maintained by change, and its clock (tables.py)."""
     tables.board_clock.create(conn, checkfirst=True)
     tables.board_changes.create(conn, checkfirst=True)
+    changes.start_clock(conn)
 
 
 def _engine_version_column(conn: Connection) -> None:
@@ -308,6 +309,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> i
             if not has_data:
                 # A fresh store: the current tables are the newest schema.
                 tables.metadata.create_all(conn, checkfirst=True)
+                changes.start_clock(conn)
                 _stamp(conn, latest)
                 return latest
             version = 0

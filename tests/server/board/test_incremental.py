@@ -1,0 +1,202 @@
+"""The board maintained by change equals the full computation after any sequence of writes.
+
+Random sequences of inserts (signed keys from a few address ranges, imports, incomplete and
+quarantined submissions, every verdict and evidence level, repeated and missing speedups),
+hides, unhides, bans, unbans and the store's clock moving past probations, on DuckDB and
+PostgreSQL. After every write the maintained boards (all views, a filtered one, one by
+another grouping) must equal ``incremental.compute`` on the same snapshot, and the whole
+sequence must have been followed from the change log (one rebuild: the first read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, delete, insert
+
+from specserver.board import aggregate, incremental, newkeys
+from specserver.store import changes, moderation, queries, tables
+from specserver.store.database import make_engine
+from specserver.store.migrations import migrate
+from tests.support.postgres import private_schema_url
+
+KEYS = [hashlib.sha256(f"key-{i}".encode()).hexdigest() for i in range(6)]
+ORIGINS = ["range-a", "range-b", None]
+CHIPS = ["Apple M2", "Apple M4"]
+VERDICTS = ["confirmed", "confirmed", "not_observed", "unstable", "not_applied", "unknown"]
+LEVELS = ["log", "engine_api", "reported", "implausible", None]
+START = datetime(2026, 11, 1, 12, 0, 0)
+RULES = newkeys.CohortRules.of(7.0, 24.0, 1)
+MIN_CONTRIBUTORS = 2
+SPECS: list[incremental.Spec] = [
+    *[(queries.Filters(), tuple(aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY,
+                                                                 view)), view)
+      for view in aggregate.VIEWS],
+    (queries.Filters.of({"chip": "Apple M2"}), ("draft",), "speedup"),
+    (queries.Filters(), ("chip",), "noise_floor"),
+]
+
+draft_row = st.tuples(st.sampled_from(["spec_4", "spec_8"]), st.sampled_from(VERDICTS),
+                      st.sampled_from(LEVELS),
+                      st.one_of(st.none(), st.sampled_from([0.9, 1.0, 1.25, 1.5, 2.0, 3.5])))
+insert_op = st.tuples(
+    st.just("insert"),
+    st.one_of(st.none(), st.integers(0, len(KEYS) - 1)),  # None: an imported result
+    st.sampled_from(ORIGINS),
+    st.sampled_from([0, 1, 6, 30, 100, 200]),  # hours after the previous receipt
+    st.sampled_from(CHIPS),
+    st.sampled_from(["complete", "complete", "complete", "incomplete", "quarantined"]),
+    st.lists(draft_row, min_size=0, max_size=2, unique_by=lambda d: d[0]),
+)
+moderation_op = st.tuples(st.sampled_from(["hide", "unhide"]), st.integers(0, 30))
+key_op = st.tuples(st.sampled_from(["ban", "unban"]), st.integers(0, len(KEYS) - 1))
+clock_op = st.tuples(st.just("later"), st.sampled_from([24, 100, 170, 400]))
+operations = st.lists(st.one_of(insert_op, insert_op, moderation_op, key_op, clock_op),
+                      min_size=1, max_size=14)
+
+
+class Store:
+    """The store under test, emptied for each example, with its writes logged as the
+    server's writer and moderation log them."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ids: list[str] = []
+        self.clock = START
+
+    def reset(self) -> None:
+        with self.engine.begin() as conn:
+            for table in (tables.submissions, tables.summaries, tables.bans,
+                          tables.audit_log, tables.board_changes, tables.board_clock):
+                conn.execute(delete(table))
+        self.ids, self.clock = [], START
+
+    def insert(self, key: int | None, origin: str | None, hours: int, chip: str, kind: str,
+               drafts: list[tuple[str, str, str | None, float | None]]) -> None:
+        self.clock += timedelta(hours=hours)
+        sid = f"00000000-0000-4000-8000-{len(self.ids):012d}"
+        key_id = KEYS[key] if key is not None else None
+        with self.engine.begin() as conn:
+            conn.execute(insert(tables.submissions).values(
+                submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
+                created_at=self.clock, received_at=self.clock, envelope_sha256="0" * 64,
+                protocol_id="ollama-draft", protocol_version=1, protocol_sha256="a" * 64,
+                target_model="qwen3:14b", chip=chip, memory_gb=24, ollama_version="0.30.1",
+                os_name="macos", backend="100% GPU", client_name="t", client_version="1",
+                complete=kind != "incomplete", hidden=kind == "quarantined",
+                hidden_reason=(moderation.QUARANTINE_PREFIX + "test"
+                               if kind == "quarantined" else None),
+                engine_name="ollama", origin_hash=origin if key_id else None))
+            rows = [{"config_name": "baseline", "role": "baseline", "observed": "none",
+                     "evidence": None, "speedup_tps": None, "median_tps": 20.0 + len(self.ids)}]
+            rows += [{"config_name": name, "role": "draft", "observed": verdict,
+                      "evidence": level, "speedup_tps": speedup, "median_tps": None}
+                     for name, verdict, level, speedup in drafts]
+            for row in rows:
+                conn.execute(insert(tables.summaries).values(
+                    submission_id=sid, model="qwen3:14b", mechanism="draft_num_predict",
+                    trials=3, speedup_wall=row["speedup_tps"], **row))
+            changes.mark(conn, changes.stored_contributors([(sid, key_id)]))
+        self.ids.append(sid)
+
+    def apply(self, op: tuple[Any, ...]) -> None:
+        name = op[0]
+        if name == "insert":
+            self.insert(*op[1:])
+        elif name == "later":  # the clock moves: an incomplete import, on no board
+            self.insert(None, None, op[1], CHIPS[0], "incomplete", [])
+        elif name in ("hide", "unhide") and self.ids:
+            sid = self.ids[op[1] % len(self.ids)]
+            with self.engine.begin() as conn:
+                if name == "hide":
+                    moderation.hide(conn, sid, "test", "tester")
+                else:
+                    moderation.unhide(conn, sid, "test", "tester")
+        elif name in ("ban", "unban"):
+            with self.engine.begin() as conn:
+                action = moderation.ban if name == "ban" else moderation.unban
+                action(conn, KEYS[op[1]], "test", "tester")
+
+
+def _check(store: Store, ops: list[tuple[Any, ...]]) -> None:
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    for op in [("later", 0), *ops]:
+        store.apply(op)
+        with incremental.snapshot(store.engine) as conn:
+            for filters, dimensions, view in SPECS:
+                maintained = maintainer.board(conn, filters, dimensions, view)
+                full = incremental.compute(conn, filters, dimensions, view, RULES,
+                                           MIN_CONTRIBUTORS)
+                assert maintained == full, (op, view, dimensions)
+    assert maintainer.rebuilds == 1  # every write after the first read came from the log
+    stored = sum(1 for op in ops if op[0] in ("insert", "later"))
+    assert maintainer.refreshes >= stored  # a write that changes nothing logs nothing
+
+
+def _store(url: str) -> Iterator[Store]:
+    engine = make_engine(url)
+    migrate(engine)
+    try:
+        yield Store(engine)
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def duckdb_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    path: Path = tmp_path_factory.mktemp("incremental") / "store.duckdb"
+    yield from _store(f"duckdb:///{path}")
+
+
+@pytest.fixture(scope="module")
+def postgres_store() -> Iterator[Store]:
+    with private_schema_url() as url:
+        yield from _store(url)
+
+
+SETTINGS = settings(max_examples=12, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(ops=operations)
+def test_maintained_board_equals_the_full_computation_on_duckdb(duckdb_store: Store,
+                                                                ops: list[tuple[Any, ...]]
+                                                                ) -> None:
+    _check(duckdb_store, ops)
+
+
+@pytest.mark.postgres
+@SETTINGS
+@given(ops=operations)
+def test_maintained_board_equals_the_full_computation_on_postgres(postgres_store: Store,
+                                                                  ops: list[tuple[Any, ...]]
+                                                                  ) -> None:
+    _check(postgres_store, ops)
+
+
+def test_a_write_that_bypassed_the_log_rebuilds(duckdb_store: Store) -> None:
+    """An insert or an audit row the log did not see: the maintained board is not trusted."""
+    store = duckdb_store
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    filters, dimensions, view = SPECS[0]
+    store.insert(0, "range-a", 0, CHIPS[0], "complete", [("spec_4", "confirmed", "log", 1.5)])
+    with incremental.snapshot(store.engine) as conn:
+        maintainer.board(conn, filters, dimensions, view)
+    with store.engine.begin() as conn:  # a hide by hand: no log entry
+        conn.execute(tables.submissions.update().values(hidden=True))
+        conn.execute(insert(tables.audit_log).values(
+            audit_id="a1", at=START, action="hide", target=store.ids[0], actor="hand"))
+    with incremental.snapshot(store.engine) as conn:
+        assert maintainer.board(conn, filters, dimensions, view).groups == []
+    assert maintainer.rebuilds == 2
