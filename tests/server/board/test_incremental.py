@@ -88,7 +88,7 @@ class Store:
                 submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
                 created_at=self.clock, received_at=self.clock, envelope_sha256="0" * 64,
                 protocol_id="ollama-draft", protocol_version=1, protocol_sha256="a" * 64,
-                target_model="qwen3:14b", chip=chip, memory_gb=24, ollama_version="0.30.1",
+                target_model="qwen3:14b", chip=chip, memory_gb=24, engine_version="0.30.1",
                 os_name="macos", backend="100% GPU", client_name="t", client_version="1",
                 complete=kind != "incomplete", hidden=kind == "quarantined",
                 hidden_reason=(moderation.QUARANTINE_PREFIX + "test"
