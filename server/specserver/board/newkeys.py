@@ -115,9 +115,12 @@ def arrivals(conn: Connection, only: Collection[str] | None = None) -> list[Arri
                .where(draft.c.role == "draft",
                       draft.c.observed.in_(sorted(BOARD_VERDICTS | NOISE_VERDICTS)),
                       board_clause(draft)))
+    which = sub.c.key_id.is_not(None) if only is None else sub.c.key_id.in_(sorted(only))
+    if only is not None:  # their submissions' summaries only (a scan of the rest: 3x slower)
+        reached = reached.where(draft.c.submission_id.in_(
+            select(sub.c.submission_id).where(which)))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
-    which = sub.c.key_id.is_not(None) if only is None else sub.c.key_id.in_(sorted(only))
     keys = conn.execute(
         select(sub.c.key_id, func.min(sub.c.received_at),
                func.min(sub.c.received_at).filter(counted))

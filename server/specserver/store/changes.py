@@ -6,7 +6,8 @@ it bumps ``board_clock.seq`` and writes one ``board_changes`` row per touched co
 under that number. The clock's row lock is held until the commit, so on PostgreSQL a second
 replica's write waits there and takes the next number after the first one committed:
 sequence numbers follow commit order, and a reader that sees the clock at n sees every
-change numbered up to n (``since``). On DuckDB the single writer thread is the only writer.
+change numbered up to n (``since``). On DuckDB, where one writer thread makes every write
+(a file admits one process), the number is the log's largest plus one, in one statement.
 
 A contributor is what the board reduces to one voice before its rules: the key id, or
 ``imported:<submission id>`` for a row without one (``board.aggregate.DraftResult``).
@@ -48,23 +49,34 @@ def start_clock(conn: Connection) -> None:
 
 
 def mark(conn: Connection, submissions: Mapping[str, int] | None = None,
-         audits: Mapping[str | None, int] | None = None) -> int:
+         audits: Mapping[str | None, int] | None = None) -> None:
     """Log this transaction's changes: submissions stored and audit rows written, per
-    contributor (``None``: an audit row that touches no contributor). Returns the number."""
+    contributor (``None``: an audit row that touches no contributor)."""
+    if not submissions and not audits:
+        return
+    stored = submissions or {}
+    audited = audits or {}
+    rows = [(who, stored.get(who, 0) if who else 0, audited.get(who, 0))
+            for who in {*stored, *audited}]
+    if conn.dialect.name == "duckdb":
+        # One statement (each costs the writer ~0.5 ms of CPU on DuckDB): the number is the
+        # log's largest plus one, safe because one writer thread makes every write to a
+        # DuckDB store (a file admits one process), so there is no commit order to keep.
+        values = ", ".join(["(CAST(? AS VARCHAR), CAST(? AS INTEGER), CAST(? AS INTEGER))"]
+                           * len(rows))
+        conn.exec_driver_sql(
+            "INSERT INTO board_changes (seq, contributor, submissions, audits) "
+            "SELECT (SELECT coalesce(max(seq), 0) + 1 FROM board_changes), * "
+            f"FROM (VALUES {values})", tuple(v for row in rows for v in row))
+        return
     seq = conn.exec_driver_sql(_BUMP).scalar()
     if seq is None:  # a store created from the table definitions alone (tests)
         start_clock(conn)
         seq = conn.exec_driver_sql(_BUMP).scalar()
     if seq is None:
         raise RuntimeError("board_clock has no row after starting it")
-    stored = submissions or {}
-    audited = audits or {}
-    rows = [{"seq": seq, "contributor": who, "submissions": stored.get(who, 0) if who else 0,
-             "audits": audited.get(who, 0)}
-            for who in {*stored, *audited}]
-    if rows:
-        conn.execute(insert(tables.board_changes), rows)
-    return int(seq)
+    conn.execute(insert(tables.board_changes), [
+        {"seq": seq, "contributor": who, "submissions": n, "audits": a} for who, n, a in rows])
 
 
 def audit_contributor(conn: Connection, action: str, target: str) -> str | None:
@@ -89,7 +101,8 @@ class Position:
 
 
 def position(conn: Connection) -> Position:
-    clock = select(tables.board_clock.c.seq).where(tables.board_clock.c.id == 1)
+    clock = (select(func.max(tables.board_changes.c.seq)) if conn.dialect.name == "duckdb"
+             else select(tables.board_clock.c.seq).where(tables.board_clock.c.id == 1))
     row = conn.execute(select(
         clock.scalar_subquery(),
         select(func.count()).select_from(tables.submissions).scalar_subquery(),
