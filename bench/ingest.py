@@ -1,9 +1,14 @@
 """Ingest throughput: a load generator (this process) against a real `specserver serve`.
 
     .venv/bin/python bench/ingest.py [--duration 60] [--connections 64,192] [--warmup 3]
+    .venv/bin/python bench/ingest.py --blocked ...   # llama-server llamacpp-draft v2, blocks
 
 Pre-generates distinct, valid, signed submissions (example submissions over many seeds,
-each with its own submission id and signature), then, in the same run, drives the server
+each with its own submission id and signature): by default hardnumbers-m2 v1 (3 configs x
+5 trials, no blocks); with ``--blocked``, what a llama-server client sends for
+llamacpp-draft (wire v2, 6 configs, 39 trials with their blocks and per-trial counters
+from the engine's API), whose summary the server computes over blocks (the block
+interval: most of such a submission's CPU). Then, in the same run, drives the server
 twice over N keep-alive HTTP/1.1 connections on loopback: first with storage switched off
 (SPECSERVER_STORE_ENABLED=false: the verify + validate ceiling), then with storage on (an
 embedded DuckDB file in a temporary folder). Prints accepted/s (201s), p50/p99 latency,
@@ -34,13 +39,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import nacl.signing
 
+from specschema.capability import submission_verdicts
 from specschema.envelope import PAYLOAD_TYPE, key_id_of, pae
 from specschema.examples import example_submission
-from specschema.payload import submission_bytes
+from specschema.payload import parse_submission, submission_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from tests.support.ports import free_port  # noqa: E402
@@ -51,13 +58,55 @@ SPECSERVER = str(Path(sys.executable).with_name("specserver"))
 # --- pre-generated submissions ----------------------------------------------------------
 
 
-def generate(count: int, templates: int = 256, keys: int = 500) -> list[bytes]:
+def hardnumbers_template(seed: int) -> dict[str, Any]:
+    """A hardnumbers-m2 v1 submission (no blocks, no counters) as wire JSON."""
+    data: dict[str, Any] = json.loads(submission_bytes(
+        example_submission("hardnumbers-m2", seed=seed)))
+    return data
+
+
+# llama.cpp refuses the qwen2.5 drafts for a qwen3 target (the protocol's description): a
+# real client records them refused, with no trial.
+REFUSED_DRAFTS = ("draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8")
+REFUSAL = "llama.cpp: the draft vocabulary differs from the target's (tokens 151665-151668)"
+
+
+def blocked_template(seed: int) -> dict[str, Any]:
+    """A llamacpp-draft v2 submission as a llama-server client sends it: every trial in its
+    block, counters per trial from llama-server's own API, a mild drift, the truncated
+    draft ~2x, the qwen2.5 drafts refused (tests/server/store/test_blocks_store.py builds
+    the same but for the refusals)."""
+    rng = random.Random(seed)
+    sub = example_submission(
+        "llamacpp-draft", seed=seed, engine_version="b1", schema_version=2, runtime="ggml",
+        counters_seen=True, blocks=True, drift=rng.uniform(0.0, 0.15),
+        draft_speedups={"draft_qwen3_0.6b_n8": rng.uniform(1.8, 2.6),
+                        "draft_qwen3_0.6b_n3": rng.uniform(1.4, 2.0)})
+    data: dict[str, Any] = json.loads(submission_bytes(sub))
+    data["engine"].update(name="llama-server", build="0.5.0-dev (build 1, commit 0c1e570)")
+    for config in data["configs"]:
+        speculation = config["speculation"]
+        for trial in config["trials"]:
+            if trial.get("counters"):
+                trial["counters"]["source"] = "engine_api"
+        if speculation["counters_source"]:
+            speculation["counters_source"] = "engine_api"
+        if config["name"] in REFUSED_DRAFTS:  # never started: no trials, no counters
+            config["trials"] = []
+            speculation.update(refusal=REFUSAL, drafted_tokens=None, accepted_tokens=None,
+                               counters_source=None, outputs_match_baseline=None)
+    verdicts = submission_verdicts(parse_submission(json.dumps(data).encode()))
+    for config, verdict in zip(data["configs"], verdicts, strict=True):
+        config["speculation"]["observed"] = verdict
+    return data
+
+
+def generate(count: int, templates: int = 256, keys: int = 500,
+             blocked: bool = False) -> list[bytes]:
     """``count`` distinct signed envelopes: templates vary the numbers, ids are fresh."""
     rng = random.Random(7)
-    bases = [
-        json.loads(submission_bytes(example_submission("hardnumbers-m2", seed=i)))
-        for i in range(templates)
-    ]
+    template = blocked_template if blocked else hardnumbers_template
+    bases = [template(i) for i in range(templates)]
     signers = [nacl.signing.SigningKey(hashlib.sha256(b"bench-%d" % i).digest())
                for i in range(keys)]
     public = [(key_id_of(bytes(k.verify_key)),
@@ -245,9 +294,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds first")
     parser.add_argument("--connections", default="64,192",
                         help="concurrent connections; a comma-separated list runs each in turn")
-    parser.add_argument("--max-rate", type=float, default=3000.0,
+    parser.add_argument("--max-rate", type=float, default=None,
                         help="submissions/s to pre-generate for (pool = rate x time; past it "
-                             "the pool repeats and repeats answer 200, not counted)")
+                             "the pool repeats and repeats answer 200, not counted); "
+                             "default 3000, or 200 with --blocked")
+    parser.add_argument("--blocked", action="store_true",
+                        help="send llama-server llamacpp-draft v2 submissions with blocks "
+                             "(the summary over blocks) instead of hardnumbers-m2 v1")
     parser.add_argument("--check-workers", type=int, default=None,
                         help="SPECSERVER_CHECK_WORKERS for the server (default: serve's, one "
                              "per core; 0 = checks in the server process)")
@@ -261,10 +314,14 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # the stdlib loop works, at a higher CPU cost
         pass
-    count = int(args.max_rate * (args.duration + args.warmup))
+    max_rate = args.max_rate if args.max_rate is not None else (200.0 if args.blocked
+                                                                else 3000.0)
+    count = int(max_rate * (args.duration + args.warmup))
     started = time.perf_counter()
-    bodies = generate(count)
-    print(f"pre-generated {len(bodies):,} distinct signed submissions "
+    bodies = generate(count, blocked=args.blocked)
+    kind = ("llamacpp-draft v2 with blocks (llama-server)" if args.blocked
+            else "hardnumbers-m2 v1")
+    print(f"pre-generated {len(bodies):,} distinct signed {kind} submissions "
           f"({statistics.mean(len(b) for b in bodies[:100]) / 1024:.1f} KiB each) "
           f"in {time.perf_counter() - started:.1f} s")
     for connections in (int(n) for n in args.connections.split(",")):

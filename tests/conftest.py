@@ -1,5 +1,10 @@
 """Fixtures shared by every test package.
 
+Board reads serve the last computed board and recompute it beside the reads
+(board/leaderboard.py); most tests write and then read, and expect to see the write, so
+``SPECSERVER_READ_WAIT_S`` lets a read wait for that recomputation (through the refresher,
+as in production). Tests of the never-waiting read set it to 0.
+
 PostgreSQL: ``postgres_url`` gives each test its own schema (tests/support/postgres.py:
 skipped without a server, failed instead under CI=true).
 """
@@ -9,6 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
+READ_WAIT_S = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _reads_wait_for_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECSERVER_READ_WAIT_S", str(READ_WAIT_S))
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission
@@ -74,9 +74,9 @@ def version_known(engine_name: str | None, version: str) -> bool:
     return descriptor(engine_name).version_known(version)
 
 
-@dataclass(frozen=True)
-class TrialCounts:
-    """One trial as the level needs it (drafted/accepted/source None: no counters)."""
+class TrialCounts(NamedTuple):
+    """One trial as the level needs it (drafted/accepted/source None: no counters). A
+    NamedTuple: the server builds one per trial of every stored submission."""
 
     eval_count: int
     drafted: int | None = None

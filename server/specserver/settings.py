@@ -148,7 +148,13 @@ class ServerSettings(BaseSettings):
     )
     read_max_stale_s: float = Field(
         default=0.0, ge=0, le=300,
-        description="public reads may reuse the store's data version this long (0 = exact)",
+        description="public reads may reuse the store's data version this long, and a board "
+                    "is recomputed at most this often (0 = as soon as the data changes)",
+    )
+    read_wait_s: float = Field(
+        default=0.0, ge=0, le=60,
+        description="a board read that finds its board behind the store waits this long for "
+                    "the recomputation (0 = never: the last computed board at once)",
     )
     check_workers: int = Field(
         default=0, ge=0, le=64,

@@ -1,28 +1,44 @@
-"""The read side's service: leaderboard aggregates with a small cache, keyed on data version.
+"""The read side's service: the last computed boards at once, recomputed beside the reads.
 
-Every public read first asks the store for its *data version* (``queries.data_version``: a
-few counts and maxima, about a millisecond). Aggregates are cached under that version, so
-a write (an ingested submission, a hide, a ban) invalidates them without any hook into the
-writer, and this works the same with several server processes on PostgreSQL. The same
-version makes the ETag of every public GET, so a 304 costs one tiny query.
+A public board read (``/v1/leaderboard``, ``/v1/aggregates``, the page) never waits for a
+computation, except the very first of its kind: ``latest`` hands back the last *snapshot*
+computed for its key (a board, or the page's data) with the data version it was computed
+from and when that data was read, and the refresher thread recomputes it beside the reads.
+Each read compares the snapshot's version with the store's *data version*
+(``queries.data_version``: a few counts and maxima); one that is behind is marked, and the
+refresher recomputes the marked snapshots one at a time, most recently read first. Nothing
+hooks into the writer, so several server processes on PostgreSQL each keep their own
+snapshots, all from the one database. A computation that fails is logged and kept out of
+the way: the previous snapshot is served and keeps ageing (its age is in every response),
+and the next read that finds it behind asks again (after ``retry_s``). ``wait_s``
+(``SPECSERVER_READ_WAIT_S``, default 0) lets a read wait that long for the recomputation
+it asked for.
 
-Under heavy ingest the version changes all the time; ``max_stale_s`` (setting
-``SPECSERVER_READ_MAX_STALE_S``, default 0 = always exact) lets reads reuse a version for
-that long, so the leaderboard is recomputed at most that often. ETags, cached aggregates
-and bodies all follow the version used, so a response is never labelled newer than it is.
+Each snapshot is computed on one connection whose reads all see one state of the store
+(DuckDB's transaction; PostgreSQL's REPEATABLE READ), and its data version is read first on
+that connection, so the version that labels a body (its ETag, ``http/caching.py``) is
+exactly the data it shows: never newer, never older.
+
+``max_stale_s`` (setting ``SPECSERVER_READ_MAX_STALE_S``): the least time between two
+computations of one snapshot (0: as soon as the data changes, when the refresher is free),
+and how long the other public reads (lists, stats, exports) reuse a data version.
 
 Cold aggregation reduces each contributor's draft results per group in SQL (one row per
 group and contributor, never trials; ``sql.contributor_results``) and applies the pure
-rules of ``aggregate`` to those rows; concurrent cold requests wait for one computation
-instead of repeating it.
+rules of ``aggregate`` to those rows (``compute_board``: the one place a board is computed;
+``incremental`` keeps the boards read most recently up to date from the store's change
+log, so a recomputation after a write costs what the write touched).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -34,6 +50,20 @@ from specserver.store import queries
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+# Services whose refresher runs: stopped at exit, so no computation is cut off mid-query
+# while the interpreter finalizes (a daemon thread inside DuckDB aborts the process).
+_LIVE: weakref.WeakSet[ReadService] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for service in list(_LIVE):
+        service.close(timeout_s=10.0)
+
+DEFAULT_RETRY_S = 1.0  # the least time before a failed computation is tried again
 
 
 class _Lru(Generic[K, V]):
@@ -72,8 +102,43 @@ class Board:
     evidence_counts: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Snapshot(Generic[T]):
+    """A value computed from one state of the store."""
+
+    version: str  # the data version of that state
+    read_at: float  # time.time() when that state was read: the value shows the data of then
+    value: T
+
+    def age_s(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.read_at)
+
+
+Compute = Callable[[Connection, str], T]
+
+
+@dataclass
+class _Entry:
+    snapshot: Snapshot[Any]
+    compute: Compute[Any]
+    computed: float  # time.monotonic() when its computation started
+    read: float  # time.monotonic() of its last read
+    failed: float = float("-inf")  # time.monotonic() of its last failed recomputation
+    wanted: bool = False  # a read found it behind the store: the refresher recomputes it
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How fresh a served snapshot is, for the response's headers."""
+
+    version: str
+    read_at: float
+    age_s: float
+    current: bool  # the store's data version, as last seen, is still the snapshot's
+
+
 class ReadService:
-    """Holds the engine the public side reads from and the aggregate cache."""
+    """Holds the engine the public side reads from, the snapshots and their refresher."""
 
     def __init__(
         self,
@@ -85,6 +150,8 @@ class ReadService:
         probation_days: float = 0.0,  # off unless configured (create_app: settings)
         cohort_window_hours: float = 0.0,
         graduations_per_day: int = 0,
+        retry_s: float = DEFAULT_RETRY_S,
+        wait_s: float = 0.0,
         incremental_boards: int = incremental.DEFAULT_BOARDS,  # 0: every board in full
     ) -> None:
         self.engine = engine
@@ -92,21 +159,33 @@ class ReadService:
                                             graduations_per_day)
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
-        # The boards read most recently, kept up to date from the store's change log.
-        self._incremental_boards = incremental_boards
-        self._maintainer = self._new_maintainer()
+        self.retry_s = retry_s
+        self.wait_s = wait_s
         self._version: str | None = None
+        self._version_at = float("-inf")
         self._known: tuple[str, dict[str, list[Any]]] | None = None
         # The keys' cohorts and probation for one data version: the same for every filter
         # and view, so computed once per version (~0.2 s of CPU at 100k submissions).
         self._standing: tuple[str, newkeys.Standing] | None = None
-        self._version_at = float("-inf")
-        self._boards: _Lru[tuple[str, queries.Filters, tuple[str, ...], View], Board] = _Lru(
-            cache_size)
+        # The boards read most recently, kept up to date from the store's change log.
+        self._incremental_boards = incremental_boards
+        self._maintainer = self._new_maintainer()
+        self._entries: _Lru[Hashable, _Entry] = _Lru(cache_size)
         # Rendered bodies by ETag (which covers the data version and the whole URL).
         self._bodies: _Lru[str, tuple[int, bytes, str]] = _Lru(cache_size)
         self._cache_lock = threading.Lock()
-        self._compute_lock = threading.Lock()
+        # One computation at a time (the refresher's, or a first read's).
+        self._compute_lock = threading.RLock()
+        self._wake = threading.Condition(self._cache_lock)
+        self._refresher: threading.Thread | None = None
+        self._closed = False
+        self._seen: str | None = None  # the data version the last board read found
+        # What the refresher did: tests and the bench read these.
+        self.refreshes = 0
+        self.failures = 0
+        self.last_error: BaseException | None = None
+
+    # --- bodies and data versions -----------------------------------------------------------
 
     def cached_body(self, key: str) -> tuple[int, bytes, str] | None:
         with self._cache_lock:
@@ -129,32 +208,169 @@ class ReadService:
             self._version, self._version_at = version, time.monotonic()
         return version
 
-    def known_values(self, version: str) -> dict[str, list[Any]]:
-        """``queries.known_filter_values`` for this data version (cached for the latest)."""
+    def known_values(self, version: str | None, needed: dict[str, Any] | None = None
+                     ) -> dict[str, list[Any]]:
+        """``queries.known_filter_values``, cached for the data version ``version``.
+
+        The values last read are enough when they hold every ``needed`` one (filter name
+        -> value): a value that was there is not refused for being a few writes old (hidden
+        since, it matches nothing, as on a board); one that was not is looked up in the
+        store before it is refused. ``version`` None: the store's, whatever it is.
+        """
         with self._cache_lock:
-            if self._known is not None and self._known[0] == version:
-                return self._known[1]
+            held = self._known
+        if held is not None and ((version is not None and held[0] == version) or (
+                needed is not None and all(v in held[1][n] for n, v in needed.items()))):
+            return held[1]
         with self.engine.connect() as conn:
             known = queries.known_filter_values(conn)
         with self._cache_lock:
-            self._known = (version, known)
+            self._known = (version or "", known)
         return known
-
-    def _new_maintainer(self) -> incremental.Maintainer | None:
-        if self._incremental_boards <= 0:
-            return None
-        return incremental.Maintainer(self.rules, self.min_contributors,
-                                      self._incremental_boards)
 
     def clear_cache(self) -> None:
         """Forget every computed board: the next read computes in full."""
         with self._compute_lock:
             self._maintainer = self._new_maintainer()
         with self._cache_lock:
-            self._boards.clear()
+            self._entries.clear()
             self._bodies.clear()
             self._known = None
             self._standing = None
+
+    # --- snapshots -------------------------------------------------------------------------
+
+    def latest(self, key: Hashable, compute: Compute[T]) -> Snapshot[T]:
+        """The last snapshot computed for ``key``, at once; when the store has moved on
+        (``version``), the refresher is asked to recompute it. Only the first read of a key
+        waits for its computation (``compute(conn, version)``, on one state of the store),
+        and a read waits up to ``wait_s`` for a recomputation it asked for."""
+        with self._cache_lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            return self._first(key, compute)
+        current = self.version()
+        with self._cache_lock:
+            entry.read = time.monotonic()
+            self._seen = current
+            if entry.snapshot.version == current:
+                return entry.snapshot
+            entry.wanted = True
+            self._start_refresher()
+            self._wake.notify_all()
+            if self.wait_s > 0:
+                self._wake.wait_for(lambda: not entry.wanted or self._closed, self.wait_s)
+            return entry.snapshot
+
+    def _first(self, key: Hashable, compute: Compute[T]) -> Snapshot[T]:
+        with self._compute_lock:
+            with self._cache_lock:
+                entry = self._entries.get(key)
+            if entry is not None:  # computed meanwhile
+                return entry.snapshot
+            started = time.monotonic()
+            snapshot = self._compute(compute)
+            with self._cache_lock:
+                self._entries.put(key, _Entry(snapshot, compute, started, time.monotonic()))
+                self._seen = snapshot.version
+            return snapshot
+
+    def freshness(self, snapshot: Snapshot[Any]) -> Freshness:
+        with self._cache_lock:
+            seen = self._seen
+        return Freshness(snapshot.version, snapshot.read_at, snapshot.age_s(),
+                         current=seen is None or seen == snapshot.version)
+
+    def _compute(self, compute: Compute[T]) -> Snapshot[T]:
+        with self._compute_lock, incremental.snapshot(self.engine) as conn:
+            read_at = time.time()
+            version = queries.data_version(conn)  # first: the state every read below sees
+            value = compute(conn, version)
+        return Snapshot(version, read_at, value)
+
+    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
+              ) -> Snapshot[Board]:
+        """The last computed board for these filters, dimensions and view (``latest``)."""
+        dims = tuple(dimensions)
+        return self.latest(("board", filters, dims, view),
+                           lambda conn, version: self.compute_board(conn, version, filters,
+                                                                    dims, view))
+
+    # --- the refresher ---------------------------------------------------------------------
+
+    def _start_refresher(self) -> None:
+        """Start the refresher thread once (the caller holds the cache lock)."""
+        if self._refresher is None and not self._closed:
+            self._refresher = threading.Thread(target=self._refresh_loop, daemon=True,
+                                               name="board-refresher")
+            self._refresher.start()
+            _LIVE.add(self)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the refresher (after its current computation)."""
+        with self._cache_lock:
+            self._closed = True
+            self._wake.notify_all()
+            thread = self._refresher
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+
+    def _due(self, now: float) -> list[tuple[Hashable, _Entry]]:
+        """The snapshots a read found behind the store, not computed within
+        ``max_stale_s`` and not failed within ``retry_s``: most recently read first."""
+        due = [(key, entry) for key, entry in self._entries.items.items()
+               if entry.wanted and now - entry.computed >= self.max_stale_s
+               and now - entry.failed >= self.retry_s]
+        return sorted(due, key=lambda item: -item[1].read)
+
+    def _next_due(self, now: float) -> float | None:
+        """Seconds until a wanted snapshot becomes due, or None when none is wanted."""
+        waits = [max(entry.computed + self.max_stale_s, entry.failed + self.retry_s) - now
+                 for entry in self._entries.items.values() if entry.wanted]
+        return max(0.0, min(waits)) if waits else None
+
+    def _refresh_loop(self) -> None:
+        while True:
+            with self._cache_lock:
+                while not self._closed:
+                    now = time.monotonic()
+                    due = self._due(now)
+                    if due:
+                        break
+                    self._wake.wait(self._next_due(now))
+                if self._closed:
+                    return
+            for key, entry in due:
+                if self._closed:
+                    return
+                self._refresh(key, entry)
+
+    def _refresh(self, key: Hashable, entry: _Entry) -> None:
+        started = time.monotonic()
+        try:
+            snapshot = self._compute(entry.compute)
+        except Exception as exc:
+            log.exception("a board computation failed; the last computed board is served "
+                          "meanwhile and ages", exc_info=exc)
+            with self._cache_lock:
+                self.failures += 1
+                self.last_error = exc
+                entry.failed = time.monotonic()
+                entry.wanted = False  # the next read that finds it behind asks again
+                self._wake.notify_all()
+            return
+        with self._cache_lock:
+            entry.snapshot, entry.computed, entry.wanted = snapshot, started, False
+            self.refreshes += 1
+            self._wake.notify_all()  # readers waiting up to wait_s
+
+    def settle(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the refresher has nothing left to do (tests, benches)."""
+        with self._cache_lock:
+            return self._wake.wait_for(
+                lambda: not any(e.wanted for e in self._entries.items.values()), timeout_s)
+
+    # --- one board -------------------------------------------------------------------------
 
     def _standing_for(self, conn: Connection, version: str) -> newkeys.Standing:
         """``newkeys.standing`` of the store at ``version`` (the caller holds the compute
@@ -168,41 +384,38 @@ class ReadService:
         self._standing = (version, held)
         return held
 
-    def _compute(self, filters: queries.Filters, dimensions: tuple[str, ...], view: View,
-                 version: str) -> incremental.Computed:
-        """The one place a board is computed: maintained by change (``incremental``), or
-        in full when ``incremental`` is off. Sybil resistance (newkeys.py) either way."""
-        if self._maintainer is not None:
-            with incremental.snapshot(self.engine) as conn:
-                return self._maintainer.board(conn, filters, dimensions, view)
-        with self.engine.connect() as conn:
-            return incremental.compute(conn, filters, dimensions, view, self.rules,
-                                       self.min_contributors,
-                                       self._standing_for(conn, version))
+    def _new_maintainer(self) -> incremental.Maintainer | None:
+        if self._incremental_boards <= 0:
+            return None
+        return incremental.Maintainer(self.rules, self.min_contributors,
+                                      self._incremental_boards)
 
-    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
-              version: str | None = None) -> Board:
-        version = self.version() if version is None else version
-        key = (version, filters, tuple(dimensions), view)
-        with self._cache_lock:
-            cached = self._boards.get(key)
-        if cached is not None:
-            return cached
-        with self._compute_lock:  # one computation at a time; the others find it cached
-            with self._cache_lock:
-                cached = self._boards.get(key)
-            if cached is not None:
-                return cached
-            computed = self._compute(filters, tuple(dimensions), view, version)
-            board = Board(
-                version=version,
-                view=view,
-                dimensions=tuple(dimensions),
-                groups=computed.groups,
-                verdict_counts=computed.verdict_counts,
-                results=sum(sum(g.verdicts.values()) for g in computed.groups),
-                evidence_counts=computed.evidence_counts,
-            )
-            with self._cache_lock:
-                self._boards.put(key, board)
-            return board
+    def compute_board(self, conn: Connection, version: str, filters: queries.Filters,
+                      dimensions: Sequence[str], view: View) -> Board:
+        """The board from the state of the store ``conn`` sees (whose data version is
+        ``version``): the one place a board is computed. Maintained by change
+        (``incremental``: from the store's change log), or in full when that is off;
+        Sybil resistance (newkeys.py) either way."""
+        dims = tuple(dimensions)
+        with self._compute_lock:
+            if self._maintainer is not None:
+                computed = self._maintainer.board(conn, filters, dims, view)
+            else:
+                computed = incremental.compute(conn, filters, dims, view, self.rules,
+                                               self.min_contributors,
+                                               self._standing_for(conn, version))
+        return Board(
+            version=version,
+            view=view,
+            dimensions=dims,
+            groups=computed.groups,
+            verdict_counts=computed.verdict_counts,
+            results=sum(sum(g.verdicts.values()) for g in computed.groups),
+            evidence_counts=computed.evidence_counts,
+        )
+
+    def cold_board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
+                   ) -> Board:
+        """A board computed now, from the store as it is (benches: the cold computation)."""
+        return self._compute(lambda conn, version: self.compute_board(
+            conn, version, filters, dimensions, view)).value

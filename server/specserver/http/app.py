@@ -87,6 +87,7 @@ def create_app(
             yield
         finally:
             app.state.check_pool = None
+            await run_in_threadpool(app.state.reads.close)  # before the engine goes
             if pool is not None:
                 await pool.stop()
             app.state.export_files.clear()
@@ -111,6 +112,7 @@ def create_app(
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
     reads = ReadService(store.engine, min_contributors=settings.min_contributors,
                         max_stale_s=settings.read_max_stale_s,
+                        wait_s=settings.read_wait_s,
                         probation_days=settings.new_key_probation_days,
                         cohort_window_hours=settings.cohort_window_hours,
                         graduations_per_day=settings.range_graduations_per_day)

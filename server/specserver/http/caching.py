@@ -1,17 +1,31 @@
 """Conditional GETs: an ETag from the store's data version and the request's URL,
-Cache-Control, 304 on a matching If-None-Match before any work, and remembered bodies."""
+Cache-Control, 304 on a matching If-None-Match before any work, and remembered bodies;
+and the freshness headers of a board read (``freshness_headers``)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
+from specserver.board.leaderboard import Freshness
 from specserver.http.deps import reads_of
 
 CACHE_CONTROL = "public, max-age=5, must-revalidate"
+# A board read serves the last computed board (board/leaderboard.py); these say how fresh:
+AS_OF = "Board-As-Of"  # when the state of the store it shows was read (ISO 8601, UTC)
+AGE = "Board-Age"  # seconds since then, at this response
+CURRENT = "Board-Current"  # "true": the store had not changed since, when last checked
+FRESHNESS_HEADERS = (AS_OF, AGE, CURRENT)
+
+
+def freshness_headers(fresh: Freshness) -> dict[str, str]:
+    stamp = datetime.fromtimestamp(fresh.read_at, UTC).isoformat(timespec="milliseconds")
+    return {AS_OF: stamp.replace("+00:00", "Z"), AGE: f"{fresh.age_s:.3f}",
+            CURRENT: "true" if fresh.current else "false"}
 
 
 def content_etag(body: bytes) -> str:
@@ -42,14 +56,17 @@ def cache_headers(etag: str) -> dict[str, str]:
     return {"ETag": etag, "Cache-Control": CACHE_CONTROL}
 
 
-def conditional(request: Request, version: str, build: Callable[[], Response]) -> Response:
+def conditional(request: Request, version: str, build: Callable[[], Response],
+                extra: Mapping[str, str] | None = None) -> Response:
     """304 when the client has this version; else the body built for this version and URL
-    (remembered, except streamed responses), or ``build()``; with caching headers."""
+    (remembered, except streamed responses), or ``build()``; with caching headers and
+    ``extra`` ones (on a 304 too)."""
     etag = make_etag(version, request)
     unchanged = not_modified(request, etag)
     if unchanged is not None:
+        unchanged.headers.update(extra or {})
         return unchanged
-    headers = cache_headers(etag)
+    headers = {**cache_headers(etag), **(extra or {})}
     reads = reads_of(request)
     cached = reads.cached_body(etag)
     if cached is not None:

@@ -108,12 +108,16 @@ def parse_filters(params: dict[str, list[str]]) -> Filters:
 MAX_LISTED = 200
 
 
-def check_known(reads: ReadService, version: str, filters: Filters) -> None:
-    """Refuse (422) a free-text filter value no visible submission has, listing those there are."""
+def check_known(reads: ReadService, version: str | None, filters: Filters) -> None:
+    """Refuse (422) a free-text filter value no visible submission has, listing those there are.
+
+    ``version``: the data version the values must be of; None (board reads, which serve
+    the last computed board): the values last read do when they hold the asked ones.
+    """
     asked = {name: value for name, value in filters.values if dimensions.FILTERS[name].known}
     if not asked:
         return
-    known = reads.known_values(version)
+    known = reads.known_values(version, asked)
     for name, value in asked.items():
         if value not in known[name]:
             allowed = known[name]

@@ -107,15 +107,15 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
             or aggregate.DEFAULT_SORT)
     limit = params.integer(params.one(given, "limit"), "limit", 1, MAX_LIMIT) or 100
     offset = params.integer(params.one(given, "offset"), "offset", 0, 10**9) or 0
-    version = reads.version()
-    params.check_known(reads, version, filters)
+    params.check_known(reads, None, filters)
+    snapshot = reads.board(filters, dimensions, view)  # the last computed: no waiting
 
     def build() -> Response:
-        board = reads.board(filters, dimensions, view, version)
-        return JSONResponse(board_json(board, dimensions, sort, limit, offset, filters,
-                                       reads.min_contributors))
+        return JSONResponse(board_json(snapshot.value, dimensions, sort, limit, offset,
+                                       filters, reads.min_contributors))
 
-    return caching.conditional(request, version, build)
+    return caching.conditional(request, snapshot.version, build,
+                               caching.freshness_headers(reads.freshness(snapshot)))
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -335,4 +335,5 @@ def install(app: FastAPI, reads: ReadService) -> None:
     app.state.export_files = exports.ExportFiles(settings.export_reuse_s)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
-                       allow_headers=["If-None-Match"], expose_headers=["ETag"])
+                       allow_headers=["If-None-Match"],
+                       expose_headers=["ETag", *caching.FRESHNESS_HEADERS])

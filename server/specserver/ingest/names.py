@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -45,6 +45,11 @@ REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 # Characters a note (the one free-text field that is prose, not a name) may hold beyond
 # printable ones.
 NOTE_ALLOWED = frozenset("\n\t")
+# Names repeat across submissions (a few chips and models among thousands of them), and
+# the functions below that build stored spellings are pure: each process remembers the
+# latest results. Bounded, so a sender of ever new names costs what it cost without the
+# cache, plus the bookkeeping (bench/names_check.py).
+NAME_CACHE_SIZE = 4096
 # Scripts on whose letters a leftover combining mark is a lookalike trick, not spelling
 # (``Apple M2`` + U+0307): NFKC composes every real accented Latin, Greek or Cyrillic
 # letter, so a mark still apart after it sits on a letter it does not belong to.
@@ -162,6 +167,7 @@ def collapse(value: str) -> str:
     return " ".join(value.split())
 
 
+@lru_cache(maxsize=NAME_CACHE_SIZE)
 def canonical(value: str) -> str:
     """NFKC with whitespace collapsed: the stored spelling of a name."""
     if not value.isascii():
@@ -169,6 +175,7 @@ def canonical(value: str) -> str:
     return collapse(value)
 
 
+@lru_cache(maxsize=NAME_CACHE_SIZE)
 def canonical_model(value: str) -> str:
     """A model tag as one row: canonical, lower case (Ollama's tags are case-insensitive:
     ``Qwen3:14B`` pulls ``qwen3:14b``), and without the default tag ``:latest`` (``qwen3``
@@ -228,6 +235,7 @@ def _known_model_skeletons() -> dict[str, str]:
     return {skeleton(entry["name"]): entry["name"] for entry in json.loads(raw)["models"]}
 
 
+@lru_cache(maxsize=NAME_CACHE_SIZE)
 def canonical_chip(value: str | None) -> str | None:
     """The chip's stored name: the known spelling when it is one, else its canonical form."""
     name = canonical_optional(value)

@@ -39,7 +39,7 @@ from specschema.capability import (
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Mechanism, Submission
 from specschema.protocol import Protocol
-from specserver.ingest.names import name_problem
+from specserver.ingest.names import NAME_CACHE_SIZE, name_problem
 from specserver.ingest.plan import (
     HEAD_FIELDS,
     NOT_SCHEDULED,
@@ -287,7 +287,10 @@ def name_values(submission: Submission) -> list[str]:
     return [v for v in found if v is not None]
 
 
+@lru_cache(maxsize=NAME_CACHE_SIZE)
 def _name_problem(value: str, kind: str) -> str | None:
+    """``name_problem`` by field kind, remembered: the chips and models of most submissions
+    are a few, and their lookalike test (two ICU skeletons) was a third of this pass."""
     return name_problem(value, note=kind == "note", chip=kind == "chip", model=kind == "model")
 
 

@@ -351,9 +351,8 @@ class Store:
             return False
         return True
 
-    def get_submission(self, submission_id: str) -> dict[str, Any] | None:
-        """The public view: submission row, fingerprint, configs, trials, summaries,
-        moderation history and the raw envelope (base64) for re-verification."""
+    def get_submission(self, submission_id: str) -> queries.SubmissionView | None:
+        """The public view (``queries.SubmissionView``), before redaction."""
         try:
             with self.engine.connect() as conn:
                 return queries.submission_view(conn, submission_id)

@@ -24,6 +24,7 @@ from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.settings import ServerSettings
 from specserver.store import tables
+from tests.conftest import READ_WAIT_S
 from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
 from tests.support.inprocess import InProcessClient
 
@@ -58,7 +59,7 @@ def _client(store, settings: ServerSettings):  # type: ignore[no-untyped-def]
     app = FastAPI()
     app.state.settings = settings  # as create_app does: the pages read it too
     install_error_handlers(app)
-    public.install(app, ReadService(store[0]))
+    public.install(app, ReadService(store[0], wait_s=READ_WAIT_S))
     app.include_router(page_routes.router)  # the HTML pages read the same service
     try:
         with InProcessClient(app, lifespan=False) as test_client:
@@ -416,7 +417,7 @@ def test_the_public_api_on_postgres(postgres_url):
         app = FastAPI()
         app.state.settings = ServerSettings()  # as create_app does: the pages read it too
         install_error_handlers(app)
-        public.install(app, ReadService(engine))
+        public.install(app, ReadService(engine, wait_s=READ_WAIT_S))
         app.include_router(page_routes.router)  # the page below is read on PostgreSQL too
         with InProcessClient(app, lifespan=False) as client:
             seen, cursor = [], None
@@ -443,7 +444,7 @@ def test_reads_may_reuse_a_version_for_max_stale_s(store):
     engine, _ = store
     app = FastAPI()
     install_error_handlers(app)
-    public.install(app, ReadService(engine, max_stale_s=3600))
+    public.install(app, ReadService(engine, max_stale_s=3600, wait_s=READ_WAIT_S))
     with InProcessClient(app, lifespan=False) as client:
         before = client.get("/v1/stats")
         sub = example_submission("ollama-draft", seed=2024, engine_version="0.30.1",

@@ -37,6 +37,7 @@ from specserver.ingest.workers import (
     error_from_parts,
     serve_frames,
     split_frames,
+    with_envelope,
 )
 from tests.support.liveserver import free_port
 from tests.support.signed import payload_dict, sign_dict, valid_body
@@ -93,7 +94,9 @@ def test_worker_loop_answers_frames_in_order_until_end_of_file() -> None:
     assert not worker.is_alive()
     theirs.close()
     assert [kind for kind, _ in answers] == ["ok", "error", "ok"]
-    assert answers[0][1] == prepare_submission(bodies[0], when, LIMITS)
+    assert answers[0][1].rows.rows["envelopes"] == [(answers[0][1].submission_id, None)]
+    for (_kind, prepared), body in ((answers[0], bodies[0]), (answers[2], bodies[2])):
+        assert with_envelope(prepared, body) == prepare_submission(body, when, LIMITS)
     assert status_of(error_from_parts(answers[1][1])) == 422
 
 
@@ -102,7 +105,7 @@ def test_answer_for_a_valid_body_is_the_in_process_result() -> None:
     body = valid_body(seed=1)
     status, prepared = pickle.loads(answer_for(encode_request(body, when), LIMITS))
     assert status == "ok"
-    assert prepared == prepare_submission(body, when, LIMITS)
+    assert with_envelope(prepared, body) == prepare_submission(body, when, LIMITS)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_BODIES))

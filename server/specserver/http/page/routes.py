@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from html import escape
 from importlib import resources
@@ -19,6 +20,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import Connection
 
 from specschema.conclusion import (
     LEVEL_BADGES,
@@ -30,9 +32,10 @@ from specschema.conclusion import (
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import find_protocol, headline_of, shipped_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import aggregate
+from specserver.board import aggregate, newkeys
 from specserver.board.aggregate import GroupAggregate
-from specserver.http.caching import conditional
+from specserver.board.leaderboard import Board, ReadService
+from specserver.http.caching import conditional, freshness_headers
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import choice, integer, one, parse_filters, query_params
@@ -535,40 +538,76 @@ def home(request: Request, reads: Reads) -> Response:
                         {**paging.query, "sort": sort})
     pooled = new_keys_note(settings.new_key_probation_days, reads.min_contributors)
     base_url = settings.public_base_url.rstrip("/")  # never the Host header (cached page)
-    version = reads.version()
+    # The last computed page data, at once (board/leaderboard.py): boards, menus and the
+    # recent list all of one state of the store, whose version labels the page.
+    snapshot = reads.latest(("page", filters, menu_cut),
+                            lambda conn, version: page_data(reads, conn, version, filters,
+                                                            menu_cut))
 
     def build() -> Response:
-        speed_board = reads.board(filters, SPEED_DIMENSIONS, "speedup", version)
-        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
-        # its own row and never in a confirmed row's median (aggregate rule 5).
-        unverified = reads.board(filters, SPEED_DIMENSIONS, "unverified", version)
-        speed = _by_protocol([*speed_board.groups, *unverified.groups], sort)
-        noise = _by_protocol(reads.board(filters, DIMENSIONS, "noise_floor", version).groups,
-                             sort)
-        counts = speed_board.verdict_counts
-        with reads.engine.connect() as conn:
-            menus = {name: queries.distinct_values(conn, name, most_common=menu_cut)
-                     for name in MENUS}
-            recent, _ = queries.list_submissions(conn, filters, limit=15)
+        data = snapshot.value
+        speed = _by_protocol([*data.speed.groups, *data.unverified.groups], sort)
+        noise = _by_protocol(data.noise.groups, sort)
+        counts = data.speed.verdict_counts
         protocols = [p for p in shipped_protocols() if p in speed or p in noise]
         parts = ["<h1>Speculative decoding leaderboard</h1>", contribute_line(base_url),
-                 filter_form(filters, menus, menu_cut),
+                 filter_form(filters, data.menus, menu_cut),
                  f'<p class="note">Draft results matching these filters: '
                  f"{_verdict_counts(counts) or 'none'}; by evidence: "
-                 f"{_evidence_counts(speed_board.evidence_counts) or 'none'}. "
+                 f"{_evidence_counts(data.speed.evidence_counts) or 'none'}. "
                  "Each contributor counts once per group "
                  f"(their median first); interquartile ranges need "
-                 f"{reads.min_contributors} contributors.</p>"]
+                 f"{reads.min_contributors} contributors.</p>",
+                 freshness_line(data.newest)]
         if not protocols:
             parts.append('<p class="empty">No results match these filters yet: the command '
                          "above adds one.</p>")
         parts += [protocol_section(p, speed.get(p, []), noise.get(p, []), paging, sorting,
                                    pooled)
                   for p in protocols]
-        parts.append("<h2>Recent submissions</h2>" + recent_table(recent))
+        parts.append("<h2>Recent submissions</h2>" + recent_table(data.recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))
 
-    return conditional(request, version, build)
+    return conditional(request, snapshot.version, build,
+                       freshness_headers(reads.freshness(snapshot)))
+
+
+@dataclass(frozen=True)
+class PageData:
+    """What the leaderboard page shows for one set of filters, from one state of the store."""
+
+    speed: Board
+    unverified: Board
+    noise: Board
+    menus: dict[str, list[Any]]
+    recent: list[dict[str, Any]]
+    newest: datetime | None  # the newest stored submission's receipt: how recent the page is
+
+
+def page_data(reads: ReadService, conn: Connection, version: str, filters: queries.Filters,
+              menu_cut: int) -> PageData:
+    """The page's boards, menus and recent submissions on ``conn`` (at ``version``)."""
+    return PageData(
+        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
+        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
+        # its own row and never in a confirmed row's median (aggregate rule 5).
+        unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),
+        noise=reads.compute_board(conn, version, filters, DIMENSIONS, "noise_floor"),
+        menus={name: queries.distinct_values(conn, name, most_common=menu_cut)
+               for name in MENUS},
+        recent=queries.list_submissions(conn, filters, limit=15)[0],
+        newest=newkeys.newest_receipt(conn),
+    )
+
+
+def freshness_line(newest: datetime | None) -> str:
+    """How recent the board is, in words. Only the store's own times, so the same data
+    version gives the same bytes on every replica (one ETag, one body)."""
+    if newest is None:
+        return ""
+    return ('<p class="note freshness">These boards count the results received up to '
+            f"{escape(_when(newest))}. They are recomputed beside the reads: a result received "
+            "later shows once the next computation ends.</p>")
 
 
 # --- one submission -----------------------------------------------------------------------
@@ -657,9 +696,32 @@ def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
     )
 
 
-def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
-                    history: Sequence[dict[str, Any]]) -> str:
+# How a redacted model name reads on the page (the view holds null there).
+HIDDEN_TEXT = "(hidden)"
+
+
+def _page_parts(view: queries.SubmissionView) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The submission row and its parts as the page reads them, from the one public view
+    (already redacted when hidden): the summaries baseline first, a redacted model name
+    as ``HIDDEN_TEXT`` (the page names models in its title and tables)."""
+    def shown(row: dict[str, Any], *names: str) -> dict[str, Any]:
+        hidden = [n for n in names if n in row.get("redacted", ()) and row.get(n) is None]
+        return {**row, **dict.fromkeys(hidden, HIDDEN_TEXT)}
+
+    fingerprint = view.fingerprint["json"] if view.fingerprint is not None else None
+    summaries = sorted(view.summary, key=lambda s: (s["role"], s["config_name"]))
+    return shown(view.submission, "target_model"), {
+        "fingerprint": fingerprint,
+        "configs": [shown(c, "model") for c in view.configs],
+        "summaries": [shown(s, "model") for s in summaries],
+        "trials": view.trials,
+    }
+
+
+def submission_body(base_url: str, view: queries.SubmissionView) -> str:
     """The conclusion first, then the article-style table, then the details, collapsed."""
+    row, parts = _page_parts(view)
+    history = view.moderation
     sid = row["submission_id"]
     summaries = result.summaries_of(parts["summaries"])
     evidence = result.evidence_of(parts["configs"])
@@ -739,16 +801,14 @@ def submission_page(submission_id: str, request: Request, reads: Reads) -> Respo
 
     def build() -> Response:
         with reads.engine.connect() as conn:
-            row = queries.submission_row(conn, submission_id)
-            if row is None:
-                body = (f"<h1>Not found</h1><p>No submission <code>{escape(submission_id)}"
-                        '</code>. <a href="/">Back to the leaderboard</a>.</p>')
-                return HTMLResponse(render_page("not found", body), status_code=404)
-            parts = queries.submission_parts(conn, submission_id)
-            row, parts = redaction.redact_page(row, parts)  # hidden: no free text
-            history = queries.moderation_history(conn, submission_id, row["key_id"])
+            view = queries.submission_view(conn, submission_id)
+        if view is None:
+            body = (f"<h1>Not found</h1><p>No submission <code>{escape(submission_id)}"
+                    '</code>. <a href="/">Back to the leaderboard</a>.</p>')
+            return HTMLResponse(render_page("not found", body), status_code=404)
+        view = redaction.redact_view(view)  # hidden: no free text, as in the JSON route
         base_url = request.app.state.settings.public_base_url.rstrip("/")  # not Host
         return HTMLResponse(render_page(f"submission {submission_id[:8]}",
-                                        submission_body(base_url, row, parts, history)))
+                                        submission_body(base_url, view)))
 
     return conditional(request, version, build)

@@ -1,0 +1,207 @@
+"""Board reads never wait for a recomputation: they serve the last computed board, say how
+fresh it is, and the refresher brings it up to date beside them (board/leaderboard.py).
+
+A recomputation is held back on an Event: a read that returns while it is held cannot have
+waited for it (no timings). Reads here never wait (``wait_s`` 0)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import Connection, Engine
+
+from specschema.examples import example_submission
+from specserver.board import aggregate
+from specserver.board.leaderboard import Board, ReadService
+from specserver.http import caching, public
+from specserver.http.errors import install_error_handlers
+from specserver.http.page import routes as page_routes
+from specserver.settings import ServerSettings
+from specserver.store import queries
+from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
+from tests.support.inprocess import InProcessClient
+
+COUNT = 6
+
+
+@pytest.fixture
+def engine(tmp_path) -> Iterator[Engine]:
+    engine = new_engine(tmp_path / "store.duckdb")
+    fill(engine, COUNT)
+    yield engine
+    engine.dispose()
+
+
+class HeldComputation:
+    """Wraps ``ReadService.compute_board``: once ``hold()`` is called, every computation
+    waits for ``release()`` (and may run ``before`` first, once, or raise ``error``)."""
+
+    def __init__(self, reads: ReadService) -> None:
+        self.original = reads.compute_board
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+        self.error: Exception | None = None
+        self.before: Any = None
+        reads.compute_board = self  # type: ignore[method-assign]
+
+    def hold(self) -> None:
+        self.gate.clear()
+        self.started.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def __call__(self, conn: Connection, version: str, *args: Any) -> Board:
+        self.started.set()
+        assert self.gate.wait(30), "the test never released the computation"
+        before, self.before = self.before, None  # once
+        if before is not None:
+            before()
+        if self.error is not None:
+            raise self.error
+        return self.original(conn, version, *args)
+
+
+@pytest.fixture
+def served(engine) -> Iterator[tuple[InProcessClient, ReadService, HeldComputation]]:
+    reads = ReadService(engine, wait_s=0, retry_s=0)
+    held = HeldComputation(reads)
+    app = FastAPI()
+    app.state.settings = ServerSettings()
+    install_error_handlers(app)
+    public.install(app, reads)
+    app.include_router(page_routes.router)
+    with InProcessClient(app, lifespan=False) as client:
+        yield client, reads, held
+    held.release()
+    reads.close()
+
+
+def _add(engine: Engine, seed: int) -> str:
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    return insert_submission(engine, sub, key(seed), received_at=BASE_TIME + timedelta(days=3))
+
+
+def _submissions(response: Any) -> int:
+    """Draft results the filters match (on a board or not): two per example submission."""
+    return sum(response.json()["verdict_counts"].values())
+
+
+@pytest.mark.parametrize("path", ["/v1/leaderboard", "/v1/aggregates?group_by=chip", "/"])
+def test_a_read_during_a_recomputation_serves_the_last_board_at_once(served, engine, path):
+    client, reads, held = served
+    first = client.get(path)
+    assert first.status_code == 200 and first.headers[caching.CURRENT] == "true"
+    held.hold()
+    _add(engine, 9001)
+    during = client.get(path)  # the recomputation this read asked for is held
+    assert held.started.wait(30)
+    assert during.status_code == 200 and during.content == first.content
+    # Labelled with the data it shows: the old version's ETag, and it says it is behind.
+    assert during.headers["etag"] == first.headers["etag"]
+    assert during.headers[caching.AS_OF] == first.headers[caching.AS_OF]
+    assert during.headers[caching.CURRENT] == "false"
+    assert float(during.headers[caching.AGE]) >= float(first.headers[caching.AGE])
+    again = client.get(path, headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.headers[caching.CURRENT] == "false"
+    held.release()
+    assert reads.settle()
+    after = client.get(path, headers={"If-None-Match": first.headers["etag"]})
+    assert after.status_code == 200 and after.headers["etag"] != first.headers["etag"]
+    assert after.headers[caching.CURRENT] == "true"
+    assert after.headers[caching.AS_OF] > first.headers[caching.AS_OF]
+    assert reads.refreshes >= 1
+    if path == "/v1/leaderboard":
+        assert _submissions(after) > _submissions(first)
+    if path == "/":
+        assert "These boards count the results received up to" in after.text
+
+
+def test_a_new_submission_shows_after_the_refresh(served, engine):
+    client, reads, _ = served
+    before = client.get("/v1/stats").json()["submissions"]
+    board = client.get("/v1/leaderboard")
+    listed = client.get("/").text
+    sid = _add(engine, 9002)
+    client.get("/v1/leaderboard")  # finds its board behind: the refresher recomputes it
+    assert reads.settle()
+    shown = client.get("/v1/leaderboard")
+    assert _submissions(shown) == _submissions(board) + 2  # two draft configs
+    assert client.get("/v1/stats").json()["submissions"] == before + 1
+    client.get("/")  # finds the page behind (or already refreshed by the reads above)
+    assert reads.settle()
+    assert sid[:8] not in listed and sid[:8] in client.get("/").text  # the recent list too
+
+
+def test_the_version_labels_exactly_the_data_the_board_shows(served, engine):
+    """A write committed while a board is computed is not in it, and its version is the
+    one read on the computation's own connection: the board is labelled neither newer nor
+    older than it is, and the next read finds it behind."""
+    client, reads, held = served
+    first = client.get("/v1/leaderboard")
+    version_before = reads.version()
+    held.hold()
+    held.before = lambda: _add(engine, 9003)  # commits after the computation's version read
+    _add(engine, 9004)
+    client.get("/v1/leaderboard")
+    held.release()
+    assert reads.settle()
+    snapshot = reads.board(queries.Filters(), held_dimensions(), "speedup")
+    assert snapshot.version != version_before
+    assert sum(snapshot.value.verdict_counts.values()) == _submissions(first) + 2  # 9004 only
+    assert reads.version() != snapshot.version  # 9003 came after: behind, asks again
+    client.get("/v1/leaderboard")
+    assert reads.settle()
+    assert _submissions(client.get("/v1/leaderboard")) == _submissions(first) + 4
+
+
+def held_dimensions() -> list[str]:
+    return aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
+
+
+def test_a_failed_recomputation_is_logged_and_reads_go_on(served, engine, caplog):
+    client, reads, held = served
+    first = client.get("/v1/leaderboard")
+    held.error = RuntimeError("the database went away")
+    _add(engine, 9005)
+    with caplog.at_level(logging.ERROR, logger="specserver.board.leaderboard"):
+        during = client.get("/v1/leaderboard")
+        assert reads.settle()
+        later = client.get("/v1/leaderboard")  # asks again (retry_s 0), fails again
+        assert reads.settle()
+    assert during.status_code == later.status_code == 200
+    assert later.content == first.content and later.headers["etag"] == first.headers["etag"]
+    # Visible: the board keeps its time and ages, and says it is behind.
+    assert later.headers[caching.AS_OF] == first.headers[caching.AS_OF]
+    assert later.headers[caching.CURRENT] == "false"
+    assert float(later.headers[caching.AGE]) >= float(during.headers[caching.AGE])
+    assert reads.failures >= 2 and isinstance(reads.last_error, RuntimeError)
+    assert any("board computation failed" in r.getMessage() and r.exc_info
+               for r in caplog.records)
+    held.error = None  # the store is back: the next read's request succeeds
+    client.get("/v1/leaderboard")
+    assert reads.settle()
+    assert _submissions(client.get("/v1/leaderboard")) == _submissions(first) + 2
+
+
+def test_max_stale_s_spaces_recomputations(engine):
+    reads = ReadService(engine, wait_s=0, max_stale_s=3600)
+    try:
+        dims = held_dimensions()
+        first = reads.board(queries.Filters(), dims, "speedup")
+        _add(engine, 9006)
+        assert reads.board(queries.Filters(), dims, "speedup") is first  # the version is reused
+        reads.max_stale_s = 0  # the window passes: the next read finds it behind
+        reads.board(queries.Filters(), dims, "speedup")
+        assert reads.settle()
+        assert reads.board(queries.Filters(), dims, "speedup").version != first.version
+    finally:
+        reads.close()
