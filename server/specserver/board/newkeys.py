@@ -1,6 +1,6 @@
 """Sybil resistance on the board: cohorts that stay one voice, keys that must age to count.
 
-Keys are free, and waiting is free too. Issue 15's rule (new keys weigh as one contributor
+Keys are free, and waiting is free too. The first rule (new keys weigh as one contributor
 until they age) stopped a hasty flood; a patient one aged 30 keys from one address with one
 hidden submission each and read 2.96x after probation. The rules now (docs/aggregation.md,
 "Many keys"), all computed from stored data only, so one data version gives one board on

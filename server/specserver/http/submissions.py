@@ -208,7 +208,7 @@ async def accept_submission(
             refused = first_refusal(limiter, (("address", address),))
             if refused is None:
                 prepared = await prepare(state, body, datetime.now(UTC))
-                if await store.check_banned(prepared.key_id):  # never blocks the loop (issue 16)
+                if await store.check_banned(prepared.key_id):  # never blocks the loop
                     raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
                                     code="key_banned")
         except REJECTIONS:
