@@ -1,5 +1,6 @@
-"""docs/architecture.md names every module, in its room's row; and no product text (the
-three packages' code, templates and data, the user docs) cites the project's issue numbers.
+"""docs/architecture.md names every module, in its room's row; and no product text or code
+(the three packages' code, templates and data, the user docs, the tests, benchmarks and
+scripts) cites the project's issue numbers.
 
 The history files (BENCHMARKS.md, docs/benchmarks-history.md) may: they record when and why.
 The pinned v1 protocol files may too: their descriptions are part of their hashed identity,
@@ -64,6 +65,9 @@ def _product_files() -> list[Path]:
              if p.is_file() and p.suffix in PRODUCT_SUFFIXES]
     files += list((ROOT / "docs").glob("*.md"))
     files += [ROOT / "README.md", ROOT / "RELIABILITY.md"]
+    # the tests, benchmarks and scripts are code too (this file's own pattern excepted)
+    files += [p for folder in ("tests", "bench", "scripts") for p in (ROOT / folder).rglob("*.py")
+              if p != Path(__file__).resolve()]
     return sorted(p for p in files if p not in HISTORY)
 
 
