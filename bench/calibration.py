@@ -33,6 +33,7 @@ reads saved runs back (one folder per design) and prints the same figures.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import multiprocessing.synchronize
 import os
@@ -50,9 +51,10 @@ from tests.support.realengine.ollama_store import add_model  # noqa: E402
 from tests.support.realengine.tiny_gguf import model_set_specs, write_model  # noqa: E402
 
 from specschema import Fingerprint, Submission, summarize_configs  # noqa: E402
-from specschema.blocks import baseline_drift, has_blocks  # noqa: E402
+from specschema.blocks import baseline_drift, decode_rates, has_blocks, trial_blocks  # noqa: E402
 from specschema.payload import parse_submission, submission_bytes  # noqa: E402
 from specschema.protocol import Protocol, all_protocols  # noqa: E402
+from specschema.stats import blocked_ratio_t, median  # noqa: E402
 from specsubmit.engines.llama_server.engine import LlamaServerEngine  # noqa: E402
 from specsubmit.run.runner import RunSettings, run_protocol  # noqa: E402
 
@@ -122,6 +124,14 @@ def describe(run: int, sub: Submission) -> None:
     verdicts = {c.name: c.speculation.observed for c in sub.configs[1:]}
     print(f"run {run + 1}: baseline drift {'-' if drift is None else f'{drift:.0%}'}; "
           f"verdicts {verdicts}", flush=True)
+    if has_blocks(sub.configs[0].trials):
+        base, draft = sub.configs[0], next(c for c in sub.configs if c.name == TRUNCATED)
+        ratios = blocked_ratio_t(trial_blocks(draft.trials, decode_rates(draft.trials)),
+                                 trial_blocks(base.trials, decode_rates(base.trials)))
+        medians = [median(b.values) for b in trial_blocks(base.trials, decode_rates(base.trials))
+                   if b.values]
+        print(f"  baseline block medians {', '.join(f'{m:.1f}' for m in medians)} tok/s; "
+              f"{TRUNCATED} block ratios {', '.join(f'{r:.2f}' for r in ratios.block_ratios)}")
     for method in methods_for(sub):
         found = estimates(sub, method)
         print(f"  {method:15s} " + "; ".join(
@@ -171,6 +181,32 @@ def report(subs: list[Submission]) -> None:
             rows.append(f"{'-' if drift is None else f'{drift:.0%}'} -> "
                         f"{mine[TRUNCATED][0] / centre - 1:+.0%}")
         print(f"  baseline drift -> truncated estimate vs the others' median: {'; '.join(rows)}")
+    dependence = load_dependence(subs)
+    if dependence is not None:
+        print(f"load dependence: {dependence}")
+
+
+def load_dependence(subs: list[Submission]) -> str | None:
+    """Whether the speedup itself moves with the machine's speed: over every truncated-draft
+    block of every run, the correlation of its log block ratio with the log of the baseline
+    rate it was divided by (negative: the draft helps more on a slower, busier machine)."""
+    points: list[tuple[float, float]] = []
+    for sub in subs:
+        base, draft = sub.configs[0], next(c for c in sub.configs if c.name == TRUNCATED)
+        if not has_blocks(base.trials):
+            return None
+        num = trial_blocks(draft.trials, decode_rates(draft.trials))
+        ratios = blocked_ratio_t(num, trial_blocks(base.trials, decode_rates(base.trials)))
+        for block, ratio in zip((b for b in num if b.values), ratios.block_ratios, strict=True):
+            points.append((math.log(median(block.values) / ratio), math.log(ratio)))
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+    return (f"{len(points)} truncated-draft blocks: correlation of log block ratio with log "
+            f"baseline rate {sxy / math.sqrt(sxx * syy):+.2f}, slope {sxy / sxx:+.2f} (ratio ~ "
+            f"baseline^slope); baseline block medians {min(math.exp(x) for x in xs):.1f}-"
+            f"{max(math.exp(x) for x in xs):.1f} tok/s")
 
 
 def measure(args: argparse.Namespace) -> dict[int, list[Submission]]:

@@ -310,7 +310,9 @@ def test_a_port_in_use(tmp_path: Path, llama_server_bin: Path, models_dir: Path,
 def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
                                   models_dir: Path) -> None:
     """SIGKILL the running llama-server once two trials are saved: the run stops with one
-    line, exit 1, and keeps what it measured as an incomplete result."""
+    line, exit 1, and keeps what it measured as an incomplete result. A result is saved
+    once a block is whole (2 trials), so the kill lands in the next block's start or in its
+    requests: either way the engine died mid-run."""
     proc = subprocess.Popen(_argv(llama_server_bin, models_dir), env=_env(tmp_path),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -333,11 +335,14 @@ def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
     assert proc.returncode == 1, stderr
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     line = _one_error_line(result)
-    assert re.search(r"llama-server exited \(code -9\) during a \S+ request", line), line
+    assert re.search(r"llama-server (exited \(code -9\) during a \S+ request|did not start "
+                     r"for \S+)", line), line
     assert "the partial result" in line and "is saved at" in line
     (sub,) = _saved(tmp_path)
-    assert not sub.complete and 2 <= sum(len(c.trials) for c in sub.configs) < 30
-    assert sub.note and "llama-server failed (EngineDied)" in sub.note
+    kept = sum(len(c.trials) for c in sub.configs)
+    assert not sub.complete and 2 <= kept < 50 and kept % 2 == 0  # whole blocks of 2
+    assert sub.note and re.search(r"llama-server failed \((EngineDied|EngineStartFailed)\)",
+                                  sub.note)
     assert _llama_servers_using(models_dir) == []
 
 
