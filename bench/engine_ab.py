@@ -1,5 +1,5 @@
 """The tiny-model A/B on a real llama-server: speedup and acceptance per draft, and the
-client's overhead per trial against the engine's own timings (issue 14).
+client's overhead per trial against the engine's own timings.
 
     .venv/bin/python bench/engine_ab.py [--size bench|tiny] [--trials 3] [--num-predict 128]
                                         [--threads 1] [--protocol llamacpp-draft]

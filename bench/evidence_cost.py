@@ -1,4 +1,4 @@
-"""What the evidence level (specschema.evidence, issue 15) adds to ingesting one submission.
+"""What the evidence level (specschema.evidence) adds to ingesting one submission.
 
 Prints microseconds per submission for ``submission_evidence`` (run by ingest/rows.py on
 every stored submission) next to ``summarize`` (the summary the server computes anyway),

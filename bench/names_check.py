@@ -1,4 +1,4 @@
-"""The cost of the names rule (issue 15) on the ingest fast path, per submission.
+"""The cost of the names rule on the ingest fast path, per submission.
 
     .venv/bin/python bench/names_check.py
 

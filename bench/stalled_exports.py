@@ -1,4 +1,4 @@
-"""Soak: steady ingest with and without 30 stalled exports (issue 16).
+"""Soak: steady ingest with and without 30 stalled exports.
 
     .venv/bin/python bench/stalled_exports.py [--duration 60] [--stalled 30] [--connections 64]
 
@@ -16,7 +16,7 @@ an export outlasts the kernel's socket buffers:
 Throughout both, a separate process probes ``GET /healthz`` every 20 ms on its own
 keep-alive connection; the attackers run in a process of their own too, so that neither
 takes the load generator's GIL. Prints ingest accepted/s of each run and their ratio, and the
-/healthz p50/p99/max of each. Targets (issue 16): ingest with the stalls >= 90 % of the
+/healthz p50/p99/max of each. Targets: ingest with the stalls >= 90 % of the
 run without, /healthz p99 <= 100 ms. Timings depend on the machine and its load: record
 them in BENCHMARKS.md with the load average printed here.
 """

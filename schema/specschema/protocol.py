@@ -11,7 +11,6 @@ which the submission records in ``protocol.parameters["target"]``.
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cache
 from importlib import resources
 from itertools import groupby
@@ -268,7 +267,3 @@ def headline_of(protocol_id: str, version: int, sha256: str) -> str:
     "decode" for one that is not shipped."""
     protocol = find_protocol(protocol_id, version, sha256)
     return protocol.headline if protocol is not None else "decode"
-
-
-def canonical_json(protocol: Protocol) -> str:
-    return json.dumps(protocol.model_dump(mode="json"), indent=2, sort_keys=True)

@@ -20,7 +20,6 @@ from specschema.models import ConfigResult, Observed, Role, Submission, Trial
 from specschema.stats import (
     block_drift,
     blocked_ratio,
-    decode_tps,
     median,
     median_of_sorted,
     ratio_of_medians,
@@ -55,11 +54,6 @@ class ConfigSummary(BaseModel):
     block_drift: float | None = None  # max / min of its block medians of tok/s, minus 1
     speedup_wall_ci_low: float | None = None
     speedup_wall_ci_high: float | None = None
-
-
-def trial_tps(trials: Sequence[Trial]) -> list[float]:
-    rates = (decode_tps(t.eval_count, t.eval_duration_ns) for t in trials)
-    return [r for r in rates if r is not None]
 
 
 # A config's per-trial numbers, read once: decode rates in trial order (the bootstrap's

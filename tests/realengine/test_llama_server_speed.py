@@ -1,5 +1,5 @@
 """The speed direction on a real llama-server: a truncated draft makes the bench-size target
-faster, an unrelated draft slower (issue 14). Timings are never exact here (two shared,
+faster, an unrelated draft slower. Timings are never exact here (two shared,
 busy cores), so each direction must show in the best-of-N decode time OR in the server's
 CPU time over the config (CPU time does not grow while a thread waits for a core); the
 counters and texts are asserted exactly.

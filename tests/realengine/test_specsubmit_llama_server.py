@@ -1,7 +1,7 @@
 """`specsubmit run --engine llama-server` end to end against a real llama-server (built from
 the pinned sdist, tests/support/realengine/build.py) and tiny generated GGUF models laid out
-as an Ollama models folder, plus every bad input of issue 14: one line, exit 1, the partial
-result kept as incomplete, and no llama-server process left behind.
+as an Ollama models folder, plus every bad input a contributor can give: one line, exit 1, the
+partial result kept as incomplete, and no llama-server process left behind.
 
 Threads: the runs use --llama-threads 1. With two threads on these two busy cores every
 drafted token waits for a descheduled thread, and drafted runs were up to 20x slower

@@ -5,7 +5,7 @@ exactly one thing, so that the only reason for a refusal is the thing that was b
 ``valid_envelope`` builds the untouched control: a test must see it accepted (201), or
 every "refused" below would prove nothing.
 
-Statuses follow the order of checks in issue 5:
+Statuses follow the order of the server's checks:
 413 size -> 400 envelope form -> 401 signature -> 400 strict JSON -> 422 schema ->
 422 protocol -> 422 consistency -> 403 banned key -> 429 rate limit -> 409 same id,
 other bytes.
@@ -35,7 +35,7 @@ from specschema import (
 )
 from specschema.examples import example_submission
 
-BODY_LIMIT = 256 * 1024  # the server's default (issue 5); tests pass it in settings too
+BODY_LIMIT = 256 * 1024  # the server's default; tests pass it in settings too
 
 
 def signing_key(seed: int) -> nacl.signing.SigningKey:
@@ -400,7 +400,7 @@ def hostile_cases() -> list[HostileCase]:
             body=_mutated(20, _set("created_at", "2026-01-01T00:00:00")),
         ),
         HostileCase(
-            # wire v2 exists (issue 13): an unknown version is 3
+            # wire v2 exists: an unknown version is 3
             "schema_version_3", 422, "schema", body=_mutated(21, _set("schema_version", 3))
         ),
         # 4. protocol

@@ -2,7 +2,8 @@
 
 A stalled client sends ``GET /v1/export`` and never reads the answer. Its socket has a
 small receive buffer (set before connecting, so the TCP window stays small), so the
-server's send blocks after a few hundred kilobytes: the flow-controlled stall of issue 16.
+server's send blocks after a few hundred kilobytes: the flow-controlled stall
+of a reader that stopped.
 A client that simply closes is not a stall; these sockets stay open until ``close``.
 
 ``big_store`` makes an export large enough to outlast the kernel's buffers: a few real

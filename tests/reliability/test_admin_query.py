@@ -1,4 +1,4 @@
-"""The admin "read-only" query (issue 16): the attacks that worked, and what they get now.
+"""The admin "read-only" query: the attacks that worked, and what they get now.
 
 Before: a keyword screen ended ``--`` comments at ``\\n``; DuckDB ends them at ``\\r`` too,
 so ``SELECT 1 --\\r; COMMIT; DELETE FROM bans; ...`` passed it and DuckDB ran every

@@ -1,4 +1,4 @@
-"""A failed admin action must not reset the single writer (issue 16).
+"""A failed admin action must not reset the single writer.
 
 Before: ``GroupCommitWriter._run_job`` reset the writer on any exception, so every 404
 (hide an unknown id), 409 (import the same file twice) or 422 (a bad key id) closed the

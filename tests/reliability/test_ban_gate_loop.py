@@ -1,4 +1,4 @@
-"""The ban gate never blocks the event loop (issue 16, item 1, second point).
+"""The ban gate never blocks the event loop.
 
 The attack: with the read pool exhausted, one POST whose ban cache had expired opened a
 database connection *on the event loop*, and /openapi.json, which needs no database, took

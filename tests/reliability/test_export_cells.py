@@ -1,4 +1,4 @@
-"""CSV exports are safe to open in a spreadsheet (issue 16, item 4).
+"""CSV exports are safe to open in a spreadsheet.
 
 The attack: a contributor names the chip ``=HYPERLINK(...)``, the client ``+cmd|...``, or
 puts CR/LF in a name so that a physical line of the CSV starts with ``=1+1`` (ingest now

@@ -70,7 +70,7 @@ def test_store_that_cannot_grow_answers_503_and_recovers(tmp_path: Path) -> None
         assert sum(full.retry_after.values()) == full.statuses["503"]
         assert read_back.status_code == 200
         # Reads that need no file keep working. Every export is written to a temporary
-        # file first (a stalled client never holds a database connection, issue 16), so on a
+        # file first (a stalled client never holds a database connection), so on a
         # full disk both formats answer 503 with Retry-After, never a 500.
         assert all(reads[p] == 200 for p in ("/v1/leaderboard", "/"))
         assert reads["/v1/export?format=csv"] == reads["/v1/export?format=parquet"] == 503

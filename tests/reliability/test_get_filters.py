@@ -25,7 +25,7 @@ from tests.reliability.hostile import signing_key
 from tests.support.inprocess import InProcessClient
 
 SQL_CHIP = "Robert'); DROP TABLE submissions;--"
-UNICODE_CHIP = "芯片 M2 ✓ 🍎 Pro"  # canonical already: stored names are NFKC (issue 15)
+UNICODE_CHIP = "芯片 M2 ✓ 🍎 Pro"  # canonical already: stored names are NFKC
 STRING_FILTERS = ("target", "draft", "chip", "ollama_version")
 # Parameters every listing route reads (public_api reads them from the query string).
 KNOWN_PARAMS = ("protocol", "target", "draft", "chip", "memory_gb", "ollama_version", "os",

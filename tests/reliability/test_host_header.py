@@ -1,4 +1,4 @@
-"""The submission page's "verify it yourself" snippet cannot be poisoned (issue 16).
+"""The submission page's "verify it yourself" snippet cannot be poisoned.
 
 Before: the snippet's URL was built from the request's Host header, and the page was
 cached under an ETag that ignores Host: after one request with

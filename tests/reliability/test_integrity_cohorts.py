@@ -1,4 +1,4 @@
-"""The patient Sybil (issue 24): probation only delayed a flood. 30 fresh keys from one
+"""The patient Sybil: probation only delayed a flood. 30 fresh keys from one
 address at 3x left the Apple M2 / spec_4 median at 1.11x while new and read 2.96x once the
 probation ended; keys could also be aged invisibly, one incomplete submission each; and on
 a fresh store the pooled block of new keys read 3.00x against 5 honest newcomers.

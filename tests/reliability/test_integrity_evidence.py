@@ -1,4 +1,4 @@
-"""Issue 15, forged counters: "confirmed" only meant that the client filled in drafted and
+"""Forged counters: "confirmed" only meant that the client filled in drafted and
 accepted, and an engine version of ``-2+3`` still confirmed. Now every config carries an
 evidence level (specschema.evidence) and a confirmed result reaches the speedup board only
 with counters consistent with its trials (``engine_api`` or ``log``); the rest is stored,

@@ -1,4 +1,4 @@
-"""Issue 15, hiding is not removal: a hidden submission's free text (note, names) stayed on
+"""Hiding is not removal: a hidden submission's free text (note, names) stayed on
 its page, in GET /v1/submissions/{id} and in its envelope. Now every public view redacts it
 (store/redaction.py), the envelope answers 410 with its sha256, and a maintainer can still
 read the signed bytes, which verify and match that sha256.
@@ -98,7 +98,7 @@ TARGET = "janedoe-12-elm-st:latest"  # a target name the sender chose: free text
 
 
 def test_after_hide_the_target_name_is_not_public_either(client: InProcessClient) -> None:
-    """Issue 24: after ``hide`` the free-text target name stayed in the API and on the page.
+    """Before: after ``hide`` the free-text target name stayed in the API and on the page.
     The home page (filter menus, boards) too: it names models from every visible row."""
     sub = example_submission("ollama-draft", seed=22, engine_version="0.30.1",
                              target=TARGET, counters_seen=True,

@@ -1,4 +1,4 @@
-"""Issue 15, import squatting: the reference import's submission id is uuid5 of the public
+"""Import squatting: the reference import's submission id is uuid5 of the public
 file, so anyone could post a signed submission under it first and the maintainer's import
 then failed with a misleading 409. Now signed ids may not be version-5 UUIDs (the imports'
 namespace), and every 409 says who holds the id.

@@ -1,4 +1,4 @@
-"""Twin rows (issue 24): groups were keyed on the target's name and digest but labelled with
+"""Twin rows: groups were keyed on the target's name and digest but labelled with
 the name only, so another digest (or none) made a second row whose label was identical to
 the honest one (3 contributors, 3.15x, no "few results" tag). Model tags were not canonical
 (``qwen3:14B``, ``Qwen3:14b``, ``qwen3:latest`` were other models).

@@ -1,4 +1,4 @@
-"""Issue 15, lookalike names: seven spellings of one chip that rendered alike formed seven
+"""Lookalike names: seven spellings of one chip that rendered alike formed seven
 groups. Now the invisible and mixed-script ones are refused (422 naming the field) and the
 rest are stored canonical, so the board shows one group.
 
@@ -83,7 +83,7 @@ def test_lookalike_spellings_form_one_group_or_are_refused(client: InProcessClie
         else:
             assert response.status_code == 201, (label, response.text)
         outcomes[label] = (response.status_code, response.json().get("error", {}).get("message"))
-    # Before: every spelling its own group (issue 15). After: one group, the known spelling.
+    # Before: every spelling its own group. After: one group, the known spelling.
     assert _chip_groups(client) == [(CHIP, True)]
     listed = client.get(URL, params={"limit": 50}).json()["items"]
     assert {item["chip"] for item in listed} == {CHIP}
@@ -163,7 +163,7 @@ def test_the_example_submission_is_untouched() -> None:
     assert names.canonical(data["fingerprint"]["chip"]) == data["fingerprint"]["chip"]
 
 
-# --- issue 24: the second round of lookalikes, by the Unicode standard (UTS #39) -------------
+# --- the second round of lookalikes, by the Unicode standard (UTS #39) -------------
 
 # Each renders as (or like) "Apple M2" / a known chip; each is refused, the ASCII ones too.
 SECOND_ROUND: list[tuple[str, str]] = [

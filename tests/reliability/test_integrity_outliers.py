@@ -1,4 +1,4 @@
-"""Issue 15, item 2: robust outlier scores within a group. An established contributor far
+"""Robust outlier scores within a group. An established contributor far
 from the others (3.0x against 1.05-1.15x on Apple M2 / spec_4) stays in the group, whose
 median does not move for it, and the group says it holds one outlier contributor, in the API
 and on the page (board/aggregate.py rule 7, specschema.stats.robust_scores)."""

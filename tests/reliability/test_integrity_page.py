@@ -1,4 +1,4 @@
-"""Issue 15, the unbounded page: one key can create groups without end (a new chip name per
+"""The unbounded page: one key can create groups without end (a new chip name per
 submission), and the home page rendered every group, so 28 KB grew to 5 MB after 2,000
 submissions. Now each board section of the page shows at most ``page_groups`` groups, the
 groups with ``min_contributors`` first, with links to the next pages, and each filter menu

@@ -1,4 +1,4 @@
-"""Issue 15, implausible speed: a 500 tok/s baseline for a 9B model on an Apple M2 24 GB was
+"""Implausible speed: a 500 tok/s baseline for a 9B model on an Apple M2 24 GB was
 accepted (the only bound was 0.01-10,000 tok/s). Now the baseline is bounded by memory
 bandwidth / model size (ingest/plausibility.py, known_chips.json); an implausible result is
 stored quarantined (hidden, with its reason), listed in the maintainers' review view, kept

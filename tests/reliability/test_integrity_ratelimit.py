@@ -1,4 +1,4 @@
-"""Issue 15, free rejections: tokens were taken only after the checks passed, so a flood of
+"""Free rejections: tokens were taken only after the checks passed, so a flood of
 256 KB bodies that fail the schema (each ~37x the CPU of a valid one) cost the sender
 nothing. Now the address bucket is charged before the checks, and every refusal also takes
 a token from a much smaller per-address ``rejected`` bucket; once that is empty the address

@@ -1,4 +1,4 @@
-"""Issue 15, Sybil flood: one address, 50 freshly generated keys, and the Apple M2 / spec_4
+"""Sybil flood: one address, 50 freshly generated keys, and the Apple M2 / spec_4
 median moved from 1.10x (5 honest contributors) to 3.01x. Now new keys weigh as one
 contributor per group until they age (board/newkeys.py), so the same attack, with the
 shipped settings, leaves the public median within the honest contributors' range.

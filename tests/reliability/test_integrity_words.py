@@ -1,4 +1,4 @@
-"""Words that say what was checked (issue 24): self-consistent invented per-trial counters
+"""Words that say what was checked: self-consistent invented per-trial counters
 reached the levels ``log`` (3.1x) and ``engine_api`` (2.5x), and the page said "confirmed:
 speculation seen" under a "log" / "API" badge. The server never sees an engine: it checks
 the counters' arithmetic against the trials and timings.

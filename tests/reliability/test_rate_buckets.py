@@ -1,4 +1,4 @@
-"""Rate-limit buckets that a client cannot reset or multiply (issue 16).
+"""Rate-limit buckets that a client cannot reset or multiply.
 
 Before: ``MemoryRateLimiter`` forgot its least recently used bucket once a scope held
 ``max_keys`` (100,000), full or not; keys are free, so minting that many keys reset every

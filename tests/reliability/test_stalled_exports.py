@@ -1,4 +1,4 @@
-"""Clients that stop reading an export must not take the server down (issue 16, item 1).
+"""Clients that stop reading an export must not take the server down.
 
 The attack, as reproduced against `specserver serve` (embedded DuckDB, default settings):
 16 clients ask for ``GET /v1/export`` and stop reading (a small receive buffer, so the

@@ -96,7 +96,7 @@ class _ConfigState:
 
 
 def default_fingerprint() -> Fingerprint:
-    """This machine's fingerprint (``specsubmit.fingerprint``, issue 4)."""
+    """This machine's fingerprint (``specsubmit.fingerprint``)."""
     return collect_fingerprint()
 
 

@@ -1,6 +1,6 @@
 """Sybil resistance on the board: cohorts that stay one voice, keys that must age to count.
 
-Keys are free, and waiting is free too. Issue 15's rule (new keys weigh as one contributor
+Keys are free, and waiting is free too. The first rule (new keys weigh as one contributor
 until they age) stopped a hasty flood; a patient one aged 30 keys from one address with one
 hidden submission each and read 2.96x after probation. The rules now (docs/aggregation.md,
 "Many keys"), all computed from stored data only, so one data version gives one board on
@@ -41,7 +41,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import ColumnElement, Connection, and_, func, select
 
 from specschema.stats import median
 from specserver.board.aggregate import (
@@ -106,19 +106,21 @@ def newest_receipt(conn: Connection) -> datetime | None:
     return newest
 
 
-def arrivals(conn: Connection, only: Collection[str] | None = None) -> list[Arrival]:
-    """Every key's arrival, range and ageing start (or only those of the keys ``only``),
-    in two grouped queries."""
+def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
+             ) -> list[Arrival]:
+    """Every key's arrival, range and ageing start, in two grouped queries; or only those
+    of the keys of ``submission_ids``, which must then hold every submission of theirs."""
     sub = tables.submissions
     draft = tables.summaries.alias("d")
     reached = (select(draft.c.submission_id)
                .where(draft.c.role == "draft",
                       draft.c.observed.in_(sorted(BOARD_VERDICTS | NOISE_VERDICTS)),
                       board_clause(draft)))
-    which = sub.c.key_id.is_not(None) if only is None else sub.c.key_id.in_(sorted(only))
-    if only is not None:  # their submissions' summaries only (a scan of the rest: 3x slower)
-        reached = reached.where(draft.c.submission_id.in_(
-            select(sub.c.submission_id).where(which)))
+    which: ColumnElement[bool] = sub.c.key_id.is_not(None)
+    if submission_ids is not None:
+        ids = sorted(submission_ids)
+        which = and_(which, sub.c.submission_id.in_(ids))
+        reached = reached.where(draft.c.submission_id.in_(ids))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
     keys = plain_rows(conn.execute(

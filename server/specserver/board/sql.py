@@ -14,7 +14,6 @@ from sqlalchemy import Connection, CursorResult, and_, func, literal, literal_co
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
 from specserver.store import tables
-from specserver.store.changes import IMPORTED
 from specserver.store.dimensions import (
     VERDICTS,
     Filters,
@@ -64,17 +63,9 @@ def _median(column: Any, dialect: str) -> Any:
     return func.percentile_cont(literal_column("0.5")).within_group(column)
 
 
-def contributor_clause(contributors: Collection[str]) -> Any:
-    """Rows of these contributors only (key ids, or ``imported:<submission id>``)."""
-    keys = sorted(c for c in contributors if not c.startswith(IMPORTED))
-    imported = sorted(c[len(IMPORTED):] for c in contributors if c.startswith(IMPORTED))
-    return or_(sub.c.key_id.in_(keys),
-               and_(sub.c.key_id.is_(None), sub.c.submission_id.in_(imported)))
-
-
 def contributor_results(
     conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str],
-    contributors: Collection[str] | None = None,
+    submission_ids: Collection[str] | None = None,
 ) -> list[ContributorResult]:
     """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
 
@@ -84,7 +75,8 @@ def contributor_results(
     key values are read by a second, narrow query per hash (about 2.5x faster than grouping
     on the wide string columns at 100k submissions); two distinct keys would have to
     collide in 64 bits to be merged. Both queries run in the connection's one transaction,
-    so they see the same snapshot. ``contributors``: only theirs (``board.incremental``).
+    so they see the same snapshot. ``submission_ids``: only these submissions' rows
+    (``board.incremental``: every submission of the contributors it reads again).
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
@@ -101,8 +93,8 @@ def contributor_results(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
     where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
-    if contributors is not None:
-        where.append(contributor_clause(contributors))
+    if submission_ids is not None:
+        where.append(only_submissions(submission_ids, draft))
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (
@@ -133,6 +125,13 @@ def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
         result.close()
         return rows
     return result.all()
+
+
+def only_submissions(submission_ids: Collection[str], draft: Any) -> Any:
+    """These submissions' rows, said of both sides of the join: DuckDB then reads them by
+    the submissions' key and filters the summaries while scanning."""
+    ids = sorted(submission_ids)
+    return and_(sub.c.submission_id.in_(ids), draft.c.submission_id.in_(ids))
 
 
 def board_clause(draft: Any) -> Any:

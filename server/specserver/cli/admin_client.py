@@ -1,17 +1,19 @@
-"""How a maintainer command reaches the store: the running server's admin API, or the store
-itself when no server holds it (docs/maintainers.md).
+"""How a maintainer command reaches the store: always through the admin API, of the running
+server or of the app run in this process on the store itself (docs/maintainers.md).
 
-``connect(server, token, database, actor)`` yields an ``Admin``: ``HttpAdmin`` when a
-server URL is given, else ``DirectAdmin`` on a store opened here, which stops with one
-clear line (``AdminError``) if another process holds the DuckDB file.
+``connect(server, token, database, actor)`` yields an ``Admin``: ``HttpAdmin`` on a server
+URL when one is given, else ``DirectAdmin``: the same ``HttpAdmin`` over the app built by
+``create_app`` and run in process on a store opened here (its lifespan opens and migrates
+it, its one writer does the writes), under a token made for this command only. So the
+checks, audit rows and answers are the admin API's in both modes; there is no second
+implementation of an admin operation. If another process holds the DuckDB file it stops
+with one clear line (``AdminError``).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
+import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,23 +42,40 @@ class Admin(Protocol):
 # --- through the running server -----------------------------------------------------------
 
 
+def _headers(token: str | None, actor: str) -> dict[str, str]:
+    headers = {"X-Specserver-Actor": actor}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
 class HttpAdmin:
-    def __init__(self, url: str, token: str | None, actor: str, timeout: float = 120.0) -> None:
-        self.url = url.rstrip("/")
-        headers = {"X-Specserver-Actor": actor}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+    """The admin API over ``client``; ``url`` names the server in messages."""
+
+    def __init__(self, client: httpx.Client, url: str) -> None:
+        self.client = client
+        self.url = url
+
+    @classmethod
+    def for_server(cls, url: str, token: str | None, actor: str,
+                   timeout: float = 120.0) -> HttpAdmin:
+        url = url.rstrip("/")
+        return cls(httpx.Client(base_url=url, headers=_headers(token, actor),
+                                timeout=timeout), url)
 
     def _check(self, response: httpx.Response) -> httpx.Response:
         if response.is_success:
             return response
         try:
             error = response.json()["error"]
-            message = f"{error['message']} ({error['code']}, HTTP {response.status_code})"
+            message = self._refusal(str(error["message"]), str(error["code"]),
+                                    response.status_code)
         except (ValueError, KeyError, TypeError):
             message = f"HTTP {response.status_code} from {self.url}"
         raise AdminError(message)
+
+    def _refusal(self, message: str, code: str, status: int) -> str:
+        return f"{message} ({code}, HTTP {status})"
 
     def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -122,92 +141,16 @@ class HttpAdmin:
 # --- on the store directly (no server holds it) -------------------------------------------
 
 
-class DirectAdmin:
-    def __init__(self, store: Any, actor: str, query_timeout_s: float = 30.0,
-                 store_name: str = "") -> None:
-        self.store = store
-        self.actor = actor
-        self.query_timeout_s = query_timeout_s
-        self.store_name = store_name  # for the user: a path or a URL without its password
+class DirectAdmin(HttpAdmin):
+    """``HttpAdmin`` over the app run in this process (``open_direct``); ``store_name`` names
+    the store it opened, for the user (a path, or a URL without its password)."""
 
-    def hide(self, submission_id: str, reason: str) -> dict[str, Any]:
-        from specserver.store import moderation
+    def __init__(self, client: httpx.Client, store_name: str) -> None:
+        super().__init__(client, f"the store {store_name}")
+        self.store_name = store_name
 
-        return self._write(lambda c: moderation.hide(c, submission_id, reason, self.actor))
-
-    def unhide(self, submission_id: str, reason: str | None) -> dict[str, Any]:
-        from specserver.store import moderation
-
-        return self._write(lambda c: moderation.unhide(c, submission_id, reason, self.actor))
-
-    def ban(self, key_id: str, reason: str) -> dict[str, Any]:
-        from specserver.store import moderation
-
-        return self._write(lambda c: moderation.ban(c, key_id, reason, self.actor))
-
-    def unban(self, key_id: str, reason: str | None) -> dict[str, Any]:
-        from specserver.store import moderation
-
-        return self._write(lambda c: moderation.unban(c, key_id, reason, self.actor))
-
-    def quarantined(self) -> list[dict[str, Any]]:
-        from specserver.store import moderation
-
-        with self.store.engine.connect() as conn:
-            return moderation.quarantined(conn)
-
-    def reject(self, submission_id: str, reason: str) -> dict[str, Any]:
-        from specserver.store import moderation
-
-        return self._write(lambda c: moderation.reject(c, submission_id, reason, self.actor))
-
-    def _write(self, fn: Callable[[Any], Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.store.write(fn).as_dict()
-        return result
-
-    def query(self, sql: str, limit: int) -> dict[str, Any]:
-        """As the admin API does it: the audit row first, then ``store/adhoc.py``."""
-        from specserver.store import adhoc, moderation
-
-        self.store.write(lambda c: moderation.record_query(c, sql, self.actor))
-        return adhoc.run_query_on(self.store.query_engine, sql, limit, self.query_timeout_s)
-
-    def import_hardnumbers(self, content: bytes, source: str, chip: str, memory_gb: int,
-                           ollama_version: str, os_name: str | None) -> dict[str, Any]:
-        from specserver.ingest import hardnumbers
-
-        imported = hardnumbers.build_submission(
-            content, chip=chip, memory_gb=memory_gb, ollama_version=ollama_version,
-            os_name=os_name, source=source)
-        result: dict[str, Any] = self.store.write(
-            lambda c: hardnumbers.import_into(c, imported, self.actor))
-        return result
-
-    def stats(self) -> dict[str, Any]:
-        from specserver.store import queries
-
-        with self.store.engine.connect() as conn:
-            return queries.stats(conn)
-
-    def export(self, fmt: str, path: Path) -> int:
-        from specserver.store import exporting
-        from specserver.store.queries import Filters
-
-        if fmt != "parquet":
-            with self.store.engine.connect() as conn:
-                return exporting.write_export(conn, Filters(), fmt, path)
-        # DuckDB writes the file itself, and the store's DuckDB may write only in its
-        # scratch folder (store/database.py): write there, then move it into place.
-        handle, scratch = tempfile.mkstemp(suffix=".parquet", dir=self.store.scratch_dir)
-        os.close(handle)
-        try:
-            with self.store.engine.connect() as conn:
-                exporting.write_parquet(conn, Filters(), scratch)
-            shutil.move(scratch, path)
-        finally:
-            if os.path.exists(scratch):
-                os.unlink(scratch)
-        return Path(path).stat().st_size
+    def _refusal(self, message: str, code: str, status: int) -> str:
+        return message  # no server in between: the API's status says nothing to the user
 
 
 def duckdb_file_of(value: str) -> Path | None:
@@ -233,41 +176,72 @@ def _is_lock_error(exc: BaseException) -> bool:
     return "lock" in text and ("conflicting" in text or "could not set" in text)
 
 
+class _InProcess(httpx.BaseTransport):
+    """A synchronous transport to an ASGI app in this process: httpx's ASGI transport, run
+    on the event loop of ``portal`` (a thread of this process). A response is read whole
+    before it is returned (httpx's ASGI transport gathers the body anyway)."""
+
+    def __init__(self, portal: Any, app: Any) -> None:
+        self.portal = portal
+        self.inner = httpx.ASGITransport(app=app)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        async def send() -> httpx.Response:
+            response = await self.inner.handle_async_request(request)
+            body = await response.aread()
+            return httpx.Response(response.status_code, headers=response.headers,
+                                  content=body, request=request)
+
+        result: httpx.Response = self.portal.call(send)
+        return result
+
+
 @contextmanager
 def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
-    from specserver.http.app import build_store
+    """The app of ``create_app`` on the store ``database`` (else the settings' one), run in
+    this process for one command: its lifespan opens the store (and migrates it), its admin
+    API answers under a token made here, no check workers start."""
+    from anyio.from_thread import start_blocking_portal
+
+    from specserver.http.app import create_app
     from specserver.settings import get_settings
+    from specserver.store.database import display_url  # never print a PostgreSQL password
 
     problem = missing_folder(database)
     if problem is not None:
         raise AdminError(problem)
+    token = secrets.token_urlsafe(32)
     overrides: dict[str, object] = {"database_url": database} if database else {}
-    settings = get_settings(**overrides)
-    from specserver.store.database import display_url  # never print a PostgreSQL password
-
-    store = build_store(settings)
-    try:
-        store.open()
-    except Exception as exc:
-        store.engine.dispose()
-        if _is_lock_error(exc):
-            raise AdminError(
-                f"the store {settings.resolved_database_url} is held by another process (a "
-                "running server?): use --server URL with SPECSERVER_ADMIN_TOKEN") from None
-        raise AdminError(f"cannot open the store {display_url(settings.resolved_database_url)}: "
-                         f"{str(exc).splitlines()[0]}") from None
-    try:
-        yield DirectAdmin(store, actor, settings.admin_query_timeout_s,
-                          display_url(settings.resolved_database_url))
-    finally:
-        store.close()
+    settings = get_settings(**overrides, admin_token=token, check_workers=0)
+    name = display_url(settings.resolved_database_url)
+    app = create_app(settings)
+    with start_blocking_portal() as portal:
+        try:  # the app's own lifespan: the store opens (and migrates) here
+            running = portal.wrap_async_context_manager(app.router.lifespan_context(app))
+            running.__enter__()
+        except Exception as exc:
+            if _is_lock_error(exc):
+                raise AdminError(
+                    f"the store {settings.resolved_database_url} is held by another process "
+                    "(a running server?): use --server URL with SPECSERVER_ADMIN_TOKEN"
+                ) from None
+            raise AdminError(f"cannot open the store {name}: {str(exc).splitlines()[0]}"
+                             ) from None
+        client = httpx.Client(transport=_InProcess(portal, app),
+                              base_url="http://specserver.in-process",
+                              headers=_headers(token, actor), timeout=None)
+        try:
+            yield DirectAdmin(client, name)
+        finally:
+            client.close()
+            running.__exit__(None, None, None)
 
 
 @contextmanager
 def connect(server: str | None, token: str | None, database: str | None,
             actor: str) -> Iterator[Admin]:
     if server:
-        admin = HttpAdmin(server, token, actor)
+        admin = HttpAdmin.for_server(server, token, actor)
         try:
             yield admin
         finally:

@@ -108,7 +108,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(submissions.router)
 
-    # --- read side (issue 6): public API, web page, admin API ---------------------------
+    # --- read side: public API, web page, admin API ------------------------------------
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
     reads = ReadService(store.engine, min_contributors=settings.min_contributors,
                         max_stale_s=settings.read_max_stale_s,

@@ -1,6 +1,6 @@
 """GET /v1/export's delivery: a bounded number of exports, each streamed from a file.
 
-Issue 16: the export used to stream rows from a pooled DuckDB connection held while the
+Why: the export used to stream rows from a pooled DuckDB connection held while the
 client read, so 15 clients that stopped reading held the whole pool and every read and POST
 got 503; a cancelled stream gave its connection back only through the cyclic GC. Now:
 

@@ -208,7 +208,7 @@ async def accept_submission(
             refused = first_refusal(limiter, (("address", address),))
             if refused is None:
                 prepared = await prepare(state, body, datetime.now(UTC))
-                if await store.check_banned(prepared.key_id):  # never blocks the loop (issue 16)
+                if await store.check_banned(prepared.key_id):  # never blocks the loop
                     raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
                                     code="key_banned")
         except REJECTIONS:
@@ -241,7 +241,7 @@ async def _conflict(store: Store, submission_id: str) -> Conflict:
     """The 409 for an id stored with other bytes, saying who holds it (a signed key or an
     import): rare, so the holder is read then, off the event loop."""
     view = await asyncio.to_thread(store.get_submission, submission_id)
-    row = view["submission"] if view is not None else {}
+    row = view.submission if view is not None else {}
     key_id = row.get("key_id")
     if key_id:
         return Conflict(f"this submission id is already stored with other bytes, signed by key "
@@ -326,8 +326,8 @@ def get_submission(
     view = store.get_submission(str(submission_id))
     if view is None:
         raise NotFound(f"no submission {submission_id}", {"submission_id": str(submission_id)})
-    view = redact_view(view)  # a hidden submission's free text is not public
-    payload = json.dumps(view, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    shown = redact_view(view).as_json()  # a hidden submission's free text is not public
+    payload = json.dumps(shown, separators=(",", ":"), sort_keys=True).encode("utf-8")
     etag = caching.content_etag(payload)
     headers = {"ETag": etag, "Cache-Control": caching.CACHE_CONTROL}
     if caching.matches(request.headers.get("if-none-match"), etag):

@@ -2,14 +2,14 @@
 
 A name that forms a leaderboard group (the chip, the backend) or is shown beside one (CPU and
 GPU names, model names, the client's name) must render as what it is and group with its
-twins. Issue 15 showed seven spellings of ``Apple M2`` that render the same and formed seven
+twins. A review found seven spellings of ``Apple M2`` that render the same and formed seven
 groups: a Cyrillic А, a zero-width space, an NBSP, a trailing space, lower case, an RTL
 override, CR/LF.
 
 Two steps, both documented in docs/aggregation.md ("Names"):
 
 - ``name_problem`` (a consistency rule, 422 naming the field), by the Unicode standard's
-  data through ICU (PyICU; issue 24 found Cherokee, Lisu and Armenian lookalikes, U+2800
+  data through ICU (PyICU; a second review found Cherokee, Lisu and Armenian lookalikes, U+2800
   as a space, combining marks and ``AppIe M2`` past the first, hand-listed round): no
   control, format, surrogate, private-use or separator character (Cc, Cf, Cs, Co, Zl, Zp)
   and no Default_Ignorable_Code_Point; only UTS #39's recommended identifier characters

@@ -2,7 +2,7 @@
 
 Decoding one token of a dense model reads (nearly) every weight once, so a baseline (no
 speculation) cannot decode faster than the chip's memory bandwidth divided by the bytes it
-reads per token. Issue 15: a 500 tok/s baseline for a 9B model on an Apple M2 (100 GB/s)
+reads per token. Once, a 500 tok/s baseline for a 9B model on an Apple M2 (100 GB/s)
 was accepted, because the only bound was 0.01-10,000 tok/s per trial (NOMAD's lesson,
 peers.md section 7: fixed caps reject real results on fast hardware; a bound must be
 relative to the hardware and the model).
@@ -14,7 +14,7 @@ one row per token, which is up to ~30 % of a small model's file), and vendors' p
 are rounded. Real decoding reaches 50-80 % of the peak, so an honest dense baseline sits at
 0.25-0.4 of the bound; one above it did not run as reported.
 
-The model's size is the server's, never the client's (issue 24: ``size_bytes`` null or 1, a
+The model's size is the server's, never the client's (before, ``size_bytes`` null or 1, a
 ``family`` containing "moe", or the target left out of ``models[]`` each dodged the bound).
 ``model_size`` finds the target in ``known_models.json``: by digest, else by canonical name
 and quantization, else by name alone (the smallest known variant of that name: the

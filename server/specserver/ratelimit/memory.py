@@ -8,10 +8,10 @@ implements the same protocol and is passed to ``create_app``.
 The client address is the peer's, or, when the peer is a configured trusted proxy, the
 right-most address in X-Forwarded-For that is not itself a trusted proxy; its bucket is
 its range (``address_key``): an IPv4 address alone, an IPv6 address by its /64, which one
-subscriber or one cloud instance typically holds whole (issue 16: each of the 2**64
+subscriber or one cloud instance typically holds whole (before, each of the 2**64
 addresses of one /64 had a bucket of its own).
 
-Forgetting buckets never changes an answer (issue 16: minting 100,000 keys flushed the
+Forgetting buckets never changes an answer (before, minting 100,000 keys flushed the
 LRU, which gave every other key a full bucket again). A key without a bucket is treated as
 a full bucket, so only a bucket that has refilled to full may be forgotten: that is
 exactly equivalent. When ``max_keys`` buckets are all still refilling, a *new* key of that

@@ -1,6 +1,6 @@
 """Rejections cost more than acceptances: a bucket of rejections per client address.
 
-Every POST takes a token from the address bucket before its checks run (issue 15: a 256 KB
+Every POST takes a token from the address bucket before its checks run (once, a 256 KB
 body that fails the schema cost ~37x the CPU of a valid one, and cost the sender nothing,
 since tokens were taken only after the checks passed). A POST that is then refused (bad
 envelope or signature, schema, consistency, a banned key, a body too large or too slow)

@@ -2,7 +2,7 @@
 read only, with a row limit and a time limit, recorded in the audit log.
 
 No keyword screen and no regular expression decides what a query is: a screen that reads
-SQL differently from the engine is a way in (issue 16: ``SELECT 1 --\\r; COMMIT; DELETE
+SQL differently from the engine is a way in (``SELECT 1 --\\r; COMMIT; DELETE
 FROM bans`` passed one that ended ``--`` comments at ``\\n`` only; DuckDB ends them at
 ``\\r`` too and ran all three statements). Each guard below is the engine's own:
 

@@ -24,7 +24,7 @@ API for the rest of the server (docs/server.md, "Store API"):
   export): the only folder the store's DuckDB may touch besides its own files.
 
 DuckDB's lockdown (``duckdb_lockdown``): every connection to the store's DuckDB instance
-runs with ``enable_external_access = false`` and ``lock_configuration = true`` (issue 16:
+runs with ``enable_external_access = false`` and ``lock_configuration = true`` (before,
 the admin query read ``/proc/self/environ``). DuckDB 2.0 has both only as global settings
 of the instance (``SET SESSION`` is refused) and refuses a second connection to the file
 with other options (``read_only=True`` included) while the writer holds it, so the whole
@@ -72,14 +72,14 @@ def make_engine(url: str, *, duckdb_settings: Mapping[str, str] | None = None,
     ``DUCKDB_SETTINGS`` (updated by ``duckdb_settings``) and the lockdown."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql":
-        from specserver.store import postgres  # timeouts and pool bounds (issue 7)
+        from specserver.store import postgres  # timeouts and pool bounds
 
         engine = create_engine(url, **postgres.engine_options())
         postgres.configure_engine(engine)
         return engine
     file_backed = parsed.get_backend_name() == "duckdb" and parsed.database not in (
         None, "", ":memory:")
-    # The same bound on a wait for a pooled connection as on PostgreSQL (issue 16): a read
+    # The same bound on a wait for a pooled connection as on PostgreSQL: a read
     # that cannot get one within it is 503 with Retry-After, not a 30 s hang of a thread.
     engine = (create_engine(url, pool_timeout=DUCKDB_POOL_TIMEOUT_S) if file_backed
               else create_engine(url))
@@ -271,7 +271,7 @@ class Store:
     # bans ---------------------------------------------------------------------------------
 
     # The ban gate runs on the event loop for every POST, so it never waits there for the
-    # database (issue 16: a stale cache opened a connection on the loop and, with the pool
+    # database (before, a stale cache opened a connection on the loop and, with the pool
     # exhausted, froze routes that need no database for 30 s). A stale set is reloaded in a
     # thread, at most one load in flight; the gate waits for it up to ``ban_wait_s`` and
     # otherwise uses the last set it has. It fails *open* to that set: a key banned before
@@ -351,9 +351,8 @@ class Store:
             return False
         return True
 
-    def get_submission(self, submission_id: str) -> dict[str, Any] | None:
-        """The public view: submission row, fingerprint, configs, trials, summaries,
-        moderation history and the raw envelope (base64) for re-verification."""
+    def get_submission(self, submission_id: str) -> queries.SubmissionView | None:
+        """The public view (``queries.SubmissionView``), before redaction."""
         try:
             with self.engine.connect() as conn:
                 return queries.submission_view(conn, submission_id)

@@ -68,7 +68,7 @@ def _received_at_index(conn: Connection) -> None:
             "ON submissions (received_at, submission_id)"))
 
 
-# Columns wire format v2 added (issue 13), all nullable: rows stored before stay as they were.
+# Columns wire format v2 added, all nullable: rows stored before stay as they were.
 _WIRE_V2_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("submissions", "wire_version", "INTEGER"),
     ("submissions", "engine_name", "VARCHAR(32)"),
@@ -103,7 +103,7 @@ def _wire_v2(conn: Connection) -> None:
 
 
 def _evidence_levels(conn: Connection) -> None:
-    """summaries.evidence and evidence_reason (issue 15), filled for every stored row with
+    """summaries.evidence and evidence_reason, filled for every stored row with
     the same pure rule ingestion applies (``specschema.evidence.evidence_level``), from the
     stored submission, config and trial rows. Configs without counters are 'none' in one
     UPDATE; those with counters are read in two ordered queries (configs, then their

@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -176,18 +177,6 @@ def _drafts_of(conn: Connection, ids: Sequence[str]) -> dict[str, list[dict[str,
 # --- one submission -----------------------------------------------------------------------
 
 
-def submission_row(conn: Connection, submission_id: str) -> dict[str, Any] | None:
-    """The submission's public row (hidden ones too: the page says they are hidden)."""
-    row = conn.execute(
-        select(*SUBMISSION_COLUMNS).where(sub.c.submission_id == submission_id)).first()
-    if row is None:
-        return None
-    data = _submission_dict(row)
-    data["key_banned"] = bool(row.key_id is not None and conn.execute(
-        select(tables.bans.c.key_id).where(tables.bans.c.key_id == row.key_id)).first())
-    return data
-
-
 def _table_rows(conn: Connection, table: Any, submission_id: str, *order: Any
                 ) -> list[dict[str, Any]]:
     """One submission's rows of a child table, as plain dicts, in ``order``."""
@@ -195,30 +184,46 @@ def _table_rows(conn: Connection, table: Any, submission_id: str, *order: Any
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
-def submission_parts(conn: Connection, submission_id: str) -> dict[str, Any]:
-    """Fingerprint, configs, summaries and trials of one submission, as plain dicts (the
-    page's shape: without the repeated submission id)."""
-    def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.items() if k != "submission_id"}
-                for r in _table_rows(conn, table, submission_id, *order)]
-
-    fingerprint = rows(tables.fingerprints)
-    return {
-        "fingerprint": json.loads(fingerprint[0]["json"]) if fingerprint else None,
-        "configs": rows(tables.configs, tables.configs.c.config_name),
-        "summaries": rows(summ, summ.c.role, summ.c.config_name),
-        "trials": rows(tables.trials, tables.trials.c.position),
-    }
-
-
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return {key: value.isoformat() + "Z" if isinstance(value, datetime) else value
             for key, value in row.items()}
 
 
-def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | None:
-    """``GET /v1/submissions/{id}``'s shape: the submission row, fingerprint, configs, trials,
-    summaries, moderation history and the raw envelope (base64) for re-verification."""
+@dataclass(frozen=True)
+class SubmissionView:
+    """One stored submission as every public view of it reads it: ``GET
+    /v1/submissions/{id}`` (``as_json``) and its page alike, redacted once by
+    ``store.redaction.redact_view`` when hidden.
+
+    ``submission`` is the stored row (timestamps as ISO strings, no origin hash) with what
+    reads compute: ``engine`` and ``os`` (as the list and the export name them),
+    ``engine_version``, ``ollama_version`` (Ollama rows only) and ``key_banned``.
+    ``fingerprint`` is its row with ``json`` parsed; ``configs`` carry their request options
+    and launches parsed and the verdict's ``verdict_help``; ``summary`` is in config order;
+    ``moderation`` holds the actions on the submission and on its key, oldest first;
+    ``envelope`` the stored bytes (base64) for re-verification.
+    """
+
+    submission: dict[str, Any]
+    fingerprint: dict[str, Any] | None
+    configs: list[dict[str, Any]]
+    trials: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    moderation: list[dict[str, Any]]
+    envelope: dict[str, Any]
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.submission.get("hidden"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"submission": self.submission, "fingerprint": self.fingerprint,
+                "configs": self.configs, "trials": self.trials, "summary": self.summary,
+                "moderation": self.moderation, "envelope": self.envelope}
+
+
+def submission_view(conn: Connection, submission_id: str) -> SubmissionView | None:
+    """The submission's public view (hidden ones too: their page says they are hidden)."""
     row = conn.execute(select(sub).where(sub.c.submission_id == submission_id)).first()
     if row is None:
         return None
@@ -226,10 +231,14 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
     # The keyed hash of the sender's address range is for the board's cohorts only
     # (store/origins.py): no public view carries it.
     submission.pop("origin_hash", None)
-    # The stored row, read as the list and the export read it (store/dimensions.py):
-    # ollama_version is the engine's version for Ollama rows only.
-    ollama = (submission.get("engine_name") or "ollama") == "ollama"
-    submission["ollama_version"] = submission["engine_version"] if ollama else None
+    # Read as the list and the export read it (store/dimensions.py).
+    engine = submission.get("engine_name") or "ollama"
+    submission["engine"] = engine
+    submission["os"] = submission["os_name"]
+    submission["ollama_version"] = submission["engine_version"] if engine == "ollama" else None
+    key_id = submission["key_id"]
+    submission["key_banned"] = bool(key_id is not None and conn.execute(
+        select(tables.bans.c.key_id).where(tables.bans.c.key_id == key_id)).first())
 
     def rows(table: Any, *order: Any) -> list[dict[str, Any]]:
         return [_jsonable(r) for r in _table_rows(conn, table, submission_id, *order)]
@@ -244,29 +253,23 @@ def submission_view(conn: Connection, submission_id: str) -> dict[str, Any] | No
         meaning, todo = verdict_help(config["observed"], submission.get("engine_name"))
         config["verdict_help"] = {"meaning": meaning, "what_to_do": todo}
     audit = tables.audit_log
-    targets = [submission_id] + ([submission["key_id"]] if submission["key_id"] else [])
+    targets = [submission_id] + ([key_id] if key_id else [])
     moderation = [
         _jsonable(dict(r._mapping))
         for r in conn.execute(select(audit).where(or_(*(audit.c.target == t for t in targets)))
-                              .order_by(audit.c.at))
+                              .order_by(audit.c.at, audit.c.audit_id))
     ]
     fp = fingerprint[0] if fingerprint else None
     if fp is not None:
         fp["json"] = json.loads(fp["json"])
     body = envelope_body(conn, submission_id)
-    return {
-        "submission": submission,
-        "fingerprint": fp,
-        "configs": configs,
-        "trials": rows(tables.trials, tables.trials.c.position),
-        "summary": rows(summ, summ.c.config_name),
-        "moderation": moderation,
-        "envelope": {
-            "encoding": "base64",
-            "sha256": submission["envelope_sha256"],
-            "body": base64.b64encode(body).decode("ascii") if body is not None else None,
-        },
-    }
+    return SubmissionView(
+        submission=submission, fingerprint=fp, configs=configs,
+        trials=rows(tables.trials, tables.trials.c.position),
+        summary=rows(summ, summ.c.config_name), moderation=moderation,
+        envelope={"encoding": "base64", "sha256": submission["envelope_sha256"],
+                  "body": base64.b64encode(body).decode("ascii") if body is not None else None},
+    )
 
 
 def envelope_body(conn: Connection, submission_id: str) -> bytes | None:
@@ -274,23 +277,6 @@ def envelope_body(conn: Connection, submission_id: str) -> bytes | None:
     body = conn.execute(select(envelopes.c.body).where(
         envelopes.c.submission_id == submission_id)).scalar()
     return None if body is None else bytes(body)
-
-
-def audit_history(conn: Connection, target: str) -> list[dict[str, Any]]:
-    """Moderation actions on a submission id or a key id, oldest first."""
-    audit = tables.audit_log
-    stmt = (select(audit.c.at, audit.c.action, audit.c.target, audit.c.reason, audit.c.actor)
-            .where(audit.c.target == target).order_by(audit.c.at, audit.c.audit_id))
-    return [{k: _iso(v) for k, v in r._mapping.items()} for r in conn.execute(stmt)]
-
-
-def moderation_history(conn: Connection, submission_id: str, key_id: str | None) -> list[
-        dict[str, Any]]:
-    """Actions on the submission and on its contributor's key, oldest first."""
-    history = audit_history(conn, submission_id)
-    if key_id is not None:
-        history += audit_history(conn, key_id)
-    return sorted(history, key=lambda h: str(h["at"]))
 
 
 # --- protocols and stats ------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """What the public sees of a hidden submission (pure): its numbers, not its words.
 
-Hiding keeps a submission off the boards, the list and the export (``queries.visible_clause``),
-but its own page, ``GET /v1/submissions/{id}`` and the envelope stayed public with every free
-text the sender wrote (issue 15): hiding a doxxing note or a slur in a chip name did not
-remove it. The rule (docs/maintainers.md, "Hiding"):
+Hiding keeps a submission off the boards, the list and the export (``queries.visible_clause``);
+its own page, ``GET /v1/submissions/{id}`` and the envelope stay public, so they must not
+carry the free text the sender wrote (hiding a doxxing note or a slur in a chip name has to
+remove it). The rule (docs/maintainers.md, "Hiding"), applied once to the one view both
+read (``queries.SubmissionView``):
 
 - the free-text fields (``REDACTED_SUBMISSION_FIELDS``, the fingerprint's names and its JSON)
   are null in every public view of a hidden submission, which lists them under ``redacted``;
@@ -18,15 +19,17 @@ remove it. The rule (docs/maintainers.md, "Hiding"):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, select
 
 from specserver.store import tables
+from specserver.store.queries import SubmissionView
 
 # Columns of ``submissions`` that hold text the sender chose.
 # engine_build too: wire v2's build string is whatever the sender's engine (or sender) said.
-# The target's name and quantization too (issue 24: a hidden target name stayed public).
+# The target's name and quantization too (a hidden target name must not stay public).
 REDACTED_SUBMISSION_FIELDS = ("note", "chip", "backend", "client_name", "source_note",
                               "engine_build", "target_model", "target_quant")
 # Model names in the configs and summaries (the target's and the draft's).
@@ -34,13 +37,6 @@ REDACTED_MODEL_FIELDS = ("model", "draft_model", "draft_quant")
 # Columns of ``fingerprints`` that do (``json`` is the whole fingerprint as sent).
 REDACTED_FINGERPRINT_FIELDS = ("chip", "cpu_name", "cpu_brand_raw", "gpu_names", "os_version",
                                "virtualization", "json")
-
-
-HIDDEN_TEXT = "(hidden)"
-
-
-def is_hidden(row: dict[str, Any] | None) -> bool:
-    return bool(row and row.get("hidden"))
 
 
 def redact_row(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
@@ -51,42 +47,19 @@ def redact_row(row: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def redact_view(view: dict[str, Any]) -> dict[str, Any]:
-    """``Store.get_submission``'s view as the public may see it (unchanged unless hidden)."""
-    if not is_hidden(view.get("submission")):
+def redact_view(view: SubmissionView) -> SubmissionView:
+    """The view as the public may see it (unchanged unless hidden): what the JSON route
+    sends and what the page shows, alike."""
+    if not view.hidden:
         return view
-    out = dict(view)
-    out["submission"] = redact_row(view["submission"], REDACTED_SUBMISSION_FIELDS)
-    if view.get("fingerprint") is not None:
-        out["fingerprint"] = redact_row(view["fingerprint"], REDACTED_FINGERPRINT_FIELDS)
-    for part in ("configs", "summary"):
-        if view.get(part) is not None:
-            out[part] = [redact_row(row, REDACTED_MODEL_FIELDS) for row in view[part]]
-    envelope = dict(view.get("envelope") or {})
-    envelope["body"] = None
-    envelope["redacted"] = True
-    out["envelope"] = envelope
-    return out
-
-
-def redact_page(row: dict[str, Any], parts: dict[str, Any]) -> tuple[dict[str, Any],
-                                                                     dict[str, Any]]:
-    """The page's ``queries.submission_row`` and ``submission_parts`` under the same rule."""
-    if not is_hidden(row):
-        return row, parts
-    # The page names models in its title and tables: a placeholder, not null, there.
-    def models_of(r: dict[str, Any]) -> dict[str, Any]:
-        out = redact_row(r, REDACTED_MODEL_FIELDS)
-        out["model"] = HIDDEN_TEXT
-        if r.get("draft_model") is not None:
-            out["draft_model"] = HIDDEN_TEXT
-        return out
-
-    models = {part: [models_of(r) for r in parts[part]]
-              for part in ("configs", "summaries") if parts.get(part) is not None}
-    redacted = redact_row(row, REDACTED_SUBMISSION_FIELDS)
-    redacted["target_model"] = HIDDEN_TEXT
-    return redacted, {**parts, **models, "fingerprint": None}
+    fingerprint = (redact_row(view.fingerprint, REDACTED_FINGERPRINT_FIELDS)
+                   if view.fingerprint is not None else None)
+    return replace(
+        view, submission=redact_row(view.submission, REDACTED_SUBMISSION_FIELDS),
+        fingerprint=fingerprint,
+        configs=[redact_row(row, REDACTED_MODEL_FIELDS) for row in view.configs],
+        summary=[redact_row(row, REDACTED_MODEL_FIELDS) for row in view.summary],
+        envelope={**view.envelope, "body": None, "redacted": True})
 
 
 def hidden_envelope_sha256(conn: Connection, submission_id: str) -> str | None:

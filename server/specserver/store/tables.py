@@ -220,7 +220,7 @@ summaries = Table(
     Column("speedup_tps_ci_high", Double, nullable=True),
     Column("speedup_wall", Double, nullable=True),
     Column("outputs_match_baseline", Boolean, nullable=True),
-    # Store version 4 (issue 15): how far the server can vouch for the config's counters
+    # Store version 4: how far the server can vouch for the config's counters
     # (specschema.evidence: engine_api | log | reported | implausible | none) and why.
     Column("evidence", String(16), nullable=True),
     Column("evidence_reason", Text, nullable=True),

@@ -486,7 +486,7 @@ class GroupCommitWriter:
         connection need a reset? Not for a domain refusal (no such submission, already
         imported, a bad key id: 404/409/422 on the admin API), which says nothing about the
         connection; resetting there let any failed admin action dispose DuckDB's engine
-        under the ingest path (issue 16). Otherwise only if the connection is gone or no
+        under the ingest path. Otherwise only if the connection is gone or no
         longer answers."""
         conn = self._conn
         if conn is None or conn.closed or conn.invalidated:

@@ -77,7 +77,7 @@ def test_json_output_file_and_ollama_host_env(tmp_path: Path, specsubmit_home: P
     assert printed == saved == parse_submission(out.read_bytes())
     assert printed.complete
     assert "Median tok/s" in result.stderr  # the human report moved to stderr
-    # a complete run is offered for submission (issue 4); no server is configured here
+    # a complete run is offered for submission; no server is configured here
     assert "Not submitted: no server configured" in result.stderr
 
 
@@ -243,7 +243,7 @@ def _positions(sub: Submission) -> list[int]:
 def test_ctrl_c_twice_after_trials_keeps_every_finished_trial(
     tmp_path: Path, specsubmit_home: Path,
 ) -> None:
-    """Issue 17: this used to print "interrupted before any trial ran; nothing was saved"
+    """This used to print "interrupted before any trial ran; nothing was saved"
     and lose them all. The second Ctrl-C aborts the request in flight, not the finished."""
     slow = [FakeModel("qwen3:14b", tokens_per_s=200)]  # 1 s per request
     with FakeOllama(models=slow) as fake:

@@ -147,8 +147,8 @@ def test_late_log_lines_are_still_attributed_to_their_request(
                     log_delay_s=0.03) as fake:
         # The client's own quiet-log wait runs as is (its real sleeps, its size checks), but
         # each of its sleeps also lasts until the fake's 30 ms timer has written its line:
-        # under load that timer once ran later than the 0.15 s window and the test failed
-        # (issue 17). Without a wait (settle 0) nothing is waited for, as before.
+        # under load that timer once ran later than the 0.15 s window and the test failed.
+        # Without a wait (settle 0) nothing is waited for, as before.
         from specsubmit.engines.ollama import engine, serverlog
 
         def sleep_until_written(seconds: float) -> None:
@@ -182,7 +182,7 @@ def test_speculation_the_config_did_not_ask_for_is_flagged(tmp_path: Path) -> No
     recorder = Recorder()
     with FakeOllama(version="0.33.1", models=[FakeModel(MTP, mtp=True)], log_path=log) as fake:
         sub = _run(fake, target=MTP, listener=recorder, log_path=log).submission
-    # Wire v2 (issue 13): the baseline's own counters make every comparison invalid.
+    # Wire v2: the baseline's own counters make every comparison invalid.
     assert [c.speculation.observed for c in sub.configs] == ["baseline_speculated"] * 3
     base = sub.configs[0]
     assert base.speculation.drafted_tokens == sum(

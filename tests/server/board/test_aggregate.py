@@ -211,7 +211,7 @@ def _sql_vs_pure(engine):
                                                      machine=EXAMPLE_MACHINES[seed % 2]), None)
     insert_submission(engine, example_submission("ollama-draft", seed=9999, engine_version="x"),
                       key(1))  # unreadable version: verdict unknown
-    # Two llama-server results (issue 14): the engine and its version are dimensions, and
+    # Two llama-server results: the engine and its version are dimensions, and
     # ollama_version is null on their rows; one stored as before wire v2 (engine_name null).
     for seed in range(2):
         llama = example_submission("llamacpp-draft", seed=500 + seed, engine_version="b1",

@@ -1,4 +1,4 @@
-"""The engine as a dimension (issue 14, deliverable 3), through the real ingest path.
+"""The engine as a dimension, through the real ingest path.
 
 Two submissions go in through ``POST /v1/submissions``: a v1 hardnumbers-m2 result from
 Ollama (the seed's qwen2.5 drafts, which Ollama cannot apply: ``not_applied``, noise floor)

@@ -185,7 +185,7 @@ def test_query_cli_refuses_writes_and_keeps_data(tmp_path):
     assert cli("import-hardnumbers", str(FIXTURE), *IMPORT_ARGS, "--database", db).exit_code == 0
     refused = cli("query", "DELETE FROM trials", "--database", db)
     assert refused.exit_code == 1
-    # The store it opened is named first (issue 17), then the refusal: one line each.
+    # The store it opened is named first, then the refusal: one line each.
     assert refused.stderr.splitlines() == [
         f"specserver: store duckdb:///{db}",
         "specserver: only SELECT queries are allowed, not DELETE"]
@@ -355,7 +355,7 @@ def test_parquet_export_and_read_only_query_on_postgres(postgres_url, tmp_path):
         engine.dispose()
 
 
-# --- rough edges a new maintainer hits first (issue 17) ----------------------------------
+# --- rough edges a new maintainer hits first ----------------------------------
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ def test_postgresql_not_listening_is_one_line_without_the_password() -> None:
     assert "s3cret" not in result.stderr + result.stdout
 
 
-# --- issue 17: the real port, a mistyped --database folder, a port in use ----------------
+# --- the real port, a mistyped --database folder, a port in use ----------------
 
 
 def _env() -> dict[str, str]:

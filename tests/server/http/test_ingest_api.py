@@ -403,7 +403,7 @@ def test_healthz_and_openapi(served: Served) -> None:
     health = served.get("/healthz")
     assert health.status_code == 200
     # store_version is the store's migration, named for what it is; schema_version is the
-    # same number under its first name (issue 17: the docs had it as the wire version 1).
+    # same number under its first name (the docs had it as the wire version 1).
     assert health.json() == {"status": "ok", "store": "duckdb",
                              "store_version": migrations.LATEST,
                              "submission_schema_versions": list(SCHEMA_VERSIONS),

@@ -80,7 +80,7 @@ def unreused_client(store):
 
 def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
     body = client.get("/v1/leaderboard").json()
-    # The engine is a comparison dimension (issue 14): never merged across engines.
+    # The engine is a comparison dimension: never merged across engines.
     assert body["group_by"] == ["protocol", "target", "draft", "engine", "chip", "memory_gb"]
     groups = body["groups"]
     # ollama-draft: 2 draft configs x 4 machines; the imported reference is noise floor only.

@@ -1,4 +1,4 @@
-"""The consistency rules as they were defined before the single pass (issue 18): one
+"""The consistency rules as they were defined before the single pass: one
 generator per rule, run one after the other. ``specserver.ingest.rules.violations`` must
 return exactly what ``rule_violations`` returns here (tests/server/ingest/test_ingest_fast.py).
 

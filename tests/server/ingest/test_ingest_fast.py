@@ -337,7 +337,7 @@ _MTP = {"source": "llama_server_log", "spec_type": "draft-mtp", "draft_n_max": 4
         "draft_model": False, "draft_model_digest": None, "synthetic_flags": []}
 
 
-# Wire v2 (issue 13): each edge moves the submission to schema_version 2 first.
+# Wire v2: each edge moves the submission to schema_version 2 first.
 @_edges("v2", ["plain", "mlx", "mlx_honest", "sums", "sums_honest", "no_totals", "over_drafted",
                "over_eval", "baseline_mtp", "baseline_mtp_honest", "synthetic_honest",
                "engine_api", "llama_server_api", "new_verdict"])

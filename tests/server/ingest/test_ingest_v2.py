@@ -1,4 +1,4 @@
-"""Wire format v2 at the server (issue 13): the rules, the 422s, the rows, the upgrade.
+"""Wire format v2 at the server: the rules, the 422s, the rows, the upgrade.
 
 v1 submissions keep being accepted (the rest of tests/server posts v1 bodies); here v2
 ones are accepted with their new fields stored, counters that contradict the trials are

@@ -35,7 +35,7 @@ def test_memory_limiter_forgets_only_full_buckets() -> None:
     limiter = MemoryRateLimiter({"key": Limit(60, 1)}, clock=lambda: now[0], max_keys=2)
     assert limiter.hit("key", "a") is None
     assert limiter.hit("key", "b") is None
-    # Both are still refilling: a new key waits instead of resetting "a" (issue 16).
+    # Both are still refilling: a new key waits instead of resetting "a".
     assert limiter.hit("key", "c") == pytest.approx(1.0)
     assert limiter.hit("key", "a") == pytest.approx(1.0)
     now[0] = 1.0  # both full again: forgetting one is the same as keeping it

@@ -33,7 +33,7 @@ BOARD_QUERIES = [
     "/v1/aggregates?group_by=chip,memory_gb,ollama_version",
     "/v1/aggregates?group_by=os,backend",
     "/v1/aggregates?group_by=chip&view=noise_floor",
-    # The engine (issue 14): a comparison dimension, a grouping and two filters.
+    # The engine: a comparison dimension, a grouping and two filters.
     "/v1/aggregates?group_by=engine,engine_version,ollama_version",
     "/v1/leaderboard?engine=llama-server",
     "/v1/leaderboard?engine=ollama&view=noise_floor",

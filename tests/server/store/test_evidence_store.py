@@ -1,4 +1,4 @@
-"""Evidence levels in the store (issue 15, item 1): store version 4 adds summaries.evidence
+"""Evidence levels in the store: store version 4 adds summaries.evidence
 and evidence_reason; a version-3 store gains them, filled by the same rule ingestion applies.
 
 The upgrade test stores real signed bodies through the ingest path (v1 bodies, honest v2

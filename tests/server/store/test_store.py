@@ -97,8 +97,8 @@ def test_writes_through_the_writer_and_reads_by_id(store: Store) -> None:
         tables.submissions.c.submission_id == c.submission_id).values(hidden=True)))
     view = store.get_submission(c.submission_id)
     assert view is not None
-    assert view["submission"]["hidden"] is True
-    assert verify_envelope(json.loads(base64.b64decode(view["envelope"]["body"]))).key_id == (
+    assert view.submission["hidden"] is True
+    assert verify_envelope(json.loads(base64.b64decode(view.envelope["body"]))).key_id == (
         c.key_id)
     assert store.get_submission("00000000-0000-4000-8000-000000000000") is None
     with pytest.raises(ZeroDivisionError):

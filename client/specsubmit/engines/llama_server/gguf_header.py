@@ -10,7 +10,6 @@ this build logs "the target and draft vocabs are not compatible" and then serves
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +46,6 @@ class GgufHeader:
     eos: int | None
     add_bos: bool | None
     add_eos: bool | None
-
-    @property
-    def vocab_sha256(self) -> str:
-        """One digest of the token list (texts joined by NUL): equal lists, equal digest."""
-        return hashlib.sha256("\0".join(self.tokens).encode("utf-8", "replace")).hexdigest()
 
 
 class _Reader:

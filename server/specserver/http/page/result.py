@@ -10,6 +10,7 @@ Every value that came from a contributor goes through ``escape``: the page is pu
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from html import escape
@@ -284,13 +285,20 @@ def facts(pairs: Sequence[tuple[str, Any]]) -> str:
 
 
 def raw_fields(configs: Sequence[dict[str, Any]], summaries: Sequence[dict[str, Any]]) -> str:
-    """The stored rows under their column names, for whoever checks the export against them."""
+    """The stored rows under their column names, for whoever checks the export against them
+    (JSON columns as stored: compact JSON; not the words the view adds)."""
     out = []
     for kind, rows in (("config", configs), ("summary", summaries)):
         for row in rows:
             out.append(f"<h4>{escape(kind)} {escape(str(row.get('config_name', '')))}</h4>")
-            out.append(facts([(k, v) for k, v in row.items() if k != "config_name"]))
+            out.append(facts([
+                (k, json.dumps(v, separators=(",", ":")) if isinstance(v, dict | list) else v)
+                for k, v in row.items() if k not in _NOT_STORED]))
     return "".join(out)
+
+
+# Keys of a view's rows that are not stored columns of their table (or repeat the heading).
+_NOT_STORED = frozenset({"config_name", "submission_id", "verdict_help", "redacted"})
 
 
 def details(title: str, body: str, *, name: str) -> str:

@@ -696,9 +696,32 @@ def verify_snippet(base_url: str, submission_id: str, key_id: str) -> str:
     )
 
 
-def submission_body(base_url: str, row: dict[str, Any], parts: dict[str, Any],
-                    history: Sequence[dict[str, Any]]) -> str:
+# How a redacted model name reads on the page (the view holds null there).
+HIDDEN_TEXT = "(hidden)"
+
+
+def _page_parts(view: queries.SubmissionView) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The submission row and its parts as the page reads them, from the one public view
+    (already redacted when hidden): the summaries baseline first, a redacted model name
+    as ``HIDDEN_TEXT`` (the page names models in its title and tables)."""
+    def shown(row: dict[str, Any], *names: str) -> dict[str, Any]:
+        hidden = [n for n in names if n in row.get("redacted", ()) and row.get(n) is None]
+        return {**row, **dict.fromkeys(hidden, HIDDEN_TEXT)}
+
+    fingerprint = view.fingerprint["json"] if view.fingerprint is not None else None
+    summaries = sorted(view.summary, key=lambda s: (s["role"], s["config_name"]))
+    return shown(view.submission, "target_model"), {
+        "fingerprint": fingerprint,
+        "configs": [shown(c, "model") for c in view.configs],
+        "summaries": [shown(s, "model") for s in summaries],
+        "trials": view.trials,
+    }
+
+
+def submission_body(base_url: str, view: queries.SubmissionView) -> str:
     """The conclusion first, then the article-style table, then the details, collapsed."""
+    row, parts = _page_parts(view)
+    history = view.moderation
     sid = row["submission_id"]
     summaries = result.summaries_of(parts["summaries"])
     evidence = result.evidence_of(parts["configs"])
@@ -778,16 +801,14 @@ def submission_page(submission_id: str, request: Request, reads: Reads) -> Respo
 
     def build() -> Response:
         with reads.engine.connect() as conn:
-            row = queries.submission_row(conn, submission_id)
-            if row is None:
-                body = (f"<h1>Not found</h1><p>No submission <code>{escape(submission_id)}"
-                        '</code>. <a href="/">Back to the leaderboard</a>.</p>')
-                return HTMLResponse(render_page("not found", body), status_code=404)
-            parts = queries.submission_parts(conn, submission_id)
-            row, parts = redaction.redact_page(row, parts)  # hidden: no free text
-            history = queries.moderation_history(conn, submission_id, row["key_id"])
+            view = queries.submission_view(conn, submission_id)
+        if view is None:
+            body = (f"<h1>Not found</h1><p>No submission <code>{escape(submission_id)}"
+                    '</code>. <a href="/">Back to the leaderboard</a>.</p>')
+            return HTMLResponse(render_page("not found", body), status_code=404)
+        view = redaction.redact_view(view)  # hidden: no free text, as in the JSON route
         base_url = request.app.state.settings.public_base_url.rstrip("/")  # not Host
         return HTMLResponse(render_page(f"submission {submission_id[:8]}",
-                                        submission_body(base_url, row, parts, history)))
+                                        submission_body(base_url, view)))
 
     return conditional(request, version, build)

@@ -1,4 +1,4 @@
-"""Issue 13: verdicts that stay honest on the Ollama contributors run today (0.34-0.40,
+"""Verdicts that stay honest on the Ollama contributors run today (0.34-0.40,
 GGML and MLX), end to end against the fake Ollama, whose behaviours follow
 shared/reference/ollama-api.md "Read first", and the log parser on real llama-server lines.
 """

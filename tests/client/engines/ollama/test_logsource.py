@@ -1,4 +1,4 @@
-"""Finding and checking the Ollama server log before the first trial (issue 13, item 5)."""
+"""Finding and checking the Ollama server log before the first trial."""
 
 from __future__ import annotations
 

@@ -336,7 +336,7 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
                  draft: tr.querySelector('.draft').innerText,
                  colour: style.color, weight: style.fontWeight, ratio: ratio.innerText}};
     }})""")
-    assert {r["engine"] for r in rows} == {"ollama"}  # the Engine column (issue 14)
+    assert {r["engine"] for r in rows} == {"ollama"}  # the Engine column
     m2_spec4 = [r for r in rows if r["chip"] == "Apple M2" and r["draft"].startswith("spec_4")]
     assert sorted(r["verdict"] for r in m2_spec4) == ["confirmed", "not_observed"]
     unverified = [r for r in rows if r["style"] == "unverified"]
