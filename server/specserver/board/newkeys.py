@@ -41,7 +41,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import ColumnElement, Connection, and_, func, select
 
 from specschema.stats import median
 from specserver.board.aggregate import (
@@ -50,7 +50,7 @@ from specserver.board.aggregate import (
     ContributorResult,
     KeyValue,
 )
-from specserver.board.sql import board_clause
+from specserver.board.sql import board_clause, plain_rows
 from specserver.store import tables
 
 DEFAULT_PROBATION_DAYS = 7.0
@@ -106,30 +106,32 @@ def newest_receipt(conn: Connection) -> datetime | None:
     return newest
 
 
-def arrivals(conn: Connection, only: Collection[str] | None = None) -> list[Arrival]:
-    """Every key's arrival, range and ageing start (or only those of the keys ``only``),
-    in two grouped queries."""
+def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
+             ) -> list[Arrival]:
+    """Every key's arrival, range and ageing start, in two grouped queries; or only those
+    of the keys of ``submission_ids``, which must then hold every submission of theirs."""
     sub = tables.submissions
     draft = tables.summaries.alias("d")
     reached = (select(draft.c.submission_id)
                .where(draft.c.role == "draft",
                       draft.c.observed.in_(sorted(BOARD_VERDICTS | NOISE_VERDICTS)),
                       board_clause(draft)))
-    which = sub.c.key_id.is_not(None) if only is None else sub.c.key_id.in_(sorted(only))
-    if only is not None:  # their submissions' summaries only (a scan of the rest: 3x slower)
-        reached = reached.where(draft.c.submission_id.in_(
-            select(sub.c.submission_id).where(which)))
+    which: ColumnElement[bool] = sub.c.key_id.is_not(None)
+    if submission_ids is not None:
+        ids = sorted(submission_ids)
+        which = and_(which, sub.c.submission_id.in_(ids))
+        reached = reached.where(draft.c.submission_id.in_(ids))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
-    keys = conn.execute(
+    keys = plain_rows(conn.execute(
         select(sub.c.key_id, func.min(sub.c.received_at),
                func.min(sub.c.received_at).filter(counted))
-        .where(which).group_by(sub.c.key_id)).all()
+        .where(which).group_by(sub.c.key_id)))
     origin_at: dict[str, tuple[datetime, str]] = {}
-    for key_id, origin, first in conn.execute(
+    for key_id, origin, first in plain_rows(conn.execute(
             select(sub.c.key_id, sub.c.origin_hash, func.min(sub.c.received_at))
             .where(which, sub.c.origin_hash.is_not(None))
-            .group_by(sub.c.key_id, sub.c.origin_hash)).all():
+            .group_by(sub.c.key_id, sub.c.origin_hash))):
         held = origin_at.get(key_id)
         if held is None or (first, origin) < held:
             origin_at[key_id] = (first, origin)

@@ -9,12 +9,11 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, literal, literal_column, or_, select
+from sqlalchemy import Connection, CursorResult, and_, func, literal, literal_column, or_, select
 
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
 from specserver.store import tables
-from specserver.store.changes import IMPORTED
 from specserver.store.dimensions import (
     VERDICTS,
     Filters,
@@ -64,17 +63,9 @@ def _median(column: Any, dialect: str) -> Any:
     return func.percentile_cont(literal_column("0.5")).within_group(column)
 
 
-def contributor_clause(contributors: Collection[str]) -> Any:
-    """Rows of these contributors only (key ids, or ``imported:<submission id>``)."""
-    keys = sorted(c for c in contributors if not c.startswith(IMPORTED))
-    imported = sorted(c[len(IMPORTED):] for c in contributors if c.startswith(IMPORTED))
-    return or_(sub.c.key_id.in_(keys),
-               and_(sub.c.key_id.is_(None), sub.c.submission_id.in_(imported)))
-
-
 def contributor_results(
     conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str],
-    contributors: Collection[str] | None = None,
+    submission_ids: Collection[str] | None = None,
 ) -> list[ContributorResult]:
     """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
 
@@ -84,7 +75,8 @@ def contributor_results(
     key values are read by a second, narrow query per hash (about 2.5x faster than grouping
     on the wide string columns at 100k submissions); two distinct keys would have to
     collide in 64 bits to be merged. Both queries run in the connection's one transaction,
-    so they see the same snapshot. ``contributors``: only theirs (``board.incremental``).
+    so they see the same snapshot. ``submission_ids``: only these submissions' rows
+    (``board.incremental``: every submission of the contributors it reads again).
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
@@ -101,8 +93,8 @@ def contributor_results(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
     where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
-    if contributors is not None:
-        where.append(contributor_clause(contributors))
+    if submission_ids is not None:
+        where.append(only_submissions(submission_ids, draft))
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (
@@ -111,18 +103,35 @@ def contributor_results(
                *counts)
         .select_from(source).where(*where).group_by(*group_key, contributor)
     )
-    result = conn.execute(stmt)
-    # DuckDB's own rows are plain tuples of Python values already: skip building Row objects.
-    rows: Sequence[Sequence[Any]] = (
-        result.cursor.fetchall() if dialect == "duckdb" else result.all())
+    rows = plain_rows(conn.execute(stmt))
     width = len(group_key)
     if hashed:
+        # Without the baseline's join, which adds no row (a left join) and no key value:
+        # ~0.6 s less CPU at a million submissions.
+        joined = draft.join(sub, sub.c.submission_id == draft.c.submission_id)
         key_stmt = (select(group_key[0], *(func.any_value(k) for k in keys))
-                    .select_from(source).where(*where).group_by(group_key[0]))
+                    .select_from(joined).where(*where).group_by(group_key[0]))
         key_of = {row[0]: tuple(row[1:]) for row in conn.execute(key_stmt).all()}
         return [ContributorResult(key_of[row[0]], *row[1:]) for row in rows]
     # Medians of DOUBLE columns are floats and counts ints on both dialects: no conversion.
     return [ContributorResult(tuple(row[:width]), *row[width:]) for row in rows]
+
+
+def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
+    """A result's rows, all at once. DuckDB's own rows are plain tuples of Python values
+    already: building SQLAlchemy Row objects for them is skipped."""
+    if result.dialect.name == "duckdb":
+        rows: Sequence[Sequence[Any]] = result.cursor.fetchall()
+        result.close()
+        return rows
+    return result.all()
+
+
+def only_submissions(submission_ids: Collection[str], draft: Any) -> Any:
+    """These submissions' rows, said of both sides of the join: DuckDB then reads them by
+    the submissions' key and filters the summaries while scanning."""
+    ids = sorted(submission_ids)
+    return and_(sub.c.submission_id.in_(ids), draft.c.submission_id.in_(ids))
 
 
 def board_clause(draft: Any) -> Any:
