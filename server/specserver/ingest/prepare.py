@@ -64,12 +64,16 @@ def _utc_iso(value: datetime) -> str:
     return aware.isoformat().replace("+00:00", "Z")
 
 
+# ``json.dumps(..., separators=(",", ":"), ensure_ascii=False)`` without building an
+# encoder per call (json.dumps does for any non-default argument): the server process
+# renders one receipt per submission on its event loop.
+_receipt_head = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def receipt_json(prepared: Prepared, received_at: datetime, url: str) -> bytes:
     """The receipt body, byte for byte what ``ingest_api.Receipt.model_dump_json`` gives
     (a test holds them equal), without building the model for every submission."""
-    head = json.dumps(
+    head = _receipt_head(
         {"submission_id": prepared.submission_id, "key_id": prepared.key_id,
-         "received_at": _utc_iso(received_at), "url": url},
-        separators=(",", ":"), ensure_ascii=False,
-    )
+         "received_at": _utc_iso(received_at), "url": url})
     return head[:-1].encode() + b',"summary":' + prepared.summary_json + b"}"
