@@ -13,7 +13,10 @@ run is a measurement of speculation, whatever its counters say: the drafts' verd
 ``unstable`` (``specschema.capability``). The bound is wide enough for an honest run on a
 shared machine whose load changes (linear drift is cancelled by the interpolation in
 ``specschema.stats.blocked_ratio``) and narrow enough to catch a run whose baseline lost a
-third of its speed between blocks.
+third of its speed between blocks. It is a judgement, not calibrated: on the real
+llama-server under a switching load it flagged 6 of 10 runs and did not pick the runs whose
+estimates were farthest from the others (BENCHMARKS.md, "Interval calibration"). It is
+shared by every protocol version, so changing it would change stored results' verdicts.
 """
 
 from __future__ import annotations

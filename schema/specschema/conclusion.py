@@ -443,3 +443,18 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
     else:
         lead = ""
     return prefix + lead + "; ".join(sentences) + "."
+
+
+def interval_method_words(interval: str, blocked: bool) -> str:
+    """How the ratios to the baseline and their 95 % intervals were computed, in words:
+    ``interval`` is the protocol's (``Protocol.interval``), ``blocked`` whether the trials
+    carried blocks (without, neither block method applies)."""
+    if not blocked:
+        return ("median tok/s ÷ the baseline's, with a 95% percentile-bootstrap interval over "
+                "trials")
+    if interval == "block_t":
+        return ("each draft block ÷ the baseline at its place in the run, the geometric mean "
+                "of those block ratios, with a 95% Student t interval over the blocks (wide "
+                "when the blocks disagree or are few)")
+    return ("each draft block ÷ the baseline at its place in the run, the median of those "
+            "block ratios, with a 95% two-stage bootstrap interval over blocks and trials")

@@ -63,7 +63,8 @@ class Requirements(_ProtocolModel):
 # Fields added after the first protocols were pinned, with the value that leaves a
 # protocol's identity as it was (``Protocol.sha256`` leaves them out at that value).
 _ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False,
-                                     "headline": "decode", "launch_options": {}}
+                                     "headline": "decode", "launch_options": {},
+                                     "interval": "block_bootstrap"}
 # Launch options a protocol may pin for every config (llama-server flags; the engine maps
 # each to its flag and records it as launched). Keys beyond these are refused.
 LAUNCH_OPTION_NAMES = frozenset({"spec_draft_p_min", "spec_draft_n_min", "spec_draft_p_split",
@@ -104,6 +105,12 @@ class Protocol(_ProtocolModel):
     # defaults move (llama.cpp's --spec-draft-p-min was 0.75-0.9, is 0.00 now), so a protocol
     # that relies on them says them. Part of every config's request options on the wire.
     launch_options: dict[str, OptionValue] = Field(default_factory=dict)
+    # How a result with blocks gets its speedup and 95 % interval (``specschema.stats``):
+    # "block_bootstrap", the median of block ratios with a two-stage seeded bootstrap (the
+    # first bracketed protocols; too narrow with two blocks per draft), or "block_t", the
+    # geometric mean of block ratios with Student's t on the blocks (needs two blocks per
+    # config or more). Results without blocks use the ratio of medians over trials.
+    interval: Literal["block_bootstrap", "block_t"] = "block_bootstrap"
 
     @property
     def sha256(self) -> str:
@@ -218,6 +225,9 @@ def _validate(data: object, origin: str) -> Protocol:
     ):
         raise ProtocolError(f"protocol {origin}: order bracketed needs block_trials dividing "
                             "half of trials_per_config, and warmup_each_block")
+    if protocol.interval == "block_t" and protocol.order == "blocked":
+        raise ProtocolError(f"protocol {origin}: interval block_t needs two blocks per config "
+                            "or more (order blocked has one)")
     unknown = sorted(set(protocol.launch_options) - LAUNCH_OPTION_NAMES)
     if unknown:
         raise ProtocolError(f"protocol {origin}: unknown launch option {unknown[0]!r}")
@@ -254,12 +264,22 @@ def get_protocol(protocol_id: str) -> Protocol:
     return protocols[protocol_id]
 
 
+@cache
+def _by_identity() -> dict[tuple[str, int, str], Protocol]:
+    return {(p.id, p.version, p.sha256): p for p in all_protocols()}
+
+
 def find_protocol(protocol_id: str, version: int, sha256: str) -> Protocol | None:
     """The shipped protocol with this exact identity (any version), or None."""
-    for protocol in all_protocols():
-        if (protocol.id, protocol.version, protocol.sha256) == (protocol_id, version, sha256):
-            return protocol
-    return None
+    return _by_identity().get((protocol_id, version, sha256))
+
+
+def interval_of(protocol_id: str, version: int, sha256: str) -> str:
+    """The interval method (``Protocol.interval``) of the shipped protocol with this
+    identity; "block_bootstrap" for one that is not shipped (what every result was
+    computed with before "block_t" existed)."""
+    protocol = find_protocol(protocol_id, version, sha256)
+    return protocol.interval if protocol is not None else "block_bootstrap"
 
 
 def headline_of(protocol_id: str, version: int, sha256: str) -> str:

@@ -2,24 +2,31 @@
 server stores. Never trusted from the wire; both sides call ``summarize``.
 
 When every trial of a config and of the baseline carries its block (``Trial.block``), the
-speedups are ``specschema.stats.blocked_ratio`` over blocks (each draft block against the
-baseline interpolated at its place in the run, a two-stage bootstrap CI); the wall-time
-speedup is the same estimator over requests per second (1 / wall_s). Without blocks (every
-result before blocks existed) they are the ratio of medians over trials, as before, so
-those results keep their numbers bit for bit."""
+speedups are computed over blocks (each draft block against the baseline interpolated at
+its place in the run) by the protocol's interval method (``Protocol.interval``):
+``specschema.stats.blocked_ratio_t`` (geometric mean of block ratios, Student's t CI) for
+"block_t", ``specschema.stats.blocked_ratio`` (median of block ratios, two-stage bootstrap
+CI) for "block_bootstrap", the method of every protocol before "block_t" and of protocols
+that are not shipped. The wall-time speedup is the same estimator over requests per second
+(1 / wall_s). Without blocks (every result before blocks existed) they are the ratio of
+medians over trials, as before, so those results keep their numbers bit for bit."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
 from specschema.blocks import decode_rates, has_blocks, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
+from specschema.protocol import interval_of
 from specschema.stats import (
+    Block,
+    BlockedEstimate,
     block_drift,
     blocked_ratio,
+    blocked_ratio_t,
     median,
     median_of_sorted,
     ratio_of_medians,
@@ -94,16 +101,23 @@ class _BlockFields:
     wall_ci_high: float | None = None
 
 
-def _blocked(config: ConfigResult, baseline: ConfigResult | None) -> _BlockFields:
+Interval = str  # ``Protocol.interval``: "block_bootstrap" or "block_t"
+_ESTIMATORS: dict[Interval, Callable[[Sequence[Block], Sequence[Block]], BlockedEstimate]] = {
+    "block_bootstrap": blocked_ratio, "block_t": blocked_ratio_t}
+
+
+def _blocked(config: ConfigResult, baseline: ConfigResult | None,
+             interval: Interval) -> _BlockFields:
     own = trial_blocks(config.trials, decode_rates(config.trials))
     drift = block_drift([median(b.values) for b in own if b.values])
     if baseline is None or config is baseline or not any(b.values for b in own):
         return _BlockFields(len(own), drift)
+    estimator = _ESTIMATORS[interval]
     base = trial_blocks(baseline.trials, decode_rates(baseline.trials))
-    tps = blocked_ratio(own, base) if any(b.values for b in base) else None
+    tps = estimator(own, base) if any(b.values for b in base) else None
     own_wall = trial_blocks(config.trials, _per_second(config.trials))
     base_wall = trial_blocks(baseline.trials, _per_second(baseline.trials))
-    wall = (blocked_ratio(own_wall, base_wall)
+    wall = (estimator(own_wall, base_wall)
             if any(b.values for b in own_wall) and any(b.values for b in base_wall) else None)
     fields = _BlockFields(len(own), drift)
     if tps is not None:
@@ -164,18 +178,27 @@ def _summarize_config(config: ConfigResult, own: _Samples, base: _Samples | None
     )
 
 
-def summarize_configs(configs: Sequence[ConfigResult]) -> list[ConfigSummary]:
+def summarize_configs(configs: Sequence[ConfigResult], *,
+                      interval: Interval = "block_bootstrap") -> list[ConfigSummary]:
+    """``interval``: the protocol's ``Protocol.interval`` (used when the trials carry
+    blocks)."""
+    if interval not in _ESTIMATORS:
+        raise ValueError(f"unknown interval method {interval!r}")
     baseline = next((c for c in configs if c.role == "baseline"), None)
     samples = [_samples(c.trials) for c in configs]
     base = next((s for c, s in zip(configs, samples, strict=True) if c is baseline), None)
     base_blocks = baseline is not None and has_blocks(baseline.trials)
     return [
         _summarize_config(c, own, None if c is baseline else base,
-                          _blocked(c, baseline) if base_blocks and has_blocks(c.trials)
+                          _blocked(c, baseline, interval)
+                          if base_blocks and has_blocks(c.trials)
                           else None)
         for c, own in zip(configs, samples, strict=True)
     ]
 
 
 def summarize(submission: Submission) -> list[ConfigSummary]:
-    return summarize_configs(submission.configs)
+    """The summaries, with the interval method of the submission's protocol."""
+    ref = submission.protocol
+    return summarize_configs(submission.configs,
+                             interval=interval_of(ref.id, ref.version, ref.sha256))

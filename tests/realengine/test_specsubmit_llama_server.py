@@ -133,11 +133,13 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     assert sub.engine.name == "llama-server" and sub.engine.runtime == "ggml"
     assert sub.engine.build is not None and "0c1e570" in sub.engine.build
     assert sub.protocol.sha256 == protocol.sha256
-    # bracketed blocks: 9 baseline trials in 3 blocks, 6 per draft in 2, each block its start
+    # bracketed blocks, two rounds: 10 baseline trials in 5 blocks, 8 per draft in 4, each
+    # block its own start
     assert [len(c.trials) for c in sub.configs] == [protocol.trials_for(c.name)
                                                     for c in protocol.configs]
+    assert [len(c.trials) for c in sub.configs] == [10] + [8] * 5
     blocks = {c.name: len({t.block for t in c.trials}) for c in sub.configs}
-    assert blocks == {c.name: 3 if c.role == "baseline" else 2 for c in protocol.configs}
+    assert blocks == {c.name: 5 if c.role == "baseline" else 4 for c in protocol.configs}
     # Models by digest, as Ollama named them; never a path.
     assert {m.name for m in sub.models} == set(NAMES) and all(m.digest for m in sub.models)
     assert str(sub.models) and "blobs" not in json.dumps(sub.model_dump(mode="json"))
@@ -148,7 +150,7 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     assert launches["no_draft"][0].flags == {"n-gpu-layers": "999", "flash-attn": "off"}
     digests = {m.name: m.digest for m in sub.models}
     for config in protocol.configs[1:]:
-        assert len(launches[config.name]) == 2  # one start per block
+        assert len(launches[config.name]) == 4  # one start per block
         launch = launches[config.name][0]
         assert launch.spec_type == "draft-simple" and launch.draft_model_digest == (
             digests[config.draft_model or ""])
@@ -194,7 +196,7 @@ def test_verdicts(full_run) -> None:  # type: ignore[no-untyped-def]
     from specschema.blocks import MAX_BASELINE_DRIFT, baseline_drift
 
     observed = {c.name: c.speculation.observed for c in sub.configs}
-    # On a busy shared machine the baseline's three blocks can disagree beyond the bound:
+    # On a busy shared machine the baseline's five blocks can disagree beyond the bound:
     # then every draft is unstable, and the run says so instead of claiming a speedup.
     drift = baseline_drift(sub.configs[0])
     assert drift is not None
@@ -308,7 +310,9 @@ def test_a_port_in_use(tmp_path: Path, llama_server_bin: Path, models_dir: Path,
 def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
                                   models_dir: Path) -> None:
     """SIGKILL the running llama-server once two trials are saved: the run stops with one
-    line, exit 1, and keeps what it measured as an incomplete result."""
+    line, exit 1, and keeps what it measured as an incomplete result. A result is saved
+    once a block is whole (2 trials), so the kill lands in the next block's start or in its
+    requests: either way the engine died mid-run."""
     proc = subprocess.Popen(_argv(llama_server_bin, models_dir), env=_env(tmp_path),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -331,11 +335,14 @@ def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
     assert proc.returncode == 1, stderr
     result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     line = _one_error_line(result)
-    assert re.search(r"llama-server exited \(code -9\) during a \S+ request", line), line
+    assert re.search(r"llama-server (exited \(code -9\) during a \S+ request|did not start "
+                     r"for \S+)", line), line
     assert "the partial result" in line and "is saved at" in line
     (sub,) = _saved(tmp_path)
-    assert not sub.complete and 2 <= sum(len(c.trials) for c in sub.configs) < 30
-    assert sub.note and "llama-server failed (EngineDied)" in sub.note
+    kept = sum(len(c.trials) for c in sub.configs)
+    assert not sub.complete and 2 <= kept < 50 and kept % 2 == 0  # whole blocks of 2
+    assert sub.note and re.search(r"llama-server failed \((EngineDied|EngineStartFailed)\)",
+                                  sub.note)
     assert _llama_servers_using(models_dir) == []
 
 

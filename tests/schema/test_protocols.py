@@ -21,6 +21,11 @@ PINNED = {
     ("llamacpp-draft-long", 2):
         "a2075dfd782bddc85466e0fdbfbe33495fb38d2229b3d43e57baf5e2386ec55a",
     ("lmstudio-draft", 1): "a22dbb74dbd1b09c41fa0bbad08ce361063efd054437ae613b1615670bd9c382",
+    ("llamacpp-draft", 3): "718381e01732d83cce99d6da76b65b703ff273516cb8f2b93036d4dad7200e5b",
+    ("llamacpp-draft-long", 3):
+        "23fb3ee0c96f0988ec1f658faa0a47c6efc134819e697d58f1b3fc9001269e9a",
+    ("lmstudio-draft", 2): "9f83912eea5f2aaead8c1e80ca125cd5f8d9fb45a4dcf28066d997f802c7d9d4",
+    ("ollama-draft", 4): "e0ba30ba9d4df35b4dc170b65bd10e4a88424d6a7f215cfe3bb330d1cfac394c",
 }
 
 
@@ -28,25 +33,35 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
-        "hardnumbers-m2": 1, "ollama-draft": 3, "llamacpp-draft": 2, "llamacpp-draft-long": 2,
-        "lmstudio-draft": 1}
+        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 3, "llamacpp-draft-long": 3,
+        "lmstudio-draft": 2}
 
 
-def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks() -> None:
-    protocol = get_protocol("llamacpp-draft")
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks(
+        version: int) -> None:
+    protocol = find_protocol("llamacpp-draft", version, PINNED[("llamacpp-draft", version)])
+    assert protocol is not None
     names = [name for name, _ in protocol.schedule()]
     runs = [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
     drafts = [c.name for c in protocol.configs if c.role == "draft"]
-    assert runs == ["no_draft", *drafts, "no_draft", *drafts[::-1], "no_draft"]
-    assert protocol.blocks() == [i // 3 for i in range(39)]  # 13 blocks of 3
-    assert [protocol.trials_for(c.name) for c in protocol.configs] == [9, 6, 6, 6, 6, 6]
+    rounds = {2: 1, 3: 2}[version]  # v3: two rounds, 4 blocks per draft
+    assert runs == ["no_draft", *drafts, "no_draft", *drafts[::-1]] * rounds + ["no_draft"]
+    size = {2: 3, 3: 2}[version]
+    trials = len(names)
+    assert protocol.blocks() == [i // size for i in range(trials)]  # 13 blocks of 3, 25 of 2
+    per_draft = 4 * rounds // 2 * size
+    assert [protocol.trials_for(c.name) for c in protocol.configs] == [
+        per_draft + size] + [per_draft] * 5
     # every config's mean run position is the same: a linear drift cancels
     centre = {c.name: sum(p for p, (n, _) in enumerate(protocol.schedule()) if n == c.name)
               / protocol.trials_for(c.name) for c in protocol.configs}
     assert len(set(centre.values())) == 1
     # and trial indices within a config count up through its blocks
-    assert [i for n, i in protocol.schedule() if n == "no_draft"] == list(range(9))
-    assert protocol.warmups_for("no_draft") == 3 and protocol.warmups_for(drafts[0]) == 2
+    assert [i for n, i in protocol.schedule() if n == "no_draft"] == list(
+        range(per_draft + size))
+    assert protocol.warmups_for("no_draft") == 2 * rounds + 1
+    assert protocol.warmups_for(drafts[0]) == 2 * rounds
 
 
 def test_the_llama_server_protocols_pin_their_speculative_settings() -> None:
@@ -208,22 +223,42 @@ def test_ollama_draft_v2_blocks_with_a_warmup_after_every_switch() -> None:
     assert v1 is not None and v1.configs == protocol.configs and v1.options == protocol.options
 
 
-def test_ollama_draft_v3_measures_every_config_in_two_blocks_or_more() -> None:
-    protocol = get_protocol("ollama-draft")
-    assert (protocol.version, protocol.order, protocol.block_trials) == (3, "bracketed", 3)
-    blocks = protocol.blocks()
+@pytest.mark.parametrize("version, size, blocks", [(3, 3, (3, 2, 2)), (4, 2, (5, 4, 4))])
+def test_ollama_draft_v3_on_measures_every_config_in_two_blocks_or_more(
+        version: int, size: int, blocks: tuple[int, ...]) -> None:
+    protocol = find_protocol("ollama-draft", version, PINNED[("ollama-draft", version)])
+    assert protocol is not None
+    assert (protocol.order, protocol.block_trials) == ("bracketed", size)
+    numbers = protocol.blocks()
     names = [name for name, _ in protocol.schedule()]
-    per_config = {c.name: {b for b, n in zip(blocks, names, strict=True) if n == c.name}
+    per_config = {c.name: {b for b, n in zip(numbers, names, strict=True) if n == c.name}
                   for c in protocol.configs}
-    assert {name: len(found) for name, found in per_config.items()} == {
-        "spec_off": 3, "spec_4": 2, "spec_8": 2}
+    assert tuple(len(found) for found in per_config.values()) == blocks
     v2 = find_protocol("ollama-draft", 2, PINNED[("ollama-draft", 2)])
     assert v2 is not None and v2.configs == protocol.configs and v2.options == protocol.options
 
 
+def test_lmstudio_draft_v2_is_bracketed_and_keeps_v1s_configs() -> None:
+    protocol = get_protocol("lmstudio-draft")
+    v1 = find_protocol("lmstudio-draft", 1, PINNED[("lmstudio-draft", 1)])
+    assert v1 is not None and v1.order == "blocked"
+    assert (protocol.version, protocol.order, protocol.block_trials) == (2, "bracketed", 2)
+    assert protocol.configs == v1.configs and protocol.options == v1.options
+    names = [name for name, _ in protocol.schedule()]
+    runs = [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
+    drafts = [c.name for c in protocol.configs if c.role == "draft"]
+    assert runs == ["no_draft", *drafts, "no_draft", *drafts[::-1]] * 2 + ["no_draft"]
+    assert protocol.warmups_for(drafts[0]) == 4  # a warm-up after every draft switch
+
+
+def test_new_protocol_descriptions_cite_no_issue_numbers() -> None:
+    for protocol in shipped_protocols().values():
+        assert "issue" not in protocol.description.lower()
+
+
 def test_abba_needs_whole_blocks() -> None:
     data = get_protocol("ollama-draft").model_dump(mode="json")
-    data["block_trials"] = 4
+    data["block_trials"] = 3  # 8 trials per config are not whole blocks of 3
     with pytest.raises(ProtocolError, match="block_trials"):
         load_protocol_bytes(json.dumps(data).encode())
 

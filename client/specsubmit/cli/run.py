@@ -271,6 +271,12 @@ def run_command(
             listener.stop()
     if path is None:
         # Nothing was measured: a result without trials would only be clutter.
+        if outcome.trials_dropped:
+            nothing = (f"nothing was saved: the {outcome.trials_dropped} trials of the first "
+                       "block are not a whole block")
+            if outcome.error is not None:
+                raise type(outcome.error)(f"{outcome.error.message} ({nothing})")
+            raise RunAborted(f"interrupted before the first block was whole; {nothing}")
         if outcome.error is not None:
             raise type(outcome.error)(f"{outcome.error.message} (nothing was measured)")
         raise RunAborted("interrupted before any trial ran; nothing was saved")
@@ -283,14 +289,17 @@ def run_command(
     else:
         render_result(submission, report_console())
     err.print(f"result saved to {path}" + (f" and {output}" if output else ""), soft_wrap=True)
+    dropped = (f" (and {outcome.trials_dropped} of the block cut short, not kept: a block "
+               "counts only whole)" if outcome.trials_dropped else "")
     if outcome.error is not None:
         raise type(outcome.error)(
             f"{outcome.error.message}; the partial result "
-            f"({outcome.trials_done} of {outcome.trials_planned} trials) is saved at {path}"
+            f"({outcome.trials_done} of {outcome.trials_planned} trials{dropped}) is saved at "
+            f"{path}"
         )
     if outcome.interrupted:
         raise RunAborted(f"interrupted after {outcome.trials_done} of {outcome.trials_planned} "
-                         f"trials; the incomplete result is saved at {path}")
+                         f"trials{dropped}; the incomplete result is saved at {path}")
     offer_submission(submission, path, assume_yes=yes, no_submit=no_submit,
                      print_payload=print_payload, server=server)
 

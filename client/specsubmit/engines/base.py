@@ -64,6 +64,18 @@ class DraftCounters:
     lines: int
 
 
+def counter_totals(per_trial: Sequence[TrialCounters | None]) -> DraftCounters | None:
+    """A config's totals from its trials' own counters (None: no trial has any); the
+    source is that of the trial that drafted most."""
+    present = [c for c in per_trial if c is not None]
+    if not present:
+        return None
+    source = max(present, key=lambda c: c.drafted).source
+    return DraftCounters(drafted=sum(c.drafted for c in present),
+                         accepted=sum(c.accepted for c in present), source=source,
+                         lines=len(present))
+
+
 @dataclass(frozen=True)
 class PullProgress:
     """One progress line of a model download (Ollama's /api/pull)."""

@@ -8,6 +8,13 @@ rather than nothing. An ``EngineError`` during the trials does the same. After e
 an incomplete result with all the trials so far goes to a ``checkpoint`` callback (the CLI
 saves it), so that an abort or a crash between trials loses none that finished.
 
+A block is kept whole or not at all where blocks are the interval's unit (protocols whose
+blocks each start with their own warm-up, ``warmup_each_block``: the bracketed and ABBA
+orders): the trials of a block cut short by an interrupt, a crash or an engine error are
+left out of the result and of every checkpoint (a block of one trial where the protocol
+asks for two is not a block: its ratio would count as one of the blocks the interval is
+over). Protocols without (blocked, interleaved) keep every finished trial.
+
 Order: an engine that shares one server between configs (Ollama) gets every config's
 warm-ups first, then the trials in the protocol's order. An engine that starts a server
 per config (llama-server: its speculative settings are launch flags) gets, for each run of
@@ -19,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import groupby
 from typing import Any
@@ -49,6 +57,7 @@ from specsubmit.engines.base import (
     Preflight,
     RunListener,
     RunSettings,
+    counter_totals,
     unrequested,
 )
 from specsubmit.engines.base import Engine as RunEngine
@@ -80,9 +89,10 @@ class RunOutcome:
     submission: Submission
     interrupted: bool = False
     error: EngineError | None = None
-    trials_done: int = 0
+    trials_done: int = 0  # the trials kept in the result
     trials_planned: int = 0
     log_read: bool | None = None
+    trials_dropped: int = 0  # measured in a block cut short, so not kept (see above)
 
 
 @dataclass
@@ -160,9 +170,33 @@ class _Run:
         self.refused: dict[str, str] = dict(refused or {})
         self.schedule = self.protocol.schedule()
         self.blocks = self.protocol.blocks()  # each trial's block, recorded on the wire
+        self.block_sizes = Counter(self.blocks)
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
+
+    def whole_blocks(self) -> dict[str, int]:
+        """Per config, how many of its trials to keep: all of them, or (``warmup_each_block``)
+        those of whole blocks. Only the block running when the run stopped can be cut short,
+        and it is its config's last, so the kept trials are a prefix."""
+        keep: dict[str, int] = {}
+        for name, state in self.states.items():
+            kept = len(state.trials)
+            if self.protocol.warmup_each_block and kept:
+                last = state.trials[-1].block
+                measured = sum(1 for t in state.trials if t.block == last)
+                if last is not None and measured < self.block_sizes[last]:
+                    kept -= measured
+            keep[name] = kept
+        return keep
+
+    def kept_states(self) -> dict[str, _ConfigState]:
+        """The states with the trials ``whole_blocks`` keeps (warm-ups all: they ran)."""
+        keep = self.whole_blocks()
+        return {name: state if keep[name] == len(state.trials) else _ConfigState(
+                    warmups=state.warmups, trials=state.trials[:keep[name]],
+                    generations=state.generations[:keep[name]])
+                for name, state in self.states.items()}
 
     def planned(self) -> int:
         """The trials this run means to make: the schedule's, less the refused configs'."""
@@ -285,10 +319,13 @@ def run_protocol(
     def on_trial() -> None:
         if checkpoint is None:
             return
+        kept = run.kept_states()
+        if not _trials(kept):
+            return  # the first block is not whole yet: nothing to keep
         checkpoint(build_submission(
-            settings, pre, run.states, EngineReport(), api_counters(run.states),
+            settings, pre, kept, EngineReport(), api_counters(kept),
             engine=engine, fingerprint=fingerprint, started=started, complete=False,
-            note=f"incomplete: {run.done} of {run.planned()} trials so far",
+            note=f"incomplete: {_trials(kept)} of {run.planned()} trials so far",
             submission_id=submission_id, refused=run.refused))
 
     run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None,
@@ -301,19 +338,49 @@ def run_protocol(
             run.run_shared()
     except EngineError as exc:
         error = exc
-    done = run.done
     planned = run.planned()
-    interrupted = error is None and done < planned
-    report = engine.report(pre, listener)
-    counters = dict(report.counters) or api_counters(run.states)
+    interrupted = error is None and run.done < planned
+    keep = run.whole_blocks()
+    states = run.kept_states()
+    done = _trials(states)
+    report = _cut_report(engine.report(pre, listener), keep)
+    counters = dict(report.counters) or api_counters(states)
     submission = build_submission(
-        settings, pre, run.states, report, counters, engine=engine, fingerprint=fingerprint,
+        settings, pre, states, report, counters, engine=engine, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
         note=_note(pre, error, interrupted, done, planned,
                    unrequested(protocol.configs, pre.can_honor, counters), report.foreign),
         submission_id=submission_id, refused=run.refused,
     )
-    return RunOutcome(submission, interrupted, error, done, planned, report.log_read)
+    return RunOutcome(submission, interrupted, error, done, planned, report.log_read,
+                      trials_dropped=run.done - done)
+
+
+def _trials(states: Mapping[str, _ConfigState]) -> int:
+    return sum(len(state.trials) for state in states.values())
+
+
+def _cut_report(report: EngineReport, keep: Mapping[str, int]) -> EngineReport:
+    """The report without the log's evidence of the trials left out (a block cut short):
+    each config's per-trial counters and reload flags cut to its kept trials, and its
+    totals summed again from them."""
+    cut = {name: n for name, n in keep.items()
+           if max(len(report.trial_counters.get(name, ())),
+                  len(report.reloaded.get(name, ()))) > n}
+    if not cut:
+        return report
+    trial_counters = {name: list(found[:cut.get(name, len(found))])
+                      for name, found in report.trial_counters.items()}
+    reloaded = {name: list(found[:cut.get(name, len(found))])
+                for name, found in report.reloaded.items()}
+    counters = dict(report.counters)
+    for name in cut:
+        totals = counter_totals(trial_counters.get(name, []))
+        if totals is None:
+            counters.pop(name, None)
+        else:
+            counters[name] = totals
+    return replace(report, trial_counters=trial_counters, reloaded=reloaded, counters=counters)
 
 
 def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]:

@@ -56,6 +56,14 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
+def _columns(conn: Connection, table: str) -> set[str]:
+    """The columns ``table`` has in this store. From information_schema, not inspect():
+    duckdb_engine's column reflection queries pg_catalog tables DuckDB lacks."""
+    return set(conn.execute(text(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+        "AND table_schema = current_schema()"), {"t": table}).scalars())
+
+
 def _create_v1(conn: Connection) -> None:
     tables.metadata.create_all(conn, checkfirst=True)
 
@@ -87,13 +95,7 @@ _WIRE_V2_COLUMNS: tuple[tuple[str, str, str], ...] = (
 def _wire_v2(conn: Connection) -> None:
     """Wire v2's columns; ``observed`` widened to 32 characters for 'baseline_speculated'
     (PostgreSQL enforces VARCHAR lengths; DuckDB ignores them, so it needs no change)."""
-    # information_schema, not inspect(): duckdb_engine's column reflection queries
-    # pg_catalog tables DuckDB lacks.
-    present: dict[str, set[str]] = {}
-    for table in ("submissions", "configs", "trials"):
-        present[table] = set(conn.execute(text(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
-            "AND table_schema = current_schema()"), {"t": table}).scalars())
+    present = {table: _columns(conn, table) for table in ("submissions", "configs", "trials")}
     for table, column, kind in _WIRE_V2_COLUMNS:
         if column not in present[table]:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
@@ -109,17 +111,13 @@ def _evidence_levels(conn: Connection) -> None:
     UPDATE; those with counters are read in two ordered queries (configs, then their
     trials), and their levels written back through a temporary table in one UPDATE
     (row-by-row statements took ~19 ms per config on DuckDB: bench/migrate_evidence.py)."""
-    present = set(conn.execute(text(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'summaries' "
-        "AND table_schema = current_schema()")).scalars())
+    present = _columns(conn, "summaries")
     for column, kind in (("evidence", "VARCHAR(16)"), ("evidence_reason", "TEXT")):
         if column not in present:
             conn.execute(text(f"ALTER TABLE summaries ADD COLUMN {column} {kind}"))
     sub, cfg, trl, summ = tables.submissions, tables.configs, tables.trials, tables.summaries
     # The engine's version column under the name this store has (version 10 renamed it).
-    stored = set(conn.execute(text(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
-        "AND table_schema = current_schema()")).scalars())
+    stored = _columns(conn, "submissions")
     version_name = "ollama_version" if "ollama_version" in stored else "engine_version"
     engine_version: Any = literal_column(f"submissions.{version_name}").label("engine_version")
     conn.execute(update(summ).values(evidence="none", evidence_reason="no acceptance counters"))
@@ -183,9 +181,7 @@ def _evidence_levels(conn: Connection) -> None:
 
 def _origins(conn: Connection) -> None:
     """submissions.origin_hash and the address_secrets table (store/origins.py)."""
-    present = set(conn.execute(text(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
-        "AND table_schema = current_schema()")).scalars())
+    present = _columns(conn, "submissions")
     if "origin_hash" not in present:
         conn.execute(text("ALTER TABLE submissions ADD COLUMN origin_hash VARCHAR(64)"))
     tables.address_secrets.create(conn, checkfirst=True)
@@ -197,10 +193,7 @@ def _model_variants(conn: Connection) -> None:
     for table, column, kind in (("submissions", "target_quant", "VARCHAR(200)"),
                                 ("summaries", "draft_digest", "VARCHAR(64)"),
                                 ("summaries", "draft_quant", "VARCHAR(200)")):
-        present = set(conn.execute(text(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
-            "AND table_schema = current_schema()"), {"t": table}).scalars())
-        if column not in present:
+        if column not in _columns(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
@@ -231,10 +224,7 @@ def _blocks(conn: Connection) -> None:
     """Blocks: trials.block_number and the summaries' block fields; null on every stored row
     (no submission before them carried blocks, and their numbers stay as they were)."""
     for table, column, kind in _BLOCK_COLUMNS:
-        present = set(conn.execute(text(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
-            "AND table_schema = current_schema()"), {"t": table}).scalars())
-        if column not in present:
+        if column not in _columns(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
 
@@ -249,9 +239,7 @@ def _engine_version_column(conn: Connection) -> None:
     """submissions.ollama_version renamed engine_version: it has always held the
     submission's engine.version, whatever the engine (reads compute the Ollama-only
     ``ollama_version`` from it). A rename keeps every value and the column's place."""
-    present = set(conn.execute(text(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'submissions' "
-        "AND table_schema = current_schema()")).scalars())
+    present = _columns(conn, "submissions")
     if "ollama_version" in present and "engine_version" not in present:
         conn.execute(text(
             "ALTER TABLE submissions RENAME COLUMN ollama_version TO engine_version"))

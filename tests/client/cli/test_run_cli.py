@@ -297,6 +297,34 @@ def test_a_burst_of_ctrl_c_never_loses_a_finished_trial(
     assert leftovers == []  # no half-written temp file left beside the result
 
 
+def test_ctrl_c_in_the_middle_of_a_block_keeps_the_whole_blocks_and_says_so(
+    tmp_path: Path, specsubmit_home: Path,
+) -> None:
+    """ollama-draft runs blocks of 2 trials, each after its own warm-up: requests 1-3 are
+    block 0 (warm-up, 2 trials), 4-6 block 1. A Ctrl-C during request 5 (block 1's first
+    trial) stops after it; that half block is not kept, in the file or in any checkpoint."""
+    log = tmp_path / "server.log"
+    slow = [FakeModel(MTP, mtp=True, tokens_per_s=400)]  # 0.5 s per request
+    with FakeOllama(version="0.33.1", models=slow, log_path=log) as fake:
+        proc = _start_run(tmp_path, fake, "--protocol", "ollama-draft", "--target", MTP,
+                          "--ollama-log", str(log))
+        _wait_for_requests(fake, 5)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        sent = fake.generate_count
+    assert proc.returncode == 130, stderr
+    assert sent == 5, stderr  # the run stopped after the request in flight
+    (sub,) = _saved(specsubmit_home)
+    assert not sub.complete
+    assert [(c.name, [t.block for t in c.trials]) for c in sub.configs] == [
+        ("spec_off", [0, 0]), ("spec_4", []), ("spec_8", [])]
+    path = specsubmit_home / "results" / f"{sub.submission_id}.json"
+    assert _one_error_line(_completed(proc, stderr)) == (
+        "specsubmit: error: interrupted after 2 of 26 trials (and 1 of the block cut short, "
+        "not kept: a block counts only whole); the incomplete result is saved at "
+        f"{path}")
+
+
 # --- protocols and show --------------------------------------------------------------------
 
 

@@ -44,7 +44,7 @@ def test_confirmed_speedup_and_slowdown_and_no_clear_difference() -> None:
             "and ran 1.") in text
     assert "faster than the baseline (95% CI" in text
     assert "spec_8 speculated" in text and "slower than the baseline: 0." in text
-    assert "900 of 1200 drafted tokens accepted (75%)" in text
+    assert "1200 of 1600 drafted tokens accepted (75%)" in text  # 8 trials of 200
     summaries = summarize(sub)
     assert verdict_label(sub, summaries[1]) == "confirmed (75% accepted)"
     assert vs_baseline(summaries[0]) == "1.00x"

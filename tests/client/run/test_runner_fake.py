@@ -108,3 +108,71 @@ def test_a_change_of_a_load_time_option_makes_the_trial_cold() -> None:
                       per_config_start=False)  # no load-time options: nothing is cold
     assert not any(t.cold for c in run(same, target="m:9b").submission.configs
                    for t in c.trials)
+
+
+# --- a block counts only whole (protocols whose blocks each start with their own warm-up)
+
+BRACKETED = get_protocol("llamacpp-draft")  # blocks of 2: baseline, 5 drafts, baseline, ...
+
+
+def _kept(sub: Submission) -> dict[str, list[int | None]]:
+    return {c.name: [t.block for t in c.trials] for c in sub.configs if c.trials}
+
+
+def test_a_stop_in_the_middle_of_a_block_keeps_only_the_whole_blocks() -> None:
+    assert BRACKETED.warmup_each_block and BRACKETED.block_trials == 2
+    stop = threading.Event()
+    engine = FakeEngine(BRACKETED, stop_after_trials=(stop, 5))  # blocks 0, 1, half of 2
+    checkpoints: list[Submission] = []
+    outcome = run(engine, stop=stop, checkpoints=checkpoints)
+    assert outcome.interrupted and outcome.trials_done == 4 and outcome.trials_dropped == 1
+    first = BRACKETED.configs[1].name
+    assert _kept(outcome.submission) == {"no_draft": [0, 0], first: [1, 1]}
+    assert "after 4 of 50 trials" in (outcome.submission.note or "")
+    # no checkpoint ever held a half block: none before block 0 was whole, then after each
+    # trial the whole blocks so far
+    assert [sum(len(c.trials) for c in p.configs) for p in checkpoints] == [2, 2, 4, 4]
+    # what is kept is what a complete run's whole blocks say (its verdicts too)
+    assert [c.speculation.observed for c in outcome.submission.configs] == submission_verdicts(
+        outcome.submission)
+
+
+def test_an_engine_error_in_the_middle_of_a_block_drops_that_block_only() -> None:
+    # Requests: block 0 = 1 warm-up + 2 trials, block 1 the same, block 2's warm-up and its
+    # first trial; the 9th request (block 2's second trial) fails.
+    engine = FakeEngine(BRACKETED, fail_at_request=9)
+    outcome = run(engine)
+    assert outcome.error is not None and (outcome.trials_done, outcome.trials_dropped) == (4, 1)
+    assert sum(len(c.trials) for c in outcome.submission.configs) == 4
+    assert outcome.submission.note == ("stopped early: llama-server failed (EngineDied) "
+                                       "after 4 of 50 trials")
+
+
+def test_a_protocol_without_a_warm_up_per_block_keeps_every_finished_trial() -> None:
+    stop = threading.Event()
+    engine = FakeEngine(LLAMACPP, stop_after_trials=(stop, 3))  # blocked: one block of 5
+    outcome = run(engine, stop=stop)
+    assert (outcome.trials_done, outcome.trials_dropped) == (3, 0)
+
+
+def test_the_logs_counters_of_a_dropped_trial_leave_the_totals() -> None:
+    from specschema import TrialCounters
+    from specsubmit.engines.base import DraftCounters, EngineReport
+    from specsubmit.run.runner import _cut_report
+
+    log = "llama_server_log"
+    per_trial = [TrialCounters(drafted=10, accepted=7, source=log), None,
+                 TrialCounters(drafted=30, accepted=1, source=log)]
+    report = EngineReport(
+        counters={"spec_4": DraftCounters(40, 8, log, 2), "spec_8": DraftCounters(5, 5, log, 1)},
+        trial_counters={"spec_4": per_trial,
+                        "spec_8": [TrialCounters(drafted=5, accepted=5, source=log)]},
+        reloaded={"spec_4": [True, False, True], "spec_8": [False]})
+    cut = _cut_report(report, {"spec_off": 0, "spec_4": 2, "spec_8": 1})
+    assert cut.counters["spec_4"] == DraftCounters(10, 7, log, 1)
+    assert cut.counters["spec_8"] == report.counters["spec_8"]
+    assert cut.trial_counters["spec_4"] == per_trial[:2] and cut.reloaded["spec_4"] == [True,
+                                                                                         False]
+    gone = _cut_report(report, {"spec_4": 0, "spec_8": 1})
+    assert "spec_4" not in gone.counters
+    assert _cut_report(report, {"spec_4": 3, "spec_8": 1}) is report

@@ -444,3 +444,21 @@ def test_a_mistyped_database_folder_is_refused_not_created(tmp_path):
     (tmp_path / "store").mkdir()
     fresh = str(tmp_path / "store" / "new.duckdb")
     assert cli("stats", "--database", fresh).exit_code == 0
+
+
+def test_the_direct_mode_is_the_admin_api_with_its_checks_and_audit(imported_db):
+    """Without --server the command runs the admin API of the app in process: the API's
+    own checks refuse what the old direct implementation let through (a reason over the
+    API's 2,000 characters), and an accepted action is audited under the actor."""
+    listed = json.loads(cli("query", "SELECT submission_id FROM submissions", "--json",
+                            "--database", imported_db).stdout)
+    sid = listed[0]["submission_id"]
+    too_long = cli("hide", sid, "--reason", "x" * 2001, "--database", imported_db)
+    assert too_long.exit_code == 1
+    assert "reason" in _single_error(too_long)
+    done = cli("hide", sid, "--reason", "duplicate", "--actor", "alice",
+               "--database", imported_db)
+    assert done.exit_code == 0 and done.output.strip() == f"hide {sid}: done"
+    audit = json.loads(cli("query", "SELECT action, target, actor FROM audit_log "
+                           "WHERE action = 'hide'", "--json", "--database", imported_db).stdout)
+    assert audit == [{"action": "hide", "target": sid, "actor": "alice"}]

@@ -82,13 +82,13 @@ def test_blocks_are_stored_and_unstable_results_stay_off_the_speedup_board(
             blocks = conn.execute(select(trials.c.block_number).where(
                 trials.c.submission_id == steady["submission_id"],
                 trials.c.config_name == "no_draft").order_by(trials.c.trial_index)).scalars()
-            assert list(blocks) == [0, 0, 0, 6, 6, 6, 12, 12, 12]
+            assert list(blocks) == [0, 0, 6, 6, 12, 12, 18, 18, 24, 24]  # 5 blocks of 2
             summ = tables.summaries
             row = conn.execute(select(summ.c.blocks, summ.c.block_drift,
                                       summ.c.speedup_wall_ci_low).where(
                 summ.c.submission_id == steady["submission_id"],
                 summ.c.config_name == "draft_qwen3_0.6b_n8")).one()
-            assert row.blocks == 2 and row.speedup_wall_ci_low is not None
+            assert row.blocks == 4 and row.speedup_wall_ci_low is not None
         with engine.begin() as conn:  # what the store version before blocks had
             for table, column in (("trials", "block_number"), ("summaries", "blocks"),
                                   ("summaries", "block_drift"),

@@ -20,13 +20,13 @@ from typing import Any
 from specschema import Engine, Fingerprint, Launch, TrialCounters, engine_can_honor
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.base import (
-    DraftCounters,
     EngineName,
     EngineReport,
     Generation,
     Preflight,
     RunListener,
     RunSettings,
+    counter_totals,
     unrequested,
     wire_version,
 )
@@ -230,14 +230,8 @@ def per_config(segments: Sequence[Segment], requests: Sequence[RequestEvidence],
                 foreign.append(f"{segment.config} trial {len(mine) + 1}")
             mine.append(None if shared else evidence.trial_counters())
             reloaded.setdefault(segment.config, []).append(bool(evidence.launches))
-    counters: dict[str, DraftCounters] = {}
-    for name, per_trial in trial_counters.items():
-        present = [c for c in per_trial if c is not None]
-        if present:
-            source = max(present, key=lambda c: c.drafted).source
-            counters[name] = DraftCounters(
-                drafted=sum(c.drafted for c in present),
-                accepted=sum(c.accepted for c in present), source=source, lines=len(present))
+    counters = {name: totals for name, per_trial in trial_counters.items()
+                if (totals := counter_totals(per_trial)) is not None}
     # The log's own lines decide; the pre-flight's guess (model format) otherwise.
     found_runtime = ("mlx" if "mlx" in seen_runtime else "ggml") if seen_runtime else runtime
     return EngineReport(counters=counters, log_read=True, launches=launches,

@@ -27,10 +27,11 @@ from specschema.conclusion import (
     LEVEL_CHECKS,
     OUTCOME_WORDS,
     VERDICT_WORDS,
+    interval_method_words,
     outcome_of,
 )
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol import find_protocol, headline_of, shipped_protocols
+from specschema.protocol import find_protocol, headline_of, interval_of, shipped_protocols
 from specschema.protocol_text import shown_description
 from specserver.board import aggregate, newkeys
 from specserver.board.aggregate import GroupAggregate
@@ -743,11 +744,15 @@ def submission_body(base_url: str, view: queries.SubmissionView) -> str:
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
                                     result.levels_of(parts["summaries"]), row["engine"],
                                     row.get("engine_log")))
+    method = interval_method_words(
+        interval_of(str(row["protocol_id"]), int(row["protocol_version"]),
+                    str(row["protocol_sha256"])),
+        blocked=any(s.blocks for s in summaries))
     out.append('<p class="note">Computed by this server from the submitted trials, not taken '
                "from the client: decode tok/s is generated tokens ÷ decode time; <em>vs "
-               "baseline</em> is median tok/s ÷ the baseline's, with a 95% percentile-bootstrap "
-               f"interval ({escape(_few_trials(summaries))}). A ratio whose verdict is "
-               "<em>not applied</em> is run-to-run noise, not an effect of speculation.</p>")
+               f"baseline</em> is {escape(method)} ({escape(_few_trials(summaries))}). A ratio "
+               "whose verdict is <em>not applied</em> is run-to-run noise, not an effect of "
+               "speculation.</p>")
     if row["note"]:
         out.append(f'<p class="note">Note from the run: {escape(str(row["note"]))}</p>')
     out.append("<h2>Details</h2>")

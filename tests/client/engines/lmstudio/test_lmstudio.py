@@ -57,11 +57,14 @@ def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response() -> No
     with FakeLMStudio() as fake:
         sub = run(fake)
         chats = [b for m, p, b in fake.requests if p == "/api/v0/chat/completions"]
-    assert sub.complete and len(chats) == 3 + 15
-    # Warm-ups first (one per config), then the trials in blocks: the baseline's five send
-    # no draft_model at all, each draft config its own, as a top-level field.
-    assert all("draft_model" not in b for b in [chats[0], *chats[3:8]])
-    assert {b["draft_model"] for b in chats[8:13]} == {"qwen2.5-0.5b-instruct"}
+    # Bracketed, blocks of 2 trials, each after its own warm-up (a switch of draft model
+    # loads it): 13 blocks of 3 requests. The baseline's send no draft_model at all, each
+    # draft config its own, as a top-level field.
+    assert sub.complete and len(chats) == 13 * 3
+    small, large = "qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct"
+    blocks = [{b.get("draft_model") for b in chats[i:i + 3]} for i in range(0, 39, 3)]
+    assert blocks == [{None}, {small}, {large}, {None}, {large}, {small}] * 2 + [{None}]
+    assert all("draft_model" not in b for i in range(0, 39, 9) for b in chats[i:i + 3])
     by_model = {(b["model"], b.get("draft_model")) for b in chats}
     assert by_model == {("qwen2.5-14b-instruct", None),
                         ("qwen2.5-14b-instruct", "qwen2.5-0.5b-instruct"),
@@ -76,7 +79,7 @@ def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response() -> No
     # stats.total_draft_tokens_count / accepted_draft_tokens_count: 50 rounds of 4, 3 kept
     assert {(t.counters.drafted, t.counters.accepted, t.counters.source)
             for t in draft.trials if t.counters} == {(200, 150, "engine_api")}
-    assert (draft.speculation.drafted_tokens, draft.speculation.accepted_tokens) == (1000, 750)
+    assert (draft.speculation.drafted_tokens, draft.speculation.accepted_tokens) == (1600, 1200)
     assert draft.speculation.engine_can_honor is None  # no app version: the counters decide
     assert draft.speculation.models_loaded == ["qwen2.5-0.5b-instruct", "qwen2.5-14b-instruct"]
     assert all(c.speculation.outputs_match_baseline for c in sub.configs[1:])
@@ -96,7 +99,7 @@ def test_the_words_name_lm_studio_and_its_api() -> None:
     assert ("draft_qwen2.5_0.5b speculated (counters from LM Studio's own API "
             "(stats.total_draft_tokens_count, accepted_draft_tokens_count)) and ran") in text
     assert "Ollama" not in text and "server log" not in text
-    assert summary_table(sub, summarize(sub)).title == "lmstudio-draft v1 on LM Studio 1.3.0"
+    assert summary_table(sub, summarize(sub)).title == "lmstudio-draft v2 on LM Studio 1.3.0"
 
 
 def test_the_server_accepts_the_result_with_api_evidence() -> None:
@@ -125,7 +128,7 @@ def test_a_draft_set_in_the_app_makes_the_baseline_speculate() -> None:
     with FakeLMStudio(sidebar_draft="qwen2.5-0.5b-instruct") as fake:
         sub = run(fake)
     assert {c.speculation.observed for c in sub.configs} == {"baseline_speculated"}
-    assert sub.configs[0].speculation.drafted_tokens == 1000
+    assert sub.configs[0].speculation.drafted_tokens == 2000  # 10 baseline trials of 200
     assert ("what to do: clear the draft model chosen for the target in LM Studio's app"
             in conclusion(sub))
     server_checked(sub)

@@ -288,8 +288,8 @@ def test_a_confirmed_result_separates_what_the_server_checked(wide, site):
     assert [r[6] for r in rows] == ["baseline", "confirmed (75% accepted)",
                                     "confirmed (75% accepted)"]
     evidence = rows[1][7]
-    assert "reported by the client\n900 of 1200 drafted tokens accepted" in evidence.replace(
-        " 900", "\n900")
+    assert "reported by the client\n1200 of 1600 drafted tokens accepted" in evidence.replace(
+        " 1200 of", "\n1200 of")
     assert "checked by the server" in evidence and "cannot see the log itself" in evidence
     assert "evidence level log (log counters, consistent)" in evidence  # specschema.evidence
     assert tab.locator("p.conclusion").inner_text().startswith("spec_4 speculated")
