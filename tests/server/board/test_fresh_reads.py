@@ -2,7 +2,8 @@
 fresh it is, and the refresher brings it up to date beside them (board/leaderboard.py).
 
 A recomputation is held back on an Event: a read that returns while it is held cannot have
-waited for it (no timings). Reads here never wait (``wait_s`` 0)."""
+waited for it (no timings). Reads here never wait (``wait_s`` 0) and look at the store's
+data version on every read (``check_s`` 0)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class HeldComputation:
 
 @pytest.fixture
 def served(engine) -> Iterator[tuple[InProcessClient, ReadService, HeldComputation]]:
-    reads = ReadService(engine, wait_s=0, retry_s=0)
+    reads = ReadService(engine, wait_s=0, retry_s=0, check_s=0)
     held = HeldComputation(reads)
     app = FastAPI()
     app.state.settings = ServerSettings()
@@ -193,13 +194,30 @@ def test_a_failed_recomputation_is_logged_and_reads_go_on(served, engine, caplog
 
 
 def test_max_stale_s_spaces_recomputations(engine):
-    reads = ReadService(engine, wait_s=0, max_stale_s=3600)
+    reads = ReadService(engine, wait_s=0, max_stale_s=3600, check_s=0)
     try:
         dims = held_dimensions()
         first = reads.board(queries.Filters(), dims, "speedup")
         _add(engine, 9006)
         assert reads.board(queries.Filters(), dims, "speedup") is first  # the version is reused
         reads.max_stale_s = 0  # the window passes: the next read finds it behind
+        reads.board(queries.Filters(), dims, "speedup")
+        assert reads.settle()
+        assert reads.board(queries.Filters(), dims, "speedup").version != first.version
+    finally:
+        reads.close()
+
+
+def test_board_reads_look_at_the_data_version_at_most_every_check_s(engine):
+    reads = ReadService(engine, wait_s=0, check_s=3600)
+    try:
+        dims = held_dimensions()
+        first = reads.board(queries.Filters(), dims, "speedup")
+        reads.board(queries.Filters(), dims, "speedup")  # reads the version once more
+        _add(engine, 9007)
+        assert reads.board(queries.Filters(), dims, "speedup") is first  # not looked at
+        assert reads.freshness(first).current  # as far as this server has looked
+        reads.check_s = 0
         reads.board(queries.Filters(), dims, "speedup")
         assert reads.settle()
         assert reads.board(queries.Filters(), dims, "speedup").version != first.version
