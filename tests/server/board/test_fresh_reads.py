@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, create_engine
 
 from specschema.examples import example_submission
 from specserver.board import aggregate
@@ -24,7 +24,7 @@ from specserver.http import caching, public
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.settings import ServerSettings
-from specserver.store import queries
+from specserver.store import queries, tables
 from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
 from tests.support.inprocess import InProcessClient
 
@@ -68,6 +68,15 @@ class HeldComputation:
         if self.error is not None:
             raise self.error
         return self.original(conn, version, *args)
+
+
+@pytest.fixture
+def pg_engine(postgres_url) -> Iterator[Engine]:
+    engine = create_engine(postgres_url)
+    tables.metadata.create_all(engine)
+    fill(engine, COUNT)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture
@@ -223,3 +232,30 @@ def test_board_reads_look_at_the_data_version_at_most_every_check_s(engine):
         assert reads.board(queries.Filters(), dims, "speedup").version != first.version
     finally:
         reads.close()
+
+
+@pytest.mark.postgres
+def test_two_services_on_postgres_each_keep_their_own_board(pg_engine):
+    """Two server processes on one database: each serves its last board at once and
+    refreshes it from the one store, labelled with the data version it shows."""
+    first, second = (ReadService(pg_engine, wait_s=0, check_s=0) for _ in range(2))
+    try:
+        dims = held_dimensions()
+        old = [reads.board(queries.Filters(), dims, "speedup") for reads in (first, second)]
+        assert old[0].version == old[1].version
+        held = HeldComputation(first)
+        held.hold()
+        _add(pg_engine, 9008)
+        assert first.board(queries.Filters(), dims, "speedup") is old[0]  # held: at once
+        assert held.started.wait(30)
+        second.board(queries.Filters(), dims, "speedup")
+        assert second.settle()
+        fresh = second.board(queries.Filters(), dims, "speedup")
+        assert fresh.version != old[1].version and fresh.version == second.version()
+        assert not first.freshness(old[0]).current
+        held.release()
+        assert first.settle()
+        assert first.board(queries.Filters(), dims, "speedup").version == fresh.version
+    finally:
+        first.close()
+        second.close()
