@@ -386,6 +386,10 @@ def _blocked_draws(
     return tuple(out)
 
 
+_Plan = tuple[tuple[int, ...], tuple[int, ...], int, int]  # sizes, resamples, seed
+_Spec = tuple[int, ...]  # the index (odd n) or the two indices (even n) of a median
+
+
 @dataclass(frozen=True)
 class _BlockRatios:
     """The blocks with values, the baseline sorted by centre, each draft block's neighbours
@@ -435,12 +439,26 @@ def blocked_ratio(
     ratio = median(ratios)
     if sum(len(b.values) for b in num) < 2 or sum(len(b.values) for b in den) < 2:
         return BlockedEstimate(ratio, None, None, tuple(ratios))
-    draws = _blocked_draws(tuple(len(b.values) for b in den), tuple(len(b.values) for b in num),
-                           resamples, seed)
+    den_sizes, num_sizes = tuple(len(b.values) for b in den), tuple(len(b.values) for b in num)
     den_values = [b.values for b in den]
     num_values = [b.values for b in num]
+    plan = (den_sizes, num_sizes, resamples, seed)
+    estimates = _blocked_estimates_fast(den_values, num_values, where, plan)
+    if estimates is None:
+        estimates = _blocked_estimates_direct(den_values, num_values, where, plan)
+    alpha = (1.0 - confidence) / 2.0
+    return BlockedEstimate(ratio, percentile(estimates, alpha),
+                           percentile(estimates, 1.0 - alpha), tuple(ratios))
+
+
+def _blocked_estimates_direct(den_values: Sequence[Sequence[float]],
+                              num_values: Sequence[Sequence[float]],
+                              where: Sequence[tuple[int, int, float]],
+                              plan: _Plan) -> list[float]:
+    """The definition: per resample, the drawn medians, the references, the drawn ratios
+    and their median."""
     estimates: list[float] = []
-    for den_draw, num_draw in draws:
+    for den_draw, num_draw in _blocked_draws(*plan):
         medians = [median_of_sorted(sorted([values[k] for k in drawn]))
                    for values, drawn in zip(den_values, den_draw, strict=True)]
         drawn_ratios: list[float] = []
@@ -451,9 +469,99 @@ def blocked_ratio(
                 drawn_ratios.append(median_of_sorted(sorted([values[k] for k in drawn])) / ref)
         if drawn_ratios:
             estimates.append(median(drawn_ratios))
-    alpha = (1.0 - confidence) / 2.0
-    return BlockedEstimate(ratio, percentile(estimates, alpha),
-                           percentile(estimates, 1.0 - alpha), tuple(ratios))
+    return estimates
+
+
+# --- the same block bootstrap, column by column --------------------------------------------
+#
+# The loop above takes, per resample, the median of each drawn set of trials. A drawn set's
+# median depends only on which ranks were drawn, so for the given order of a block's values
+# the resamples' medians are lookups into the values (cached per draw plan and order, like
+# the trial bootstrap's rank specs), computed for all resamples of one block at once. The
+# arithmetic on the values is the loop's (the same median, the same interpolation, the same
+# division, the same median of the drawn ratios), so the estimates are bit for bit the
+# loop's (tests/schema/test_blocks_fast.py); only a zero or negative reference falls back.
+
+
+
+def _median_spec(drawn: Sequence[int], rank_of: Sequence[int], order: Sequence[int]) -> _Spec:
+    ranks = sorted(rank_of[i] for i in drawn)
+    mid = len(ranks) // 2
+    if len(ranks) % 2:
+        return (order[ranks[mid]],)
+    return (order[ranks[mid - 1]], order[ranks[mid]])
+
+
+def _ranks(order: Sequence[int]) -> list[int]:
+    rank_of = [0] * len(order)
+    for rank, index in enumerate(order):
+        rank_of[index] = rank
+    return rank_of
+
+
+@lru_cache(maxsize=512)
+def _den_specs(plan: _Plan, block: int, order: tuple[int, ...]) -> tuple[_Spec, ...]:
+    """Per resample, where baseline block ``block``'s drawn median comes from."""
+    rank_of = _ranks(order)
+    return tuple(_median_spec(den[block], rank_of, order)
+                 for den, _ in _blocked_draws(*plan))
+
+
+@lru_cache(maxsize=512)
+def _num_specs(plan: _Plan, slot: int, orders: tuple[tuple[int, ...], ...]
+               ) -> tuple[tuple[int, _Spec], ...]:
+    """Per resample, the draft block drawn in ``slot`` and where its drawn median comes
+    from."""
+    ranks = [_ranks(order) for order in orders]
+    out = []
+    for _, num in _blocked_draws(*plan):
+        pick, drawn = num[slot]
+        out.append((pick, _median_spec(drawn, ranks[pick], orders[pick])))
+    return tuple(out)
+
+
+def _order(values: Sequence[float]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(values)), key=values.__getitem__))
+
+
+def _medians(values: Sequence[float], specs: Sequence[_Spec]) -> list[float]:
+    if len(values) % 2:
+        return [float(values[i]) for (i,) in specs]
+    return [(values[i] + values[j]) / 2.0 for i, j in specs]
+
+
+def _blocked_estimates_fast(den_values: Sequence[Sequence[float]],
+                            num_values: Sequence[Sequence[float]],
+                            where: Sequence[tuple[int, int, float]],
+                            plan: _Plan) -> list[float] | None:
+    """The loop's estimates, one list per block instead of one loop per resample; None when
+    a reference is not positive somewhere (the loop skips those: left to it)."""
+    den_medians = [_medians(values, _den_specs(plan, b, _order(values)))
+                   for b, values in enumerate(den_values)]
+    references: list[list[float]] = []
+    for i, j, w in where:
+        if w == 0.0:
+            references.append(den_medians[i])
+        else:
+            references.append([a * (1.0 - w) + b * w
+                               for a, b in zip(den_medians[i], den_medians[j], strict=True)])
+        if min(references[-1]) <= 0:
+            return None
+    orders = tuple(_order(values) for values in num_values)
+    columns: list[list[float]] = []
+    for slot in range(len(num_values)):
+        specs = _num_specs(plan, slot, orders)
+        columns.append([
+            (float(num_values[pick][spec[0]]) if len(spec) == 1
+             else (num_values[pick][spec[0]] + num_values[pick][spec[1]]) / 2.0)
+            / references[pick][r]
+            for r, (pick, spec) in enumerate(specs)])
+    if len(columns) == 1:
+        return [float(v) for v in columns[0]]
+    if len(columns) == 2:
+        # median of two: sorted, then (low + high) / 2, and a + b == b + a in IEEE arithmetic
+        return [(a + b) / 2.0 for a, b in zip(columns[0], columns[1], strict=True)]
+    return [median(row) for row in zip(*columns, strict=True)]
 
 
 # --- blocks, the t interval (protocols with ``interval: "block_t"``) ------------------------

@@ -64,6 +64,9 @@ def _close_all() -> None:
         service.close(timeout_s=10.0)
 
 DEFAULT_RETRY_S = 1.0  # the least time before a failed computation is tried again
+# Board reads look at the store's data version at most this often (the rest of each
+# second's reads are served from memory alone); a change is seen this much later at most.
+CHECK_S = 0.1
 
 
 class _Lru(Generic[K, V]):
@@ -152,6 +155,7 @@ class ReadService:
         graduations_per_day: int = 0,
         retry_s: float = DEFAULT_RETRY_S,
         wait_s: float = 0.0,
+        check_s: float = CHECK_S,
         incremental_boards: int = incremental.DEFAULT_BOARDS,  # 0: every board in full
     ) -> None:
         self.engine = engine
@@ -161,6 +165,7 @@ class ReadService:
         self.max_stale_s = max_stale_s
         self.retry_s = retry_s
         self.wait_s = wait_s
+        self.check_s = check_s
         self._version: str | None = None
         self._version_at = float("-inf")
         self._known: tuple[str, dict[str, list[Any]]] | None = None
@@ -180,6 +185,7 @@ class ReadService:
         self._refresher: threading.Thread | None = None
         self._closed = False
         self._seen: str | None = None  # the data version the last board read found
+        self._board_checked: tuple[str, float] | None = None  # (version, monotonic)
         # What the refresher did: tests and the bench read these.
         self.refreshes = 0
         self.failures = 0
@@ -206,6 +212,20 @@ class ReadService:
             version = queries.data_version(conn)
         with self._cache_lock:
             self._version, self._version_at = version, time.monotonic()
+        return version
+
+    def _board_version(self) -> str:
+        """``version`` for board reads: read at most every ``check_s`` (or ``max_stale_s``),
+        so that a board read under load is a lookup in memory, not a query. Reads that may
+        wait for a recomputation (``wait_s``) look every time."""
+        window = max(self.check_s, self.max_stale_s)
+        with self._cache_lock:
+            if (self.wait_s <= 0 and self._board_checked is not None
+                    and time.monotonic() - self._board_checked[1] < window):
+                return self._board_checked[0]
+        version = self.version()
+        with self._cache_lock:
+            self._board_checked = (version, time.monotonic())
         return version
 
     def known_values(self, version: str | None, needed: dict[str, Any] | None = None
@@ -237,6 +257,7 @@ class ReadService:
             self._bodies.clear()
             self._known = None
             self._standing = None
+            self._board_checked = None
 
     # --- snapshots -------------------------------------------------------------------------
 
@@ -249,7 +270,7 @@ class ReadService:
             entry = self._entries.get(key)
         if entry is None:
             return self._first(key, compute)
-        current = self.version()
+        current = self._board_version()
         with self._cache_lock:
             entry.read = time.monotonic()
             self._seen = current

@@ -2,7 +2,8 @@
 fresh it is, and the refresher brings it up to date beside them (board/leaderboard.py).
 
 A recomputation is held back on an Event: a read that returns while it is held cannot have
-waited for it (no timings). Reads here never wait (``wait_s`` 0)."""
+waited for it (no timings). Reads here never wait (``wait_s`` 0) and look at the store's
+data version on every read (``check_s`` 0)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, create_engine
 
 from specschema.examples import example_submission
 from specserver.board import aggregate
@@ -23,7 +24,7 @@ from specserver.http import caching, public
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.settings import ServerSettings
-from specserver.store import queries
+from specserver.store import queries, tables
 from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
 from tests.support.inprocess import InProcessClient
 
@@ -70,8 +71,17 @@ class HeldComputation:
 
 
 @pytest.fixture
+def pg_engine(postgres_url) -> Iterator[Engine]:
+    engine = create_engine(postgres_url)
+    tables.metadata.create_all(engine)
+    fill(engine, COUNT)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
 def served(engine) -> Iterator[tuple[InProcessClient, ReadService, HeldComputation]]:
-    reads = ReadService(engine, wait_s=0, retry_s=0)
+    reads = ReadService(engine, wait_s=0, retry_s=0, check_s=0)
     held = HeldComputation(reads)
     app = FastAPI()
     app.state.settings = ServerSettings()
@@ -193,7 +203,7 @@ def test_a_failed_recomputation_is_logged_and_reads_go_on(served, engine, caplog
 
 
 def test_max_stale_s_spaces_recomputations(engine):
-    reads = ReadService(engine, wait_s=0, max_stale_s=3600)
+    reads = ReadService(engine, wait_s=0, max_stale_s=3600, check_s=0)
     try:
         dims = held_dimensions()
         first = reads.board(queries.Filters(), dims, "speedup")
@@ -205,3 +215,47 @@ def test_max_stale_s_spaces_recomputations(engine):
         assert reads.board(queries.Filters(), dims, "speedup").version != first.version
     finally:
         reads.close()
+
+
+def test_board_reads_look_at_the_data_version_at_most_every_check_s(engine):
+    reads = ReadService(engine, wait_s=0, check_s=3600)
+    try:
+        dims = held_dimensions()
+        first = reads.board(queries.Filters(), dims, "speedup")
+        reads.board(queries.Filters(), dims, "speedup")  # reads the version once more
+        _add(engine, 9007)
+        assert reads.board(queries.Filters(), dims, "speedup") is first  # not looked at
+        assert reads.freshness(first).current  # as far as this server has looked
+        reads.check_s = 0
+        reads.board(queries.Filters(), dims, "speedup")
+        assert reads.settle()
+        assert reads.board(queries.Filters(), dims, "speedup").version != first.version
+    finally:
+        reads.close()
+
+
+@pytest.mark.postgres
+def test_two_services_on_postgres_each_keep_their_own_board(pg_engine):
+    """Two server processes on one database: each serves its last board at once and
+    refreshes it from the one store, labelled with the data version it shows."""
+    first, second = (ReadService(pg_engine, wait_s=0, check_s=0) for _ in range(2))
+    try:
+        dims = held_dimensions()
+        old = [reads.board(queries.Filters(), dims, "speedup") for reads in (first, second)]
+        assert old[0].version == old[1].version
+        held = HeldComputation(first)
+        held.hold()
+        _add(pg_engine, 9008)
+        assert first.board(queries.Filters(), dims, "speedup") is old[0]  # held: at once
+        assert held.started.wait(30)
+        second.board(queries.Filters(), dims, "speedup")
+        assert second.settle()
+        fresh = second.board(queries.Filters(), dims, "speedup")
+        assert fresh.version != old[1].version and fresh.version == second.version()
+        assert not first.freshness(old[0]).current
+        held.release()
+        assert first.settle()
+        assert first.board(queries.Filters(), dims, "speedup").version == fresh.version
+    finally:
+        first.close()
+        second.close()
