@@ -62,6 +62,35 @@ operations = st.lists(st.one_of(insert_op, insert_op, moderation_op, key_op, clo
                       min_size=1, max_size=14)
 
 
+def store_submission(engine: Engine, sid: str, key_id: str | None, origin: str | None,
+                     at: datetime, chip: str, kind: str,
+                     drafts: list[tuple[str, str, str | None, float | None]],
+                     baseline_tps: float) -> None:
+    """A submission's rows the board reads (submissions, summaries), logged as the writer
+    logs them, in one transaction."""
+    with engine.begin() as conn:
+        conn.execute(insert(tables.submissions).values(
+            submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
+            created_at=at, received_at=at, envelope_sha256="0" * 64,
+            protocol_id="ollama-draft", protocol_version=1, protocol_sha256="a" * 64,
+            target_model="qwen3:14b", chip=chip, memory_gb=24, engine_version="0.30.1",
+            os_name="macos", backend="100% GPU", client_name="t", client_version="1",
+            complete=kind != "incomplete", hidden=kind == "quarantined",
+            hidden_reason=(moderation.QUARANTINE_PREFIX + "test"
+                           if kind == "quarantined" else None),
+            engine_name="ollama", origin_hash=origin))
+        rows = [{"config_name": "baseline", "role": "baseline", "observed": "none",
+                 "evidence": None, "speedup_tps": None, "median_tps": baseline_tps}]
+        rows += [{"config_name": name, "role": "draft", "observed": verdict,
+                  "evidence": level, "speedup_tps": speedup, "median_tps": None}
+                 for name, verdict, level, speedup in drafts]
+        for row in rows:
+            conn.execute(insert(tables.summaries).values(
+                submission_id=sid, model="qwen3:14b", mechanism="draft_num_predict",
+                trials=3, speedup_wall=row["speedup_tps"], **row))
+        changes.mark(conn, changes.stored_contributors([(sid, key_id)]))
+
+
 class Store:
     """The store under test, emptied for each example, with its writes logged as the
     server's writer and moderation log them."""
@@ -83,27 +112,8 @@ class Store:
         self.clock += timedelta(hours=hours)
         sid = f"00000000-0000-4000-8000-{len(self.ids):012d}"
         key_id = KEYS[key] if key is not None else None
-        with self.engine.begin() as conn:
-            conn.execute(insert(tables.submissions).values(
-                submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
-                created_at=self.clock, received_at=self.clock, envelope_sha256="0" * 64,
-                protocol_id="ollama-draft", protocol_version=1, protocol_sha256="a" * 64,
-                target_model="qwen3:14b", chip=chip, memory_gb=24, engine_version="0.30.1",
-                os_name="macos", backend="100% GPU", client_name="t", client_version="1",
-                complete=kind != "incomplete", hidden=kind == "quarantined",
-                hidden_reason=(moderation.QUARANTINE_PREFIX + "test"
-                               if kind == "quarantined" else None),
-                engine_name="ollama", origin_hash=origin if key_id else None))
-            rows = [{"config_name": "baseline", "role": "baseline", "observed": "none",
-                     "evidence": None, "speedup_tps": None, "median_tps": 20.0 + len(self.ids)}]
-            rows += [{"config_name": name, "role": "draft", "observed": verdict,
-                      "evidence": level, "speedup_tps": speedup, "median_tps": None}
-                     for name, verdict, level, speedup in drafts]
-            for row in rows:
-                conn.execute(insert(tables.summaries).values(
-                    submission_id=sid, model="qwen3:14b", mechanism="draft_num_predict",
-                    trials=3, speedup_wall=row["speedup_tps"], **row))
-            changes.mark(conn, changes.stored_contributors([(sid, key_id)]))
+        store_submission(self.engine, sid, key_id, origin if key_id else None, self.clock,
+                         chip, kind, drafts, 20.0 + len(self.ids))
         self.ids.append(sid)
 
     def apply(self, op: tuple[Any, ...]) -> None:
@@ -224,24 +234,11 @@ def test_concurrent_writers_on_postgres_are_followed_from_the_log(postgres_store
                 with lock:
                     sid_index = len(store.ids)
                     store.ids.append("")
-                sid = f"00000000-0000-4000-9000-{sid_index:012d}"
-                key_id = KEYS[(offset + n) % len(KEYS)]
-                with store.engine.begin() as conn:
-                    conn.execute(insert(tables.submissions).values(
-                        submission_id=sid, key_id=key_id, source="signed", created_at=START,
-                        received_at=START + timedelta(hours=sid_index),
-                        envelope_sha256="0" * 64, protocol_id="ollama-draft",
-                        protocol_version=1, protocol_sha256="a" * 64,
-                        target_model="qwen3:14b", chip=CHIPS[n % 2], memory_gb=24,
-                        engine_version="0.30.1", client_name="t", client_version="1",
-                        complete=True, hidden=False, engine_name="ollama",
-                        origin_hash=ORIGINS[n % 3]))
-                    conn.execute(insert(tables.summaries).values(
-                        submission_id=sid, config_name="spec_4", role="draft",
-                        model="qwen3:14b", mechanism="draft_num_predict",
-                        observed="confirmed", trials=3, speedup_tps=1.0 + n / 10,
-                        speedup_wall=1.0, evidence="log"))
-                    changes.mark(conn, {key_id: 1})
+                store_submission(
+                    store.engine, f"00000000-0000-4000-9000-{sid_index:012d}",
+                    KEYS[(offset + n) % len(KEYS)], ORIGINS[n % 3],
+                    START + timedelta(hours=sid_index), CHIPS[n % 2], "complete",
+                    [("spec_4", "confirmed", "log", 1.0 + n / 10)], 20.0)
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             failures.append(exc)
 

@@ -56,7 +56,7 @@ def test_every_write_logs_the_contributors_it_touched(store_url: str, tmp_path: 
         assert logged.contributors == {alice, bob}
         assert (logged.submissions, logged.audits) == (3, 3)
     log = _log(store_url)
-    stored = {(who, n) for _, who, n, audits in log if n}
+    stored = [(who, n) for _, who, n, _audits in log if n]  # one row per batch and key
     assert sum(n for _, n in stored) == 3 and {who for who, _ in stored} == {alice, bob}
     tail = [(who, n, audits) for _, who, n, audits in log[-3:]]
     assert tail == [(alice, 0, 1), (bob, 0, 1), (None, 0, 1)]  # hide, ban, query
