@@ -8,7 +8,7 @@ import typer
 
 from specschema import Fingerprint
 from specsubmit.outside_text import LINE_LIMIT, visible
-from specsubmit.send.consent import cpu_gpu_line, machine_line
+from specsubmit.send import cpu_gpu_line, machine_line
 
 
 def render(fingerprint: Fingerprint) -> list[str]:

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from specsubmit.local import keys
-from specsubmit.local.paths import check_state_home
+from specsubmit.local import check_state_home, keys
 
 keys_app = typer.Typer(help="Your signing key: its id is your pseudonymous identity.",
                        no_args_is_help=True)

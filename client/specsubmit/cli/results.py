@@ -17,8 +17,7 @@ def list_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Status of each saved result: submitted, pending, incomplete or not submitted."""
-    from specsubmit.local.index import list_results
-    from specsubmit.local.paths import check_state_home
+    from specsubmit.local import check_state_home, list_results
 
     check_state_home()
     entries = list_results()

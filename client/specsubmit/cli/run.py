@@ -42,23 +42,27 @@ from specschema import (
 from specschema.engines import ENGINES
 from specschema.payload import submission_bytes
 from specschema.protocol_text import shown_description
-from specsubmit.engines.base import DEFAULT_TIMEOUT_S, EngineOptions, PullProgress
-from specsubmit.engines.registry import ADAPTERS, adapter, check_options
+from specsubmit.engines import (
+    ADAPTERS,
+    DEFAULT_TIMEOUT_S,
+    EngineOptions,
+    PullProgress,
+    adapter,
+    check_options,
+)
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
-from specsubmit.local.enginelock import engine_lock
-from specsubmit.local.paths import check_state_home
-from specsubmit.local.results import load_result, save_result, write_result
+from specsubmit.local import check_state_home, engine_lock, load_result, save_result, write_result
 from specsubmit.outside_text import LINE_LIMIT, visible
-from specsubmit.run.report import render_result, report_console
-from specsubmit.run.runner import (
+from specsubmit.run import (
     RunListener,
     RunSettings,
     default_fingerprint,
+    render_result,
+    report_console,
     resolve_target,
     run_protocol,
 )
-from specsubmit.send.delivery import check_server
-from specsubmit.send.submit import offer_submission, resolve_server
+from specsubmit.send import check_server, offer_submission, resolve_server
 
 
 class ConsoleListener(RunListener):

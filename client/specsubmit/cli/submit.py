@@ -14,7 +14,7 @@ ServerOption = Annotated[str | None, typer.Option(
 
 
 def submit_file(path: Path, server: str | None, *, yes: bool, print_payload: bool) -> None:
-    from specsubmit.local.results import load_result
+    from specsubmit.local import load_result
     from specsubmit.send import submit
 
     submission = load_result(path)
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         """Sign and send a saved result, or retry the pending ones."""
         if pending == (file is not None):
             raise UsageError("give either a result FILE or --pending")
-        from specsubmit.local.paths import check_state_home
+        from specsubmit.local import check_state_home
 
         check_state_home()
         if file is not None:

@@ -1,1 +1,73 @@
 """engines."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specsubmit.engines.base import (
+        COLD_LOAD_NS,
+        DEFAULT_TIMEOUT_S,
+        DraftCounters,
+        Engine,
+        EngineOptions,
+        EngineReport,
+        Generation,
+        Preflight,
+        PullProgress,
+        RunListener,
+        RunSettings,
+        counter_totals,
+        unrequested,
+    )
+    from specsubmit.engines.registry import ADAPTERS, adapter, check_options
+
+_LAZY: dict[str, str] = {
+    "ADAPTERS": "specsubmit.engines.registry",
+    "COLD_LOAD_NS": "specsubmit.engines.base",
+    "DEFAULT_TIMEOUT_S": "specsubmit.engines.base",
+    "DraftCounters": "specsubmit.engines.base",
+    "Engine": "specsubmit.engines.base",
+    "EngineOptions": "specsubmit.engines.base",
+    "EngineReport": "specsubmit.engines.base",
+    "Generation": "specsubmit.engines.base",
+    "Preflight": "specsubmit.engines.base",
+    "PullProgress": "specsubmit.engines.base",
+    "RunListener": "specsubmit.engines.base",
+    "RunSettings": "specsubmit.engines.base",
+    "adapter": "specsubmit.engines.registry",
+    "check_options": "specsubmit.engines.registry",
+    "counter_totals": "specsubmit.engines.base",
+    "unrequested": "specsubmit.engines.base",
+}
+
+__all__ = [
+    "ADAPTERS",
+    "COLD_LOAD_NS",
+    "DEFAULT_TIMEOUT_S",
+    "DraftCounters",
+    "Engine",
+    "EngineOptions",
+    "EngineReport",
+    "Generation",
+    "Preflight",
+    "PullProgress",
+    "RunListener",
+    "RunSettings",
+    "adapter",
+    "check_options",
+    "counter_totals",
+    "unrequested",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,1 +1,43 @@
 """local."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specsubmit.local.enginelock import engine_lock
+    from specsubmit.local.index import list_results
+    from specsubmit.local.paths import check_state_home
+    from specsubmit.local.results import load_result, save_result, write_result
+
+_LAZY: dict[str, str] = {
+    "check_state_home": "specsubmit.local.paths",
+    "engine_lock": "specsubmit.local.enginelock",
+    "list_results": "specsubmit.local.index",
+    "load_result": "specsubmit.local.results",
+    "save_result": "specsubmit.local.results",
+    "write_result": "specsubmit.local.results",
+}
+
+__all__ = [
+    "check_state_home",
+    "engine_lock",
+    "keys",
+    "list_results",
+    "load_result",
+    "outbox",
+    "save_result",
+    "write_result",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

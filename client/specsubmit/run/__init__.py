@@ -1,1 +1,47 @@
 """run."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specsubmit.run.report import render_result, report_console
+    from specsubmit.run.runner import (
+        RunListener,
+        RunSettings,
+        default_fingerprint,
+        resolve_target,
+        run_protocol,
+    )
+
+_LAZY: dict[str, str] = {
+    "RunListener": "specsubmit.run.runner",
+    "RunSettings": "specsubmit.run.runner",
+    "default_fingerprint": "specsubmit.run.runner",
+    "render_result": "specsubmit.run.report",
+    "report_console": "specsubmit.run.report",
+    "resolve_target": "specsubmit.run.runner",
+    "run_protocol": "specsubmit.run.runner",
+}
+
+__all__ = [
+    "RunListener",
+    "RunSettings",
+    "default_fingerprint",
+    "render_result",
+    "report_console",
+    "resolve_target",
+    "run_protocol",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from specschema import SpeculationEvidence, Trial, engine_can_honor, verdict
 from specschema.protocol import ProtocolConfig
-from specsubmit.engines.base import DraftCounters, Generation
+from specsubmit.engines import DraftCounters, Generation
 
 if TYPE_CHECKING:
     from specschema import Launch

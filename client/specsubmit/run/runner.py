@@ -49,7 +49,7 @@ from specschema import Engine as WireEngine
 from specschema.engines import descriptor
 from specschema.protocol import ProtocolConfig
 from specsubmit import __version__
-from specsubmit.engines.base import (
+from specsubmit.engines import (
     COLD_LOAD_NS,
     DraftCounters,
     EngineReport,
@@ -60,7 +60,7 @@ from specsubmit.engines.base import (
     counter_totals,
     unrequested,
 )
-from specsubmit.engines.base import Engine as RunEngine
+from specsubmit.engines import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
 from specsubmit.run.evidence import (

@@ -1,1 +1,39 @@
 """send."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specsubmit.send.consent import cpu_gpu_line, machine_line
+    from specsubmit.send.delivery import check_server
+    from specsubmit.send.submit import offer_submission, resolve_server
+
+_LAZY: dict[str, str] = {
+    "check_server": "specsubmit.send.delivery",
+    "cpu_gpu_line": "specsubmit.send.consent",
+    "machine_line": "specsubmit.send.consent",
+    "offer_submission": "specsubmit.send.submit",
+    "resolve_server": "specsubmit.send.submit",
+}
+
+__all__ = [
+    "check_server",
+    "cpu_gpu_line",
+    "machine_line",
+    "offer_submission",
+    "resolve_server",
+    "submit",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,1 +1,39 @@
 """board."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specserver.board.aggregate import GroupAggregate, View
+    from specserver.board.leaderboard import Board, Freshness, ReadService
+
+_LAZY: dict[str, str] = {
+    "Board": "specserver.board.leaderboard",
+    "Freshness": "specserver.board.leaderboard",
+    "GroupAggregate": "specserver.board.aggregate",
+    "ReadService": "specserver.board.leaderboard",
+    "View": "specserver.board.aggregate",
+}
+
+__all__ = [
+    "Board",
+    "Freshness",
+    "GroupAggregate",
+    "ReadService",
+    "View",
+    "aggregate",
+    "newkeys",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -52,8 +52,7 @@ from specschema.stats import (
     percentile,
     robust_scores,
 )
-from specserver.store import dimensions
-from specserver.store.dimensions import VERDICTS
+from specserver.store import VERDICTS, dimensions
 
 DEFAULT_MIN_CONTRIBUTORS = 3
 

@@ -44,8 +44,7 @@ from sqlalchemy import Connection, Engine, func, literal, select
 from specschema.evidence import LEVELS
 from specserver.board import aggregate, newkeys, sql
 from specserver.board.aggregate import ContributorResult, GroupAggregate, KeyValue, View
-from specserver.store import changes, queries, tables
-from specserver.store.migrations import current_version
+from specserver.store import changes, current_version, queries, tables
 
 KeyTuple = tuple[KeyValue, ...]
 Spec = tuple[queries.Filters, tuple[str, ...], View]

@@ -13,15 +13,15 @@ from sqlalchemy import Connection, CursorResult, and_, func, literal, literal_co
 
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
-from specserver.store import tables
-from specserver.store.dimensions import (
+from specserver.store import (
     VERDICTS,
     Filters,
     draft_clauses,
     field_column,
     submission_clauses,
+    tables,
+    visible_clause,
 )
-from specserver.store.queries import visible_clause
 
 sub = tables.submissions
 summ = tables.summaries

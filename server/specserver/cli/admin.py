@@ -24,7 +24,7 @@ import typer
 
 from specserver.cli.admin_client import Admin, AdminError, DirectAdmin, connect
 from specserver.errors import SpecServerError
-from specserver.store.exportformat import FORMATS
+from specserver.store import FORMATS
 
 T = TypeVar("T")
 EXPORT_FORMATS = tuple(FORMATS)

@@ -203,9 +203,9 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
     API answers under a token made here, no check workers start."""
     from anyio.from_thread import start_blocking_portal
 
-    from specserver.http.app import create_app
+    from specserver.http import create_app
     from specserver.settings import get_settings
-    from specserver.store.database import display_url  # never print a PostgreSQL password
+    from specserver.store import display_url  # never print a PostgreSQL password
 
     problem = missing_folder(database)
     if problem is not None:

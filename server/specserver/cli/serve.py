@@ -49,8 +49,8 @@ def _preflight_store(settings: ServerSettings) -> None:
     """Open (and migrate) the store once before uvicorn starts, so that a store that
     cannot be opened (PostgreSQL down, a DuckDB file held by another process, no
     permission) is one line and exit 1, not uvicorn's lifespan traceback."""
-    from specserver.http.app import build_store
-    from specserver.store.database import display_url
+    from specserver.http import build_store
+    from specserver.store import display_url
 
     store = build_store(settings)
     try:
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
             connection_bound,
             raise_open_file_limit,
         )
-        from specserver.http.app import create_app
+        from specserver.http import create_app
         from specserver.settings import get_settings
 
         overrides: dict[str, object] = {}
@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"specserver: invalid settings: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(2) from None
         gc.set_threshold(*GC_THRESHOLDS)  # why: settings.GC_THRESHOLDS
-        from specserver.store.database import display_url
+        from specserver.store import display_url
 
         try:
             _preflight_store(settings)

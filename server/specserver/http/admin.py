@@ -23,9 +23,7 @@ from specserver.errors import NotAuthenticated, NotPermitted
 from specserver.http.errors import ErrorBody
 from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
-from specserver.store import adhoc, moderation, queries
-from specserver.store.database import Store
-from specserver.store.queries import OS_NAMES
+from specserver.store import OS_NAMES, Store, adhoc, moderation, queries
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], responses={
     400: {"model": ErrorBody, "description": "the body is not JSON"},

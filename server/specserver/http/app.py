@@ -15,15 +15,14 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from specserver import __version__
-from specserver.board.leaderboard import ReadService
+from specserver.board import ReadService
 from specserver.http import admin, public, submissions
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
-from specserver.ingest.workers import CheckPool
-from specserver.ratelimit import rejections
-from specserver.ratelimit.memory import Limit, MemoryRateLimiter, RateLimiter
+from specserver.ingest import CheckPool
+from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter, rejections
 from specserver.settings import ServerSettings, get_settings
-from specserver.store.database import Store
+from specserver.store import Store
 
 
 def default_rate_limiter(settings: ServerSettings) -> RateLimiter:
@@ -33,7 +32,7 @@ def default_rate_limiter(settings: ServerSettings) -> RateLimiter:
         rejections.SCOPE: Limit(settings.rate_reject_per_minute, settings.rate_reject_burst),
     }
     if settings.redis_url:  # replicas share their buckets (docs/deploying.md)
-        from specserver.ratelimit.redis import RedisRateLimiter
+        from specserver.ratelimit import RedisRateLimiter
 
         return RedisRateLimiter.from_url(settings.redis_url, limits)
     return MemoryRateLimiter(limits)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from specserver.board.leaderboard import Freshness
+from specserver.board import Freshness
 from specserver.http.deps import reads_of
 
 CACHE_CONTROL = "public, max-age=5, must-revalidate"

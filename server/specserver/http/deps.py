@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from specserver.board.leaderboard import ReadService
+from specserver.board import ReadService
 
 
 def reads_of(request: Request) -> ReadService:

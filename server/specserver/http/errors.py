@@ -39,7 +39,7 @@ from specserver.errors import (
     Unavailable,
     as_domain_error,
 )
-from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
+from specserver.store import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
 
 log = logging.getLogger("specserver")
 

@@ -45,7 +45,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from specserver.errors import Unavailable
-from specserver.store.queries import moderation_version
+from specserver.store import moderation_version
 
 log = logging.getLogger("specserver")
 CHUNK_BYTES = 64 * 1024  # what one stalled connection can leave buffered in the server

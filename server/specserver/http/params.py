@@ -10,12 +10,10 @@ from typing import Any
 
 from fastapi import Request
 
-from specserver.board import aggregate
-from specserver.board.leaderboard import ReadService
+from specserver.board import ReadService, aggregate
 from specserver.errors import Invalid
-from specserver.ingest.names import canonical_model_optional
-from specserver.store import dimensions
-from specserver.store.dimensions import Filters, FilterValue
+from specserver.ingest import canonical_model_optional
+from specserver.store import Filters, FilterValue, dimensions
 
 
 class QueryRejected(Invalid):

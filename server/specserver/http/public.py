@@ -19,21 +19,26 @@ from starlette.middleware.cors import CORSMiddleware
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import aggregate
-from specserver.board.aggregate import GroupAggregate, View
-from specserver.board.leaderboard import Board, ReadService
+from specserver.board import Board, GroupAggregate, ReadService, View, aggregate
 from specserver.errors import Gone, NotFound
 from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
-from specserver.ingest.names import chip_is_known
-from specserver.ingest.plausibility import target_unsized_reason
-from specserver.ratelimit.memory import client_address
+from specserver.ingest import chip_is_known, target_unsized_reason
+from specserver.ratelimit import client_address
 from specserver.settings import ServerSettings
-from specserver.store import exporting, queries, redaction
-from specserver.store.dimensions import DIMENSIONS, FILTER_NAMES, Dimension, Filter
-from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
-from specserver.store.queries import Filters
+from specserver.store import (
+    DEFAULT_FORMAT,
+    DIMENSIONS,
+    FILTER_NAMES,
+    FORMATS,
+    Dimension,
+    Filter,
+    Filters,
+    exporting,
+    queries,
+    redaction,
+)
 
 VIEWS: tuple[View, ...] = aggregate.VIEWS
 MAX_LIMIT = 1000

@@ -38,15 +38,16 @@ from specserver.errors import (
 )
 from specserver.http import caching
 from specserver.http.errors import error_body, error_doc, response_for
-from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
-from specserver.ingest.workers import CheckPool
-from specserver.ratelimit import rejections
-from specserver.ratelimit.memory import RateLimiter, client_address, first_refusal
-from specserver.ratelimit.rejections import RejectionGate
+from specserver.ingest import CheckLimits, CheckPool, Prepared, prepare_submission, receipt_json
+from specserver.ratelimit import (
+    RateLimiter,
+    RejectionGate,
+    client_address,
+    first_refusal,
+    rejections,
+)
 from specserver.settings import ServerSettings
-from specserver.store import origins
-from specserver.store.database import Store
-from specserver.store.redaction import redact_view
+from specserver.store import Store, origins, redact_view
 
 router = APIRouter()
 SUBMISSIONS_PATH = "/v1/submissions"

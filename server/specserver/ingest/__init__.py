@@ -1,1 +1,46 @@
 """ingest."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specserver.ingest.names import canonical_model_optional, chip_is_known
+    from specserver.ingest.plausibility import target_unsized_reason
+    from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
+    from specserver.ingest.workers import CheckPool
+
+_LAZY: dict[str, str] = {
+    "CheckLimits": "specserver.ingest.prepare",
+    "CheckPool": "specserver.ingest.workers",
+    "Prepared": "specserver.ingest.prepare",
+    "canonical_model_optional": "specserver.ingest.names",
+    "chip_is_known": "specserver.ingest.names",
+    "prepare_submission": "specserver.ingest.prepare",
+    "receipt_json": "specserver.ingest.prepare",
+    "target_unsized_reason": "specserver.ingest.plausibility",
+}
+
+__all__ = [
+    "CheckLimits",
+    "CheckPool",
+    "Prepared",
+    "canonical_model_optional",
+    "chip_is_known",
+    "hardnumbers",
+    "prepare_submission",
+    "receipt_json",
+    "target_unsized_reason",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

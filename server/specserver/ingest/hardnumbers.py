@@ -54,9 +54,7 @@ from specserver import __version__
 from specserver.errors import Invalid
 from specserver.ingest.checks import Checked
 from specserver.ingest.rows import submission_rows
-from specserver.store import moderation, tables
-from specserver.store.queries import OS_NAMES
-from specserver.store.rowset import RowSet
+from specserver.store import OS_NAMES, RowSet, moderation, tables
 
 PROTOCOL_ID = "hardnumbers-m2"
 MODEL_LABEL = re.compile(r"^\s*([^\s()]+)\s*(?:\(([^()]*)\))?\s*$")

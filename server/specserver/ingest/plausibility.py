@@ -38,7 +38,7 @@ from typing import Any
 
 from specschema.models import Submission
 from specserver.ingest.names import canonical_chip, canonical_model, canonical_optional, known_chips
-from specserver.store.rowset import QUARANTINE_PREFIX
+from specserver.store import QUARANTINE_PREFIX
 
 SLACK = 2.0
 

@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from specschema.summary import ConfigSummary
 from specserver.ingest.checks import check_submission
 from specserver.ingest.rows import submission_rows
-from specserver.store.rowset import RowSet
+from specserver.store import RowSet
 
 _SUMMARIES = TypeAdapter(list[ConfigSummary])
 

@@ -26,7 +26,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store.rowset import Row, RowSet
+from specserver.store import Row, RowSet
 
 # A trial's columns in tables.trials' order, read from the model's ``__dict__`` in one C
 # call each (attribute reads on pydantic models cost ~10 us per submission here).

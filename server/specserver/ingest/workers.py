@@ -43,7 +43,7 @@ from typing import Any
 from specserver.errors import KINDS, SpecServerError, Unavailable, as_domain_error
 from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission
 from specserver.settings import GC_THRESHOLDS
-from specserver.store.rowset import RowSet
+from specserver.store import RowSet
 
 log = logging.getLogger("specserver.ingest.workers")
 

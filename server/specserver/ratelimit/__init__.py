@@ -1,1 +1,49 @@
 """ratelimit."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specserver.ratelimit.memory import (
+        Limit,
+        MemoryRateLimiter,
+        RateLimiter,
+        client_address,
+        first_refusal,
+    )
+    from specserver.ratelimit.redis import RedisRateLimiter
+    from specserver.ratelimit.rejections import RejectionGate
+
+_LAZY: dict[str, str] = {
+    "Limit": "specserver.ratelimit.memory",
+    "MemoryRateLimiter": "specserver.ratelimit.memory",
+    "RateLimiter": "specserver.ratelimit.memory",
+    "RedisRateLimiter": "specserver.ratelimit.redis",
+    "RejectionGate": "specserver.ratelimit.rejections",
+    "client_address": "specserver.ratelimit.memory",
+    "first_refusal": "specserver.ratelimit.memory",
+}
+
+__all__ = [
+    "Limit",
+    "MemoryRateLimiter",
+    "RateLimiter",
+    "RedisRateLimiter",
+    "RejectionGate",
+    "client_address",
+    "first_refusal",
+    "rejections",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

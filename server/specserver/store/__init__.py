@@ -1,1 +1,103 @@
 """store."""
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+# --- front door: what other rooms import from this one, and only this
+# (tests/architecture/test_front_doors.py). Names load on first use, so that
+# importing one does not import the whole room.
+
+if TYPE_CHECKING:
+    from specserver.store.database import Store, display_url
+    from specserver.store.dimensions import (
+        DIMENSIONS,
+        FILTER_NAMES,
+        VERDICTS,
+        Dimension,
+        Filter,
+        Filters,
+        FilterValue,
+        draft_clauses,
+        field_column,
+        submission_clauses,
+    )
+    from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
+    from specserver.store.migrations import current_version
+    from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
+    from specserver.store.queries import OS_NAMES, moderation_version, visible_clause
+    from specserver.store.redaction import redact_view
+    from specserver.store.rowset import QUARANTINE_PREFIX, Row, RowSet
+
+_LAZY: dict[str, str] = {
+    "DEFAULT_FORMAT": "specserver.store.exportformat",
+    "DIMENSIONS": "specserver.store.dimensions",
+    "Dimension": "specserver.store.dimensions",
+    "FILTER_NAMES": "specserver.store.dimensions",
+    "FORMATS": "specserver.store.exportformat",
+    "Filter": "specserver.store.dimensions",
+    "FilterValue": "specserver.store.dimensions",
+    "Filters": "specserver.store.dimensions",
+    "OS_NAMES": "specserver.store.queries",
+    "QUARANTINE_PREFIX": "specserver.store.rowset",
+    "Row": "specserver.store.rowset",
+    "RowSet": "specserver.store.rowset",
+    "STORE_DOWN_RETRY_AFTER_S": "specserver.store.outage",
+    "Store": "specserver.store.database",
+    "VERDICTS": "specserver.store.dimensions",
+    "current_version": "specserver.store.migrations",
+    "display_url": "specserver.store.database",
+    "draft_clauses": "specserver.store.dimensions",
+    "field_column": "specserver.store.dimensions",
+    "is_store_down": "specserver.store.outage",
+    "moderation_version": "specserver.store.queries",
+    "redact_view": "specserver.store.redaction",
+    "store_down_errors": "specserver.store.outage",
+    "submission_clauses": "specserver.store.dimensions",
+    "visible_clause": "specserver.store.queries",
+}
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "DIMENSIONS",
+    "Dimension",
+    "FILTER_NAMES",
+    "FORMATS",
+    "Filter",
+    "FilterValue",
+    "Filters",
+    "OS_NAMES",
+    "QUARANTINE_PREFIX",
+    "Row",
+    "RowSet",
+    "STORE_DOWN_RETRY_AFTER_S",
+    "Store",
+    "VERDICTS",
+    "adhoc",
+    "changes",
+    "current_version",
+    "dimensions",
+    "display_url",
+    "draft_clauses",
+    "exporting",
+    "field_column",
+    "is_store_down",
+    "moderation",
+    "moderation_version",
+    "origins",
+    "queries",
+    "redact_view",
+    "redaction",
+    "store_down_errors",
+    "submission_clauses",
+    "tables",
+    "visible_clause",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

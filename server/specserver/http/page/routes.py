@@ -33,15 +33,12 @@ from specschema.conclusion import (
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import find_protocol, headline_of, interval_of, shipped_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import aggregate, newkeys
-from specserver.board.aggregate import GroupAggregate
-from specserver.board.leaderboard import Board, ReadService
+from specserver.board import Board, GroupAggregate, ReadService, aggregate, newkeys
 from specserver.http.caching import conditional, freshness_headers
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
 from specserver.http.params import choice, integer, one, parse_filters, query_params
-from specserver.ingest.names import chip_is_known
-from specserver.ingest.plausibility import target_unsized_reason
+from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.settings import ServerSettings
 from specserver.store import dimensions, queries, redaction
 
