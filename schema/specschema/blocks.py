@@ -14,7 +14,7 @@ run is a measurement of speculation, whatever its counters say: the drafts' verd
 shared machine whose load changes (linear drift is cancelled by the interpolation in
 ``specschema.stats.blocked_ratio``) and narrow enough to catch a run whose baseline lost a
 third of its speed between blocks. It is a judgement, not calibrated: on the real
-llama-server under a switching load it flagged 6 of 10 runs and did not pick the runs whose
+llama-server on a busy machine it flagged 9 of 13 runs and did not pick the runs whose
 estimates were farthest from the others (BENCHMARKS.md, "Interval calibration"). It is
 shared by every protocol version, so changing it would change stored results' verdicts.
 """
