@@ -15,7 +15,10 @@ A contributor is what the board reduces to one voice before its rules: the key i
 What the log cannot see, a reader checks: every stored submission and every audit row is
 counted in the log (``submissions``, ``audits``), so a write that bypassed it (a test's
 direct insert, a restored backup) shows as counts that do not add up, and the reader
-recomputes everything instead of trusting the log (``board/incremental.py``).
+recomputes everything instead of trusting the log (``board/incremental.py``). What no
+count shows is an UPDATE made by hand without an audit row (every product path writes one;
+a migration changes the schema version, which also makes readers recompute): a maintained
+board then stays stale until the server restarts.
 """
 
 from __future__ import annotations
