@@ -15,20 +15,32 @@ A contributor is what the board reduces to one voice before its rules: the key i
 What the log cannot see, a reader checks: every stored submission and every audit row is
 counted in the log (``submissions``, ``audits``), so a write that bypassed it (a test's
 direct insert, a restored backup) shows as counts that do not add up, and the reader
-recomputes everything instead of trusting the log (``board/incremental.py``).
+recomputes everything instead of trusting the log (``board/incremental.py``). What no
+count shows is an UPDATE made by hand without an audit row (every product path writes one;
+a migration changes the schema version, which also makes readers recompute): a maintained
+board then stays stale until the server restarts.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, func, insert, select, text
+from sqlalchemy import Connection, delete, func, insert, select, text
 
 from specserver.store import tables
 
 IMPORTED = "imported:"
+# Every PRUNE_EVERY-th logging transaction of a process deletes the entries numbered more
+# than KEEP below the newest. A reader further behind than that finds counts the log no
+# longer accounts for and rebuilds (every entry counts a submission or an audit row), so
+# pruning never makes a board wrong; it bounds the log (about one row per contributor and
+# batch) to the last KEEP transactions.
+PRUNE_EVERY = 1000
+KEEP = 100_000
+_marks = itertools.count(1)
 _BUMP = "UPDATE board_clock SET seq = seq + 1 WHERE id = 1 RETURNING seq"
 _START = "INSERT INTO board_clock (id, seq) VALUES (1, 0) ON CONFLICT DO NOTHING"
 
@@ -58,6 +70,10 @@ def mark(conn: Connection, submissions: Mapping[str, int] | None = None,
     audited = audits or {}
     rows = [(who, stored.get(who, 0) if who else 0, audited.get(who, 0))
             for who in {*stored, *audited}]
+    if next(_marks) % PRUNE_EVERY == 0:
+        conn.execute(delete(tables.board_changes).where(
+            tables.board_changes.c.seq < select(func.max(tables.board_changes.c.seq))
+            .scalar_subquery() - KEEP))
     if conn.dialect.name == "duckdb":
         # One statement (each costs the writer ~0.5 ms of CPU on DuckDB): the number is the
         # log's largest plus one, safe because one writer thread makes every write to a

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, delete, insert
+from sqlalchemy import Engine, delete, func, insert, select
 
 from specserver.board import aggregate, incremental, newkeys
 from specserver.store import changes, moderation, queries, tables
@@ -257,3 +257,33 @@ def test_concurrent_writers_on_postgres_are_followed_from_the_log(postgres_store
                                                  MIN_CONTRIBUTORS)
     assert sum(g.submissions for g in maintained.groups) == 51
     assert maintainer.rebuilds == 1 and maintainer.refreshes >= 2
+
+
+def test_a_pruned_log_never_makes_a_wrong_board(duckdb_store: Store,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every logging transaction prunes, keeping the last few numbers: a reader one write behind
+    follows the log; one further behind finds counts the log lost and rebuilds."""
+    monkeypatch.setattr(changes, "PRUNE_EVERY", 1)
+    monkeypatch.setattr(changes, "KEEP", 1)
+    store = duckdb_store
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    filters, dimensions, view = SPECS[0]
+
+    def read() -> None:
+        with incremental.snapshot(store.engine) as conn:
+            assert maintainer.board(conn, filters, dimensions, view) == incremental.compute(
+                conn, filters, dimensions, view, RULES, MIN_CONTRIBUTORS)
+
+    drafts = [("spec_4", "confirmed", "log", 1.5)]
+    store.insert(0, "range-a", 0, CHIPS[0], "complete", drafts)
+    read()
+    store.insert(1, "range-b", 1, CHIPS[0], "complete", drafts)
+    read()  # one behind: its entry is kept
+    assert (maintainer.rebuilds, maintainer.refreshes) == (1, 1)
+    for key in (2, 3, 4, 5, 0):
+        store.insert(key, "range-a", 1, CHIPS[0], "complete", drafts)
+    read()  # five behind: the oldest of them were pruned (each prune sees the max before it)
+    assert maintainer.rebuilds == 2
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(tables.board_changes)).scalar() == 3
