@@ -1,7 +1,8 @@
 """board."""
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from specserver.frontdoor import lazy_names
 
 # --- front door: what other rooms import from this one, and only this
 # (tests/architecture/test_front_doors.py). Names load on first use, so that
@@ -29,11 +30,4 @@ __all__ = [
     "newkeys",
 ]
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

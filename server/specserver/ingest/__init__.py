@@ -1,7 +1,8 @@
 """ingest."""
 
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from specserver.frontdoor import lazy_names
 
 # --- front door: what other rooms import from this one, and only this
 # (tests/architecture/test_front_doors.py). Names load on first use, so that
@@ -36,11 +37,4 @@ __all__ = [
     "target_unsized_reason",
 ]
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
