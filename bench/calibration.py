@@ -157,8 +157,21 @@ def calibration(results: list[dict[str, Estimate]]) -> str:
     truncated = [r[TRUNCATED][0] for r in results]
     return (f"coverage {covered}/{total} = {covered / total:.0%} (target >= 90 %); "
             f"of the others' median {covered_median}/{pairs} = {covered_median / pairs:.0%}; "
+            f"intervals overlapping {overlapping(results)}; "
             f"truncated draft {', '.join(f'{p:.2f}' for p in truncated)}: max/min "
             f"{max(truncated) / min(truncated):.3f} (target <= 1.25)")
+
+
+def overlapping(results: list[dict[str, Estimate]]) -> str:
+    """How many pairs of runs have 95 % intervals that overlap, per draft."""
+    counts = []
+    for name in (TRUNCATED, UNRELATED):
+        spans = [(r[name][1], r[name][2]) for r in results]
+        pairs = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:]]
+        both = sum(None not in (*a, *b) and max(a[0], b[0]) <= min(a[1], b[1])  # type: ignore[type-var]
+                   for a, b in pairs)
+        counts.append(f"{name} {both}/{len(pairs)}")
+    return ", ".join(counts)
 
 
 def report(subs: list[Submission]) -> None:
