@@ -281,10 +281,11 @@ def _merge(values: Floats, counts: Ints, slots: Ints) -> tuple[Floats, Ints]:
 
 
 def arrived_together(cohorts: Ints, standing: Standing, window_us: int,
-                     min_contributors: int) -> bool:
-    """Rule 5 for one group whose rows' cohorts are ``cohorts``: more than half of its
-    cohorts (imported rows each their own) arrived within one window."""
-    units = np.unique(cohorts)
+                     min_contributors: int, distinct: bool = False) -> bool:
+    """Rule 5 for one group whose rows' cohorts are ``cohorts`` (``distinct``: known to be
+    all different): more than half of its cohorts (imported rows each their own) arrived
+    within one window."""
+    units = cohorts if distinct else np.unique(cohorts)
     if len(units) < max(min_contributors, 2):
         return False
     times = standing.arrived[units]
@@ -296,15 +297,20 @@ def arrived_together(cohorts: Ints, standing: Standing, window_us: int,
     return 2 * most > len(units)
 
 
-def fold(rows: Rows, standing: Standing) -> tuple[Floats, Ints]:
+def fold(rows: Rows, standing: Standing, alone: bool | None = None) -> tuple[Floats, Ints]:
     """One group's rows folded (``newkeys``, rules 1 and 3): each cohort's keys one row,
-    every new cohort together one more (the block of new keys). Values and counts."""
+    every new cohort together one more (the block of new keys). Values and counts.
+    ``alone``: every row is known to be its own cohort (the common case, no merging)."""
     cohorts = standing.cohort[rows.codes]
     new = standing.new[cohorts]
+    if alone is None:
+        alone = bool((cohorts == rows.codes).all())
+    if alone and not new.any():
+        return rows.values, rows.counts
     settled = ~new
     values, counts = rows.values[settled], rows.counts[settled]
     kept = cohorts[settled]
-    if len(np.unique(kept)) < len(kept):
+    if not alone and len(np.unique(kept)) < len(kept):
         values, counts = _merge(values, counts, kept)
     if new.any():
         block_values, block_counts = _merge(rows.values[new], rows.counts[new], cohorts[new])
@@ -319,9 +325,10 @@ def group_aggregate(key: GroupKey, rows: Rows, standing: Standing, window_us: in
                     min_contributors: int) -> GroupAggregate:
     """One group of the board from its per-contributor rows (``newkeys`` rules 1, 3 and 5;
     ``aggregate`` rules 3, 4 and 7)."""
-    together = arrived_together(standing.cohort[rows.codes], standing, window_us,
-                                min_contributors)
-    values, counts = fold(rows, standing)
+    cohorts = standing.cohort[rows.codes]
+    alone = bool((cohorts == rows.codes).all())  # a group's codes are distinct
+    together = arrived_together(cohorts, standing, window_us, min_contributors, alone)
+    values, counts = fold(rows, standing, alone)
     speedups = values[:, 0]
     per_contributor = np.sort(speedups[~np.isnan(speedups)])
     present = len(per_contributor)
