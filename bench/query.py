@@ -149,7 +149,9 @@ def generate(path: Path, start: int, stop: int) -> None:
                -- store version 6: the draft model's digest and quantization
                NULL, NULL,
                -- store version 8: no blocks
-               NULL, NULL, NULL, NULL
+               NULL, NULL, NULL, NULL,
+               -- store version 11: a draft's baseline median tok/s (the baseline's speedup is 1)
+               CASE WHEN role = 'draft' THEN base_tps * 1.0 END
         FROM cfg
     """)
     con.execute("CHECKPOINT")

@@ -110,8 +110,10 @@ def insert_submission(
         # The evidence level as ingestion stores it (ingest/rows.py).
         levels = dict(zip([c.name for c in submission.configs], submission_evidence(
             submission, {m.name: m.speedup_tps for m in summaries}), strict=True))
+        baseline_tps = next((m.median_tps for m in summaries if m.role == "baseline"), None)
         for summary in summaries:
             values = summary.model_dump()
+            values["baseline_tps"] = baseline_tps if summary.role == "draft" else None
             values["config_name"] = values.pop("name")
             values["evidence"] = levels[summary.name].level
             values["evidence_reason"] = levels[summary.name].reason

@@ -16,7 +16,6 @@ from sqlalchemy import (
     Connection,
     CursorResult,
     String,
-    and_,
     bindparam,
     func,
     literal,
@@ -52,29 +51,24 @@ sub = tables.submissions
 summ = tables.summaries
 
 
-def _row_columns(draft: Any, base: Any) -> dict[str, Any]:
-    """DraftResult field -> the column it comes from (``draft``: the draft's summary row,
-    ``base``: its baseline's): the dimensions' fields from their table, and the rest."""
+def _row_columns(draft: Any) -> dict[str, Any]:
+    """DraftResult field -> the column it comes from (``draft``: the draft's summary row):
+    the dimensions' fields from their table, and the rest."""
     return {
         **{name: field_column(name, draft) for fields in DIMENSIONS.values() for name in fields},
         "submission_id": sub.c.submission_id, "key_id": sub.c.key_id,
         "speedup_tps": draft.c.speedup_tps, "speedup_wall": draft.c.speedup_wall,
-        "baseline_tps": base.c.median_tps, "evidence": draft.c.evidence,
+        "baseline_tps": draft.c.baseline_tps, "evidence": draft.c.evidence,
     }
 
 
 def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
     """One row per visible submission x draft config, with its baseline's median tok/s."""
     draft = summ.alias("d")
-    base = summ.alias("b")
-    columns = _row_columns(draft, base)
+    columns = _row_columns(draft)
     stmt = (
         select(*(columns[f.name] for f in fields(DraftResult)))
-        .select_from(
-            draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
-                base, and_(base.c.submission_id == draft.c.submission_id,
-                           base.c.role == "baseline"))
-        )
+        .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
         .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
                *draft_clauses(filters, draft))
     )
@@ -104,7 +98,6 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
-    base = summ.alias("b")
     keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
     contributor = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
     # With the draft config in the key a submission has at most one row per group.
@@ -117,15 +110,14 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     # Where each selected count goes among COUNT_FIELDS (submissions first).
     places = [0, *(1 + VERDICTS.index(v) for v in counted),
               *range(1 + len(VERDICTS), len(COUNT_FIELDS))]
-    source = draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
-        base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
+    source = draft.join(sub, sub.c.submission_id == draft.c.submission_id)
     where = [draft.c.role == "draft", draft.c.observed.in_(counted), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (
         select(*group_key, contributor, submissions, _median(draft.c.speedup_tps, dialect),
-               _median(draft.c.speedup_wall, dialect), _median(base.c.median_tps, dialect),
+               _median(draft.c.speedup_wall, dialect), _median(draft.c.baseline_tps, dialect),
                *counts)
         .select_from(source).where(*where).group_by(*group_key, contributor)
     )
@@ -137,11 +129,8 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     values = np.column_stack([float_column(c) for c in found[width + 2:width + 5]]
                              ).reshape(-1, len(VALUE_FIELDS))
     if hashed:
-        # Without the baseline's join, which adds no row (a left join) and no key value:
-        # ~0.6 s less CPU at a million submissions.
-        joined = draft.join(sub, sub.c.submission_id == draft.c.submission_id)
         key_stmt = (select(group_key[0], *(func.any_value(k) for k in keys))
-                    .select_from(joined).where(*where).group_by(group_key[0]))
+                    .select_from(source).where(*where).group_by(group_key[0]))
         key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
         hashes, group = np.unique(np.asarray(found[0]), return_inverse=True)
         group_keys = [key_of[h] for h in hashes.tolist()]
@@ -252,7 +241,7 @@ def _read_columns() -> dict[str, list[str]]:
         sub.name: {"submission_id", "key_id", "complete", "hidden", "received_at",
                    "origin_hash"},
         summ.name: {"submission_id", "role", "observed", "evidence", "speedup_tps",
-                    "speedup_wall", "median_tps"},
+                    "speedup_wall", "baseline_tps"},
     }
     for name in (f for named in DIMENSIONS.values() for f in named):
         for element in visitors.iterate(field_column(name, summ)):

@@ -88,6 +88,9 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     # The evidence level of each config's counters, against the server's own speedups.
     evidence = dict(zip((c.name for c in configs), submission_evidence(
         sub, {m.name: m.speedup_tps for m in checked.summaries}), strict=True))
+    # Each draft's row carries its baseline's median tok/s (the board reads it from there).
+    baseline_tps = next((m.median_tps for m in checked.summaries if m.role == "baseline"),
+                        None)
     config_rows: list[Row] = []
     trial_rows: list[Row] = []
     for config in configs:
@@ -141,7 +144,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
              m.speedup_tps_ci_high, m.speedup_wall, m.outputs_match_baseline,
              evidence[m.name].level, evidence[m.name].reason)
             + _variant(reported, m.draft_model)
-            + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high)
+            + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high,
+               baseline_tps if m.role == "draft" else None)
             for m in checked.summaries
         ],
     }

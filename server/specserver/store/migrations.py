@@ -245,6 +245,17 @@ def _engine_version_column(conn: Connection) -> None:
             "ALTER TABLE submissions RENAME COLUMN ollama_version TO engine_version"))
 
 
+def _baseline_tps(conn: Connection) -> None:
+    """summaries.baseline_tps: each draft config's row gets its submission's baseline
+    median tok/s, as ingestion now writes it (null on baseline rows and without one)."""
+    if "baseline_tps" not in _columns(conn, "summaries"):
+        conn.execute(text("ALTER TABLE summaries ADD COLUMN baseline_tps DOUBLE PRECISION"))
+    conn.execute(text(
+        "UPDATE summaries SET baseline_tps = b.median_tps FROM summaries AS b "
+        "WHERE b.submission_id = summaries.submission_id AND b.role = 'baseline' "
+        "AND summaries.role = 'draft'"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -267,6 +278,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "board change log: board_clock and board_changes", _board_changes),
     Migration(10, "submissions.ollama_version renamed engine_version (it holds every "
                   "engine's version)", _engine_version_column),
+    Migration(11, "summaries.baseline_tps: a draft config's baseline median tok/s on its "
+                  "own row", _baseline_tps),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -234,6 +234,9 @@ summaries = Table(
     Column("block_drift", Double, nullable=True),
     Column("speedup_wall_ci_low", Double, nullable=True),
     Column("speedup_wall_ci_high", Double, nullable=True),
+    # Store version 11: on a draft config's row, its baseline's median_tps (the board reads
+    # it with the draft's row: a self-join per read cost a third of a cold board's SQL).
+    Column("baseline_tps", Double, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

@@ -87,7 +87,8 @@ def store_submission(engine: Engine, sid: str, key_id: str | None, origin: str |
         for row in rows:
             conn.execute(insert(tables.summaries).values(
                 submission_id=sid, model="qwen3:14b", mechanism="draft_num_predict",
-                trials=3, speedup_wall=row["speedup_tps"], **row))
+                trials=3, speedup_wall=row["speedup_tps"],
+                baseline_tps=baseline_tps if row["role"] == "draft" else None, **row))
         changes.mark(conn, changes.stored_contributors([(sid, key_id)]))
 
 

@@ -122,10 +122,13 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
             }))
     speedups = {m.name: m.speedup_tps for m in checked.summaries}
     configs = {c.name: c for c in checked.submission.configs}
+    baseline_tps = next((m.median_tps for m in checked.summaries if m.role == "baseline"),
+                        None)
     for summary in checked.summaries:
         values = summary.model_dump()
         values["config_name"] = values.pop("name")
         values["submission_id"] = sid
+        values["baseline_tps"] = baseline_tps if summary.role == "draft" else None
         found = config_evidence(checked.submission, configs[summary.name],
                                 speedups[summary.name])
         values["evidence"], values["evidence_reason"] = found.level, found.reason

@@ -279,3 +279,41 @@ def test_a_store_from_before_version_10_upgrades_with_its_engine_versions(
     with Served(settings) as served:
         assert {path: served.get(path).content for path in READS} == before
         assert served.post(bodies[0]).status_code == 200
+
+
+def test_a_store_from_before_version_11_gets_each_drafts_baseline_on_its_row(
+        store_url: str, tmp_path: Path) -> None:
+    """Version 11 copies each submission's baseline median tok/s onto its draft rows (the
+    board reads it there): a store without the column, upgraded, serves the same boards
+    with the same baselines, and a board without the copy would show none."""
+    bodies = board_bodies(6, start=4200)
+    reads = ("/v1/leaderboard?view=noise_floor", "/v1/aggregates?group_by=chip",
+             "/v1/aggregates?group_by=engine&view=noise_floor")
+    settings = settings_for(tmp_path / "app", database_url=store_url)
+    with Served(settings) as served:
+        for body in bodies:
+            assert served.post(body).status_code == 201
+        before = {path: served.get(path).json() for path in reads}
+    baselines = [g["median_baseline_tps"] for answer in before.values()
+                 for g in answer["groups"]]
+    assert baselines and None not in baselines
+    engine = make_engine(store_url)
+    summ = tables.summaries
+    try:
+        with engine.connect() as conn:
+            stored = sorted(conn.execute(select(summ.c.submission_id, summ.c.config_name,
+                                                summ.c.baseline_tps)).all())
+        with engine.begin() as conn:  # what every store before version 11 holds
+            conn.execute(text("ALTER TABLE summaries DROP COLUMN baseline_tps"))
+            conn.execute(delete(tables.schema_version))
+            conn.execute(insert(tables.schema_version).values(version=10, applied_at=datetime(
+                2026, 12, 1)))
+        assert migrate(engine) == LATEST
+        with engine.connect() as conn:
+            assert sorted(conn.execute(select(summ.c.submission_id, summ.c.config_name,
+                                              summ.c.baseline_tps)).all()) == stored
+    finally:
+        engine.dispose()
+    assert any(tps is not None for _, _, tps in stored)
+    with Served(settings) as served:
+        assert {path: served.get(path).json() for path in reads} == before
