@@ -65,7 +65,8 @@ MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
 # ~15 % more accepted/s than 1 at 256 connections; at 64 connections latency caps it).
 GATHER_PER_COMMIT = 3.0
 # Start a commit no sooner than this many times the last commit's CPU after it ended (the
-# module doc, "Pacing"): commits take at most a fifth of a core. BENCHMARKS.md, "Pacing".
+# module doc, "Pacing"): commits take at most a fifth of a core. 9 (a tenth) kept 4
+# connections that wait for each answer from reaching 50/s: BENCHMARKS.md, "Pacing the writer".
 PACE_PER_COMMIT = 4.0
 
 
