@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.summary import summarize
 from specserver.board import newkeys
-from specserver.board.aggregate import ContributorResult
+from specserver.board.columns import Codes, Rows, Standing, fold
 from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 from tests.reliability.apps import make_settings
@@ -111,21 +112,31 @@ def test_without_the_rule_the_same_attack_moves_the_median(tmp_path: Path) -> No
     assert contributors == len(HONEST) + 50
 
 
-def _result(key: tuple[str, ...], who: str, speedup: float, confirmed: int = 1
-            ) -> ContributorResult:
-    return ContributorResult(key, who, 1, speedup, speedup, 20.0, confirmed=confirmed)
-
-
 def test_folding_keeps_established_contributors_and_merges_new_ones_per_group() -> None:
-    reduced = [_result(("a",), "old1", 1.1), _result(("a",), "new1", 3.0),
-               _result(("a",), "new2", 2.0), _result(("b",), "new1", 5.0, confirmed=2)]
     held = newkeys.Standing({k: k for k in ("old1", "new1", "new2")},
                             frozenset({"new1", "new2"}), {})
-    folded = newkeys.fold(reduced, held)
-    assert [(r.key, r.contributor, r.speedup, r.submissions, r.confirmed) for r in folded] == [
-        (("a",), "old1", 1.1, 1, 1), (("a",), newkeys.NEW_KEYS, 2.5, 2, 2),
-        (("b",), newkeys.NEW_KEYS, 5.0, 1, 2)]
-    assert newkeys.fold(reduced, newkeys.Standing({}, frozenset(), {})) == reduced
+    codes = Codes()
+    coded = codes.encode(["old1", "new1", "new2"])
+    standing = Standing.empty()
+    standing.fit(len(codes))
+    for name in held.new:
+        standing.new[codes.index[name]] = True
+    group_a = Rows(coded, np.array([[1.1] * 3, [3.0] * 3, [2.0] * 3]),
+                   np.array([[1, 1] + [0] * 13] * 3, dtype=np.int64))
+    values, counts = fold(group_a, standing)
+    assert values[:, 0].tolist() == [1.1, 2.5]  # old1 alone; new1 and new2 one block
+    assert counts[:, :2].tolist() == [[1, 1], [2, 2]]
+    group_b = Rows(coded[1:2], np.array([[5.0] * 3]), np.array([[1, 2] + [0] * 13]))
+    values, counts = fold(group_b, standing)
+    assert (values[:, 0].tolist(), counts[:, :2].tolist()) == ([5.0], [[1, 2]])
+    values, _ = fold(group_a, _nobody_new(len(codes)))
+    assert values[:, 0].tolist() == [1.1, 3.0, 2.0]
+
+
+def _nobody_new(size: int) -> Standing:
+    standing = Standing.empty()
+    standing.fit(size)
+    return standing
 
 
 @pytest.mark.parametrize(("first_days_before_newest", "new"), [(0.5, True), (6.9, True),

@@ -46,11 +46,7 @@ from typing import Literal, NamedTuple
 
 from specschema.evidence import CORROBORATED, LEVELS
 from specschema.stats import (
-    OUTLIER_SCORE,
     median,
-    median_absolute_deviation,
-    percentile,
-    robust_scores,
 )
 from specserver.store import VERDICTS, dimensions
 
@@ -279,7 +275,7 @@ def _key_getter(dimensions: Sequence[str]) -> Callable[[DraftResult], tuple[KeyV
 GroupKey = dict[str, dict[str, KeyValue]]
 
 
-def _key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey:
+def key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey:
     key: GroupKey = {}
     position = 0
     for name in dimensions:
@@ -335,15 +331,6 @@ class ContributorResult(NamedTuple):
                                                                      strict=True)}
 
 
-# Where aggregate_group finds each field in the columns of ContributorResult rows.
-_FIELDS = ContributorResult._fields
-_SUBMISSIONS, _SPEEDUP, _SPEEDUP_WALL, _BASELINE_TPS = (
-    _FIELDS.index(name) for name in ("submissions", "speedup", "speedup_wall", "baseline_tps"))
-_VERDICT_COLUMNS = tuple((v, _FIELDS.index(v)) for v in VERDICTS)
-_LEVEL_COLUMNS = tuple(zip(LEVELS, (_FIELDS.index(name) for name in LEVEL_FIELDS),
-                           strict=True))
-
-
 def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
                         ) -> list[ContributorResult]:
     """Each contributor's rows in each group, reduced to their medians (None when absent).
@@ -375,68 +362,6 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
             implausible=levels["implausible"], no_counters=levels["none"],
         ))
     return reduced
-
-
-def aggregate_group(
-    key: GroupKey,
-    contributors: Sequence[ContributorResult],
-    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
-) -> GroupAggregate:
-    """Rule 3, second step, and rule 4: the group's statistics across contributor medians."""
-    # Column by column (a cold board at a million submissions aggregates ~300,000
-    # contributor rows): the same values in the same order as row by row.
-    columns = (list(zip(*contributors, strict=True)) if contributors
-               else [()] * len(ContributorResult._fields))
-    per_contributor = [s for s in columns[_SPEEDUP] if s is not None]
-    enough = len(per_contributor) >= min_contributors
-    return GroupAggregate(
-        key=key,
-        submissions=sum(columns[_SUBMISSIONS]),
-        contributors=len(contributors),
-        median_speedup=_median_or_none(per_contributor),
-        p25_speedup=percentile(per_contributor, 0.25) if enough else None,
-        p75_speedup=percentile(per_contributor, 0.75) if enough else None,
-        min_speedup=min(per_contributor) if per_contributor else None,
-        max_speedup=max(per_contributor) if per_contributor else None,
-        median_speedup_wall=_median_or_none(
-            [s for s in columns[_SPEEDUP_WALL] if s is not None]),
-        median_baseline_tps=_median_or_none(
-            [s for s in columns[_BASELINE_TPS] if s is not None]),
-        few_results=not enough,
-        verdicts={v: sum(columns[at]) for v, at in _VERDICT_COLUMNS},
-        evidence={level: sum(columns[at]) for level, at in _LEVEL_COLUMNS},
-        mad_speedup=median_absolute_deviation(per_contributor) if enough else None,
-        outlier_contributors=sum(1 for score in robust_scores(per_contributor)
-                                 if abs(score) > OUTLIER_SCORE) if enough else 0,
-    )
-
-
-def aggregate_contributors(
-    reduced: Iterable[ContributorResult],
-    dimensions: Sequence[str],
-    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
-) -> list[GroupAggregate]:
-    """Groups from per-contributor results; in key order."""
-    groups: dict[tuple[KeyValue, ...], list[ContributorResult]] = {}
-    for item in reduced:
-        groups.setdefault(item.key, []).append(item)
-    result = [aggregate_group(_key_dict(dimensions, k), members, min_contributors)
-              for k, members in groups.items()]
-    return sort_groups(result, "key")
-
-
-def aggregate(
-    rows: Iterable[DraftResult],
-    group_by: Sequence[str],
-    min_contributors: int = DEFAULT_MIN_CONTRIBUTORS,
-) -> list[GroupAggregate]:
-    """Group ``rows`` by the whitelisted dimensions ``group_by``; groups in key order."""
-    unknown = check_dimensions(group_by)
-    if unknown:
-        raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
-    dimensions = list(dict.fromkeys(group_by))
-    return aggregate_contributors(reduce_contributors(rows, dimensions), dimensions,
-                                  min_contributors)
 
 
 def _sort_value(value: KeyValue) -> tuple[int, str]:

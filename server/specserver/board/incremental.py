@@ -1,26 +1,29 @@
 """The leaderboard maintained by change: a read after a write costs what the write touched.
 
-The full computation (``compute``) reduces every contributor's rows per group in SQL, forms
-every key's cohort, and applies the rules of ``aggregate`` and ``newkeys``. ``Maintainer``
-keeps, per board (filters, dimensions, view), what that computation builds — each group's
-per-contributor results and aggregate, each contributor's verdict and evidence counts —
-and brings it up to date from the store's change log (``store/changes.py``):
+``Maintainer`` keeps, per board (filters, dimensions, view), each group's per-contributor
+rows (``columns.Rows``: the first step of the rules, ``sql.contributor_columns``) and its
+aggregate, the keys' standing (``columns.Standing``, formed by ``newkeys``) and, per set of
+filters, each contributor's verdict and evidence counts; it brings them up to date from the
+store's change log (``store/changes.py``):
 
 1. the log names the contributors whose rows changed since the last refresh (ingest,
    hide, unhide, ban, unban, import, quarantine and its release: every write logs them);
-2. their per-contributor results are read again, in SQL restricted to them (the same
-   query as the full computation, so the same medians to the last bit);
-3. the cohorts of their address ranges are formed again (``newkeys.cohorts``: ranges are
-   independent), and the store's clock (its newest receipt) moving past a cohort's
-   graduation ends its probation (time passing is a change too);
+2. the store restricted to their submissions (``sql.restricted_to``) is read once: their
+   arrivals, their per-contributor rows for each board and their counts, by the same
+   queries as the full computation (so the same medians to the last bit);
+3. the cohorts of their address ranges are formed again (ranges are independent), and the
+   store's clock (its newest receipt) moving past a cohort's graduation ends its probation
+   (time passing is a change too);
 4. only the groups holding a changed contributor or a key whose standing changed are
-   aggregated again, by the same functions as the full computation.
+   aggregated again (``columns.group_aggregate``).
 
-The full computation runs instead when there is nothing to build on: the first read, a new
-schema version (a migration), or counts the log does not account for (a write that
-bypassed it: every stored submission and every audit row must appear in the log). A test
-holds the maintained board equal to ``compute`` after random writes, on DuckDB and
-PostgreSQL (``tests/server/board/test_incremental.py``).
+The first read of a board computes it in full; so does every read when there is nothing to
+build on: the first one, a new schema version (a migration), counts the log does not
+account for (a write that bypassed it: every stored submission and every audit row must
+appear in the log), or more changed contributors than a restricted read is worth
+(``FULL_ABOVE``). ``compute`` is that full computation alone. A test holds the maintained
+board equal to ``compute`` after random writes, on DuckDB and PostgreSQL
+(``tests/server/board/test_incremental.py``).
 
 Under concurrency: a refresh reads the log's position, the changes and the restricted
 rows in one snapshot (``snapshot``: PostgreSQL's REPEATABLE READ; DuckDB's transaction),
@@ -31,24 +34,27 @@ processes each maintain their own boards from the one log.
 
 from __future__ import annotations
 
-import heapq
 import threading
-from collections import Counter, OrderedDict
-from collections.abc import Collection, Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 
-from sqlalchemy import Connection, Engine, func, literal, select
+import numpy as np
+from sqlalchemy import Connection, Engine
 
 from specschema.evidence import LEVELS
-from specserver.board import aggregate, newkeys, sql
-from specserver.board.aggregate import ContributorResult, GroupAggregate, KeyValue, View
-from specserver.store import changes, current_version, queries, tables
+from specserver.board import aggregate, columns, newkeys, sql
+from specserver.board.aggregate import GroupAggregate, KeyValue, View
+from specserver.board.columns import NAT, Bools, Codes, Ints, Rows, Standing, micros
+from specserver.store import changes, current_version, queries
 
 KeyTuple = tuple[KeyValue, ...]
 Spec = tuple[queries.Filters, tuple[str, ...], View]
 DEFAULT_BOARDS = 8  # boards maintained at once (each holds a row per group and contributor)
+# Past this many changed contributors in one refresh, everything is computed in full: the
+# restricted read would hold most of the store, and its IN lists grow with it.
+FULL_ABOVE = 20_000
 
 
 @dataclass(frozen=True)
@@ -69,268 +75,200 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
         yield conn
 
 
-def finish(reduced: list[ContributorResult], dimensions: tuple[str, ...],
-           held: newkeys.Standing, rules: newkeys.CohortRules,
-           min_contributors: int) -> list[GroupAggregate]:
-    """Per-contributor results to the board's groups: cohorts and the block of new keys
-    folded (newkeys.py), groups aggregated and flagged, labels told apart."""
-    together = newkeys.arrived_together(reduced, held, rules.window, min_contributors)
-    folded = newkeys.fold(reduced, held)
-    groups = aggregate.aggregate_contributors(folded, dimensions, min_contributors)
-    groups = [replace(g, arrived_together=True) if aggregate.flat_key(g) in together else g
-              for g in groups]
-    return aggregate.distinct_labels(groups)  # one name, several models: told apart
-
-
-def compute(conn: Connection, filters: queries.Filters, dimensions: tuple[str, ...],
-            view: View, rules: newkeys.CohortRules, min_contributors: int,
-            held: newkeys.Standing | None = None) -> Computed:
-    """The full computation of one board from the store."""
-    if held is None:
-        held = (newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn), rules)
-                if rules.active else newkeys.Standing({}, frozenset(), {}))
-    reduced = sql.contributor_results(conn, filters, dimensions,
-                                      aggregate.VIEW_VERDICTS[view])
-    return Computed(finish(reduced, dimensions, held, rules, min_contributors),
-                    sql.verdict_totals(conn, filters), sql.evidence_totals(conn, filters))
+def compute(conn: Connection, filters: queries.Filters, dimensions: Sequence[str],
+            view: View, rules: newkeys.CohortRules, min_contributors: int) -> Computed:
+    """The full computation of one board from the store (what a first read computes)."""
+    return Maintainer(rules, min_contributors, max_boards=1).board(
+        conn, filters, tuple(dimensions), view)
 
 
 # --- the keys' standing, by range ----------------------------------------------------------
 
 
-def _status(state: _Standing, key: str) -> tuple[str | None, bool, datetime | None]:
-    cohort = state.cohort_of.get(key)
-    return (cohort, cohort in state.new,
-            state.arrived.get(cohort) if cohort is not None else None)
+class _KeyStanding:
+    """``newkeys``' rules 1-4 over every key, kept as arrays by contributor code and formed
+    again per address range (keys without one each alone) when keys' arrivals change."""
 
-
-class _Standing:
-    """``newkeys.standing`` kept per address range (keys without one each alone)."""
-
-    def __init__(self, rules: newkeys.CohortRules) -> None:
+    def __init__(self, rules: newkeys.CohortRules, codes: Codes) -> None:
         self.rules = rules
-        self.arrivals: dict[str, newkeys.Arrival] = {}
-        self.slot_keys: dict[str, set[str]] = {}
-        self.cohort_of: dict[str, str] = {}
-        self.arrived: dict[str, datetime] = {}
-        self.graduation: dict[str, datetime | None] = {}
-        self.members: dict[str, set[str]] = {}
-        self.new: set[str] = set()
-        self.newest: datetime | None = None
-        self._due: list[tuple[datetime, str]] = []  # (graduation, cohort) of new cohorts
+        self.codes = codes
+        self.arrays = Standing.empty()
+        self.first_seen = np.zeros(0, np.int64)
+        self.aged_from = np.zeros(0, np.int64)
+        self.origin = np.zeros(0, np.int64)  # a range's number; -1: none; -2: not a key
+        self.graduation = np.zeros(0, np.int64)  # of the cohort a code names
+        self.is_cohort = np.zeros(0, np.bool_)  # the code names a cohort (its first key)
+        self.ranges = Codes()  # address ranges (origin hashes) by number
+        self.newest = int(NAT)
 
-    @staticmethod
-    def _slot(arrival: newkeys.Arrival) -> str:
-        return f"o:{arrival.origin}" if arrival.origin is not None else f"k:{arrival.key_id}"
-
-    def held(self) -> newkeys.Standing:
-        return newkeys.Standing(self.cohort_of, self.new, self.arrived)
-
-    def _is_new(self, graduation: datetime | None) -> bool:
-        return (self.rules.probation > timedelta(0) and self.newest is not None
-                and (graduation is None or graduation > self.newest))
+    def fit(self, size: int) -> None:
+        have = len(self.first_seen)
+        self.arrays.fit(size)
+        grow = len(self.arrays.cohort) - have
+        if grow <= 0:
+            return
+        never = np.full(grow, NAT, np.int64)
+        self.first_seen = np.concatenate([self.first_seen, never])
+        self.aged_from = np.concatenate([self.aged_from, never])
+        self.origin = np.concatenate([self.origin, np.full(grow, -2, np.int64)])
+        self.graduation = np.concatenate([self.graduation, never])
+        self.is_cohort = np.concatenate([self.is_cohort, np.zeros(grow, np.bool_)])
 
     def build(self, conn: Connection) -> None:
-        self.newest = newkeys.newest_receipt(conn)
-        found = newkeys.arrivals(conn)
-        for arrival in found:
-            self.arrivals[arrival.key_id] = arrival
-            self.slot_keys.setdefault(self._slot(arrival), set()).add(arrival.key_id)
-        # Ranges (and keys without one) are independent: every slot formed in one call is
-        # what forming each alone gives (~2 s less CPU at 200,000 keys).
-        self._adopt(newkeys.cohorts(found, self.rules))
+        self.newest = micros(newkeys.newest_receipt(conn))
+        found = newkeys.arrival_columns(conn)
+        codes = self.codes.encode(found.key_ids)
+        self.fit(len(self.codes))
+        self._take(codes, found)
+        # Ranges (and keys without one) are independent: every one formed in one call is
+        # what forming each alone gives.
+        self._form(codes, found)
+        self.arrays.new = self._new_now()
 
-    def _form(self, slot: str) -> None:
-        """(Re)form the cohorts of one range's keys."""
-        keys = self.slot_keys.get(slot, set())
-        for cohort in {self.cohort_of[k] for k in keys if k in self.cohort_of}:
-            for member in self.members.pop(cohort, set()):
-                if self.cohort_of.get(member) == cohort:
-                    del self.cohort_of[member]
-            self.arrived.pop(cohort, None)
-            self.graduation.pop(cohort, None)
-            self.new.discard(cohort)
-        if not keys:
-            self.slot_keys.pop(slot, None)
-            return
-        self._adopt(newkeys.cohorts([self.arrivals[k] for k in keys], self.rules))
+    def _take(self, codes: Ints, found: newkeys.ArrivalColumns) -> Ints:
+        ranged = [o is not None for o in found.origin]
+        origins = np.full(len(found), -1, np.int64)
+        origins[np.fromiter(ranged, dtype=np.bool_, count=len(found))] = self.ranges.encode(
+            [o for o in found.origin if o is not None])
+        self.first_seen[codes] = found.first_seen
+        self.aged_from[codes] = found.aged_from
+        self.origin[codes] = origins
+        return origins
 
-    def _adopt(self, formed: newkeys.Cohorts) -> None:
-        """Take in cohorts formed afresh (their slots' old cohorts already dropped)."""
-        self.cohort_of.update(formed.cohort_of)
-        for key, cohort in formed.cohort_of.items():
-            self.members.setdefault(cohort, set()).add(key)
-        self.arrived.update(formed.arrived)
-        self.graduation.update(formed.graduation)
-        for cohort, at in formed.graduation.items():
-            if self._is_new(at):
-                self.new.add(cohort)
-                if at is not None:
-                    heapq.heappush(self._due, (at, cohort))
+    def _form(self, codes: Ints, found: newkeys.ArrivalColumns) -> None:
+        formed = newkeys.form_cohorts(found, self.rules)
+        heads = codes[formed.first]
+        self.arrays.cohort[codes] = heads
+        self.is_cohort[codes] = False
+        self.is_cohort[heads] = True
+        self.arrays.arrived[heads] = found.first_seen[formed.first]
+        self.graduation[heads] = formed.graduation
 
-    def update(self, conn: Connection, submission_ids: Collection[str],
-               newest: datetime | None) -> set[str]:
-        """After writes touching the keys of ``submission_ids`` (every submission of
-        theirs): the keys whose cohort, probation or cohort arrival changed."""
-        slots: set[str] = set()
-        for arrival in newkeys.arrivals(conn, submission_ids) if submission_ids else []:
-            held = self.arrivals.get(arrival.key_id)
-            if held == arrival:
-                continue
-            if held is not None:
-                slots.add(self._slot(held))
-                self.slot_keys[self._slot(held)].discard(arrival.key_id)
-            self.arrivals[arrival.key_id] = arrival
-            slots.add(self._slot(arrival))
-            self.slot_keys.setdefault(self._slot(arrival), set()).add(arrival.key_id)
-        affected = {k for slot in slots for k in self.slot_keys.get(slot, set())}
-        affected |= {k for slot in slots for c in self._cohorts_of(slot)
-                     for k in self.members.get(c, set())}
-        before = {k: _status(self, k) for k in affected}
-        changed = self._advance(newest)
+    def _new_now(self) -> Bools:
+        if self.rules.probation.total_seconds() <= 0 or self.newest == NAT:
+            return np.zeros(len(self.is_cohort), np.bool_)
+        ageing = self.graduation
+        new: Bools = self.is_cohort & ((ageing == NAT) | (ageing > self.newest))
+        return new
+
+    def _keys_of(self, codes: Ints) -> newkeys.ArrivalColumns:
+        return newkeys.ArrivalColumns(
+            [self.codes.names[c] for c in codes.tolist()], self.first_seen[codes],
+            [None if o < 0 else self.ranges.names[o] for o in self.origin[codes].tolist()],
+            self.aged_from[codes])
+
+    def update(self, conn: Connection, newest: int) -> Ints:
+        """After writes touching the keys ``conn`` is restricted to (``sql.restricted_to``):
+        the codes of the contributors whose cohort, probation or cohort arrival changed."""
+        found = newkeys.arrival_columns(conn)
+        codes = self.codes.encode(found.key_ids)
+        self.fit(len(self.codes))
+        before_origin = self.origin[codes]
+        changed = ((self.first_seen[codes] != found.first_seen)
+                   | (self.aged_from[codes] != found.aged_from))
+        after_origin = self._take(codes, found)
+        changed |= before_origin != after_origin
+        moved = codes[changed]
+        ranges = {int(o) for o in (*before_origin[changed].tolist(),
+                                   *after_origin[changed].tolist()) if o >= 0}
+        alone = moved[self.origin[moved] < 0]
+        slots = [np.flatnonzero(self.origin == r) for r in sorted(ranges)]
+        slots += [alone[i:i + 1] for i in range(len(alone))]
+        affected = np.concatenate([moved, *slots]) if slots else moved
+        cohorts = self.arrays.cohort
+        before = (cohorts[affected].copy(), self.arrays.new[cohorts[affected]].copy(),
+                  self.arrays.arrived[cohorts[affected]].copy())
         for slot in slots:
-            self._form(slot)
-        changed |= {k for k in affected if _status(self, k) != before[k]}
-        return changed
-
-    def _cohorts_of(self, slot: str) -> set[str]:
-        return {self.cohort_of[k] for k in self.slot_keys.get(slot, set())
-                if k in self.cohort_of}
-
-    def _advance(self, newest: datetime | None) -> set[str]:
-        """The store's clock moved to ``newest``: cohorts whose probation ended since."""
+            self._form(slot, self._keys_of(slot))
         self.newest = newest
-        changed: set[str] = set()
-        while self._due and newest is not None and self._due[0][0] <= newest:
-            at, cohort = heapq.heappop(self._due)
-            if cohort in self.new and self.graduation.get(cohort) == at:
-                self.new.discard(cohort)
-                changed |= self.members.get(cohort, set())
-        return changed
+        was_new, now_new = self.arrays.new, self._new_now()
+        self.arrays.new = now_new
+        flipped = was_new != now_new
+        restanded = [np.flatnonzero(flipped[cohorts])] if flipped.any() else []
+        status_changed = ((cohorts[affected] != before[0])
+                          | (now_new[cohorts[affected]] != before[1])
+                          | (self.arrays.arrived[cohorts[affected]] != before[2]))
+        restanded.append(affected[status_changed])
+        return np.unique(np.concatenate(restanded))
 
 
 # --- one maintained board --------------------------------------------------------------------
 
 
-Tally = dict[tuple[str, str], int]  # (verdict, evidence level) -> draft results
+class _Tallies:
+    """Draft results per verdict and evidence level of one set of filters, per contributor
+    (a row per code) and in total: ``sql.verdict_totals`` and ``evidence_totals``."""
 
+    def __init__(self, codes: Codes, found: tuple[Sequence[str], Ints]) -> None:
+        self.per = np.zeros((len(codes), found[1].shape[1]), np.int64)
+        self.total = np.zeros(found[1].shape[1], np.int64)
+        self._take(codes, found)
 
-def submissions_of(conn: Connection, contributors: Collection[str]) -> list[str]:
-    """Every submission of these contributors (key ids, or ``imported:<submission id>``):
-    one scan of the key column, after which every query reads them by id."""
-    keys = sorted(c for c in contributors if not c.startswith(changes.IMPORTED))
-    imported = [c[len(changes.IMPORTED):] for c in contributors
-                if c.startswith(changes.IMPORTED)]
-    sub = tables.submissions
-    found = (list(conn.execute(select(sub.c.submission_id).where(sub.c.key_id.in_(keys)))
-                  .scalars()) if keys else [])
-    return [*found, *imported]  # an imported id that is not stored matches no row
+    def _take(self, codes: Codes, found: tuple[Sequence[str], Ints]) -> None:
+        names, counts = found
+        coded = codes.encode(names)
+        self.fit(len(codes))
+        self.per[coded] = counts
+        self.total += counts.sum(axis=0)
 
+    def fit(self, size: int) -> None:
+        if size > len(self.per):
+            grow = max(size, 2 * len(self.per)) - len(self.per)
+            self.per = np.concatenate([self.per, np.zeros((grow, self.per.shape[1]),
+                                                          np.int64)])
 
-def _contributor_counts(conn: Connection, filters: queries.Filters,
-                        submission_ids: Collection[str] | None) -> dict[str, Tally]:
-    """Per contributor: draft results per (verdict, evidence level) among visible
-    submissions matching the filters (``sql.verdict_totals`` and ``evidence_totals``)."""
-    sub, draft = tables.submissions, tables.summaries.alias("d")
-    who = func.coalesce(sub.c.key_id, literal(changes.IMPORTED) + sub.c.submission_id)
-    level = func.coalesce(draft.c.evidence, "none")
-    where = [draft.c.role == "draft", queries.visible_clause(),
-             *queries.submission_clauses(filters), *queries.draft_clauses(filters, draft)]
-    if submission_ids is not None:
-        where.append(sql.only_submissions(submission_ids, draft))
-    stmt = (select(who, draft.c.observed, level, func.count())
-            .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
-            .where(*where).group_by(who, draft.c.observed, level))
-    found: dict[str, Tally] = {}
-    # Plain dicts and rows: a cold board at a million submissions reads ~470,000 of them.
-    for contributor, verdict, evidence, count in sql.plain_rows(conn.execute(stmt)):
-        tally = found.get(contributor)
-        if tally is None:
-            tally = found[contributor] = {}
-        tally[(verdict, evidence)] = count
-    return found
-
-
-@dataclass
-class _Counts:
-    """Verdict and evidence counts of one set of filters, per contributor and in total."""
-
-    per: dict[str, Tally]
-    total: Counter[tuple[str, str]] = field(default_factory=Counter)
-
-    def __post_init__(self) -> None:
-        total: Tally = {}
-        for tally in self.per.values():
-            for pair, count in tally.items():
-                total[pair] = total.get(pair, 0) + count
-        self.total.update(total)
-
-    def update(self, conn: Connection, filters: queries.Filters, touched: Collection[str],
-               submission_ids: Collection[str]) -> None:
-        fresh = _contributor_counts(conn, filters, submission_ids)
-        for contributor in touched:
-            self.total.subtract(self.per.pop(contributor, {}))
-            if contributor in fresh:
-                self.per[contributor] = fresh[contributor]
-                self.total.update(fresh[contributor])
+    def update(self, codes: Codes, touched: Ints, fresh: tuple[Sequence[str], Ints]) -> None:
+        self.fit(len(codes))
+        self.total -= self.per[touched].sum(axis=0)
+        self.per[touched] = 0
+        self._take(codes, fresh)
 
     def verdicts(self) -> dict[str, int]:
-        return {v: sum(n for (verdict, _), n in self.total.items() if verdict == v)
-                for v in queries.VERDICTS}
+        return dict(zip(queries.VERDICTS, self.total[:len(queries.VERDICTS)].tolist(),
+                        strict=True))
 
     def levels(self) -> dict[str, int]:
-        return {name: sum(n for (_, level), n in self.total.items() if level == name)
-                for name in LEVELS}
+        return dict(zip(LEVELS, self.total[len(queries.VERDICTS):].tolist(), strict=True))
 
 
 class _Board:
-    def __init__(self, spec: Spec, reduced: Iterable[ContributorResult]) -> None:
+    def __init__(self, spec: Spec, rows: dict[KeyTuple, Rows]) -> None:
         self.filters, self.dimensions, self.view = spec
-        self.members: dict[KeyTuple, dict[str, ContributorResult]] = {}
-        self.groups_of: dict[str, set[KeyTuple]] = {}
+        self.rows = rows
         self.groups: dict[KeyTuple, GroupAggregate] = {}
-        self._place(reduced)
         self._shown: list[GroupAggregate] | None = None
 
-    def _place(self, reduced: Iterable[ContributorResult]) -> set[KeyTuple]:
-        placed = set()
-        for item in reduced:
-            self.members.setdefault(item.key, {})[item.contributor] = item
-            self.groups_of.setdefault(item.contributor, set()).add(item.key)
-            placed.add(item.key)
-        return placed
-
-    def update(self, conn: Connection, touched: Collection[str], submission_ids: list[str],
-               restanded: Collection[str], held: newkeys.Standing,
-               rules: newkeys.CohortRules, min_contributors: int) -> None:
-        dirty: set[KeyTuple] = set()
-        for contributor in touched:
-            for key in self.groups_of.pop(contributor, set()):
-                self.members[key].pop(contributor, None)
-                dirty.add(key)
-        if touched:
-            dirty |= self._place(sql.contributor_results(
-                conn, self.filters, self.dimensions, aggregate.VIEW_VERDICTS[self.view],
-                submission_ids=submission_ids))
-        for key_id in restanded:
-            dirty |= self.groups_of.get(key_id, set())
-        for key in dirty:
-            self.aggregate(key, held, rules, min_contributors)
-        if dirty:
-            self._shown = None
-
-    def aggregate(self, key: KeyTuple, held: newkeys.Standing, rules: newkeys.CohortRules,
+    def aggregate(self, key: KeyTuple, standing: Standing, window_us: int,
                   min_contributors: int) -> None:
-        members = self.members.get(key)
-        if not members:
-            self.members.pop(key, None)
+        rows = self.rows.get(key)
+        if rows is None or not len(rows):
+            self.rows.pop(key, None)
             self.groups.pop(key, None)
             return
-        reduced = list(members.values())
-        together = newkeys.arrived_together(reduced, held, rules.window, min_contributors)
-        [group] = aggregate.aggregate_contributors(newkeys.fold(reduced, held),
-                                                   self.dimensions, min_contributors)
-        self.groups[key] = replace(group, arrived_together=True) if key in together else group
+        self.groups[key] = columns.group_aggregate(
+            aggregate.key_dict(self.dimensions, key), rows, standing, window_us,
+            min_contributors)
+
+    def update(self, touched: Bools, fresh: Mapping[KeyTuple, Rows], restanded: Bools | None,
+               standing: Standing, window_us: int, min_contributors: int) -> None:
+        """``touched`` (by code): contributors whose rows are read again, ``fresh`` their
+        rows now; ``restanded`` (by code): contributors whose standing changed."""
+        dirty: set[KeyTuple] = set()
+        for key, rows in self.rows.items():
+            drop = touched[rows.codes]
+            if drop.any():
+                self.rows[key] = rows.without(drop)
+                dirty.add(key)
+            elif restanded is not None and restanded[rows.codes].any():
+                dirty.add(key)
+        for key, rows in fresh.items():
+            held = self.rows.get(key)
+            self.rows[key] = rows if held is None else Rows.joined([held, rows])
+            dirty.add(key)
+        for key in dirty:
+            self.aggregate(key, standing, window_us, min_contributors)
+        if dirty:
+            self._shown = None
 
     def shown(self) -> list[GroupAggregate]:
         if self._shown is None:
@@ -350,12 +288,14 @@ class Maintainer:
         self.rules = rules
         self.min_contributors = min_contributors
         self.max_boards = max_boards
+        self.window_us = micros(rules.window)
         self._lock = threading.Lock()
         self._at: changes.Position | None = None
         self._schema: int | None = None
-        self._standing = _Standing(rules)
+        self._codes = Codes()
+        self._standing = _KeyStanding(rules, self._codes)
         self._boards: OrderedDict[Spec, _Board] = OrderedDict()
-        self._counts: dict[queries.Filters, _Counts] = {}
+        self._tallies: dict[queries.Filters, _Tallies] = {}
         # What the refreshes did (tests and the bench read them): full rebuilds, and
         # refreshes from the log with the contributors they read again.
         self.rebuilds = 0
@@ -368,30 +308,36 @@ class Maintainer:
         with self._lock:
             self._refresh(conn)
             spec = (filters, tuple(dimensions), view)
-            held = self._standing.held()
             board = self._boards.get(spec)
             if board is None:
-                board = _Board(spec, sql.contributor_results(
-                    conn, filters, spec[1], aggregate.VIEW_VERDICTS[view]))
-                for key in board.members:
-                    board.aggregate(key, held, self.rules, self.min_contributors)
+                board = _Board(spec, sql.contributor_columns(
+                    conn, filters, spec[1], aggregate.VIEW_VERDICTS[view]
+                ).by_group(self._codes))
+                self._fit()
+                for key in list(board.rows):
+                    board.aggregate(key, self._standing.arrays, self.window_us,
+                                    self.min_contributors)
                 self._boards[spec] = board
                 while len(self._boards) > self.max_boards:
                     self._boards.popitem(last=False)
-                    self._counts = {f: c for f, c in self._counts.items()
-                                    if any(s[0] == f for s in self._boards)}
+                    self._tallies = {f: t for f, t in self._tallies.items()
+                                     if any(s[0] == f for s in self._boards)}
             self._boards.move_to_end(spec)
-            counts = self._counts.get(filters)
-            if counts is None:
-                counts = self._counts[filters] = _Counts(
-                    _contributor_counts(conn, filters, None))
-            return Computed(board.shown(), counts.verdicts(), counts.levels())
+            tallies = self._tallies.get(filters)
+            if tallies is None:
+                tallies = self._tallies[filters] = _Tallies(
+                    self._codes, sql.contributor_tallies(conn, filters))
+            return Computed(board.shown(), tallies.verdicts(), tallies.levels())
+
+    def _fit(self) -> None:
+        self._standing.fit(len(self._codes))
 
     def _rebuild(self, conn: Connection, at: changes.Position, schema: int | None) -> None:
         self.rebuilds += 1
         self._boards.clear()
-        self._counts.clear()
-        self._standing = _Standing(self.rules)
+        self._tallies.clear()
+        self._codes = Codes()
+        self._standing = _KeyStanding(self.rules, self._codes)
         if self.rules.active:
             self._standing.build(conn)
         self._at, self._schema = at, schema
@@ -407,24 +353,31 @@ class Maintainer:
             return
         logged = changes.since(conn, previous.seq, at.seq)
         if (at.submissions - previous.submissions != logged.submissions
-                or at.audits - previous.audits != logged.audits):
+                or at.audits - previous.audits != logged.audits
+                or len(logged.contributors) > FULL_ABOVE):
             self._rebuild(conn, at, schema)  # a write the log did not see: trust nothing
             return
-        newest = newkeys.newest_receipt(conn) if self.rules.active else None
-        held_newest = self._standing.newest
-        if newest is not None and (held_newest is None or newest < held_newest):
+        newest = micros(newkeys.newest_receipt(conn)) if self.rules.active else int(NAT)
+        if newest != NAT and (self._standing.newest == NAT or newest < self._standing.newest):
             self._rebuild(conn, at, schema)  # the clock started (or went back)
             return
-        ids = submissions_of(conn, logged.contributors) if logged.contributors else []
-        restanded = self._standing.update(conn, ids, newest) if self.rules.active else set()
+        with sql.restricted_to(conn, logged.contributors):
+            restanded = (self._standing.update(conn, newest) if self.rules.active
+                         else np.zeros(0, np.int64))
+            tallies = {f: sql.contributor_tallies(conn, f) for f in self._tallies}
+            fresh = {spec: sql.contributor_columns(
+                conn, spec[0], spec[1], aggregate.VIEW_VERDICTS[spec[2]]
+            ).by_group(self._codes) for spec in self._boards}
         self.refreshes += 1
         self.contributors_read += len(logged.contributors)
-        held = self._standing.held()
-        for filters, counts in self._counts.items():
-            if logged.contributors:
-                counts.update(conn, filters, logged.contributors, ids)
-        for board in self._boards.values():
-            board.update(conn, logged.contributors, ids, restanded, held, self.rules,
-                         self.min_contributors)
+        touched_codes = self._codes.encode(sorted(logged.contributors))
+        self._fit()
+        size = len(self._standing.arrays.cohort)
+        touched = columns.membership(touched_codes.tolist(), size)
+        standing_moved = columns.membership(restanded.tolist(), size) if len(restanded) else None
+        for filters, held in self._tallies.items():
+            held.update(self._codes, touched_codes, tallies[filters])
+        for spec, board in self._boards.items():
+            board.update(touched, fresh[spec], standing_moved, self._standing.arrays,
+                         self.window_us, self.min_contributors)
         self._at = at
-

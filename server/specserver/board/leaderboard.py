@@ -158,7 +158,7 @@ class ReadService:
         retry_s: float = DEFAULT_RETRY_S,
         wait_s: float = 0.0,
         check_s: float = CHECK_S,
-        incremental_boards: int = incremental.DEFAULT_BOARDS,  # 0: every board in full
+        incremental_boards: int = incremental.DEFAULT_BOARDS,
     ) -> None:
         self.engine = engine
         self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
@@ -171,9 +171,6 @@ class ReadService:
         self._version: str | None = None
         self._version_at = float("-inf")
         self._known: tuple[str, dict[str, list[Any]]] | None = None
-        # The keys' cohorts and probation for one data version: the same for every filter
-        # and view, so computed once per version (~0.2 s of CPU at 100k submissions).
-        self._standing: tuple[str, newkeys.Standing] | None = None
         # The boards read most recently, kept up to date from the store's change log.
         self._incremental_boards = incremental_boards
         self._maintainer = self._new_maintainer()
@@ -258,7 +255,6 @@ class ReadService:
             self._entries.clear()
             self._bodies.clear()
             self._known = None
-            self._standing = None
             self._board_checked = None
 
     # --- snapshots -------------------------------------------------------------------------
@@ -395,38 +391,19 @@ class ReadService:
 
     # --- one board -------------------------------------------------------------------------
 
-    def _standing_for(self, conn: Connection, version: str) -> newkeys.Standing:
-        """``newkeys.standing`` of the store at ``version`` (the caller holds the compute
-        lock), reused for every board of that version."""
-        if not self.rules.active:
-            return newkeys.Standing({}, frozenset(), {})
-        if self._standing is not None and self._standing[0] == version:
-            return self._standing[1]
-        held = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn),
-                                self.rules)
-        self._standing = (version, held)
-        return held
-
-    def _new_maintainer(self) -> incremental.Maintainer | None:
-        if self._incremental_boards <= 0:
-            return None
+    def _new_maintainer(self) -> incremental.Maintainer:
         return incremental.Maintainer(self.rules, self.min_contributors,
                                       self._incremental_boards)
 
     def compute_board(self, conn: Connection, version: str, filters: queries.Filters,
                       dimensions: Sequence[str], view: View) -> Board:
         """The board from the state of the store ``conn`` sees (whose data version is
-        ``version``): the one place a board is computed. Maintained by change
-        (``incremental``: from the store's change log), or in full when that is off;
-        Sybil resistance (newkeys.py) either way."""
+        ``version``): the one place a board is computed, maintained by change
+        (``incremental``: from the store's change log), Sybil resistance (newkeys.py)
+        included."""
         dims = tuple(dimensions)
         with self._compute_lock:
-            if self._maintainer is not None:
-                computed = self._maintainer.board(conn, filters, dims, view)
-            else:
-                computed = incremental.compute(conn, filters, dims, view, self.rules,
-                                               self.min_contributors,
-                                               self._standing_for(conn, version))
+            computed = self._maintainer.board(conn, filters, dims, view)
         return Board(
             version=version,
             view=view,

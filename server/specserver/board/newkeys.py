@@ -41,25 +41,23 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from sqlalchemy import ColumnElement, Connection, and_, func, select
 
-from specschema.stats import median
 from specserver.board.aggregate import (
     BOARD_VERDICTS,
     NOISE_VERDICTS,
-    ContributorResult,
-    KeyValue,
 )
-from specserver.board.sql import board_clause, plain_rows
+from specserver.board.columns import NAT, Ints, micros, time_column, when
+from specserver.board.sql import board_clause, fetch_columns
 from specserver.store import tables
 
 DEFAULT_PROBATION_DAYS = 7.0
 DEFAULT_WINDOW_HOURS = 24.0
 DEFAULT_GRADUATIONS_PER_DAY = 2
 NEW_KEYS = "new-keys"  # the folded contributor's name
-# ContributorResult's leading fields; every field after them is a count, summed when folding.
-_HEAD = ("key", "contributor", "submissions", "speedup", "speedup_wall", "baseline_tps")
 _DAY = timedelta(days=1)
+_NEVER = np.iinfo(np.int64).max  # a cohort none of whose members has started to age
 
 
 @dataclass(frozen=True)
@@ -106,8 +104,36 @@ def newest_receipt(conn: Connection) -> datetime | None:
     return newest
 
 
-def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
-             ) -> list[Arrival]:
+@dataclass(frozen=True)
+class ArrivalColumns:
+    """``Arrival`` of many keys as columns: times as int64 microseconds since the epoch
+    (``columns.NAT``: none)."""
+
+    key_ids: Sequence[str]
+    first_seen: Ints
+    origin: Sequence[str | None]
+    aged_from: Ints
+
+    def __len__(self) -> int:
+        return len(self.key_ids)
+
+    def rows(self) -> list[Arrival]:
+        return [Arrival(key, when(first), origin, when(aged) if aged != NAT else None)
+                for key, first, origin, aged in zip(
+                    self.key_ids, self.first_seen.tolist(), self.origin,
+                    self.aged_from.tolist(), strict=True)]
+
+    @classmethod
+    def of(cls, found: Iterable[Arrival]) -> ArrivalColumns:
+        found = list(found)
+        return cls([a.key_id for a in found],
+                   np.array([micros(a.first_seen) for a in found], dtype=np.int64),
+                   [a.origin for a in found],
+                   np.array([micros(a.aged_from) for a in found], dtype=np.int64))
+
+
+def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = None
+                    ) -> ArrivalColumns:
     """Every key's arrival, range and ageing start, in two grouped queries; or only those
     of the keys of ``submission_ids``, which must then hold every submission of theirs."""
     sub = tables.submissions
@@ -123,25 +149,43 @@ def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
         reached = reached.where(draft.c.submission_id.in_(ids))
     counted = (sub.c.complete.is_(True) & sub.c.hidden.is_(False)
                & sub.c.submission_id.in_(reached))
-    keys = plain_rows(conn.execute(
-        select(sub.c.key_id, func.min(sub.c.received_at),
-               func.min(sub.c.received_at).filter(counted))
-        .where(which).group_by(sub.c.key_id)))
-    origin_at: dict[str, tuple[datetime, str]] = {}
-    for key_id, origin, first in plain_rows(conn.execute(
-            select(sub.c.key_id, sub.c.origin_hash, func.min(sub.c.received_at))
-            .where(which, sub.c.origin_hash.is_not(None))
-            .group_by(sub.c.key_id, sub.c.origin_hash))):
-        held = origin_at.get(key_id)
-        if held is None or (first, origin) < held:
-            origin_at[key_id] = (first, origin)
-    found = []
-    for key_id, first_seen, aged_from in keys:
-        origin = origin_at.get(key_id)
-        found.append(Arrival(str(key_id), first_seen,
-                             origin[1] if origin is not None and origin[0] == first_seen
-                             else None, aged_from))
-    return found
+    # A key's range is that of its first submission (the smallest range among several
+    # stored at that same instant), known only when that submission had one: the first
+    # (receipt, range) among its submissions that have a range, if it is that early.
+    ranged = sub.c.origin_hash.is_not(None)
+    head = [sub.c.key_id, func.min(sub.c.received_at),
+            func.min(sub.c.received_at).filter(counted)]
+    if conn.dialect.name == "duckdb":
+        found = fetch_columns(conn, select(
+            *head, func.min(sub.c.received_at).filter(ranged),
+            func.arg_min(sub.c.origin_hash, func.row(sub.c.received_at, sub.c.origin_hash)
+                         ).filter(ranged))
+            .where(which).group_by(sub.c.key_id))
+        key_ids, first_seen = [str(k) for k in found[0]], time_column(found[1])
+        ranged_at, origins = time_column(found[3]), np.asarray(found[4], dtype=object)
+    else:
+        found = fetch_columns(conn, select(*head).where(which).group_by(sub.c.key_id))
+        key_ids, first_seen = [str(k) for k in found[0]], time_column(found[1])
+        origin_at: dict[str, tuple[int, str]] = {}
+        by_range = fetch_columns(conn, select(sub.c.key_id, sub.c.origin_hash,
+                                              func.min(sub.c.received_at))
+                                 .where(which, ranged).group_by(sub.c.key_id, sub.c.origin_hash))
+        for key_id, origin, first in zip(by_range[0], by_range[1],
+                                         time_column(by_range[2]).tolist(), strict=True):
+            held = origin_at.get(key_id)
+            if held is None or (first, origin) < held:
+                origin_at[key_id] = (first, origin)
+        firsts = [origin_at.get(key, (int(NAT), None)) for key in key_ids]
+        ranged_at = np.array([f[0] for f in firsts], dtype=np.int64)
+        origins = np.array([f[1] for f in firsts], dtype=object)
+    origins[ranged_at != first_seen] = None
+    return ArrivalColumns(key_ids, first_seen, origins.tolist(), time_column(found[2]))
+
+
+def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
+             ) -> list[Arrival]:
+    """``arrival_columns`` as one ``Arrival`` per key."""
+    return arrival_columns(conn, submission_ids).rows()
 
 
 @dataclass(frozen=True)
@@ -165,123 +209,86 @@ def standing(found: Iterable[Arrival], newest: datetime | None, rules: CohortRul
 
 
 def cohorts(found: Iterable[Arrival], rules: CohortRules) -> Cohorts:
-    """Rules 1, 2 and 4 (pure). Ranges are independent of each other, and so is each key
-    without a range: ``board.incremental`` recomputes only the ranges a change touched."""
-    by_origin: dict[str | None, list[Arrival]] = {}
-    for arrival in found:
-        by_origin.setdefault(arrival.origin, []).append(arrival)
+    """``form_cohorts`` with names and datetimes."""
+    arrived = ArrivalColumns.of(found)
+    formed = form_cohorts(arrived, rules)
     cohort_of: dict[str, str] = {}
-    arrived: dict[str, datetime] = {}
-    aged: dict[str, datetime | None] = {}
-    origin_of: dict[str, str | None] = {}
-    for origin, members in by_origin.items():
-        members.sort(key=lambda a: (a.first_seen, a.key_id))
-        cohort: str | None = None
-        last: datetime | None = None
-        for arrival in members:
-            chained = (origin is not None and rules.window > timedelta(0) and last is not None
-                       and arrival.first_seen - last <= rules.window)
-            if not chained or cohort is None:
-                cohort = arrival.key_id
-                arrived[cohort] = arrival.first_seen
-                aged[cohort] = None
-                origin_of[cohort] = origin
-            cohort_of[arrival.key_id] = cohort
-            last = arrival.first_seen
-            start = aged[cohort]
-            if arrival.aged_from is not None and (start is None or arrival.aged_from < start):
-                aged[cohort] = arrival.aged_from
-    graduation = _graduations(aged, origin_of, rules)
-    return Cohorts(cohort_of, arrived, {c: graduation.get(c) for c in arrived})
+    arrival: dict[str, datetime] = {}
+    graduation: dict[str, datetime | None] = {}
+    for key, first, at in zip(arrived.key_ids, formed.first.tolist(),
+                              formed.graduation.tolist(), strict=True):
+        cohort = arrived.key_ids[first]
+        cohort_of[key] = cohort
+        if cohort == key:
+            arrival[cohort] = when(int(arrived.first_seen[first]))
+            graduation[cohort] = None if at == NAT else when(at)
+    return Cohorts(cohort_of, arrival, graduation)
 
 
-def _graduations(aged: dict[str, datetime | None], origin_of: dict[str, str | None],
-                 rules: CohortRules) -> dict[str, datetime]:
-    """When each cohort that has started to age leaves probation (rule 4's cap per range)."""
-    ranges: dict[str | None, list[tuple[datetime, str]]] = {}
-    for cohort, start in aged.items():
-        if start is not None:
-            ranges.setdefault(origin_of[cohort], []).append((start + rules.probation, cohort))
-    graduation: dict[str, datetime] = {}
+@dataclass(frozen=True)
+class FormedCohorts:
+    """``form_cohorts``' answer, aligned with its arrivals: each key's cohort (the index of
+    the cohort's first member, whose key id names it) and that cohort's graduation
+    (``NAT``: it has not started to age)."""
+
+    first: Ints
+    graduation: Ints
+
+
+def form_cohorts(arrived: ArrivalColumns, rules: CohortRules) -> FormedCohorts:
+    """Rules 1, 2 and 4 (pure). Per range (keys without one each alone), keys in order of
+    arrival (then of key id) chain into one cohort while each arrives within ``window`` of
+    the one before; a cohort starts to age with its members' first ageing; of one range's
+    cohorts at most ``graduations_per_day`` graduate per day. Ranges are independent of each
+    other: ``board.incremental`` forms again only the ranges a change touched."""
+    n = len(arrived)
+    if n == 0:
+        return FormedCohorts(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    ranges: dict[str, int] = {}
+    origin = np.fromiter((-1 if o is None else ranges.setdefault(o, len(ranges))
+                          for o in arrived.origin), dtype=np.int64, count=n)
+    # Key ids compared as Python compares str (code points): a fixed-width numpy array.
+    id_rank = np.empty(n, np.int64)
+    id_rank[np.argsort(np.array(arrived.key_ids, dtype=str), kind="stable")] = np.arange(n)
+    order = np.lexsort((id_rank, arrived.first_seen, origin))
+    in_range, seen = origin[order], arrived.first_seen[order]
+    chained = np.zeros(n, np.bool_)
+    window = micros(rules.window)
+    if window > 0:
+        chained[1:] = ((in_range[1:] == in_range[:-1]) & (in_range[1:] >= 0)
+                       & (seen[1:] - seen[:-1] <= window))
+    starts = np.flatnonzero(~chained)
+    first_position = np.maximum.accumulate(np.where(chained, 0, np.arange(n)))
+    first = np.empty(n, np.int64)
+    first[order] = order[first_position]
+    # A cohort starts to age with the first of its members to age.
+    aged = arrived.aged_from[order]
+    aged = np.minimum.reduceat(np.where(aged == NAT, _NEVER, aged), starts)
+    heads = order[starts]
+    graduation = np.where(aged == _NEVER, NAT, aged + micros(rules.probation))
     cap = rules.graduations_per_day
-    for origin, eligible in ranges.items():
-        eligible.sort()
-        times: list[datetime] = []
-        for at, cohort in eligible:
-            if origin is not None and cap > 0 and len(times) >= cap:
-                at = max(at, times[-cap] + _DAY)
+    if cap > 0:
+        _cap_graduations(graduation, origin[heads], id_rank[heads], cap)
+    by_head = np.full(n, NAT, np.int64)
+    by_head[heads] = graduation
+    return FormedCohorts(first, by_head[first])
+
+
+def _cap_graduations(graduation: Ints, origin: Ints, id_rank: Ints, cap: int) -> None:
+    """Rule 4 in place over cohorts (their eligibility, range and id's rank): within a
+    range, in order of eligibility (then id), the i-th graduates no earlier than one day
+    after the (i - cap)-th did. Only ranges with more than ``cap`` ageing cohorts change."""
+    ageing = (graduation != NAT) & (origin >= 0)
+    per_range = np.bincount(origin[ageing], minlength=1) if ageing.any() else np.zeros(1)
+    crowded = np.flatnonzero(per_range > cap)
+    day = micros(_DAY)
+    for crowd in crowded.tolist():
+        members = np.flatnonzero(ageing & (origin == crowd))
+        members = members[np.lexsort((id_rank[members], graduation[members]))]
+        times: list[int] = []
+        for at_index in members.tolist():
+            at = int(graduation[at_index])
+            if len(times) >= cap:
+                at = max(at, times[-cap] + day)
             times.append(at)
-            graduation[cohort] = at
-    return graduation
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return median(present) if present else None
-
-
-def _merged(key: tuple[KeyValue, ...], name: str, members: Sequence[ContributorResult]
-            ) -> ContributorResult:
-    if len(members) == 1 and members[0].contributor == name:
-        return members[0]
-    if tuple(ContributorResult._fields[:len(_HEAD)]) != _HEAD:
-        raise TypeError("ContributorResult's leading fields changed: update newkeys._HEAD")
-    counts = ContributorResult._fields[len(_HEAD):]
-    return ContributorResult(
-        key, name, sum(m.submissions for m in members),
-        _median([m.speedup for m in members]), _median([m.speedup_wall for m in members]),
-        _median([m.baseline_tps for m in members]),
-        *(sum(getattr(m, field) for m in members) for field in counts),
-    )
-
-
-def fold(reduced: Iterable[ContributorResult], held: Standing) -> list[ContributorResult]:
-    """Per group: each cohort's keys as one contributor (named by the cohort), and every
-    new cohort together as one more (``NEW_KEYS``, the median of the cohorts' medians).
-    Imported rows and keys outside ``held`` are unchanged. Established contributors keep
-    their first member's position; the block comes last."""
-    order: list[tuple[tuple[KeyValue, ...], str]] = []
-    cohorts: dict[tuple[tuple[KeyValue, ...], str], list[ContributorResult]] = {}
-    for item in reduced:
-        cohort = held.cohort_of.get(item.contributor, item.contributor)
-        slot = (item.key, cohort)
-        if slot not in cohorts:
-            cohorts[slot] = []
-            order.append(slot)
-        cohorts[slot].append(item)
-    kept: list[ContributorResult] = []
-    blocks: dict[tuple[KeyValue, ...], list[ContributorResult]] = {}
-    for slot in order:
-        key, cohort = slot
-        one = _merged(key, cohort, cohorts[slot])
-        if cohort in held.new:
-            blocks.setdefault(key, []).append(one)
-        else:
-            kept.append(one)
-    kept.extend(_merged(key, NEW_KEYS, members) for key, members in blocks.items())
-    return kept
-
-
-def arrived_together(reduced: Iterable[ContributorResult], held: Standing, window: timedelta,
-                     min_contributors: int) -> frozenset[tuple[KeyValue, ...]]:
-    """Rule 5: the keys of the groups where more than half of the contributors (cohorts
-    and imported rows) are cohorts that arrived within one window."""
-    units: dict[tuple[KeyValue, ...], dict[str, datetime | None]] = {}
-    for item in reduced:
-        cohort = held.cohort_of.get(item.contributor)
-        name = cohort if cohort is not None else item.contributor
-        units.setdefault(item.key, {})[name] = (
-            held.arrived.get(cohort) if cohort is not None else None)
-    flagged = set()
-    for key, members in units.items():
-        if len(members) < max(min_contributors, 2):
-            continue
-        times = sorted(t for t in members.values() if t is not None)
-        most, start = 0, 0
-        for end, at in enumerate(times):
-            while at - times[start] > window:
-                start += 1
-            most = max(most, end - start + 1)
-        if 2 * most > len(members):
-            flagged.add(key)
-    return frozenset(flagged)
+            graduation[at_index] = at

@@ -5,17 +5,42 @@ Core so that they run on DuckDB and PostgreSQL. Filters and visibility are the s
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+import math
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, and_, func, literal, literal_column, or_, select
+import numpy as np
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    String,
+    and_,
+    bindparam,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+)
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.expression import ColumnClause
 
 from specschema.evidence import CORROBORATED, LEVELS
 from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
+from specserver.board.columns import (
+    COUNT_FIELDS,
+    VALUE_FIELDS,
+    KeyTuple,
+    Reduced,
+    float_column,
+)
 from specserver.store import (
     VERDICTS,
     Filters,
+    changes,
     draft_clauses,
     field_column,
     submission_clauses,
@@ -63,20 +88,19 @@ def _median(column: Any, dialect: str) -> Any:
     return func.percentile_cont(literal_column("0.5")).within_group(column)
 
 
-def contributor_results(
-    conn: Connection, filters: Filters, dimensions: Sequence[str], verdicts: Iterable[str],
-    submission_ids: Collection[str] | None = None,
-) -> list[ContributorResult]:
-    """``aggregate.reduce_contributors`` in SQL: one row per group and contributor.
+def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence[str],
+                        verdicts: Iterable[str]) -> Reduced:
+    """``aggregate.reduce_contributors`` in SQL: one row per group and contributor, as
+    columns (``columns.Reduced``).
 
     Same rules: medians ignore missing values (the mean of the middle pair for an even
     count), submissions are counted once, imported rows (no key id) are each their own
-    contributor. On DuckDB, groups are formed on a 64-bit hash of the key columns and the
-    key values are read by a second, narrow query per hash (about 2.5x faster than grouping
-    on the wide string columns at 100k submissions); two distinct keys would have to
-    collide in 64 bits to be merged. Both queries run in the connection's one transaction,
-    so they see the same snapshot. ``submission_ids``: only these submissions' rows
-    (``board.incremental``: every submission of the contributors it reads again).
+    contributor. Only the verdicts of the view are counted (the others are zero: the rows
+    are those verdicts'). On DuckDB, groups are formed on a 64-bit hash of the key columns
+    and the key values are read by a second, narrow query per hash (about 2.5x faster than
+    grouping on the wide string columns at 100k submissions); two distinct keys would have
+    to collide in 64 bits to be merged. Both queries run in the connection's one
+    transaction, so they see the same snapshot.
     """
     dialect = conn.dialect.name
     draft = summ.alias("d")
@@ -86,15 +110,17 @@ def contributor_results(
     # With the draft config in the key a submission has at most one row per group.
     submissions = (func.count() if "draft" in dimensions
                    else func.count(draft.c.submission_id.distinct()))
-    counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
+    counted = [v for v in VERDICTS if v in set(verdicts)]
+    counts = [func.count().filter(draft.c.observed == v) for v in counted]
     level = func.coalesce(draft.c.evidence, "none")
     counts += [func.count().filter(level == name) for name in LEVELS]
+    # Where each selected count goes among COUNT_FIELDS (submissions first).
+    places = [0, *(1 + VERDICTS.index(v) for v in counted),
+              *range(1 + len(VERDICTS), len(COUNT_FIELDS))]
     source = draft.join(sub, sub.c.submission_id == draft.c.submission_id).outerjoin(
         base, and_(base.c.submission_id == draft.c.submission_id, base.c.role == "baseline"))
-    where = [draft.c.role == "draft", draft.c.observed.in_(sorted(verdicts)), visible_clause(),
+    where = [draft.c.role == "draft", draft.c.observed.in_(counted), visible_clause(),
              board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
-    if submission_ids is not None:
-        where.append(only_submissions(submission_ids, draft))
     hashed = dialect == "duckdb" and bool(keys)
     group_key: list[Any] = [func.hash(*keys)] if hashed else list(keys)
     stmt = (
@@ -103,18 +129,58 @@ def contributor_results(
                *counts)
         .select_from(source).where(*where).group_by(*group_key, contributor)
     )
-    rows = plain_rows(conn.execute(stmt))
+    found = fetch_columns(conn, stmt)
     width = len(group_key)
+    tallies = np.zeros((len(found[width]), len(COUNT_FIELDS)), np.int64)
+    for place, column in zip(places, (found[width + 1], *found[width + 5:]), strict=True):
+        tallies[:, place] = np.asarray(column, dtype=np.int64)
+    values = np.column_stack([float_column(c) for c in found[width + 2:width + 5]]
+                             ).reshape(-1, len(VALUE_FIELDS))
     if hashed:
         # Without the baseline's join, which adds no row (a left join) and no key value:
         # ~0.6 s less CPU at a million submissions.
         joined = draft.join(sub, sub.c.submission_id == draft.c.submission_id)
         key_stmt = (select(group_key[0], *(func.any_value(k) for k in keys))
                     .select_from(joined).where(*where).group_by(group_key[0]))
-        key_of = {row[0]: tuple(row[1:]) for row in conn.execute(key_stmt).all()}
-        return [ContributorResult(key_of[row[0]], *row[1:]) for row in rows]
-    # Medians of DOUBLE columns are floats and counts ints on both dialects: no conversion.
-    return [ContributorResult(tuple(row[:width]), *row[width:]) for row in rows]
+        key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
+        hashes, group = np.unique(np.asarray(found[0]), return_inverse=True)
+        group_keys = [key_of[h] for h in hashes.tolist()]
+    else:
+        index: dict[KeyTuple, int] = {}
+        group = np.fromiter((index.setdefault(k, len(index))
+                             for k in zip(*found[:width], strict=True)) if width
+                            else (0 for _ in found[width]), dtype=np.int64)
+        group_keys = list(index) if width else [()]
+    return Reduced(group_keys, np.asarray(group, dtype=np.int64),
+                   [str(name) for name in found[width]], values, tallies)
+
+
+def contributor_results(conn: Connection, filters: Filters, dimensions: Sequence[str],
+                        verdicts: Iterable[str]) -> list[ContributorResult]:
+    """``contributor_columns`` as one ``ContributorResult`` per row (tests, benches)."""
+    found = contributor_columns(conn, filters, dimensions, verdicts)
+    return [ContributorResult(found.keys[g], str(name), counts[0], _value(speedup),
+                              _value(wall), _value(baseline), *counts[1:])
+            for g, name, (speedup, wall, baseline), counts in zip(
+                found.group.tolist(), found.names, found.values.tolist(),
+                found.counts.tolist(), strict=True)]
+
+
+def _value(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def fetch_columns(conn: Connection, stmt: Any) -> list[Any]:
+    """A query's result as columns: numpy arrays on DuckDB (its own fast path, no Python
+    object per value; NULL numbers come masked), lists of Python values elsewhere."""
+    result = conn.execute(stmt)
+    if result.dialect.name == "duckdb":
+        found = result.cursor.fetchnumpy()
+        result.close()
+        return list(found.values())
+    rows = result.all()
+    width = len(result.keys())
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
 def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
@@ -125,13 +191,6 @@ def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
         result.close()
         return rows
     return result.all()
-
-
-def only_submissions(submission_ids: Collection[str], draft: Any) -> Any:
-    """These submissions' rows, said of both sides of the join: DuckDB then reads them by
-    the submissions' key and filters the summaries while scanning."""
-    ids = sorted(submission_ids)
-    return and_(sub.c.submission_id.in_(ids), draft.c.submission_id.in_(ids))
 
 
 def board_clause(draft: Any) -> Any:
@@ -164,3 +223,86 @@ def verdict_totals(conn: Connection, filters: Filters) -> dict[str, int]:
             .group_by(draft.c.observed))
     found = {str(v): int(n) for v, n in conn.execute(stmt).all()}
     return {v: found.get(v, 0) for v in VERDICTS}
+
+
+def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[str], Any]:
+    """``verdict_totals`` and ``evidence_totals`` per contributor: their names, and a row of
+    counts each (the verdicts in ``VERDICTS`` order, then the levels in ``LEVELS`` order)."""
+    draft = summ.alias("d")
+    who = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
+    level = func.coalesce(draft.c.evidence, "none")
+    counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
+    counts += [func.count().filter(level == name) for name in LEVELS]
+    stmt = (select(who, *counts)
+            .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
+            .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
+                   *draft_clauses(filters, draft))
+            .group_by(who))
+    found = fetch_columns(conn, stmt)
+    table = np.column_stack([np.asarray(c, dtype=np.int64) for c in found[1:]])
+    return [str(name) for name in found[0]], table.reshape(-1, len(counts))
+
+
+def _read_columns() -> dict[str, list[str]]:
+    """Per table a restricted read shadows, the columns the board's queries read: those of
+    every dimension's fields (their filters compare the same fields), and what visibility,
+    contributors, arrivals and the medians need. Copying only these into the shadows is
+    about a third cheaper than every column (a scattered row costs per column read)."""
+    wanted: dict[str, set[str]] = {
+        sub.name: {"submission_id", "key_id", "complete", "hidden", "received_at",
+                   "origin_hash"},
+        summ.name: {"submission_id", "role", "observed", "evidence", "speedup_tps",
+                    "speedup_wall", "median_tps"},
+    }
+    for name in (f for named in DIMENSIONS.values() for f in named):
+        for element in visitors.iterate(field_column(name, summ)):
+            table = getattr(element, "table", None)
+            if isinstance(element, ColumnClause) and table is not None and table.name in wanted:
+                wanted[table.name].add(element.name)
+    return {table: sorted(names) for table, names in wanted.items()}
+
+
+READ_COLUMNS = _read_columns()
+
+
+@contextmanager
+def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[None]:
+    """Within the block, ``conn`` sees the store as if it held only these contributors'
+    submissions (key ids, or ``imported:<submission id>``): every query of this module and
+    of ``newkeys`` then reads only their rows, and the same query that computes a whole
+    board computes their part of it, with the same medians.
+
+    How: temporary tables named ``submissions`` and ``summaries``, holding those rows (the
+    columns in ``READ_COLUMNS``), shadow the store's for this connection (a temporary table
+    is found first on DuckDB and on PostgreSQL). Each is filled from the store's table
+    before it exists, so its own name still means the store's table at that moment;
+    ``summaries`` is filled after ``submissions`` is shadowed, which picks exactly those
+    submissions' rows. Both are dropped by their qualified temporary names on the way out
+    (an unqualified drop could reach the store's table), and they live in the snapshot's
+    transaction, which is rolled back when the connection is returned, whatever happens
+    here. Only reads run inside."""
+    keys = sorted(c for c in contributors if not c.startswith(changes.IMPORTED))
+    imported = sorted(c[len(changes.IMPORTED):] for c in contributors
+                      if c.startswith(changes.IMPORTED))
+    temporary = "temp.main" if conn.dialect.name == "duckdb" else "pg_temp"
+    quote = conn.dialect.identifier_preparer.quote
+
+    def listed(table: str) -> str:
+        return ", ".join(quote(name) for name in READ_COLUMNS[table])
+
+    conn.execute(text(
+        f"CREATE TEMPORARY TABLE {sub.name} AS SELECT {listed(sub.name)} FROM {sub.name} "
+        "WHERE key_id IN :keys OR submission_id IN :ids"
+    ).bindparams(bindparam("keys", expanding=True, type_=String()),
+                 bindparam("ids", expanding=True, type_=String())),
+        {"keys": keys, "ids": imported})
+    try:
+        conn.exec_driver_sql(
+            f"CREATE TEMPORARY TABLE {summ.name} AS SELECT {listed(summ.name)} FROM "
+            f"{summ.name} WHERE submission_id IN (SELECT submission_id FROM {sub.name})")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"DROP TABLE {temporary}.{summ.name}")
+    finally:
+        conn.exec_driver_sql(f"DROP TABLE {temporary}.{sub.name}")

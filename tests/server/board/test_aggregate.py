@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from specschema.stats import median, percentile
 from specserver.board.aggregate import (
     DraftResult,
-    aggregate,
     in_view,
     leaderboard_dimensions,
     sort_groups,
     verdict_counts,
     view_of,
 )
+from specserver.board.columns import aggregate
 
 _counter = iter(range(10**9))
 
@@ -196,14 +196,10 @@ def _sql_vs_pure(engine):
 
     from specschema.examples import EXAMPLE_MACHINES, example_submission
     from specserver.board import sql as board_sql
-    from specserver.board.aggregate import (
-        VIEW_VERDICTS,
-        aggregate_contributors,
-        on_board,
-        reduce_contributors,
-    )
+    from specserver.board.aggregate import VIEW_VERDICTS, on_board, reduce_contributors
     from specserver.store import queries, tables
     from tests.support.boardfill import fill, insert_submission, key
+    from tests.support.reference_rules import aggregate_contributors
 
     fill(engine, 14, contributors=5)
     for seed in range(3):

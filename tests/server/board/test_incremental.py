@@ -287,3 +287,51 @@ def test_a_pruned_log_never_makes_a_wrong_board(duckdb_store: Store,
     assert maintainer.rebuilds == 2
     with store.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(tables.board_changes)).scalar() == 3
+
+
+@pytest.mark.parametrize("backend", ["duckdb", pytest.param("postgres",
+                                                             marks=pytest.mark.postgres)])
+def test_the_store_restricted_to_every_contributor_reads_as_the_store(
+        backend: str, duckdb_store: Store, request: pytest.FixtureRequest) -> None:
+    """``sql.restricted_to`` copies only the columns the board reads: restricted to every
+    contributor, every dimension's grouping, every filter, the counts and the arrivals read
+    exactly what the store gives (a column missing from the copy would fail here)."""
+    from specserver.board import sql
+    from specserver.store import dimensions
+
+    store = duckdb_store if backend == "duckdb" else request.getfixturevalue("postgres_store")
+    store.reset()
+    for n, (key, origin) in enumerate([(0, "range-a"), (1, "range-a"), (2, None), (None, None),
+                                       (3, "range-b")]):
+        store.insert(key, origin, n, CHIPS[n % 2], "complete",
+                     [("spec_4", VERDICTS[n], LEVELS[n], 1.0 + n / 4),
+                      ("spec_8", "confirmed", "log", 2.0)])
+    filters = [queries.Filters()] + [
+        queries.Filters.of({name: value}) for name, value in (
+            ("chip", CHIPS[0]), ("memory_gb", 24), ("protocol", "ollama-draft"),
+            ("engine", "ollama"), ("draft", "spec_4"), ("target", "qwen3:14b"),
+            ("os", "macos"), ("engine_version", "0.30.1"), ("ollama_version", "0.30.1"),
+            ("verdicts", ("confirmed",)))
+        if name in dimensions.FILTERS]
+    with incremental.snapshot(store.engine) as conn:
+        everyone = {changes.contributor_of(str(sid), key) for sid, key in conn.execute(
+            select(tables.submissions.c.submission_id, tables.submissions.c.key_id))}
+
+        def reads() -> list[Any]:
+            # (in an order of their own: SQL groups come in any order)
+            found: list[Any] = [sorted(newkeys.arrivals(conn), key=repr)]
+            for name in aggregate.DIMENSIONS:
+                found.append(sorted(sql.contributor_results(
+                    conn, queries.Filters(), [name], {"confirmed", "not_observed"}), key=repr))
+            for chosen in filters:
+                found.append(sorted(sql.contributor_results(conn, chosen, ["chip"],
+                                                            {"confirmed"}), key=repr))
+                names, counts = sql.contributor_tallies(conn, chosen)
+                found.append(sorted(zip(names, counts.tolist(), strict=True)))
+            return found
+
+        whole = reads()
+        with sql.restricted_to(conn, everyone):
+            assert reads() == whole
+        assert reads() == whole  # and the shadows are gone
+    assert len(filters) > 5

@@ -1,0 +1,389 @@
+"""The board's per-contributor rows as columns, and its rules over them.
+
+After its first step (``sql.contributor_results``: one row per group and contributor) the
+board at a million submissions holds ~400,000 rows. Kept as Python objects they cost
+seconds to build and, since one write touches contributors in most groups, seconds to
+fold and aggregate again after every write. Here each group's rows are numpy columns
+(contributor codes, the three medians, the counts), and the rules that follow the first
+step run over columns:
+
+- the keys' standing (``Standing``: each contributor's cohort, which cohorts are new, when
+  each arrived; ``newkeys`` forms it) is one array per fact, indexed by contributor code;
+- ``group_aggregate`` applies, per group, rule 5 of ``newkeys`` (arrived together), its
+  fold (cohorts as one voice, new cohorts as one block) and ``aggregate``'s rules 3, 4 and
+  7 (medians across contributors, percentiles from ``min_contributors``, the robust spread).
+
+Every value is computed with the same IEEE operations in the same order as
+``specschema.stats`` does on Python floats (a median is the middle value or the mean of the
+middle pair; a percentile interpolates linearly), so the result is the same to the last
+bit; ``tests/server/board/test_columns.py`` holds it equal to the rules written row by row.
+A missing value (a contributor without a speedup) is NaN here; no stored speedup is NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+
+from specschema.evidence import LEVELS
+from specschema.stats import _MAD_NORMAL, _MEAN_AD_NORMAL, _ROUNDING_SPREAD, OUTLIER_SCORE
+from specserver.board.aggregate import (
+    DEFAULT_MIN_CONTRIBUTORS,
+    DIMENSIONS,
+    LEVEL_FIELDS,
+    DraftResult,
+    GroupAggregate,
+    GroupKey,
+    KeyValue,
+    check_dimensions,
+    key_dict,
+    reduce_contributors,
+    sort_groups,
+)
+from specserver.store import VERDICTS
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+KeyTuple = tuple[KeyValue, ...]
+
+# The value columns (NaN: none) and the count columns of a row, in ContributorResult's order.
+VALUE_FIELDS = ("speedup", "speedup_wall", "baseline_tps")
+COUNT_FIELDS = ("submissions", *VERDICTS, *LEVEL_FIELDS)
+_VERDICT_SLICE = slice(1, 1 + len(VERDICTS))
+_LEVEL_SLICE = slice(1 + len(VERDICTS), len(COUNT_FIELDS))
+NAT = np.iinfo(np.int64).min  # "no time" in an int64 time column (numpy's NaT, as int64)
+
+
+class Codes:
+    """Contributor names to dense integer codes and back (one set per maintainer)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def code(self, name: str) -> int:
+        found = self.index.get(name)
+        if found is None:
+            found = self.index[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def encode(self, names: Sequence[str]) -> Ints:
+        """The names' codes, new names coded in order of first appearance. In bulk (a cold
+        board codes ~800,000 names): the dictionary work runs in C, one pass when every
+        name is known."""
+        listed = names if isinstance(names, list) else list(names)
+        index = self.index
+        found = list(map(index.get, listed))
+        if None in found:
+            fresh = list(dict.fromkeys(n for n, c in zip(listed, found, strict=True)
+                                       if c is None))
+            start = len(self.names)
+            index.update(zip(fresh, range(start, start + len(fresh)), strict=True))
+            self.names.extend(fresh)
+            found = list(map(index.__getitem__, listed))
+        return np.array(found, dtype=np.int64)
+
+
+@dataclass
+class Rows:
+    """Per-contributor rows (of one group, or of several with ``group``) as columns."""
+
+    codes: Ints  # contributor codes
+    values: Floats  # [n, 3]: VALUE_FIELDS, NaN for none
+    counts: Ints  # [n, len(COUNT_FIELDS)]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def without(self, drop: Bools) -> Rows:
+        keep = ~drop
+        return Rows(self.codes[keep], self.values[keep], self.counts[keep])
+
+    @staticmethod
+    def joined(parts: Sequence[Rows]) -> Rows:
+        if len(parts) == 1:
+            return parts[0]
+        return Rows(np.concatenate([p.codes for p in parts]),
+                    np.concatenate([p.values for p in parts]),
+                    np.concatenate([p.counts for p in parts]))
+
+
+@dataclass
+class Reduced:
+    """``sql.contributor_results`` as columns: each row's group (an index into ``keys``)
+    and its contributor's name."""
+
+    keys: list[KeyTuple]
+    group: Ints
+    names: Sequence[str]
+    values: Floats
+    counts: Ints
+
+    def by_group(self, codes: Codes) -> dict[KeyTuple, Rows]:
+        """The rows split by group, contributors coded."""
+        coded = codes.encode(self.names)
+        if not len(coded):
+            return {}
+        order = np.argsort(self.group, kind="stable")
+        group = self.group[order]
+        starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        ends = np.r_[starts[1:], len(group)]
+        coded, values, counts = coded[order], self.values[order], self.counts[order]
+        return {self.keys[int(group[s])]: Rows(coded[s:e], values[s:e], counts[s:e])
+                for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
+
+
+def reduced_from_rows(rows: Sequence[Sequence[object]], width: int) -> Reduced:
+    """``Reduced`` from plain result rows: the group's ``width`` key values, the contributor,
+    then the count of submissions, the three medians and the other counts (the SQL's
+    column order)."""
+    keys: dict[KeyTuple, int] = {}
+    group = np.fromiter((keys.setdefault(tuple(r[:width]), len(keys))  # type: ignore[arg-type]
+                         for r in rows), dtype=np.int64, count=len(rows))
+    return Reduced(list(keys), group, [str(r[width]) for r in rows],
+                   _floats([r[width + 2:width + 5] for r in rows]),
+                   _ints([(r[width + 1], *r[width + 5:]) for r in rows]))
+
+
+def _floats(rows: Sequence[Sequence[object]]) -> Floats:
+    out = np.array([[np.nan if v is None else v for v in row] for row in rows],
+                   dtype=np.float64)
+    return out.reshape(len(rows), len(VALUE_FIELDS))
+
+
+def _ints(rows: Sequence[Sequence[object]]) -> Ints:
+    return np.array(rows, dtype=np.int64).reshape(len(rows), len(COUNT_FIELDS))
+
+
+def float_column(column: object) -> Floats:
+    """A fetched numeric column (numpy, masked where NULL) as float64 with NaN for NULL."""
+    if isinstance(column, np.ma.MaskedArray):
+        return np.asarray(np.ma.filled(column.astype(np.float64), np.nan), dtype=np.float64)
+    return np.asarray(column, dtype=np.float64)
+
+
+def time_column(column: object) -> Ints:
+    """A fetched timestamp column as int64 microseconds since the epoch, ``NAT`` for NULL."""
+    if isinstance(column, np.ma.MaskedArray):
+        column = column.filled(np.datetime64("NaT"))
+    return np.asarray(column, dtype="datetime64[us]").astype(np.int64)
+
+
+def micros(value: datetime | timedelta | None) -> int:
+    """A datetime (naive UTC) or a timedelta in int64 microseconds (``NAT`` for None)."""
+    if value is None:
+        return int(NAT)
+    if isinstance(value, timedelta):
+        return value // _MICROSECOND
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def when(value: int) -> datetime:
+    """int64 microseconds since the epoch as a naive UTC datetime (the store's kind)."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+# --- the keys' standing, as arrays by contributor code ------------------------------------
+
+
+@dataclass
+class Standing:
+    """Each contributor's cohort (its own code when it has none: an imported row, a key
+    the rules do not know, or rules that are off), whether each cohort is new, and when
+    each arrived (``NAT``: unknown). Indexed by contributor code; ``fit`` grows them."""
+
+    cohort: Ints
+    new: Bools
+    arrived: Ints
+
+    @classmethod
+    def empty(cls) -> Standing:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros(0, np.int64))
+
+    def fit(self, size: int) -> None:
+        """Room for ``size`` codes: a code not seen before is its own cohort, not new."""
+        have = len(self.cohort)
+        if size <= have:
+            return
+        grow = max(size, 2 * have) - have
+        self.cohort = np.concatenate([self.cohort, np.arange(have, have + grow)])
+        self.new = np.concatenate([self.new, np.zeros(grow, np.bool_)])
+        self.arrived = np.concatenate([self.arrived, np.full(grow, NAT, np.int64)])
+
+
+# --- one group: rule 5, the fold, the statistics ------------------------------------------
+
+
+def _median_sorted(ordered: Floats) -> float:
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[mid])
+    return float((ordered[mid - 1] + ordered[mid]) / 2.0)
+
+
+def _percentile_sorted(ordered: Floats, q: float) -> float:
+    pos = (len(ordered) - 1) * q
+    low, high = math.floor(pos), math.ceil(pos)
+    if low == high:
+        return float(ordered[low])
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (pos - low))
+
+
+def _median_present(values: Floats) -> float:
+    """The median of the values that are not NaN (NaN when none is)."""
+    present = np.sort(values[~np.isnan(values)])
+    return _median_sorted(present) if len(present) else math.nan
+
+
+def _outliers(ordered: Floats, centre: float) -> tuple[float, int]:
+    """``median_absolute_deviation`` and how many values ``robust_scores`` puts beyond
+    ``OUTLIER_SCORE``, for values in ascending order whose median is ``centre``."""
+    deviations = ordered - centre
+    mad = _median_sorted(np.sort(np.abs(deviations)))
+    rounding = _ROUNDING_SPREAD * abs(centre)
+    if mad > rounding:
+        scores = _MAD_NORMAL * deviations / mad
+    else:
+        mean_ad = math.fsum(abs(d) for d in deviations.tolist()) / len(deviations)
+        if not mean_ad > rounding:
+            return mad, 0
+        scores = _MEAN_AD_NORMAL * deviations / mean_ad
+    return mad, int(np.count_nonzero(np.abs(scores) > OUTLIER_SCORE))
+
+
+def _merge(values: Floats, counts: Ints, slots: Ints) -> tuple[Floats, Ints]:
+    """Rows that share a slot made one: the median of their values (each column, missing
+    ones left out), the sum of their counts. The slots' order is the slots' ascending."""
+    order = np.argsort(slots, kind="stable")
+    slots, values, counts = slots[order], values[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1]])
+    sizes = np.diff(np.r_[starts, len(slots)])
+    merged = values[starts].copy()
+    for at in np.flatnonzero(sizes > 1).tolist():
+        start, size = int(starts[at]), int(sizes[at])
+        for column in range(values.shape[1]):
+            merged[at, column] = _median_present(values[start:start + size, column])
+    return merged, np.add.reduceat(counts, starts, axis=0)
+
+
+def arrived_together(cohorts: Ints, standing: Standing, window_us: int,
+                     min_contributors: int, distinct: bool = False) -> bool:
+    """Rule 5 for one group whose rows' cohorts are ``cohorts`` (``distinct``: known to be
+    all different): more than half of its cohorts (imported rows each their own) arrived
+    within one window."""
+    units = cohorts if distinct else np.unique(cohorts)
+    if len(units) < max(min_contributors, 2):
+        return False
+    times = standing.arrived[units]
+    times = np.sort(times[times != NAT])
+    if not len(times):
+        return False
+    first_inside = np.searchsorted(times, times - window_us, side="left")
+    most = int((np.arange(len(times)) - first_inside).max()) + 1
+    return 2 * most > len(units)
+
+
+def fold(rows: Rows, standing: Standing, alone: bool | None = None) -> tuple[Floats, Ints]:
+    """One group's rows folded (``newkeys``, rules 1 and 3): each cohort's keys one row,
+    every new cohort together one more (the block of new keys). Values and counts.
+    ``alone``: every row is known to be its own cohort (the common case, no merging)."""
+    cohorts = standing.cohort[rows.codes]
+    new = standing.new[cohorts]
+    if alone is None:
+        alone = bool((cohorts == rows.codes).all())
+    if alone and not new.any():
+        return rows.values, rows.counts
+    settled = ~new
+    values, counts = rows.values[settled], rows.counts[settled]
+    kept = cohorts[settled]
+    if not alone and len(np.unique(kept)) < len(kept):
+        values, counts = _merge(values, counts, kept)
+    if new.any():
+        block_values, block_counts = _merge(rows.values[new], rows.counts[new], cohorts[new])
+        merged, summed = _merge(block_values, block_counts,
+                                np.zeros(len(block_values), np.int64))
+        values = np.concatenate([values, merged])
+        counts = np.concatenate([counts, summed])
+    return values, counts
+
+
+def group_aggregate(key: GroupKey, rows: Rows, standing: Standing, window_us: int,
+                    min_contributors: int) -> GroupAggregate:
+    """One group of the board from its per-contributor rows (``newkeys`` rules 1, 3 and 5;
+    ``aggregate`` rules 3, 4 and 7)."""
+    cohorts = standing.cohort[rows.codes]
+    alone = bool((cohorts == rows.codes).all())  # a group's codes are distinct
+    together = arrived_together(cohorts, standing, window_us, min_contributors, alone)
+    values, counts = fold(rows, standing, alone)
+    speedups = values[:, 0]
+    per_contributor = np.sort(speedups[~np.isnan(speedups)])
+    present = len(per_contributor)
+    enough = present >= min_contributors
+    median = _median_sorted(per_contributor) if present else None
+    mad: float | None = None
+    outliers = 0
+    if enough and median is not None:
+        mad, outliers = _outliers(per_contributor, median)
+    wall, baseline = (_median_present(values[:, 1]), _median_present(values[:, 2]))
+    sums = counts.sum(axis=0).tolist() if len(counts) else [0] * len(COUNT_FIELDS)
+    return GroupAggregate(
+        key=key,
+        submissions=int(sums[0]),
+        contributors=len(values),
+        median_speedup=median,
+        p25_speedup=_percentile_sorted(per_contributor, 0.25) if enough else None,
+        p75_speedup=_percentile_sorted(per_contributor, 0.75) if enough else None,
+        min_speedup=float(per_contributor[0]) if present else None,
+        max_speedup=float(per_contributor[-1]) if present else None,
+        median_speedup_wall=None if math.isnan(wall) else wall,
+        median_baseline_tps=None if math.isnan(baseline) else baseline,
+        few_results=not enough,
+        verdicts=dict(zip(VERDICTS, sums[_VERDICT_SLICE], strict=True)),
+        evidence=dict(zip(LEVELS, sums[_LEVEL_SLICE], strict=True)),
+        mad_speedup=mad,
+        outlier_contributors=outliers,
+        arrived_together=together,
+    )
+
+
+def membership(codes: Iterable[int], size: int) -> Bools:
+    """A lookup array: True at each of ``codes`` (``size``: the codes there are)."""
+    found = np.zeros(size, np.bool_)
+    found[np.fromiter(codes, dtype=np.int64)] = True
+    return found
+
+
+def aggregate(rows: Iterable[DraftResult], group_by: Sequence[str],
+              min_contributors: int = DEFAULT_MIN_CONTRIBUTORS) -> list[GroupAggregate]:
+    """Group ``rows`` by the whitelisted dimensions ``group_by`` (every contributor its own
+    voice: no cohorts, no probation); groups in key order. Small sets of rows in memory:
+    the board computes the same from the store (``incremental``)."""
+    unknown = check_dimensions(group_by)
+    if unknown:
+        raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
+    dimensions = list(dict.fromkeys(group_by))
+    reduced = reduce_contributors(rows, dimensions)
+    width = sum(len(DIMENSIONS[d]) for d in dimensions)
+    found = reduced_from_rows([(*r.key, r.contributor, r.submissions, r.speedup,
+                                r.speedup_wall, r.baseline_tps, *r[6:]) for r in reduced], width)
+    codes = Codes()
+    standing = Standing.empty()
+    by_group = found.by_group(codes)
+    standing.fit(len(codes))
+    return sort_groups([group_aggregate(key_dict(dimensions, key), rows_, standing, 0,
+                                        min_contributors)
+                        for key, rows_ in by_group.items()], "key")
