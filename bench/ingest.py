@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--duration 60] [--connections 64,192] [--warmup 3]
     .venv/bin/python bench/ingest.py --blocked ...   # llama-server llamacpp-draft v2, blocks
+    .venv/bin/python bench/ingest.py --stored-only --rate 50 --connections 4 --duration 30
 
 Pre-generates distinct, valid, signed submissions (example submissions over many seeds,
 each with its own submission id and signature): by default hardnumbers-m2 v1 (3 configs x
@@ -209,13 +210,20 @@ class Tally:
 
 
 async def _connection(port: int, bodies: Iterator[bytes], until: float, tally: Tally,
-                      measure_from: float) -> None:
+                      measure_from: float, step: float | None = None, offset: float = 0.0
+                      ) -> None:
+    """POSTs one after another on one keep-alive connection: as fast as the answers come,
+    or one every ``step`` seconds (from ``offset``; a late answer is caught up after)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     head = b"POST /v1/submissions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+    due = time.perf_counter() + offset
     try:
         while time.perf_counter() < until:
+            if step is not None:
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                due += step
             body = next(bodies)
             started = time.perf_counter()
             writer.write(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
@@ -236,14 +244,18 @@ async def _connection(port: int, bodies: Iterator[bytes], until: float, tally: T
 
 
 async def drive(port: int, bodies: list[bytes], connections: int, warmup: float,
-                duration: float) -> Tally:
+                duration: float, rate: float | None = None) -> Tally:
+    """``rate``: submissions per second in all, spread evenly over the connections (as
+    bench/board_live.py posts); None: each connection as fast as its answers come."""
     tally = Tally()
     source = itertools.cycle(bodies)
     start = time.perf_counter()
     measure_from = start + warmup
     until = measure_from + duration
+    step = connections / rate if rate else None
     await asyncio.gather(*(
-        _connection(port, source, until, tally, measure_from) for _ in range(connections)
+        _connection(port, source, until, tally, measure_from, step, i / rate if rate else 0.0)
+        for i in range(connections)
     ))
     return tally
 
@@ -270,7 +282,7 @@ def run(label: str, store_enabled: bool, bodies: list[bytes], args: argparse.Nam
             main0, workers0 = server.cpu_seconds()
             cpu0, wall0 = time.process_time(), time.perf_counter()
             tally = asyncio.run(drive(server.port, bodies, connections, args.warmup,
-                                      args.duration))
+                                      args.duration, args.rate))
             wall = time.perf_counter() - wall0
             client_cpu = (time.process_time() - cpu0) / wall
             main1, workers1 = server.cpu_seconds()
@@ -321,6 +333,10 @@ def main() -> None:
                         help="submissions/s to pre-generate for (pool = rate x time; past it "
                              "the pool repeats and repeats answer 200, not counted); "
                              "default 3000, or 200 with --blocked")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="submissions per second in all, spread over the connections "
+                             "(default: as fast as the server answers); e.g. --rate 50 "
+                             "--connections 4 --stored-only: the writer at a low steady rate")
     parser.add_argument("--blocked", action="store_true",
                         help="send llama-server llamacpp-draft v2 submissions with blocks "
                              "(the summary over blocks) instead of hardnumbers-m2 v1")
@@ -337,8 +353,8 @@ def main() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:  # the stdlib loop works, at a higher CPU cost
         pass
-    max_rate = args.max_rate if args.max_rate is not None else (200.0 if args.blocked
-                                                                else 3000.0)
+    max_rate = args.max_rate if args.max_rate is not None else (
+        1.1 * args.rate if args.rate else 200.0 if args.blocked else 3000.0)
     count = int(max_rate * (args.duration + args.warmup))
     started = time.perf_counter()
     bodies = generate(count, blocked=args.blocked)
@@ -358,7 +374,9 @@ def stored_only(bodies: list[bytes], args: argparse.Namespace, connections: int)
     """A/B runs of the write path: no ceiling, no verdict."""
     for _ in range(args.repeat):
         r = run("DuckDB file, group commit", True, bodies, args, connections)
-        print(f"{connections} connections, stored: {r.accepted_per_s:,.0f}/s p50 "
+        load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(f"{connections} connections, load average {load}, "
+              f"stored: {r.accepted_per_s:,.0f}/s p50 "
               f"{r.p50_ms:.0f} ms p99 {r.p99_ms:.0f} ms server CPU {r.server_cpu:.0%} "
               f"(workers {r.worker_cpu:.0%}) {per_submission_ms(r):.2f} CPU ms/sub "
               f"{r.statuses}{batch_note(r)}{pool_warning(r)}")

@@ -123,6 +123,12 @@ class ServerSettings(BaseSettings):
         default=100, ge=1, le=10_000,
         description="values each filter menu of the page offers at most (the most common)",
     )
+    page_menu_reuse_s: float = Field(
+        default=60.0, ge=0, le=3600,
+        description="the page's filter menus are reused this long (new submissions' values "
+                    "may be this late in them; a moderation action's never are); 0 = only "
+                    "while the data is unchanged",
+    )
     new_key_probation_days: float = Field(
         default=7.0, ge=0,
         description="a key is new this long after its first submission; new keys weigh as one "

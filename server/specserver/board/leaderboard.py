@@ -17,7 +17,9 @@ it asked for.
 Each snapshot is computed on one connection whose reads all see one state of the store
 (DuckDB's transaction; PostgreSQL's REPEATABLE READ), and its data version is read first on
 that connection, so the version that labels a body (its ETag, ``http/caching.py``) is
-exactly the data it shows: never newer, never older.
+exactly the data it shows: never newer, never older. (One part of one snapshot may be
+older: the page's filter menus, reused for a while; the page's label then names their
+version too, ``http/page/data.py``.)
 
 ``max_stale_s`` (setting ``SPECSERVER_READ_MAX_STALE_S``): the least time between two
 computations of one snapshot (0: as soon as the data changes, when the refresher is free),

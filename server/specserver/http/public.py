@@ -24,6 +24,7 @@ from specserver.errors import Gone, NotFound
 from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
 from specserver.http.errors import ErrorBody
+from specserver.http.page.data import PageReuse
 from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.ratelimit import client_address
 from specserver.settings import ServerSettings
@@ -338,6 +339,8 @@ def install(app: FastAPI, reads: ReadService) -> None:
                                                  retry_after_s=5,
                                                  per_client=settings.export_max_per_client)
     app.state.export_files = exports.ExportFiles(settings.export_reuse_s)
+    # What the page's computations reuse (http/page/data.py), beside the service they use.
+    app.state.page_reuse = PageReuse(settings.page_menu_reuse_s)
     app.include_router(router)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET"],
                        allow_headers=["If-None-Match"],

@@ -10,7 +10,8 @@ API for the rest of the server (docs/server.md, "Store API"):
 - ``store.enqueue(submission_id, body_sha256, received_at, rows)`` -> a Future of the
   ``WriteOutcome``, resolved after the commit that holds the rows.
 - ``with store.arriving():`` around a request that may submit: when none is left in
-  progress the writer commits what it has instead of gathering longer.
+  progress the writer commits what it has as soon as its pacing allows (store/writer.py)
+  instead of gathering longer.
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
   its own transaction (moderation, imports): all writes go through the one writer.
 - ``store.get_submission(id)``: the public view of one stored submission, or None.
@@ -222,7 +223,8 @@ class Store:
     @contextmanager
     def arriving(self) -> Iterator[None]:
         """Around a request that may submit (event-loop thread only): when the last one in
-        progress has submitted or failed, the writer need not gather any longer."""
+        progress has submitted or failed, the writer need not gather any longer than its
+        pacing asks."""
         self._arriving += 1
         try:
             yield

@@ -7,6 +7,16 @@ transaction, commits, and only then resolves every future. A per-submission tran
 costs ~1.5 ms on a DuckDB file; one commit per batch amortises it (see
 docs/server.md, "Write path").
 
+Pacing: a commit of the six ingest tables costs ~10 ms of CPU whatever the batch holds, so
+at a low steady rate, where the request side's hint (``nothing_more_coming``) ends every
+gather at once, committing each submission alone spent half a core on commits at 50
+submissions/s. The next commit therefore starts no sooner than ``PACE_PER_COMMIT`` times
+the last commit's CPU after that commit ended (at most ``max_window_s``): the writer
+spends at most 1 / (1 + ``PACE_PER_COMMIT``) of a core committing, and a submission waits
+at most ``max_window_s`` for its commit to start. After an idle spell longer than that the
+next submission finds the interval over and is committed at once; under pacing the hint
+means "commit as soon as the interval allows". ``stop()`` and a full batch do not wait.
+
 Staged appends (DuckDB): while a batch gathers, whenever the queue is empty the writer
 opens the batch's transaction and appends the rows that have arrived so far (the
 appender's conversion of Python values, a third of a commit's CPU), so that after the last
@@ -54,6 +64,10 @@ MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
 # Gather for this many times the last commit's duration (BENCHMARKS.md, "Ingest": 3 gave
 # ~15 % more accepted/s than 1 at 256 connections; at 64 connections latency caps it).
 GATHER_PER_COMMIT = 3.0
+# Start a commit no sooner than this many times the last commit's CPU after it ended (the
+# module doc, "Pacing"): commits take at most a fifth of a core. 9 (a tenth) kept 4
+# connections that wait for each answer from reaching 50/s: BENCHMARKS.md, "Pacing the writer".
+PACE_PER_COMMIT = 4.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,19 @@ class Staging:
     transaction: RootTransaction | None
     ids: set[str]
     failed: bool = False
+
+
+@dataclass
+class Pacing:
+    """When the next commit may start: ``per_commit`` times the last commit's CPU after it
+    ended, at most ``cap_s`` (times from ``time.monotonic``)."""
+
+    per_commit: float
+    cap_s: float
+    next_at: float = float("-inf")  # nothing committed yet: the first commit need not wait
+
+    def committed(self, ended: float, cpu_s: float) -> None:
+        self.next_at = ended + min(self.per_commit * max(cpu_s, 0.0), self.cap_s)
 
 
 @dataclass
@@ -186,11 +213,13 @@ class GroupCommitWriter:
         window_s: float = 0.004,
         max_batch: int = 512,
         bulk_insert: BulkInsert | None = None,
+        pace_per_commit: float = PACE_PER_COMMIT,
     ) -> None:
         self.engine = engine
         self.window_s = window_s
         self.max_window_s = max(window_s, MAX_WINDOW_S)
         self.last_commit_s = 0.0
+        self.pacing = Pacing(pace_per_commit, self.max_window_s)
         self.max_batch = max_batch
         self.bulk_insert = bulk_insert or bulk_insert_for(engine.dialect.name)
         # Staged appends need appenders that can hold rows unflushed (the module doc).
@@ -201,6 +230,7 @@ class GroupCommitWriter:
         self.batches = 0
         self.committed = 0
         self.staged_commits = 0  # batches committed from staged appends
+        self.paced = 0  # batches begun within the pacing interval: their commit waited (tests)
         self.resets = 0  # connections dropped after a failure (tests count them)
         self._staging: Staging | None = None
 
@@ -227,7 +257,8 @@ class GroupCommitWriter:
 
     def nothing_more_coming(self) -> None:
         """A hint from the request side: every submission it is handling has been
-        submitted, so gathering longer only adds latency; commit what is queued now."""
+        submitted, so gathering longer only adds latency; commit what is queued as soon as
+        the pacing interval allows (at once after an idle spell)."""
         if self._thread is not None:
             self._queue.put(_NOTHING_MORE)
 
@@ -250,7 +281,12 @@ class GroupCommitWriter:
             if first is _NOTHING_MORE:  # a hint for a batch that has been committed already
                 continue
             batch: list[object] = [first]
-            deadline = time.monotonic() + self.gather_window()
+            # Gather for the window, and in any case until the pacing interval is over.
+            now = time.monotonic()
+            paced_until = self.pacing.next_at
+            if paced_until > now:
+                self.paced += 1
+            deadline = max(now + self.gather_window(), paced_until)
             while len(batch) < self.max_batch:
                 try:
                     item = self._queue.get_nowait()
@@ -266,14 +302,13 @@ class GroupCommitWriter:
                 if item is _STOP:
                     stopping = True
                     break
-                if item is _NOTHING_MORE:
-                    break
+                if item is _NOTHING_MORE:  # gather no longer than the pacing asks
+                    if time.monotonic() >= paced_until:
+                        break
+                    deadline = min(deadline, paced_until)
+                    continue
                 batch.append(item)
-            requests = [b for b in batch if isinstance(b, WriteRequest)]
-            if requests:
-                self._process(requests)
-            for job in (b for b in batch if isinstance(b, WriteJob)):
-                self._run_job(job)
+            self._commit(batch)
         # Drain whatever raced with the stop signal.
         leftovers: list[WriteRequest] = []
         while True:
@@ -288,6 +323,17 @@ class GroupCommitWriter:
         if leftovers:
             self._process(leftovers)
         self._close_conn()
+
+    def _commit(self, batch: list[object]) -> None:
+        """Write the batch's requests in one transaction and its jobs each in its own,
+        then start the pacing interval from the CPU that took."""
+        cpu = time.thread_time()
+        requests = [b for b in batch if isinstance(b, WriteRequest)]
+        if requests:
+            self._process(requests)
+        for job in (b for b in batch if isinstance(b, WriteJob)):
+            self._run_job(job)
+        self.pacing.committed(time.monotonic(), time.thread_time() - cpu)
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
@@ -318,7 +364,7 @@ class GroupCommitWriter:
     def gather_window(self) -> float:
         """How long to gather a batch: ``window_s``, or ``GATHER_PER_COMMIT`` times as long
         as the last commit took (up to ``MAX_WINDOW_S``). A DuckDB commit of the six
-        ingest tables has a fixed cost of ~20 ms of CPU here whatever the batch size
+        ingest tables has a fixed cost of ~10-20 ms of CPU here whatever the batch size
         (one appender flush per table, the commit and WAL sync); under load, gathering
         for a few commit times makes batches grow with the load, so that the fixed cost
         is spread over more submissions (the writer spends at most about a quarter of

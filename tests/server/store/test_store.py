@@ -20,7 +20,13 @@ from specserver.ingest.rows import submission_rows
 from specserver.store import migrations, tables
 from specserver.store.database import Store
 from specserver.store.tables import INGEST_TABLES
-from specserver.store.writer import GroupCommitWriter, WriteRequest, duckdb_append, is_conflict
+from specserver.store.writer import (
+    GroupCommitWriter,
+    Pacing,
+    WriteRequest,
+    duckdb_append,
+    is_conflict,
+)
 from tests.support.postgres import STORES, store_url_for
 from tests.support.signed import payload_dict, sign_dict, valid_body
 from tests.support.stores import submit_checked
@@ -343,3 +349,68 @@ def test_a_64_bit_value_is_staged_and_stored_exactly(staged: Store) -> None:
             tables.trials.c.submission_id == c.submission_id)).scalars().all()
     assert stored == [long_output] * 15
     assert count(staged, tables.submissions) == 3
+
+
+def _paced_writer(tmp_path: Path, window_s: float) -> tuple[Any, GroupCommitWriter]:
+    """A DuckDB writer whose pacing interval is its longest wait (``max_window_s``: at least
+    100 ms, else ``window_s``) whatever its commits cost."""
+    engine = create_engine(f"duckdb:///{tmp_path / 'paced.duckdb'}")
+    migrations.migrate(engine)
+    writer = GroupCommitWriter(engine, window_s=window_s, pace_per_commit=1e9)
+    writer.start()
+    return engine, writer
+
+
+def _send(writer: GroupCommitWriter, seed: int) -> Any:
+    """One submission, then the request side's hint that nothing more is coming."""
+    from concurrent.futures import Future
+
+    c = checked(valid_body(seed=seed))
+    future: Future[Any] = Future()
+    writer.submit(WriteRequest(c.submission_id, c.body_sha256, NOW, submission_rows(c, NOW),
+                               future))
+    writer.nothing_more_coming()
+    return future
+
+
+def test_submissions_within_the_pacing_interval_share_one_commit(tmp_path: Path) -> None:
+    """After a commit the next one waits for the pacing interval (30 s here), hint or not:
+    what arrives meanwhile is committed together; stop() does not wait for it."""
+    engine, writer = _paced_writer(tmp_path, window_s=30.0)
+    try:
+        first = _send(writer, 400)
+        # Nothing committed before: the first one need not wait (else: 30 s).
+        assert first.result(10).status == "created"
+        assert (writer.batches, writer.paced) == (1, 0)
+        later = []
+        for seed in (401, 402, 403):
+            later.append(_send(writer, seed))
+            # Without pacing, the hint would have had this one committed alone by now.
+            threading.Event().wait(0.2)
+    finally:
+        writer.stop()  # drains at once: the interval is not waited out
+        engine.dispose()
+    assert [f.result(0).status for f in later] == ["created"] * 3
+    assert (writer.batches, writer.paced, writer.committed) == (2, 1, 4)
+
+
+def test_a_lone_submission_after_an_idle_spell_is_committed_at_once(tmp_path: Path) -> None:
+    engine, writer = _paced_writer(tmp_path, window_s=0.004)  # interval: 100 ms
+    try:
+        assert _send(writer, 410).result(10).status == "created"
+        threading.Event().wait(1.0)  # idle for longer than the interval
+        assert _send(writer, 411).result(10).status == "created"
+        # Its gather began after the interval: nothing made its commit wait.
+        assert (writer.batches, writer.paced) == (2, 0)
+    finally:
+        writer.stop()
+        engine.dispose()
+
+
+def test_pacing_follows_the_last_commit_cpu_up_to_its_cap() -> None:
+    pacing = Pacing(per_commit=4.0, cap_s=0.1)
+    assert pacing.next_at == float("-inf")  # the first commit never waits
+    pacing.committed(ended=50.0, cpu_s=0.01)
+    assert pacing.next_at == pytest.approx(50.04)  # the commit had 1/5 of the time
+    pacing.committed(ended=60.0, cpu_s=0.5)
+    assert pacing.next_at == pytest.approx(60.1)  # never longer than the cap

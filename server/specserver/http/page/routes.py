@@ -20,7 +20,6 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy import Connection
 
 from specschema.conclusion import (
     LEVEL_BADGES,
@@ -33,10 +32,11 @@ from specschema.conclusion import (
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import find_protocol, headline_of, interval_of, shipped_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import Board, GroupAggregate, ReadService, aggregate, newkeys
+from specserver.board import GroupAggregate, aggregate
 from specserver.http.caching import conditional, freshness_headers
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
+from specserver.http.page.data import MENUS, PageReuse, page_data, page_version
 from specserver.http.params import choice, integer, one, parse_filters, query_params
 from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.settings import ServerSettings
@@ -45,11 +45,6 @@ from specserver.store import dimensions, queries, redaction
 router = APIRouter(include_in_schema=False)
 
 PAGE_FILTERS = dimensions.PAGE_FILTERS
-# The filters with a menu on the page, and its label (the dimension table's).
-MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.menu}
-DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
-# The page's speedup board never merges confirmed and not-observed results into one median.
-SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
 
 
 @cache
@@ -536,11 +531,13 @@ def home(request: Request, reads: Reads) -> Response:
                         {**paging.query, "sort": sort})
     pooled = new_keys_note(settings.new_key_probation_days, reads.min_contributors)
     base_url = settings.public_base_url.rstrip("/")  # never the Host header (cached page)
-    # The last computed page data, at once (board/leaderboard.py): boards, menus and the
-    # recent list all of one state of the store, whose version labels the page.
+    # The last computed page data, at once (board/leaderboard.py): boards and the recent
+    # list of one state of the store, the menus of that one or of one a little older
+    # (http/page/data.py); the versions of both label the page.
+    reuse: PageReuse = request.app.state.page_reuse
     snapshot = reads.latest(("page", filters, menu_cut),
-                            lambda conn, version: page_data(reads, conn, version, filters,
-                                                            menu_cut))
+                            lambda conn, version: page_data(reads, reuse, conn, version,
+                                                            filters, menu_cut))
 
     def build() -> Response:
         data = snapshot.value
@@ -566,36 +563,8 @@ def home(request: Request, reads: Reads) -> Response:
         parts.append("<h2>Recent submissions</h2>" + recent_table(data.recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))
 
-    return conditional(request, snapshot.version, build,
+    return conditional(request, page_version(snapshot.version, snapshot.value), build,
                        freshness_headers(reads.freshness(snapshot)))
-
-
-@dataclass(frozen=True)
-class PageData:
-    """What the leaderboard page shows for one set of filters, from one state of the store."""
-
-    speed: Board
-    unverified: Board
-    noise: Board
-    menus: dict[str, list[Any]]
-    recent: list[dict[str, Any]]
-    newest: datetime | None  # the newest stored submission's receipt: how recent the page is
-
-
-def page_data(reads: ReadService, conn: Connection, version: str, filters: queries.Filters,
-              menu_cut: int) -> PageData:
-    """The page's boards, menus and recent submissions on ``conn`` (at ``version``)."""
-    return PageData(
-        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
-        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
-        # its own row and never in a confirmed row's median (aggregate rule 5).
-        unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),
-        noise=reads.compute_board(conn, version, filters, DIMENSIONS, "noise_floor"),
-        menus={name: queries.distinct_values(conn, name, most_common=menu_cut)
-               for name in MENUS},
-        recent=queries.list_submissions(conn, filters, limit=15)[0],
-        newest=newkeys.newest_receipt(conn),
-    )
 
 
 def freshness_line(newest: datetime | None) -> str:

@@ -1,0 +1,151 @@
+"""What the leaderboard page shows, read from one state of the store, and what one
+computation of it leaves for the next.
+
+``page_data`` reads the page's boards, filter menus, recent submissions and newest receipt
+on one connection: one state of the store, whose data version labels the page (its ETag,
+``http/caching.py``). Under steady ingest the page is recomputed up to once a second, and
+at 1M submissions two of its reads cost more than the boards maintained by change: the
+eight filter menus (~0.35 s of CPU) and the recent list (~0.11 s, a scan of the whole
+table for the newest rows). ``PageReuse`` keeps what makes them cheap:
+
+- the menus (``queries.most_common_values``, one statement for all of them) are reused
+  for ``page_menu_reuse_s`` seconds as long as no moderation action came between: the
+  values of new submissions may be that late in them, a withdrawn submission's never are
+  (a hidden submission's names leave every public view at once). See ``page_version``
+  for why the page's ETag stays exact when they lag.
+- where each recent list ended (``queries.recent_submissions``): the next computation of
+  that list reads only the rows received since, and gets the same list.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from specserver.board import Board, ReadService, aggregate, newkeys
+from specserver.store import dimensions, moderation_version, queries
+
+# The filters with a menu on the page, and its label (the dimension table's).
+MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.menu}
+DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
+# The page's speedup board never merges confirmed and not-observed results into one median.
+SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
+RECENT = 15  # submissions in the page's recent list
+
+
+@dataclass(frozen=True)
+class PageData:
+    """What the leaderboard page shows for one set of filters, from one state of the store
+    (the menus possibly from an earlier one: ``menus_version``)."""
+
+    speed: Board
+    unverified: Board
+    noise: Board
+    menus: dict[str, list[Any]]
+    menus_version: str  # the data version of the state the menus were read from
+    recent: list[dict[str, Any]]
+    newest: datetime | None  # the newest stored submission's receipt: how recent the page is
+
+
+@dataclass(frozen=True)
+class _Menus:
+    version: str
+    read_at: float  # PageReuse.clock() when read
+    values: dict[str, list[Any]]
+
+
+class PageReuse:
+    """The menus and recent-list bounds one computation of the page's data leaves for the
+    next (the module doc); at most ``keep`` recent-list bounds, by filters."""
+
+    def __init__(self, menu_reuse_s: float, keep: int = 256,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.menu_reuse_s = menu_reuse_s
+        self.keep = keep
+        self.clock = clock
+        self._menus: dict[int, _Menus] = {}  # by the menus' cut
+        self._bounds: OrderedDict[tuple[queries.Filters, int], datetime] = OrderedDict()
+        self._lock = threading.Lock()
+        self.menu_reads = 0  # menus read from the store (tests count them)
+
+    def _reusable(self, held: _Menus, version: str) -> bool:
+        if held.version == version:
+            return True
+        return (moderation_version(held.version) == moderation_version(version)
+                and self.clock() - held.read_at < self.menu_reuse_s)
+
+    def menus(self, conn: Connection, version: str, cut: int
+              ) -> tuple[str, dict[str, list[Any]]]:
+        """The menus (``cut`` values each) and the data version they were read at: those
+        kept, when they may still be shown at ``version``; else read on ``conn``."""
+        with self._lock:
+            held = self._menus.get(cut)
+        if held is not None and self._reusable(held, version):
+            return held.version, held.values
+        values = queries.most_common_values(conn, list(MENUS), cut)
+        with self._lock:
+            self._menus[cut] = _Menus(version, self.clock(), values)
+            self.menu_reads += 1
+        return version, values
+
+    def recent(self, conn: Connection, filters: queries.Filters, limit: int
+               ) -> list[dict[str, Any]]:
+        """``queries.list_submissions``' first page for ``filters``, bounded by where the
+        last read of the same list ended."""
+        key = (filters, limit)
+        with self._lock:
+            since = self._bounds.get(key)
+        items, bound = queries.recent_submissions(conn, filters, limit, since)
+        with self._lock:
+            if bound is None:
+                self._bounds.pop(key, None)
+            else:
+                self._bounds[key] = bound
+                self._bounds.move_to_end(key)
+                while len(self._bounds) > self.keep:
+                    self._bounds.popitem(last=False)
+        return items
+
+
+def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: str,
+              filters: queries.Filters, menu_cut: int) -> PageData:
+    """The page's boards, menus and recent submissions on ``conn`` (at ``version``)."""
+    menus_version, menus = reuse.menus(conn, version, menu_cut)
+    return PageData(
+        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
+        # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
+        # its own row and never in a confirmed row's median (aggregate rule 5).
+        unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),
+        noise=reads.compute_board(conn, version, filters, DIMENSIONS, "noise_floor"),
+        menus=menus,
+        menus_version=menus_version,
+        recent=reuse.recent(conn, filters, RECENT),
+        newest=newkeys.newest_receipt(conn),
+    )
+
+
+def page_version(version: str, data: PageData) -> str:
+    """The version that labels a page body (its ETag) computed at data ``version``.
+
+    Conditional GETs are right only if one ETag always stands for one body: a 304 tells
+    the client that the body it holds is the one it would get, and remembered bodies are
+    served by ETag. A page's body is a function of the state its boards, recent list and
+    newest receipt were read from (``version``) and of the state its menus were read from
+    (``data.menus_version``), nothing else that varies (the settings and the URL aside,
+    which the ETag covers too). Labelled by ``version`` alone, a process whose menus lag
+    and another whose menus do not (a replica, or this one after a restart or after the
+    menus were read again) would serve different bodies under one ETag. So menus that lag
+    add their own version to the label, and both states together fix the body on every
+    replica: the menus of one state are the same everywhere (``most_common_values``
+    orders ties by value). Menus read from ``version`` itself leave the label as the
+    boards' version alone, as before menus could lag."""
+    if data.menus_version == version:
+        return version
+    return f"{version} menus {data.menus_version}"
