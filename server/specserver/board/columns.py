@@ -83,6 +83,12 @@ class Codes:
         name is known."""
         listed = names if isinstance(names, list) else list(names)
         index = self.index
+        if not index:  # the first names of all (a cold board's keys): no lookups
+            fresh = dict.fromkeys(listed)
+            if len(fresh) == len(listed):
+                index.update(zip(fresh, range(len(fresh)), strict=True))
+                self.names.extend(fresh)
+                return np.arange(len(listed), dtype=np.int64)
         found = list(map(index.get, listed))
         if None in found:
             fresh = list(dict.fromkeys(n for n, c in zip(listed, found, strict=True)

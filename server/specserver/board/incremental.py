@@ -136,7 +136,7 @@ class _KeyStanding:
         return origins
 
     def _form(self, codes: Ints, found: newkeys.ArrivalColumns) -> None:
-        formed = newkeys.form_cohorts(found, self.rules)
+        formed = newkeys.form_cohorts(found, self.rules, self.origin[codes])
         heads = codes[formed.first]
         self.arrays.cohort[codes] = heads
         self.is_cohort[codes] = False

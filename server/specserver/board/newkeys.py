@@ -235,18 +235,22 @@ class FormedCohorts:
     graduation: Ints
 
 
-def form_cohorts(arrived: ArrivalColumns, rules: CohortRules) -> FormedCohorts:
+def form_cohorts(arrived: ArrivalColumns, rules: CohortRules,
+                 ranges: Ints | None = None) -> FormedCohorts:
     """Rules 1, 2 and 4 (pure). Per range (keys without one each alone), keys in order of
     arrival (then of key id) chain into one cohort while each arrives within ``window`` of
     the one before; a cohort starts to age with its members' first ageing; of one range's
     cohorts at most ``graduations_per_day`` graduate per day. Ranges are independent of each
-    other: ``board.incremental`` forms again only the ranges a change touched."""
+    other: ``board.incremental`` forms again only the ranges a change touched. ``ranges``:
+    the keys' ranges already numbered (-1: none), one number per distinct range."""
     n = len(arrived)
     if n == 0:
         return FormedCohorts(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    ranges: dict[str, int] = {}
-    origin = np.fromiter((-1 if o is None else ranges.setdefault(o, len(ranges))
-                          for o in arrived.origin), dtype=np.int64, count=n)
+    if ranges is None:
+        numbers: dict[str, int] = {}
+        ranges = np.fromiter((-1 if o is None else numbers.setdefault(o, len(numbers))
+                              for o in arrived.origin), dtype=np.int64, count=n)
+    origin = ranges
     # Key ids compared as Python compares str (code points): a fixed-width numpy array.
     id_rank = np.empty(n, np.int64)
     id_rank[np.argsort(np.array(arrived.key_ids, dtype=str), kind="stable")] = np.arange(n)
