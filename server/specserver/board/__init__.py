@@ -10,13 +10,14 @@ from specserver.frontdoor import lazy_names
 
 if TYPE_CHECKING:
     from specserver.board.aggregate import GroupAggregate, View
-    from specserver.board.leaderboard import Board, Freshness, ReadService
+    from specserver.board.leaderboard import Board, Freshness, ReadService, Snapshot
 
 _LAZY: dict[str, str] = {
     "Board": "specserver.board.leaderboard",
     "Freshness": "specserver.board.leaderboard",
     "GroupAggregate": "specserver.board.aggregate",
     "ReadService": "specserver.board.leaderboard",
+    "Snapshot": "specserver.board.leaderboard",
     "View": "specserver.board.aggregate",
 }
 
@@ -25,6 +26,7 @@ __all__ = [
     "Freshness",
     "GroupAggregate",
     "ReadService",
+    "Snapshot",
     "View",
     "aggregate",
     "newkeys",

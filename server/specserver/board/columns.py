@@ -84,10 +84,10 @@ class Codes:
         listed = names if isinstance(names, list) else list(names)
         index = self.index
         if not index:  # the first names of all (a cold board's keys): no lookups
-            fresh = dict.fromkeys(listed)
-            if len(fresh) == len(listed):
-                index.update(zip(fresh, range(len(fresh)), strict=True))
-                self.names.extend(fresh)
+            first = dict.fromkeys(listed)
+            if len(first) == len(listed):
+                index.update(zip(first, range(len(first)), strict=True))
+                self.names.extend(first)
                 return np.arange(len(listed), dtype=np.int64)
         found = list(map(index.get, listed))
         if None in found:

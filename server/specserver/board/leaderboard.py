@@ -130,6 +130,17 @@ class _Entry:
     read: float  # time.monotonic() of its last read
     failed: float = float("-inf")  # time.monotonic() of its last failed recomputation
     wanted: bool = False  # a read found it behind the store: the refresher recomputes it
+    # The bodies read from it most recently (by URL), rendered again by the refresher for
+    # each new snapshot before it is served (``keep_warm``): URL -> (render, last read).
+    warm: OrderedDict[str, tuple[Render, float]] = field(default_factory=OrderedDict)
+
+
+# A body of one snapshot: (its key among the remembered bodies, status, bytes, media type),
+# or None when it is not to be remembered.
+Rendered = tuple[str, int, bytes, str] | None
+Render = Callable[[Snapshot[Any]], Rendered]
+WARM_BODIES = 4  # bodies of one snapshot rendered ahead, the most recently read
+WARM_FOR_S = 30.0  # a body not read for this long is no longer rendered ahead
 
 
 @dataclass(frozen=True)
@@ -307,11 +318,17 @@ class ReadService:
             value = compute(conn, version)
         return Snapshot(version, read_at, value)
 
+    @staticmethod
+    def board_key(filters: queries.Filters, dimensions: Sequence[str], view: View
+                  ) -> Hashable:
+        """The snapshot key of a board (``latest``, ``keep_warm``)."""
+        return ("board", filters, tuple(dimensions), view)
+
     def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
               ) -> Snapshot[Board]:
         """The last computed board for these filters, dimensions and view (``latest``)."""
         dims = tuple(dimensions)
-        return self.latest(("board", filters, dims, view),
+        return self.latest(self.board_key(filters, dims, view),
                            lambda conn, version: self.compute_board(conn, version, filters,
                                                                     dims, view))
 
@@ -364,10 +381,40 @@ class ReadService:
                     return
                 self._refresh(key, entry)
 
+    def keep_warm(self, key: Hashable, url: str, render: Render) -> None:
+        """Render this URL's body of snapshot ``key`` again as soon as each new snapshot is
+        computed, before that snapshot is served: the first read after a recomputation
+        then finds its body remembered instead of rendering it (a page at a million
+        submissions takes tens of milliseconds to render)."""
+        with self._cache_lock:
+            entry = self._entries.items.get(key)
+            if entry is None:
+                return
+            entry.warm[url] = (render, time.monotonic())
+            entry.warm.move_to_end(url)
+            while len(entry.warm) > WARM_BODIES:
+                entry.warm.popitem(last=False)
+
+    def _render_ahead(self, entry: _Entry, snapshot: Snapshot[Any]) -> None:
+        now = time.monotonic()
+        with self._cache_lock:
+            renders = [render for render, read in entry.warm.values()
+                       if now - read < WARM_FOR_S]
+        for render in renders:
+            try:
+                rendered = render(snapshot)
+            except Exception:  # noqa: BLE001 - the read renders it itself, and says why
+                log.warning("rendering a body ahead failed", exc_info=True)
+                continue
+            if rendered is not None:
+                etag, status, body, media_type = rendered
+                self.remember_body(etag, status, body, media_type)
+
     def _refresh(self, key: Hashable, entry: _Entry) -> None:
         started = time.monotonic()
         try:
             snapshot = self._compute(entry.compute)
+            self._render_ahead(entry, snapshot)
         except Exception as exc:
             log.exception("a board computation failed; the last computed board is served "
                           "meanwhile and ages", exc_info=exc)

@@ -5,13 +5,14 @@ and the freshness headers of a board read (``freshness_headers``)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
-from specserver.board import Freshness
+from specserver.board import Freshness, Snapshot
 from specserver.http.deps import reads_of
 
 CACHE_CONTROL = "public, max-age=5, must-revalidate"
@@ -20,6 +21,7 @@ AS_OF = "Board-As-Of"  # when the state of the store it shows was read (ISO 8601
 AGE = "Board-Age"  # seconds since then, at this response
 CURRENT = "Board-Current"  # "true": the store had not changed since, when last checked
 FRESHNESS_HEADERS = (AS_OF, AGE, CURRENT)
+T = TypeVar("T")
 
 
 def freshness_headers(fresh: Freshness) -> dict[str, str]:
@@ -34,7 +36,11 @@ def content_etag(body: bytes) -> str:
 
 
 def make_etag(version: str, request: Request) -> str:
-    basis = f"{version}\n{request.url.path}\n{request.url.query}".encode()
+    return url_etag(version, request.url.path, request.url.query)
+
+
+def url_etag(version: str, path: str, query: str) -> str:
+    basis = f"{version}\n{path}\n{query}".encode()
     return '"' + hashlib.sha256(basis).hexdigest()[:32] + '"'
 
 
@@ -78,3 +84,28 @@ def conditional(request: Request, version: str, build: Callable[[], Response],
                             response.media_type or "application/octet-stream")
     response.headers.update(headers)
     return response
+
+
+def board_conditional(request: Request, key: Hashable, snapshot: Snapshot[T],
+                      build: Callable[[Snapshot[T]], Response],
+                      version_of: Callable[[Snapshot[T]], str] | None = None) -> Response:
+    """``conditional`` for a read of a board snapshot (``ReadService.latest``), whose body
+    the refresher also renders ahead for every new snapshot of ``key`` (``keep_warm``):
+    ``build`` renders the body of any snapshot of it, ``version_of`` names that body's
+    version (default: the snapshot's data version)."""
+    reads = reads_of(request)
+    path, query = request.url.path, request.url.query
+
+    def version(of: Snapshot[T]) -> str:
+        return of.version if version_of is None else version_of(of)
+
+    def render(of: Snapshot[T]) -> tuple[str, int, bytes, str] | None:
+        response = build(of)
+        if isinstance(response, StreamingResponse) or response.status_code != 200:
+            return None
+        return (url_etag(version(of), path, query), response.status_code,
+                bytes(response.body), response.media_type or "application/octet-stream")
+
+    reads.keep_warm(key, f"{path}?{query}", render)
+    return conditional(request, version(snapshot), lambda: build(snapshot),
+                       freshness_headers(reads.freshness(snapshot)))

@@ -19,7 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import Board, GroupAggregate, ReadService, View, aggregate
+from specserver.board import Board, GroupAggregate, ReadService, Snapshot, View, aggregate
 from specserver.errors import Gone, NotFound
 from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
@@ -116,12 +116,12 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     params.check_known(reads, None, filters)
     snapshot = reads.board(filters, dimensions, view)  # the last computed: no waiting
 
-    def build() -> Response:
-        return JSONResponse(board_json(snapshot.value, dimensions, sort, limit, offset,
+    def build(of: Snapshot[Board]) -> Response:
+        return JSONResponse(board_json(of.value, dimensions, sort, limit, offset,
                                        filters, reads.min_contributors))
 
-    return caching.conditional(request, snapshot.version, build,
-                               caching.freshness_headers(reads.freshness(snapshot)))
+    return caching.board_conditional(request, reads.board_key(filters, dimensions, view),
+                                     snapshot, build)
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -135,6 +135,39 @@ def test_a_read_during_a_recomputation_serves_the_last_board_at_once(served, eng
         assert "These boards count the results received up to" in after.text
 
 
+@pytest.mark.parametrize(("path", "renderer"), [
+    ("/v1/leaderboard?sort=key", (public, "board_json")),
+    ("/v1/aggregates?group_by=chip", (public, "board_json")),
+    ("/", (page_routes, "render_page")),
+])
+def test_the_refresher_renders_a_read_body_before_its_board_is_served(
+        served, engine, monkeypatch, path, renderer):
+    """The first read after a recomputation finds its body rendered already (the
+    refresher renders the bodies read most recently before it serves the new snapshot):
+    the body is rendered once per snapshot, by the refresher, never by that read."""
+    client, reads, _ = served
+    module, name = renderer
+    original = getattr(module, name)
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    first = client.get(path)
+    assert first.status_code == 200 and len(calls) == 1
+    _add(engine, 9010)
+    behind = client.get(path)  # finds its board behind: the refresher recomputes it
+    assert behind.headers["etag"] == first.headers["etag"] and len(calls) == 1
+    assert reads.settle()
+    rendered = len(calls)
+    assert rendered == 2  # by the refresher, for the new snapshot
+    after = client.get(path)
+    assert after.headers["etag"] != first.headers["etag"] and len(calls) == rendered
+    assert after.content != first.content
+
+
 def test_a_new_submission_shows_after_the_refresh(served, engine):
     client, reads, _ = served
     before = client.get("/v1/stats").json()["submissions"]

@@ -32,11 +32,11 @@ from specschema.conclusion import (
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol import find_protocol, headline_of, interval_of, shipped_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import GroupAggregate, aggregate
-from specserver.http.caching import conditional, freshness_headers
+from specserver.board import GroupAggregate, Snapshot, aggregate
+from specserver.http.caching import board_conditional, conditional
 from specserver.http.deps import Reads
 from specserver.http.page import charts, result
-from specserver.http.page.data import MENUS, PageReuse, page_data, page_version
+from specserver.http.page.data import MENUS, PageData, PageReuse, page_data, page_version
 from specserver.http.params import choice, integer, one, parse_filters, query_params
 from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.settings import ServerSettings
@@ -535,12 +535,12 @@ def home(request: Request, reads: Reads) -> Response:
     # list of one state of the store, the menus of that one or of one a little older
     # (http/page/data.py); the versions of both label the page.
     reuse: PageReuse = request.app.state.page_reuse
-    snapshot = reads.latest(("page", filters, menu_cut),
-                            lambda conn, version: page_data(reads, reuse, conn, version,
-                                                            filters, menu_cut))
+    key = ("page", filters, menu_cut)
+    snapshot = reads.latest(key, lambda conn, version: page_data(reads, reuse, conn, version,
+                                                                 filters, menu_cut))
 
-    def build() -> Response:
-        data = snapshot.value
+    def build(of: Snapshot[PageData]) -> Response:
+        data = of.value
         speed = _by_protocol([*data.speed.groups, *data.unverified.groups], sort)
         noise = _by_protocol(data.noise.groups, sort)
         counts = data.speed.verdict_counts
@@ -563,8 +563,8 @@ def home(request: Request, reads: Reads) -> Response:
         parts.append("<h2>Recent submissions</h2>" + recent_table(data.recent))
         return HTMLResponse(render_page("specbench leaderboard", "".join(parts)))
 
-    return conditional(request, page_version(snapshot.version, snapshot.value), build,
-                       freshness_headers(reads.freshness(snapshot)))
+    return board_conditional(request, key, snapshot, build,
+                             lambda of: page_version(of.version, of.value))
 
 
 def freshness_line(newest: datetime | None) -> str:
