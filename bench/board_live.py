@@ -175,6 +175,8 @@ def main() -> None:
     parser.add_argument("--check-workers", type=int, default=None)
     parser.add_argument("--max-stale-s", type=float, default=0.0,
                         help="SPECSERVER_READ_MAX_STALE_S for the server")
+    parser.add_argument("--refresh-s", type=float, default=None,
+                        help="SPECSERVER_BOARD_REFRESH_S for the server (default: its own)")
     args = parser.parse_args()
     ensure_store(args.folder, args.size)
     count = int(args.rate * (args.duration + args.ingest_only + 5))
@@ -183,6 +185,8 @@ def main() -> None:
                                              seed=time.time_ns()))
     os.environ.update({"SPECSERVER_READ_WAIT_S": "0",
                        "SPECSERVER_READ_MAX_STALE_S": str(args.max_stale_s)})
+    if args.refresh_s is not None:
+        os.environ["SPECSERVER_BOARD_REFRESH_S"] = str(args.refresh_s)
     server = ingest.Server(True, args.folder, args.check_workers)
     server.start()
     port = server.port

@@ -3,7 +3,9 @@
 Board reads serve the last computed board and recompute it beside the reads
 (board/leaderboard.py); most tests write and then read, and expect to see the write, so
 ``SPECSERVER_READ_WAIT_S`` lets a read wait for that recomputation (through the refresher,
-as in production). Tests of the never-waiting read set it to 0.
+as in production), and ``SPECSERVER_BOARD_REFRESH_S`` 0 lets it start at once (in
+production a board is recomputed at most once a second). Tests of the never-waiting read
+set the wait to 0; tests of the spacing set their own.
 
 PostgreSQL: ``postgres_url`` gives each test its own schema (tests/support/postgres.py:
 skipped without a server, failed instead under CI=true).
@@ -21,6 +23,7 @@ READ_WAIT_S = 30.0
 @pytest.fixture(autouse=True)
 def _reads_wait_for_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECSERVER_READ_WAIT_S", str(READ_WAIT_S))
+    monkeypatch.setenv("SPECSERVER_BOARD_REFRESH_S", "0")
 
 
 @pytest.fixture

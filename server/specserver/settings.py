@@ -157,6 +157,12 @@ class ServerSettings(BaseSettings):
         description="public reads may reuse the store's data version this long, and a board "
                     "is recomputed at most this often (0 = as soon as the data changes)",
     )
+    board_refresh_s: float = Field(
+        default=1.0, ge=0, le=300,
+        description="a board (leaderboard, aggregates, page) is recomputed at most this "
+                    "often while writes arrive; a new result shows within about this long "
+                    "plus one recomputation (0 = as soon as a read finds the data changed)",
+    )
     read_wait_s: float = Field(
         default=0.0, ge=0, le=60,
         description="a board read that finds its board behind the store waits this long for "

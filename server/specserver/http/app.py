@@ -111,6 +111,7 @@ def create_app(
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
     reads = ReadService(store.engine, min_contributors=settings.min_contributors,
                         max_stale_s=settings.read_max_stale_s,
+                        refresh_s=settings.board_refresh_s,
                         wait_s=settings.read_wait_s,
                         probation_days=settings.new_key_probation_days,
                         cohort_window_hours=settings.cohort_window_hours,

@@ -168,6 +168,23 @@ def test_the_refresher_renders_a_read_body_before_its_board_is_served(
     assert after.content != first.content
 
 
+def test_a_board_is_recomputed_at_most_once_per_refresh_interval(engine):
+    """``refresh_s``: a board found behind within the interval after its last computation
+    waits for the interval's end (here an hour: it is not recomputed meanwhile), and serves
+    the last board meanwhile; with 0 it is recomputed at once."""
+    dims = held_dimensions()
+    for refresh_s, recomputed in ((3600.0, False), (0.0, True)):
+        reads = ReadService(engine, wait_s=0, check_s=0, refresh_s=refresh_s)
+        try:
+            first = reads.board(queries.Filters(), dims, "speedup")
+            _add(engine, 9100 + int(refresh_s))
+            assert reads.board(queries.Filters(), dims, "speedup") is first
+            assert reads.settle(timeout_s=1.0) is recomputed
+            assert (reads.refreshes == 1) is recomputed
+        finally:
+            reads.close()
+
+
 def test_a_new_submission_shows_after_the_refresh(served, engine):
     client, reads, _ = served
     before = client.get("/v1/stats").json()["submissions"]
