@@ -37,6 +37,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -114,9 +115,13 @@ class _KeyStanding:
         self.graduation = np.concatenate([self.graduation, never])
         self.is_cohort = np.concatenate([self.is_cohort, np.zeros(grow, np.bool_)])
 
-    def build(self, conn: Connection) -> None:
-        self.newest = micros(newkeys.newest_receipt(conn))
-        found = newkeys.arrival_columns(conn)
+    @staticmethod
+    def fetch(conn: Connection) -> tuple[int, newkeys.ArrivalColumns]:
+        """What ``build`` needs of the store: its clock and every key's arrival."""
+        return micros(newkeys.newest_receipt(conn)), newkeys.arrival_columns(conn)
+
+    def build(self, newest: int, found: newkeys.ArrivalColumns) -> None:
+        self.newest = newest
         codes = self.codes.encode(found.key_ids)
         self.fit(len(self.codes))
         self._take(codes, found)
@@ -296,6 +301,7 @@ class Maintainer:
         self._standing = _KeyStanding(rules, self._codes)
         self._boards: OrderedDict[Spec, _Board] = OrderedDict()
         self._tallies: dict[queries.Filters, _Tallies] = {}
+        self._unbuilt = True  # the keys' standing is to be formed (after a rebuild)
         # What the refreshes did (tests and the bench read them): full rebuilds, and
         # refreshes from the log with the contributors they read again.
         self.rebuilds = 0
@@ -308,38 +314,63 @@ class Maintainer:
         with self._lock:
             self._refresh(conn)
             spec = (filters, tuple(dimensions), view)
-            board = self._boards.get(spec)
-            if board is None:
-                board = _Board(spec, sql.contributor_columns(
-                    conn, filters, spec[1], aggregate.VIEW_VERDICTS[view]
-                ).by_group(self._codes))
-                self._fit()
-                for key in list(board.rows):
-                    board.aggregate(key, self._standing.arrays, self.window_us,
-                                    self.min_contributors)
-                self._boards[spec] = board
-                while len(self._boards) > self.max_boards:
-                    self._boards.popitem(last=False)
-                    self._tallies = {f: t for f, t in self._tallies.items()
-                                     if any(s[0] == f for s in self._boards)}
+            board, tallies = self._boards.get(spec), self._tallies.get(filters)
+            if board is None or tallies is None or self._unbuilt:
+                board, tallies = self._compute(conn, spec, board, tallies)
             self._boards.move_to_end(spec)
-            tallies = self._tallies.get(filters)
-            if tallies is None:
-                tallies = self._tallies[filters] = _Tallies(
-                    self._codes, sql.contributor_tallies(conn, filters))
             return Computed(board.shown(), tallies.verdicts(), tallies.levels())
+
+    def _compute(self, conn: Connection, spec: Spec, board: _Board | None,
+                 tallies: _Tallies | None) -> tuple[_Board, _Tallies]:
+        """What is missing, computed in full: the keys' standing after a rebuild, the
+        board, its filters' counts. The queries run one after another on the snapshot's
+        connection, in a thread of their own, while this one works on the rows of the query
+        before (a query releases the interpreter's lock while it runs): at a million
+        submissions the standing's arrays are formed while the board's rows are read, and
+        the board is aggregated while the counts are read."""
+        filters, dimensions, view = spec
+        with ThreadPoolExecutor(1, thread_name_prefix="board-queries") as queries_:
+            arrived = (self._standing.fetch(conn) if self._unbuilt and self.rules.active
+                       else None)
+            rows = (queries_.submit(sql.contributor_columns, conn, filters, dimensions,
+                                    aggregate.VIEW_VERDICTS[view])
+                    if board is None else None)
+            if arrived is not None:
+                self._standing.build(*arrived)
+            self._unbuilt = False
+            reduced = rows.result() if rows is not None else None
+            counts = (queries_.submit(sql.contributor_tallies, conn, filters)
+                      if tallies is None else None)
+            if reduced is not None:
+                board = self._place(spec, reduced)
+            if counts is not None:
+                tallies = self._tallies[filters] = _Tallies(self._codes, counts.result())
+        assert board is not None and tallies is not None
+        return board, tallies
+
+    def _place(self, spec: Spec, reduced: columns.Reduced) -> _Board:
+        board = _Board(spec, reduced.by_group(self._codes))
+        self._fit()
+        for key in list(board.rows):
+            board.aggregate(key, self._standing.arrays, self.window_us, self.min_contributors)
+        self._boards[spec] = board
+        while len(self._boards) > self.max_boards:
+            self._boards.popitem(last=False)
+            self._tallies = {f: t for f, t in self._tallies.items()
+                             if any(s[0] == f for s in self._boards)}
+        return board
 
     def _fit(self) -> None:
         self._standing.fit(len(self._codes))
 
-    def _rebuild(self, conn: Connection, at: changes.Position, schema: int | None) -> None:
+    def _rebuild(self, at: changes.Position, schema: int | None) -> None:
+        """Forget everything: the next board is computed in full (``_compute``)."""
         self.rebuilds += 1
         self._boards.clear()
         self._tallies.clear()
         self._codes = Codes()
         self._standing = _KeyStanding(self.rules, self._codes)
-        if self.rules.active:
-            self._standing.build(conn)
+        self._unbuilt = True
         self._at, self._schema = at, schema
 
     def _refresh(self, conn: Connection) -> None:
@@ -347,7 +378,7 @@ class Maintainer:
         schema = current_version(conn)
         previous = self._at
         if previous is None or schema != self._schema or at.seq < previous.seq:
-            self._rebuild(conn, at, schema)
+            self._rebuild(at, schema)
             return
         if at == previous:
             return
@@ -355,11 +386,11 @@ class Maintainer:
         if (at.submissions - previous.submissions != logged.submissions
                 or at.audits - previous.audits != logged.audits
                 or len(logged.contributors) > FULL_ABOVE):
-            self._rebuild(conn, at, schema)  # a write the log did not see: trust nothing
+            self._rebuild(at, schema)  # a write the log did not see: trust nothing
             return
         newest = micros(newkeys.newest_receipt(conn)) if self.rules.active else int(NAT)
         if newest != NAT and (self._standing.newest == NAT or newest < self._standing.newest):
-            self._rebuild(conn, at, schema)  # the clock started (or went back)
+            self._rebuild(at, schema)  # the clock started (or went back)
             return
         with sql.restricted_to(conn, logged.contributors):
             restanded = (self._standing.update(conn, newest) if self.rules.active
