@@ -203,6 +203,7 @@ class ReadService:
         self._closed = False
         self._seen: str | None = None  # the data version the last board read found
         self._board_checked: tuple[str, float] | None = None  # (version, monotonic)
+        self._check_asked = False  # a board read asked the refresher to look (``_check``)
         # What the refresher did: tests and the bench read these.
         self.refreshes = 0
         self.failures = 0
@@ -232,18 +233,43 @@ class ReadService:
         return version
 
     def _board_version(self) -> str:
-        """``version`` for board reads: read at most every ``check_s`` (or ``max_stale_s``),
-        so that a board read under load is a lookup in memory, not a query. Reads that may
-        wait for a recomputation (``wait_s``) look every time."""
+        """``version`` for board reads, as last looked at: the store's data version is read
+        at most every ``check_s`` (or ``max_stale_s``), and then by the refresher thread, not
+        by the read (``_check``), so that a board read is a lookup in memory, never a query.
+        Reads that may wait for a recomputation (``wait_s``), and every read when the window
+        is 0, look themselves, every time."""
         window = max(self.check_s, self.max_stale_s)
         with self._cache_lock:
-            if (self.wait_s <= 0 and self._board_checked is not None
-                    and time.monotonic() - self._board_checked[1] < window):
-                return self._board_checked[0]
+            checked = self._board_checked
+            if self.wait_s <= 0 and window > 0 and checked is not None:
+                if time.monotonic() - checked[1] >= window and not self._check_asked:
+                    self._check_asked = True
+                    self._start_refresher()
+                    self._wake.notify_all()
+                return checked[0]
         version = self.version()
         with self._cache_lock:
             self._board_checked = (version, time.monotonic())
         return version
+
+    def _check(self) -> None:
+        """In the refresher: read the store's data version for the board reads, and ask for
+        every snapshot read lately that it shows to be behind."""
+        try:
+            version = self.version()
+        except Exception:  # noqa: BLE001 - the reads go on with the version known before
+            log.warning("reading the store's data version failed", exc_info=True)
+            version = None
+        with self._cache_lock:
+            self._check_asked = False
+            if version is None:
+                return
+            now = time.monotonic()
+            self._board_checked = (version, now)
+            self._seen = version
+            for entry in self._entries.items.values():
+                if entry.snapshot.version != version and now - entry.read < WARM_FOR_S:
+                    entry.wanted = True
 
     def known_values(self, version: str | None, needed: dict[str, Any] | None = None
                      ) -> dict[str, list[Any]]:
@@ -381,12 +407,17 @@ class ReadService:
             with self._cache_lock:
                 while not self._closed:
                     now = time.monotonic()
+                    check = self._check_asked
                     due = self._due(now)
-                    if due:
+                    if due or check:
                         break
                     self._wake.wait(self._next_due(now))
                 if self._closed:
                     return
+            if check:
+                self._check()
+                with self._cache_lock:
+                    due = self._due(time.monotonic())
             for key, entry in due:
                 if self._closed:
                     return

@@ -185,6 +185,38 @@ def test_a_board_is_recomputed_at_most_once_per_refresh_interval(engine):
             reads.close()
 
 
+def test_board_reads_never_query_the_store_themselves_after_the_first(engine):
+    """With a check window (``check_s``), a board read answers from memory: the store's data
+    version is read by the refresher thread, which asks for the boards behind it; the new
+    submission still shows, without any read having waited or queried."""
+    reads = ReadService(engine, wait_s=0, check_s=0.01)
+    readers: list[str] = []
+    original = reads.version
+
+    def version() -> str:
+        readers.append(threading.current_thread().name)
+        return original()
+
+    reads.version = version  # type: ignore[method-assign]
+    try:
+        dims = held_dimensions()
+        first = reads.board(queries.Filters(), dims, "speedup")
+        reads.board(queries.Filters(), dims, "speedup")  # the first look, by the read
+        _add(engine, 9200)
+        del readers[:]
+        for _ in range(2000):  # ~20 s at most; each read returns at once
+            shown = reads.board(queries.Filters(), dims, "speedup")
+            if shown.version != first.version:
+                break
+            threading.Event().wait(0.01)
+        assert shown.version != first.version
+        assert sum(shown.value.verdict_counts.values()) == sum(
+            first.value.verdict_counts.values()) + 2
+        assert readers and set(readers) == {"board-refresher"}
+    finally:
+        reads.close()
+
+
 def test_a_new_submission_shows_after_the_refresh(served, engine):
     client, reads, _ = served
     before = client.get("/v1/stats").json()["submissions"]
