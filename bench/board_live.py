@@ -162,6 +162,15 @@ def server_cpu(server: ingest.Server) -> float:
     return main + workers
 
 
+def server_rss_mib(server: ingest.Server) -> float:
+    """The server process's resident memory (its check workers apart), from /proc."""
+    assert server.proc is not None
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", required=True, type=Path,
@@ -193,12 +202,14 @@ def main() -> None:
     try:
         import httpx
 
+        print(f"server resident memory before any board: {server_rss_mib(server):.0f} MiB")
         for target in ("/v1/leaderboard", "/"):  # the first computation of each board
             cpu, started = server_cpu(server), time.perf_counter()
             response = httpx.get(f"http://127.0.0.1:{port}{target}", timeout=900)
             assert response.status_code == 200, response.text[:200]
             print(f"first computation of GET {target}: {time.perf_counter() - started:.1f} s "
-                  f"wall, server CPU {server_cpu(server) - cpu:.1f} s")
+                  f"wall, server CPU {server_cpu(server) - cpu:.1f} s, resident memory "
+                  f"{server_rss_mib(server):.0f} MiB")
 
         posts = Posts()
         if args.ingest_only > 0:
@@ -222,6 +233,7 @@ def main() -> None:
 
         asyncio.run(together())
         spent = server_cpu(server) - cpu
+        rss = server_rss_mib(server)
     finally:
         server.stop()
     stored = posts.statuses.get(201, 0)
@@ -240,6 +252,7 @@ def main() -> None:
               f"median {statistics.median(lags):.2f} s, max {max(lags):.2f} s")
     else:
         print(f"freshness lag: none of {len(posts.marked)} marked submissions shown")
+    print(f"server resident memory at the end: {rss:.0f} MiB")
     print(f"server CPU with reads: {spent / max(stored, 1) * 1000:.2f} ms per stored "
           f"submission (recomputations and reads included), {spent / args.duration:.0%} of "
           "a core")
