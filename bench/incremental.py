@@ -4,15 +4,17 @@ Builds a DuckDB store with bench/query.py's generator (every key its own address
 the most cohorts the Sybil rules must form), then, with the shipped Sybil rules:
 
 - the cold full computation of the default leaderboard (``board.incremental``'s rebuild);
-- ``--rounds`` times, alternated: one submission stored (a copy of a stored one under a
-  new id, from a new key or from the stored one's key, in turn) and logged as the writer
-  logs it, then the read that follows, maintained by change and computed in full, CPU ms
-  (all threads) and wall;
+- ``--rounds`` times, alternated: ``--batch`` submissions stored (copies of stored ones
+  under new ids, from new keys or from the stored ones' keys, in turn; one by default,
+  about a second of steady ingest with 50) and logged as the writer logs them, then the
+  read that follows, maintained by change and computed in full, CPU ms (all threads) and
+  wall;
 - what logging costs the writer: ``store.changes.mark`` in a transaction, per batch of
   1, 16 and 128 submissions, CPU ms per batch and per submission.
 
     .venv/bin/python bench/incremental.py --size 100000
     .venv/bin/python bench/incremental.py --size 1000000 --rounds 5 --keep /tmp/store1m
+    .venv/bin/python bench/incremental.py --size 1000000 --rounds 4 --batch 50 --keep /tmp/store1m
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--keep", help="a folder to build the store in (reused if there)")
+    parser.add_argument("--batch", type=int, default=1,
+                        help="submissions stored before each read (in one transaction)")
     args = parser.parse_args()
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="specbench-inc-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,18 +105,21 @@ def main() -> None:
         for name, read in (("maintained", maintained), ("full", full))[::1 if n % 2 else -1]:
             new_key = n % 2 == 0
             with engine.begin() as conn:
-                store_one(conn, 2 * n + (name == "full"), new_key=new_key)
+                for i in range(args.batch):
+                    store_one(conn, (2 * n + (name == "full")) * args.batch + i,
+                              new_key=new_key)
             if name == "full":
                 maintained()  # keep the maintainer following the log (not timed)
             cpu, wall, _ = timed(read)
-            label = f"{name}, {'new' if new_key else 'stored'} key"
+            label = (f"{name}, {'new' if new_key else 'stored'} "
+                     f"key{'s' if args.batch > 1 else ''}")
             rows.setdefault(label, []).append((cpu, wall))
     with incremental.snapshot(engine) as conn:
         assert maintainer.board(conn, queries.Filters(), DIMS, "speedup") == \
             incremental.compute(conn, queries.Filters(), DIMS, "speedup", RULES,
                                 aggregate.DEFAULT_MIN_CONTRIBUTORS)
     for name, values in rows.items():
-        print(f"  read after one stored submission, {name:>22}: "
+        print(f"  read after {args.batch} stored submission(s), {name:>23}: "
               f"{statistics.median(c for c, _ in values):8.1f} ms CPU "
               f"{statistics.median(w for _, w in values):8.1f} ms wall "
               f"(median of {len(values)})")
