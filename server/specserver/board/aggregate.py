@@ -31,9 +31,11 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    reader (or a maintainer) sees that the group holds results far from the rest.
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
-that are not banned. On a large store the first step of rule 3 runs in SQL
-(``board.sql.contributor_results``, equal to ``reduce_contributors``: a test holds them
-together) so that only one row per group and contributor reaches Python.
+that are not banned. The board runs the first step of rule 3 in SQL
+(``board.sql.contributor_columns``, equal to ``reduce_contributors``: a test holds them
+together) so that only one row per group and contributor reaches Python, and the steps
+after it over those rows as columns (``board.columns``, held equal to the same rules
+written row by row in ``tests/support/reference_rules.py``).
 """
 
 from __future__ import annotations

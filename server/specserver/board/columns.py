@@ -1,6 +1,6 @@
 """The board's per-contributor rows as columns, and its rules over them.
 
-After its first step (``sql.contributor_results``: one row per group and contributor) the
+After its first step (``sql.contributor_columns``: one row per group and contributor) the
 board at a million submissions holds ~400,000 rows. Kept as Python objects they cost
 seconds to build and, since one write touches contributors in most groups, seconds to
 fold and aggregate again after every write. Here each group's rows are numpy columns
@@ -126,7 +126,7 @@ class Rows:
 
 @dataclass
 class Reduced:
-    """``sql.contributor_results`` as columns: each row's group (an index into ``keys``)
+    """``sql.contributor_columns``'s answer: each row's group (an index into ``keys``)
     and its contributor's name."""
 
     keys: list[KeyTuple]

@@ -5,8 +5,12 @@ computation, except the very first of its kind: ``latest`` hands back the last *
 computed for its key (a board, or the page's data) with the data version it was computed
 from and when that data was read, and the refresher thread recomputes it beside the reads.
 Each read compares the snapshot's version with the store's *data version*
-(``queries.data_version``: a few counts and maxima); one that is behind is marked, and the
-refresher recomputes the marked snapshots one at a time, most recently read first. Nothing
+(``queries.data_version``: a few counts and maxima) as last looked at; one that is behind
+is marked, and the refresher recomputes the marked snapshots one at a time, most recently
+read first. The refresher also looks at the data version, every ``check_s`` while reads
+come (a read only asks: after a board's first computation no read queries the store), and
+before it serves a new snapshot it renders the bodies read from it most recently
+(``keep_warm``), so that a read after a recomputation finds its body remembered. Nothing
 hooks into the writer, so several server processes on PostgreSQL each keep their own
 snapshots, all from the one database. A computation that fails is logged and kept out of
 the way: the previous snapshot is served and keeps ageing (its age is in every response),
@@ -31,8 +35,8 @@ from ~70 ms to ~20 ms, and a new result still shows within about 1 s (BENCHMARKS
 (lists, stats, exports) reuse a data version; boards are not recomputed more often either.
 
 Cold aggregation reduces each contributor's draft results per group in SQL (one row per
-group and contributor, never trials; ``sql.contributor_results``) and applies the pure
-rules of ``aggregate`` to those rows (``compute_board``: the one place a board is computed;
+group and contributor, never trials; ``sql.contributor_columns``) and applies the rules to
+those rows as columns (``columns``; ``compute_board``: the one place a board is computed;
 ``incremental`` keeps the boards read most recently up to date from the store's change
 log, so a recomputation after a write costs what the write touched).
 """
