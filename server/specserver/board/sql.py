@@ -197,35 +197,30 @@ def board_clause(draft: Any) -> Any:
                func.coalesce(draft.c.evidence, "none").in_(sorted(CORROBORATED)))
 
 
-def evidence_totals(conn: Connection, filters: Filters) -> dict[str, int]:
-    """Draft results per evidence level among visible submissions matching the filters
-    (those kept off the boards for their evidence included)."""
+def draft_totals(conn: Connection, filters: Filters) -> Any:
+    """Draft results among visible submissions matching the filters (those kept off the
+    boards for their evidence included): per verdict in ``VERDICTS`` order, then per
+    evidence level in ``LEVELS`` order, as one row of counts (``contributor_tallies``'
+    columns, summed)."""
     draft = summ.alias("d")
     level = func.coalesce(draft.c.evidence, "none")
-    stmt = (select(level, func.count())
+    stmt = (select(draft.c.observed, level, func.count())
             .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
             .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
                    *draft_clauses(filters, draft))
-            .group_by(level))
-    found = {str(v): int(n) for v, n in conn.execute(stmt).all()}
-    return {name: found.get(name, 0) for name in LEVELS}
-
-
-def verdict_totals(conn: Connection, filters: Filters) -> dict[str, int]:
-    """Draft results per verdict among visible submissions matching the filters."""
-    draft = summ.alias("d")
-    stmt = (select(draft.c.observed, func.count())
-            .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
-            .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
-                   *draft_clauses(filters, draft))
-            .group_by(draft.c.observed))
-    found = {str(v): int(n) for v, n in conn.execute(stmt).all()}
-    return {v: found.get(v, 0) for v in VERDICTS}
+            .group_by(draft.c.observed, level))
+    totals = np.zeros(len(VERDICTS) + len(LEVELS), np.int64)
+    for verdict, evidence, count in plain_rows(conn.execute(stmt)):
+        if verdict in VERDICTS:
+            totals[VERDICTS.index(verdict)] += count
+        if evidence in LEVELS:
+            totals[len(VERDICTS) + LEVELS.index(evidence)] += count
+    return totals
 
 
 def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[str], Any]:
-    """``verdict_totals`` and ``evidence_totals`` per contributor: their names, and a row of
-    counts each (the verdicts in ``VERDICTS`` order, then the levels in ``LEVELS`` order)."""
+    """``draft_totals`` per contributor: their names, and a row of counts each (the verdicts
+    in ``VERDICTS`` order, then the levels in ``LEVELS`` order)."""
     draft = summ.alias("d")
     who = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
     level = func.coalesce(draft.c.evidence, "none")

@@ -194,10 +194,16 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 def _sql_vs_pure(engine):
     from sqlalchemy import update
 
+    from specschema.evidence import LEVELS
     from specschema.examples import EXAMPLE_MACHINES, example_submission
     from specserver.board import sql as board_sql
-    from specserver.board.aggregate import VIEW_VERDICTS, on_board, reduce_contributors
-    from specserver.store import queries, tables
+    from specserver.board.aggregate import (
+        VIEW_VERDICTS,
+        evidence_counts,
+        on_board,
+        reduce_contributors,
+    )
+    from specserver.store import VERDICTS, queries, tables
     from tests.support.boardfill import fill, insert_submission, key
     from tests.support.reference_rules import aggregate_contributors
 
@@ -251,8 +257,9 @@ def _sql_vs_pure(engine):
                 from_pure = aggregate_contributors(pure, dims)
                 assert [g.key for g in from_sql] == [g.key for g in from_pure]
                 assert [g.contributors for g in from_sql] == [g.contributors for g in from_pure]
-        totals = board_sql.verdict_totals(conn, queries.Filters())
-        assert totals == verdict_counts(rows)
+        totals = board_sql.draft_totals(conn, queries.Filters()).tolist()
+        assert dict(zip(VERDICTS, totals, strict=False)) == verdict_counts(rows)
+        assert dict(zip(LEVELS, totals[len(VERDICTS):], strict=True)) == evidence_counts(rows)
 
 
 def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path):
