@@ -323,13 +323,19 @@ class Maintainer:
 
     def board(self, conn: Connection, filters: queries.Filters,
               dimensions: tuple[str, ...], view: View) -> Computed:
-        """The board on ``conn``'s snapshot (see ``snapshot``)."""
+        """The board on ``conn``'s snapshot (see ``snapshot``). A failure part way (the
+        database going away) leaves nothing half updated to build on: the next read
+        computes in full."""
         with self._lock:
-            self._refresh(conn)
-            spec = (filters, tuple(dimensions), view)
-            board, tallies = self._boards.get(spec), self._tallies.get(filters)
-            if board is None or tallies is None or self._unbuilt:
-                board, tallies = self._compute(conn, spec, board, tallies)
+            try:
+                self._refresh(conn)
+                spec = (filters, tuple(dimensions), view)
+                board, tallies = self._boards.get(spec), self._tallies.get(filters)
+                if board is None or tallies is None or self._unbuilt:
+                    board, tallies = self._compute(conn, spec, board, tallies)
+            except BaseException:
+                self._at = None
+                raise
             self._boards.move_to_end(spec)
             return Computed(board.shown(), tallies.verdicts(), tallies.levels())
 

@@ -271,9 +271,9 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     before it exists, so its own name still means the store's table at that moment;
     ``summaries`` is filled after ``submissions`` is shadowed, which picks exactly those
     submissions' rows. Both are dropped by their qualified temporary names on the way out
-    (an unqualified drop could reach the store's table), and they live in the snapshot's
-    transaction, which is rolled back when the connection is returned, whatever happens
-    here. Only reads run inside."""
+    (an unqualified drop could reach the store's table); they live in the snapshot's
+    transaction, which is rolled back when the connection is returned, so an error inside
+    leaves them to that rollback. Only reads run inside."""
     keys = sorted(c for c in contributors if not c.startswith(changes.IMPORTED))
     imported = sorted(c[len(changes.IMPORTED):] for c in contributors
                       if c.startswith(changes.IMPORTED))
@@ -289,13 +289,11 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     ).bindparams(bindparam("keys", expanding=True, type_=String()),
                  bindparam("ids", expanding=True, type_=String())),
         {"keys": keys, "ids": imported})
-    try:
-        conn.exec_driver_sql(
-            f"CREATE TEMPORARY TABLE {summ.name} AS SELECT {listed(summ.name)} FROM "
-            f"{summ.name} WHERE submission_id IN (SELECT submission_id FROM {sub.name})")
-        try:
-            yield
-        finally:
-            conn.exec_driver_sql(f"DROP TABLE {temporary}.{summ.name}")
-    finally:
-        conn.exec_driver_sql(f"DROP TABLE {temporary}.{sub.name}")
+    conn.exec_driver_sql(
+        f"CREATE TEMPORARY TABLE {summ.name} AS SELECT {listed(summ.name)} FROM "
+        f"{summ.name} WHERE submission_id IN (SELECT submission_id FROM {sub.name})")
+    # On an error the shadows stay: the snapshot is given up, and its rollback drops them
+    # (a PostgreSQL transaction that failed takes no DROP either).
+    yield
+    for table in (summ.name, sub.name):
+        conn.exec_driver_sql(f"DROP TABLE {temporary}.{table}")

@@ -336,3 +336,33 @@ def test_the_store_restricted_to_every_contributor_reads_as_the_store(
             assert reads() == whole
         assert reads() == whole  # and the shadows are gone
     assert len(filters) > 5
+
+
+def test_a_refresh_that_fails_part_way_is_not_built_on(duckdb_store: Store,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query failing in the middle of a refresh (the standing already moved, the boards
+    not yet): the next read computes everything again instead of trusting half an update."""
+    from specserver.board import sql
+
+    store = duckdb_store
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    filters, dimensions, view = SPECS[0]
+    drafts = [("spec_4", "confirmed", "log", 1.5)]
+    store.insert(0, "range-a", 0, CHIPS[0], "complete", drafts)
+    with incremental.snapshot(store.engine) as conn:
+        maintainer.board(conn, filters, dimensions, view)
+    store.insert(1, "range-b", 300, CHIPS[0], "complete", drafts)
+    original = sql.contributor_columns
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(sql, "contributor_columns", failing)
+    with incremental.snapshot(store.engine) as conn, pytest.raises(RuntimeError):
+        maintainer.board(conn, filters, dimensions, view)
+    monkeypatch.setattr(sql, "contributor_columns", original)
+    with incremental.snapshot(store.engine) as conn:
+        assert maintainer.board(conn, filters, dimensions, view) == incremental.compute(
+            conn, filters, dimensions, view, RULES, MIN_CONTRIBUTORS)
+    assert maintainer.rebuilds == 2
