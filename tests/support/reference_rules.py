@@ -7,9 +7,12 @@ equal to these, to the last bit, on random inputs. Product code never imports th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
 
 from specschema.evidence import LEVELS
 from specschema.stats import (
@@ -19,6 +22,7 @@ from specschema.stats import (
     percentile,
     robust_scores,
 )
+from specserver.board import sql
 from specserver.board.aggregate import (
     ContributorResult,
     GroupAggregate,
@@ -28,7 +32,7 @@ from specserver.board.aggregate import (
     sort_groups,
 )
 from specserver.board.newkeys import NEW_KEYS, Arrival, CohortRules, Cohorts, Standing
-from specserver.store import VERDICTS
+from specserver.store import VERDICTS, queries
 
 _DAY = timedelta(days=1)
 _HEAD = ("key", "contributor", "submissions", "speedup", "speedup_wall", "baseline_tps")
@@ -228,3 +232,20 @@ def board_groups(reduced: list[ContributorResult], dimensions: Sequence[str], he
     return [replace(g, arrived_together=True)
             if tuple(v for part in g.key.values() for v in part.values()) in together else g
             for g in groups]
+
+
+def contributor_results(conn: Connection, filters: queries.Filters,
+                        dimensions: Sequence[str], verdicts: Iterable[str]
+                        ) -> list[ContributorResult]:
+    """``sql.contributor_columns`` as one ``ContributorResult`` per row, to compare with
+    ``aggregate.reduce_contributors``."""
+    found = sql.contributor_columns(conn, filters, dimensions, verdicts)
+
+    def value(v: float) -> float | None:
+        return None if math.isnan(v) else v
+
+    return [ContributorResult(found.keys[g], str(name), counts[0], value(speedup),
+                              value(wall), value(baseline), *counts[1:])
+            for g, name, (speedup, wall, baseline), counts in zip(
+                found.group.tolist(), found.names, found.values.tolist(),
+                found.counts.tolist(), strict=True)]

@@ -337,7 +337,7 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
                         ) -> list[ContributorResult]:
     """Each contributor's rows in each group, reduced to their medians (None when absent).
 
-    ``board.sql.contributor_results`` computes the same in SQL on large stores; a test holds
+    ``board.sql.contributor_columns`` computes the same in SQL on large stores; a test holds
     the two equal.
     """
     getter = _key_getter(dimensions)

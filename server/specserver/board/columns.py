@@ -34,7 +34,6 @@ from specschema.evidence import LEVELS
 from specschema.stats import _MAD_NORMAL, _MEAN_AD_NORMAL, _ROUNDING_SPREAD, OUTLIER_SCORE
 from specserver.board.aggregate import (
     DEFAULT_MIN_CONTRIBUTORS,
-    DIMENSIONS,
     LEVEL_FIELDS,
     DraftResult,
     GroupAggregate,
@@ -149,26 +148,12 @@ class Reduced:
                 for s, e in zip(starts.tolist(), ends.tolist(), strict=True)}
 
 
-def reduced_from_rows(rows: Sequence[Sequence[object]], width: int) -> Reduced:
-    """``Reduced`` from plain result rows: the group's ``width`` key values, the contributor,
-    then the count of submissions, the three medians and the other counts (the SQL's
-    column order)."""
-    keys: dict[KeyTuple, int] = {}
-    group = np.fromiter((keys.setdefault(tuple(r[:width]), len(keys))  # type: ignore[arg-type]
-                         for r in rows), dtype=np.int64, count=len(rows))
-    return Reduced(list(keys), group, [str(r[width]) for r in rows],
-                   _floats([r[width + 2:width + 5] for r in rows]),
-                   _ints([(r[width + 1], *r[width + 5:]) for r in rows]))
-
-
-def _floats(rows: Sequence[Sequence[object]]) -> Floats:
-    out = np.array([[np.nan if v is None else v for v in row] for row in rows],
-                   dtype=np.float64)
-    return out.reshape(len(rows), len(VALUE_FIELDS))
-
-
-def _ints(rows: Sequence[Sequence[object]]) -> Ints:
-    return np.array(rows, dtype=np.int64).reshape(len(rows), len(COUNT_FIELDS))
+def group_numbers(keys: Iterable[KeyTuple]) -> tuple[list[KeyTuple], Ints]:
+    """Rows' group keys as numbers: the distinct keys in order of first appearance, and
+    each row's index among them (``Reduced.keys`` and ``Reduced.group``)."""
+    index: dict[KeyTuple, int] = {}
+    group = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64)
+    return list(index), group
 
 
 def float_column(column: object) -> Floats:
@@ -383,9 +368,12 @@ def aggregate(rows: Iterable[DraftResult], group_by: Sequence[str],
         raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
     dimensions = list(dict.fromkeys(group_by))
     reduced = reduce_contributors(rows, dimensions)
-    width = sum(len(DIMENSIONS[d]) for d in dimensions)
-    found = reduced_from_rows([(*r.key, r.contributor, r.submissions, r.speedup,
-                                r.speedup_wall, r.baseline_tps, *r[6:]) for r in reduced], width)
+    keys, group = group_numbers(r.key for r in reduced)
+    found = Reduced(keys, group, [r.contributor for r in reduced],
+                    np.array([[math.nan if v is None else v for v in r[3:6]] for r in reduced],
+                             dtype=np.float64).reshape(-1, len(VALUE_FIELDS)),
+                    np.array([(r.submissions, *r[6:]) for r in reduced],
+                             dtype=np.int64).reshape(-1, len(COUNT_FIELDS)))
     codes = Codes()
     standing = Standing.empty()
     by_group = found.by_group(codes)

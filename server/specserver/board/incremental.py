@@ -215,10 +215,8 @@ class _Tallies:
     def start(self, codes: Codes, found: tuple[Sequence[str], Ints]) -> None:
         """Per-contributor counts from the whole store (this snapshot): the totals too."""
         names, counts = found
-        self.per = np.zeros((0, counts.shape[1]), np.int64)
-        self.fit(len(codes))
         coded = codes.encode(names)
-        self.fit(len(codes))
+        self.per = np.zeros((len(codes), counts.shape[1]), np.int64)
         self.per[coded] = counts
         self.total = counts.sum(axis=0)
 

@@ -5,10 +5,10 @@ Core so that they run on DuckDB and PostgreSQL. Filters and visibility are the s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -28,13 +28,14 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import ColumnClause
 
 from specschema.evidence import CORROBORATED, LEVELS
-from specserver.board.aggregate import DIMENSIONS, ContributorResult, DraftResult
+from specserver.board.aggregate import DIMENSIONS, DraftResult
 from specserver.board.columns import (
     COUNT_FIELDS,
     VALUE_FIELDS,
     KeyTuple,
     Reduced,
     float_column,
+    group_numbers,
 )
 from specserver.store import (
     VERDICTS,
@@ -142,30 +143,12 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
             key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
         group_keys = [key_of[h] for h in hashes.tolist()]
     else:
-        index: dict[KeyTuple, int] = {}
-        group = np.fromiter((index.setdefault(k, len(index))
-                             for k in zip(*found[:width], strict=True)) if width
-                            else (0 for _ in found[width]), dtype=np.int64)
-        group_keys = list(index) if width else [()]
+        group_keys, group = group_numbers(zip(*found[:width], strict=True) if width
+                                          else (() for _ in found[width]))
     names = found[width]
     return Reduced(group_keys, np.asarray(group, dtype=np.int64),
                    names.tolist() if isinstance(names, np.ndarray) else list(names),
                    values, tallies)
-
-
-def contributor_results(conn: Connection, filters: Filters, dimensions: Sequence[str],
-                        verdicts: Iterable[str]) -> list[ContributorResult]:
-    """``contributor_columns`` as one ``ContributorResult`` per row (tests, benches)."""
-    found = contributor_columns(conn, filters, dimensions, verdicts)
-    return [ContributorResult(found.keys[g], str(name), counts[0], _value(speedup),
-                              _value(wall), _value(baseline), *counts[1:])
-            for g, name, (speedup, wall, baseline), counts in zip(
-                found.group.tolist(), found.names, found.values.tolist(),
-                found.counts.tolist(), strict=True)]
-
-
-def _value(value: float) -> float | None:
-    return None if math.isnan(value) else value
 
 
 def fetch_columns(conn: Connection, stmt: Any) -> list[Any]:
@@ -236,7 +219,8 @@ def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[st
     return [str(name) for name in found[0]], table.reshape(-1, len(counts))
 
 
-def _read_columns() -> dict[str, list[str]]:
+@cache
+def read_columns() -> dict[str, list[str]]:
     """Per table a restricted read shadows, the columns the board's queries read: those of
     every dimension's fields (their filters compare the same fields), and what visibility,
     contributors, arrivals and the medians need. Copying only these into the shadows is
@@ -255,7 +239,6 @@ def _read_columns() -> dict[str, list[str]]:
     return {table: sorted(names) for table, names in wanted.items()}
 
 
-READ_COLUMNS = _read_columns()
 
 
 @contextmanager
@@ -266,7 +249,7 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     board computes their part of it, with the same medians.
 
     How: temporary tables named ``submissions`` and ``summaries``, holding those rows (the
-    columns in ``READ_COLUMNS``), shadow the store's for this connection (a temporary table
+    columns in ``read_columns``), shadow the store's for this connection (a temporary table
     is found first on DuckDB and on PostgreSQL). Each is filled from the store's table
     before it exists, so its own name still means the store's table at that moment;
     ``summaries`` is filled after ``submissions`` is shadowed, which picks exactly those
@@ -281,7 +264,7 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     quote = conn.dialect.identifier_preparer.quote
 
     def listed(table: str) -> str:
-        return ", ".join(quote(name) for name in READ_COLUMNS[table])
+        return ", ".join(quote(name) for name in read_columns()[table])
 
     conn.execute(text(
         f"CREATE TEMPORARY TABLE {sub.name} AS SELECT {listed(sub.name)} FROM {sub.name} "

@@ -204,6 +204,7 @@ def _sql_vs_pure(engine):
         reduce_contributors,
     )
     from specserver.store import VERDICTS, queries, tables
+    from tests.support import reference_rules
     from tests.support.boardfill import fill, insert_submission, key
     from tests.support.reference_rules import aggregate_contributors
 
@@ -236,7 +237,7 @@ def _sql_vs_pure(engine):
             ("ollama", False), ("llama-server", True)}
         for dims in cases:
             for verdicts in (*VIEW_VERDICTS.values(), frozenset({"unknown"})):
-                sql = board_sql.contributor_results(conn, queries.Filters(), dims, verdicts)
+                sql = reference_rules.contributor_results(conn, queries.Filters(), dims, verdicts)
                 pure = reduce_contributors([r for r in rows if r.verdict in verdicts
                                             and on_board(r.verdict, r.evidence)], dims)
                 by_key = {(c.key, c.contributor): c for c in pure}

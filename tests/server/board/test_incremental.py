@@ -299,6 +299,7 @@ def test_the_store_restricted_to_every_contributor_reads_as_the_store(
     exactly what the store gives (a column missing from the copy would fail here)."""
     from specserver.board import sql
     from specserver.store import dimensions
+    from tests.support import reference_rules
 
     store = duckdb_store if backend == "duckdb" else request.getfixturevalue("postgres_store")
     store.reset()
@@ -322,10 +323,10 @@ def test_the_store_restricted_to_every_contributor_reads_as_the_store(
             # (in an order of their own: SQL groups come in any order)
             found: list[Any] = [sorted(newkeys.arrivals(conn), key=repr)]
             for name in aggregate.DIMENSIONS:
-                found.append(sorted(sql.contributor_results(
+                found.append(sorted(reference_rules.contributor_results(
                     conn, queries.Filters(), [name], {"confirmed", "not_observed"}), key=repr))
             for chosen in filters:
-                found.append(sorted(sql.contributor_results(conn, chosen, ["chip"],
+                found.append(sorted(reference_rules.contributor_results(conn, chosen, ["chip"],
                                                             {"confirmed"}), key=repr))
                 names, counts = sql.contributor_tallies(conn, chosen)
                 found.append(sorted(zip(names, counts.tolist(), strict=True)))
