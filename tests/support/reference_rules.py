@@ -22,7 +22,7 @@ from specschema.stats import (
     percentile,
     robust_scores,
 )
-from specserver.board import sql
+from specserver.board import newkeys, sql
 from specserver.board.aggregate import (
     ContributorResult,
     GroupAggregate,
@@ -31,6 +31,7 @@ from specserver.board.aggregate import (
     key_dict,
     sort_groups,
 )
+from specserver.board.columns import Codes
 from specserver.board.newkeys import NEW_KEYS, Arrival, CohortRules, Cohorts, Standing
 from specserver.store import VERDICTS, queries
 
@@ -235,11 +236,18 @@ def board_groups(reduced: list[ContributorResult], dimensions: Sequence[str], he
 
 
 def contributor_results(conn: Connection, filters: queries.Filters,
-                        dimensions: Sequence[str], verdicts: Iterable[str]
-                        ) -> list[ContributorResult]:
+                        dimensions: Sequence[str], verdicts: Iterable[str],
+                        by_key_hash: bool = False) -> list[ContributorResult]:
     """``sql.contributor_columns`` as one ``ContributorResult`` per row, to compare with
-    ``aggregate.reduce_contributors``."""
-    found = sql.contributor_columns(conn, filters, dimensions, verdicts)
+    ``aggregate.reduce_contributors`` (``by_key_hash``: keys named by the hashes the keys'
+    arrivals give, then named again by their ids)."""
+    found = sql.contributor_columns(conn, filters, dimensions, verdicts, by_key_hash)
+    if by_key_hash:
+        codes = Codes()
+        arrived = newkeys.arrival_columns(conn)
+        assert arrived.key_hashes is not None
+        codes.learn_hashes(codes.encode(arrived.key_ids), arrived.key_hashes)
+        found.names = [codes.names[c] for c in found.coded(codes).tolist()]
 
     def value(v: float) -> float | None:
         return None if math.isnan(v) else v

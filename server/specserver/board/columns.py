@@ -48,6 +48,7 @@ from specserver.store import VERDICTS
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
+Hashes = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 KeyTuple = tuple[KeyValue, ...]
 
@@ -60,11 +61,20 @@ NAT = np.iinfo(np.int64).min  # "no time" in an int64 time column (numpy's NaT, 
 
 
 class Codes:
-    """Contributor names to dense integer codes and back (one set per maintainer)."""
+    """Contributor names to dense integer codes and back (one set per maintainer), and,
+    for keys, DuckDB's 64-bit ``hash`` of their ids to codes: ``sql.contributor_columns``
+    can then name a key's rows by that number, and ~1,000,000 rows at a million submissions
+    need no string each. The hash of a key id is learnt from the keys' arrivals
+    (``newkeys.arrival_columns``), which list every key of the snapshot; two key ids with
+    one hash (``clash``: a 64-bit collision, which no rule may rely on never happening)
+    turn that off for good."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.names: list[str] = []
+        self.clash = False
+        self._hashes = np.zeros(0, np.uint64)  # ascending
+        self._hashed = np.zeros(0, np.int64)  # the code of each of ``_hashes``
 
     def __len__(self) -> int:
         return len(self.names)
@@ -98,6 +108,39 @@ class Codes:
             found = list(map(index.__getitem__, listed))
         return np.array(found, dtype=np.int64)
 
+    def learn_hashes(self, codes: Ints, hashes: Hashes) -> None:
+        """DuckDB's hash of the names of ``codes`` (keys), aligned."""
+        if not len(codes):
+            return
+        order = np.argsort(hashes, kind="stable")
+        hashes, codes = hashes[order], codes[order]
+        same = hashes[1:] == hashes[:-1]
+        if (same & (codes[1:] != codes[:-1])).any():
+            self.clash = True
+        keep = np.r_[True, ~same]
+        hashes, codes = hashes[keep], codes[keep]
+        at = np.minimum(np.searchsorted(self._hashes, hashes), max(len(self._hashes) - 1, 0))
+        known = (self._hashes[at] == hashes) if len(self._hashes) else np.zeros(0, np.bool_)
+        if len(self._hashes) and (known & (self._hashed[at] != codes)).any():
+            self.clash = True
+        if len(self._hashes):
+            hashes, codes = hashes[~known], codes[~known]
+        if len(hashes):
+            merged = np.concatenate([self._hashes, hashes])
+            order = np.argsort(merged, kind="stable")
+            self._hashes = merged[order]
+            self._hashed = np.concatenate([self._hashed, codes])[order]
+
+    def of_hashes(self, hashes: Hashes) -> Ints:
+        """The codes of keys named by their hash (every one learnt: ``learn_hashes``)."""
+        if not len(hashes):
+            return np.zeros(0, np.int64)
+        at = np.searchsorted(self._hashes, hashes)
+        inside = at < len(self._hashes)
+        if not inside.all() or not (self._hashes[at[inside]] == hashes).all():
+            raise LookupError("a key's hash was not learnt from the keys' arrivals")
+        return self._hashed[at]
+
 
 @dataclass
 class Rows:
@@ -126,17 +169,29 @@ class Rows:
 @dataclass
 class Reduced:
     """``sql.contributor_columns``'s answer: each row's group (an index into ``keys``)
-    and its contributor's name."""
+    and its contributor: a name, or (``key_hashes``, where the name is None) a key's hash
+    (``Codes.learn_hashes``)."""
 
     keys: list[KeyTuple]
     group: Ints
-    names: Sequence[str]
+    names: Sequence[str | None]
     values: Floats
     counts: Ints
+    key_hashes: Hashes | None = None
+
+    def coded(self, codes: Codes) -> Ints:
+        if self.key_hashes is None:
+            return codes.encode(self.names)  # type: ignore[arg-type]  # all names
+        named = np.fromiter((n is not None for n in self.names), np.bool_, len(self.names))
+        coded = np.empty(len(self.names), np.int64)
+        coded[~named] = codes.of_hashes(self.key_hashes[~named])
+        if named.any():
+            coded[named] = codes.encode([n for n in self.names if n is not None])
+        return coded
 
     def by_group(self, codes: Codes) -> dict[KeyTuple, Rows]:
         """The rows split by group, contributors coded."""
-        coded = codes.encode(self.names)
+        coded = self.coded(codes)
         if not len(coded):
             return {}
         order = np.argsort(self.group, kind="stable")
@@ -154,6 +209,28 @@ def group_numbers(keys: Iterable[KeyTuple]) -> tuple[list[KeyTuple], Ints]:
     index: dict[KeyTuple, int] = {}
     group = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64)
     return list(index), group
+
+
+def segment_medians(values: Floats, starts: Ints) -> Floats:
+    """Per segment of rows (``starts``: each one's first row, ascending; it ends where the
+    next starts), the median of each column's values that are not NaN (NaN when none is):
+    the middle value or the mean of the middle pair, as ``specschema.stats.median``.
+    Segments of one size are done together, a block sorted along its rows."""
+    sizes = np.diff(np.r_[starts, len(values)])
+    medians = np.full((len(starts), values.shape[1]), np.nan)
+    for size in np.unique(sizes).tolist():
+        which = np.flatnonzero(sizes == size)
+        first = starts[which]
+        if size == 1:
+            medians[which] = values[first]
+            continue
+        block = np.sort(values[first[:, None] + np.arange(size)], axis=1)  # NaN sorts last
+        present = size - np.count_nonzero(np.isnan(block), axis=1)  # [segments, columns]
+        low = np.take_along_axis(block, (np.maximum(present - 1, 0) // 2)[:, None], 1)[:, 0]
+        high = np.take_along_axis(block, np.maximum(present // 2, 0)[:, None], 1)[:, 0]
+        middle = np.where(present % 2 == 1, low, (low + high) / 2.0)
+        medians[which] = np.where(present > 0, middle, np.nan)
+    return medians
 
 
 def float_column(column: object) -> Floats:

@@ -120,9 +120,16 @@ class _KeyStanding:
         """What ``build`` needs of the store: its clock and every key's arrival."""
         return micros(newkeys.newest_receipt(conn)), newkeys.arrival_columns(conn)
 
-    def build(self, newest: int, found: newkeys.ArrivalColumns) -> None:
-        self.newest = newest
+    def learn(self, found: newkeys.ArrivalColumns) -> Ints:
+        """The keys' codes, their hashes learnt (``Codes.learn_hashes``)."""
         codes = self.codes.encode(found.key_ids)
+        if found.key_hashes is not None:
+            self.codes.learn_hashes(codes, found.key_hashes)
+        return codes
+
+    def build(self, newest: int, found: newkeys.ArrivalColumns, codes: Ints) -> None:
+        """Every key's standing from every key's arrival (``codes``: ``learn``'s)."""
+        self.newest = newest
         self.fit(len(self.codes))
         self._take(codes, found)
         # Ranges (and keys without one) are independent: every one formed in one call is
@@ -166,7 +173,7 @@ class _KeyStanding:
         """After writes touching the keys ``conn`` is restricted to (``sql.restricted_to``):
         the codes of the contributors whose cohort, probation or cohort arrival changed."""
         found = newkeys.arrival_columns(conn)
-        codes = self.codes.encode(found.key_ids)
+        codes = self.learn(found)
         self.fit(len(self.codes))
         before_origin = self.origin[codes]
         changed = ((self.first_seen[codes] != found.first_seen)
@@ -341,29 +348,45 @@ class Maintainer:
                  tallies: _Tallies | None) -> tuple[_Board, _Tallies]:
         """What is missing, computed in full: the keys' standing after a rebuild, the
         board, its filters' counts. The queries run one after another on the snapshot's
-        connection, in a thread of their own, while this one works on the rows of the query
-        before (a query releases the interpreter's lock while it runs): at a million
-        submissions the standing's arrays are formed while the board's rows are read, and
-        the board is aggregated while the counts are read."""
+        connection (one transaction serves one query at a time), in a thread of their own,
+        while this one does the work that needs no store (a query releases the
+        interpreter's lock while it runs): at a million submissions the keys' codes and
+        standing are formed while the board's rows are read, and those rows are reduced
+        and aggregated while the counts are read."""
         filters, dimensions, view = spec
         with ThreadPoolExecutor(1, thread_name_prefix="board-queries") as queries_:
             arrived = (self._standing.fetch(conn) if self._unbuilt and self.rules.active
                        else None)
-            rows = (queries_.submit(sql.contributor_columns, conn, filters, dimensions,
-                                    aggregate.VIEW_VERDICTS[view])
+            # Keys by hash if no two key ids are known to share one; the keys just read
+            # are checked below, and a clash among them reads the rows again by name.
+            by_key_hash = self._by_key_hash(conn)
+            rows = (queries_.submit(sql.contributor_rows, conn, filters, dimensions,
+                                    aggregate.VIEW_VERDICTS[view], by_key_hash)
                     if board is None else None)
             if arrived is not None:
-                self._standing.build(*arrived)
+                self._standing.build(arrived[0], arrived[1], self._standing.learn(arrived[1]))
             self._unbuilt = False
-            reduced = rows.result() if rows is not None else None
+            found = rows.result() if rows is not None else None
             totals = (queries_.submit(sql.draft_totals, conn, filters)
                       if tallies is None else None)
-            if reduced is not None:
-                board = self._place(spec, reduced)
+            if found is not None:
+                found.reduce()
             if totals is not None:
                 tallies = self._tallies[filters] = _Tallies(totals.result())
+        if found is not None:
+            if by_key_hash and self._codes.clash:
+                found = sql.contributor_rows(conn, filters, dimensions,
+                                             aggregate.VIEW_VERDICTS[view], False)
+            board = self._place(spec, found.labelled(conn))
         assert board is not None and tallies is not None
         return board, tallies
+
+    def _by_key_hash(self, conn: Connection) -> bool:
+        """Whether the board's rows may name keys by their hash: every key of the snapshot
+        has had its hash learnt from the keys' arrivals (read with the rules on, in full
+        and then for every changed key), and no two share one."""
+        return (conn.dialect.name == "duckdb" and self.rules.active
+                and not self._codes.clash)
 
     def _place(self, spec: Spec, reduced: columns.Reduced) -> _Board:
         board = _Board(spec, reduced.by_group(self._codes))
@@ -420,8 +443,9 @@ class Maintainer:
             restanded = (self._standing.update(conn, newest) if self.rules.active
                          else np.zeros(0, np.int64))
             tallies = {f: sql.contributor_tallies(conn, f) for f in started}
+            by_key_hash = self._by_key_hash(conn)
             fresh = {spec: sql.contributor_columns(
-                conn, spec[0], spec[1], aggregate.VIEW_VERDICTS[spec[2]]
+                conn, spec[0], spec[1], aggregate.VIEW_VERDICTS[spec[2]], by_key_hash
             ).by_group(self._codes) for spec in self._boards}
         self.refreshes += 1
         self.contributors_read += len(logged.contributors)

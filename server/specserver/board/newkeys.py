@@ -36,6 +36,8 @@ range is one cohort per window, and each becomes a vote after probation.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -48,7 +50,7 @@ from specserver.board.aggregate import (
     BOARD_VERDICTS,
     NOISE_VERDICTS,
 )
-from specserver.board.columns import NAT, Ints, micros, time_column, when
+from specserver.board.columns import NAT, Hashes, Ints, micros, time_column, when
 from specserver.board.sql import board_clause, fetch_columns
 from specserver.store import tables
 
@@ -113,6 +115,7 @@ class ArrivalColumns:
     first_seen: Ints
     origin: Sequence[str | None]
     aged_from: Ints
+    key_hashes: Hashes | None = None  # DuckDB's hash of each key id (``Codes``)
 
     def __len__(self) -> int:
         return len(self.key_ids)
@@ -159,10 +162,11 @@ def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = N
         found = fetch_columns(conn, select(
             *head, func.min(sub.c.received_at).filter(ranged),
             func.arg_min(sub.c.origin_hash, func.row(sub.c.received_at, sub.c.origin_hash)
-                         ).filter(ranged))
-            .where(which).group_by(sub.c.key_id))
+                         ).filter(ranged), func.hash(sub.c.key_id))
+            .where(which).group_by(sub.c.key_id).order_by(sub.c.key_id))
         key_ids, first_seen = [str(k) for k in found[0]], time_column(found[1])
         ranged_at, origins = time_column(found[3]), np.asarray(found[4], dtype=object)
+        hashes: Hashes | None = np.asarray(found[5], dtype=np.uint64)
     else:
         found = fetch_columns(conn, select(*head).where(which).group_by(sub.c.key_id))
         key_ids, first_seen = [str(k) for k in found[0]], time_column(found[1])
@@ -178,8 +182,9 @@ def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = N
         firsts = [origin_at.get(key, (int(NAT), None)) for key in key_ids]
         ranged_at = np.array([f[0] for f in firsts], dtype=np.int64)
         origins = np.array([f[1] for f in firsts], dtype=object)
+        hashes = None
     origins[ranged_at != first_seen] = None
-    return ArrivalColumns(key_ids, first_seen, origins.tolist(), time_column(found[2]))
+    return ArrivalColumns(key_ids, first_seen, origins.tolist(), time_column(found[2]), hashes)
 
 
 def arrivals(conn: Connection, submission_ids: Collection[str] | None = None
@@ -251,9 +256,7 @@ def form_cohorts(arrived: ArrivalColumns, rules: CohortRules,
         ranges = np.fromiter((-1 if o is None else numbers.setdefault(o, len(numbers))
                               for o in arrived.origin), dtype=np.int64, count=n)
     origin = ranges
-    # Key ids compared as Python compares str (code points): a fixed-width numpy array.
-    id_rank = np.empty(n, np.int64)
-    id_rank[np.argsort(np.array(arrived.key_ids, dtype=str), kind="stable")] = np.arange(n)
+    id_rank = _id_rank(arrived.key_ids)
     order = np.lexsort((id_rank, arrived.first_seen, origin))
     in_range, seen = origin[order], arrived.first_seen[order]
     chained = np.zeros(n, np.bool_)
@@ -276,6 +279,19 @@ def form_cohorts(arrived: ArrivalColumns, rules: CohortRules,
     by_head = np.full(n, NAT, np.int64)
     by_head[heads] = graduation
     return FormedCohorts(first, by_head[first])
+
+
+def _id_rank(key_ids: Sequence[str]) -> Ints:
+    """Each key id's place among them in the order Python compares str (code points).
+    ``arrival_columns`` reads them in that order on DuckDB (its VARCHAR order is UTF-8's
+    bytes, which is code point order), so a check in C is all it costs there; otherwise
+    (PostgreSQL's collations, a range's keys in code order) a fixed-width array is sorted."""
+    n = len(key_ids)
+    if all(map(operator.lt, key_ids, itertools.islice(key_ids, 1, None))):
+        return np.arange(n, dtype=np.int64)
+    id_rank = np.empty(n, np.int64)
+    id_rank[np.argsort(np.array(key_ids, dtype=str), kind="stable")] = np.arange(n)
+    return id_rank
 
 
 def _cap_graduations(graduation: Ints, origin: Ints, id_rank: Ints, cap: int) -> None:

@@ -191,7 +191,7 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 # --- the SQL first step equals the pure one -----------------------------------------------
 
 
-def _sql_vs_pure(engine):
+def _sql_vs_pure(engine, by_key_hash=False):
     from sqlalchemy import update
 
     from specschema.evidence import LEVELS
@@ -230,6 +230,7 @@ def _sql_vs_pure(engine):
     cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
              ["os", "verdict"], ["ollama_version", "backend", "draft"], ["engine"],
              ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], []]
+    named: set[str] = set()  # the contributors of every case: keys and imported rows
     with engine.connect() as conn:
         rows = board_sql.draft_results(conn, queries.Filters())
         assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown", "unstable"}
@@ -237,11 +238,13 @@ def _sql_vs_pure(engine):
             ("ollama", False), ("llama-server", True)}
         for dims in cases:
             for verdicts in (*VIEW_VERDICTS.values(), frozenset({"unknown"})):
-                sql = reference_rules.contributor_results(conn, queries.Filters(), dims, verdicts)
+                sql = reference_rules.contributor_results(conn, queries.Filters(), dims,
+                                                          verdicts, by_key_hash)
                 pure = reduce_contributors([r for r in rows if r.verdict in verdicts
                                             and on_board(r.verdict, r.evidence)], dims)
                 by_key = {(c.key, c.contributor): c for c in pure}
                 assert len(sql) == len(pure)
+                named.update(item.contributor for item in sql)
                 for item in sql:
                     expected = by_key[(item.key, item.contributor)]
                     assert item.submissions == expected.submissions
@@ -258,17 +261,19 @@ def _sql_vs_pure(engine):
                 from_pure = aggregate_contributors(pure, dims)
                 assert [g.key for g in from_sql] == [g.key for g in from_pure]
                 assert [g.contributors for g in from_sql] == [g.contributors for g in from_pure]
+        assert {n.startswith("imported:") for n in named} == {True, False}
         totals = board_sql.draft_totals(conn, queries.Filters()).tolist()
         assert dict(zip(VERDICTS, totals, strict=False)) == verdict_counts(rows)
         assert dict(zip(LEVELS, totals[len(VERDICTS):], strict=True)) == evidence_counts(rows)
 
 
-def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path):
+@pytest.mark.parametrize("by_key_hash", [False, True], ids=["keys by id", "keys by hash"])
+def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path, by_key_hash):
     from tests.support.boardfill import new_engine
 
     engine = new_engine(tmp_path / "store.duckdb")
     try:
-        _sql_vs_pure(engine)
+        _sql_vs_pure(engine, by_key_hash)
     finally:
         engine.dispose()
 

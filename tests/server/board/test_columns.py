@@ -137,3 +137,47 @@ def test_codes_are_dense_and_stable(names: list[str]) -> None:
     assert [codes.names[c] for c in coded] == names
     assert codes.encode(names).tolist() == coded
     assert sorted(set(codes.index.values())) == list(range(len(codes)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(segments=st.lists(st.lists(st.tuples(VALUES, VALUES), min_size=1, max_size=9),
+                         min_size=0, max_size=12))
+def test_segment_medians_are_each_segments_median_to_the_last_bit(
+        segments: list[list[tuple[float | None, float | None]]]) -> None:
+    """The sorted rows' reduction (``sql.contributor_columns`` on DuckDB) takes each
+    contributor's medians per segment of rows: equal to the median of the values present,
+    as the rules take it (``_median_present``; tested against the row rules above)."""
+    rows = [[np.nan if v is None else v for v in pair] for seg in segments for pair in seg]
+    values = np.array(rows, dtype=np.float64).reshape(-1, 2)
+    starts = np.cumsum([0] + [len(seg) for seg in segments[:-1]]).astype(np.int64)
+    if not segments:
+        starts = np.zeros(0, np.int64)
+    found = columns.segment_medians(values, starts)
+    assert found.shape == (len(segments), 2)
+    at = 0
+    for index, seg in enumerate(segments):
+        for column in range(2):
+            expected = columns._median_present(values[at:at + len(seg), column])
+            assert repr(float(found[index, column])) == repr(expected)
+        at += len(seg)
+
+
+def test_codes_learn_key_hashes_and_notice_two_keys_sharing_one() -> None:
+    codes = Codes()
+    keys = codes.encode(["k1", "k2", "k3"])
+    codes.learn_hashes(keys, np.array([30, 10, 20], dtype=np.uint64))
+    codes.learn_hashes(keys[:1], np.array([30], dtype=np.uint64))  # known again: fine
+    assert not codes.clash
+    assert codes.of_hashes(np.array([20, 30, 30, 10], dtype=np.uint64)).tolist() == [
+        keys[2], keys[0], keys[0], keys[1]]
+    with pytest.raises(LookupError):
+        codes.of_hashes(np.array([15], dtype=np.uint64))
+    later = codes.encode(["k4"])
+    codes.learn_hashes(later, np.array([5], dtype=np.uint64))  # a new key, learnt later
+    assert codes.of_hashes(np.array([5, 10], dtype=np.uint64)).tolist() == [later[0], keys[1]]
+    assert not codes.clash
+    codes.learn_hashes(codes.encode(["k5"]), np.array([20], dtype=np.uint64))
+    assert codes.clash  # k5 and k3 share a hash: rows must be read by name from now on
+    fresh = Codes()
+    fresh.learn_hashes(fresh.encode(["a", "b"]), np.array([7, 7], dtype=np.uint64))
+    assert fresh.clash  # within one batch too

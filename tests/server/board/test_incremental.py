@@ -10,12 +10,14 @@ sequence must have been followed from the change log (one rebuild: the first rea
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -367,3 +369,41 @@ def test_a_refresh_that_fails_part_way_is_not_built_on(duckdb_store: Store,
         assert maintainer.board(conn, filters, dimensions, view) == incremental.compute(
             conn, filters, dimensions, view, RULES, MIN_CONTRIBUTORS)
     assert maintainer.rebuilds == 2
+
+
+def test_keys_sharing_a_hash_are_read_by_name(duckdb_store: Store,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """On DuckDB the board's rows name keys by a 64-bit hash of their ids. Should two key ids
+    share one (made to here: every key's hash is the same), the maintainer sees it when it
+    learns the keys' hashes and reads the rows by name, in the first computation and in
+    every refresh: the boards are those of distinct hashes."""
+    store = duckdb_store
+    store.reset()
+    drafts = [("spec_4", "confirmed", "log", 1.5), ("spec_8", "not_applied", None, 1.0)]
+    for key, speedup in enumerate([1.25, 2.0, 3.5, 0.9]):
+        store.insert(key, ORIGINS[key % 2], 30, CHIPS[key % 2], "complete",
+                     [("spec_4", "confirmed", "log", speedup), drafts[1]])
+    store.insert(None, None, 1, CHIPS[0], "complete", drafts)  # an imported row
+
+    def boards(maintainer: incremental.Maintainer) -> list[incremental.Computed]:
+        with incremental.snapshot(store.engine) as conn:
+            return [maintainer.board(conn, *spec) for spec in SPECS]
+
+    honest = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    expected = boards(honest)
+    assert not honest._codes.clash
+    real = newkeys.arrival_columns
+
+    def one_hash(*args: Any, **kwargs: Any) -> newkeys.ArrivalColumns:
+        found = real(*args, **kwargs)
+        assert found.key_hashes is not None
+        return dataclasses.replace(found, key_hashes=np.full(len(found), 7, np.uint64))
+
+    monkeypatch.setattr(newkeys, "arrival_columns", one_hash)
+    clashing = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    assert boards(clashing) == expected
+    assert clashing._codes.clash
+    store.insert(4, "range-a", 2, CHIPS[0], "complete", drafts)  # a new key, then a known one
+    store.insert(1, "range-b", 2, CHIPS[1], "complete", drafts)
+    assert boards(clashing) == boards(honest)
+    assert clashing.refreshes == 1 and clashing.rebuilds == 1
