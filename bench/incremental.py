@@ -30,7 +30,7 @@ from pathlib import Path
 from sqlalchemy import Connection, create_engine, text
 
 from specserver.board import aggregate, incremental, newkeys
-from specserver.store import changes, queries
+from specserver.store import changes, id_digest, queries
 from specserver.store.migrations import migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -54,13 +54,14 @@ def store_one(conn: Connection, n: int, new_key: bool) -> None:
                                "WHERE submission_id LIKE '0%' LIMIT 1 OFFSET :n"),
                           {"n": n * 7919 % 1000}).one()
     key = f"{RUN:04x}{n:060x}" if new_key else source.key_id
+    copy = {"sid": sid, "digest": id_digest(sid), "src": source.submission_id}
     conn.execute(text(
         "INSERT INTO submissions SELECT * REPLACE (:sid AS submission_id, :key AS key_id, "
-        "now()::TIMESTAMP AS received_at) FROM submissions WHERE submission_id = :src"),
-        {"sid": sid, "key": key, "src": source.submission_id})
+        "now()::TIMESTAMP AS received_at, :digest AS id_digest) FROM submissions "
+        "WHERE submission_id = :src"), {**copy, "key": key})
     conn.execute(text(
-        "INSERT INTO summaries SELECT * REPLACE (:sid AS submission_id) FROM summaries "
-        "WHERE submission_id = :src"), {"sid": sid, "src": source.submission_id})
+        "INSERT INTO summaries SELECT * REPLACE (:sid AS submission_id, :digest AS id_digest) "
+        "FROM summaries WHERE submission_id = :src"), copy)
     changes.mark(conn, Counter({key: 1}))
 
 

@@ -34,7 +34,7 @@ from specserver.board import aggregate, columns
 from specserver.board import sql as board_sql
 from specserver.board.leaderboard import ReadService
 from specserver.store import queries, tables
-from specserver.store.migrations import migrate
+from specserver.store.migrations import id_digest_sql, migrate
 
 CHIPS = [
     "Apple M1", "Apple M1 Pro", "Apple M1 Max", "Apple M2", "Apple M2 Pro", "Apple M2 Max",
@@ -74,6 +74,8 @@ def generate(path: Path, start: int, stop: int) -> None:
                15 + 40 * random() AS base_tps
         FROM (SELECT i, hash(i * 7919) % {contributors} AS k FROM range({start}, {stop}) t(i))
     """)
+    con.execute("ALTER TABLE gen ADD COLUMN digest BIGINT")
+    con.execute(f"UPDATE gen SET digest = {id_digest_sql('duckdb', 'sid')}")
     con.execute(f"""
         INSERT INTO submissions SELECT
             sid, key_id, 'signed', NULL, t0, t0 + INTERVAL 1 SECOND, sha256(sid),
@@ -87,7 +89,8 @@ def generate(path: Path, start: int, stop: int) -> None:
             NULL, NULL, NULL, NULL, NULL,
             -- store versions 5-6: each key from its own address range (the most cohorts the
             -- board's Sybil rules must form), the target's quantization
-            sha256('range-' || k::VARCHAR), 'Q4_K_M'
+            sha256('range-' || k::VARCHAR), 'Q4_K_M',
+            digest  -- store version 12
         FROM gen
     """)
     con.execute("INSERT INTO envelopes SELECT sid, encode('{}') FROM gen")
@@ -151,7 +154,8 @@ def generate(path: Path, start: int, stop: int) -> None:
                -- store version 8: no blocks
                NULL, NULL, NULL, NULL,
                -- store version 11: a draft's baseline median tok/s (the baseline's speedup is 1)
-               CASE WHEN role = 'draft' THEN base_tps * 1.0 END
+               CASE WHEN role = 'draft' THEN base_tps * 1.0 END,
+               digest  -- store version 12
         FROM cfg
     """)
     con.execute("CHECKPOINT")

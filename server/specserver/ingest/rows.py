@@ -26,7 +26,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store import Row, RowSet
+from specserver.store import Row, RowSet, id_digest
 
 # A trial's columns in tables.trials' order, read from the model's ``__dict__`` in one C
 # call each (attribute reads on pydantic models cost ~10 us per submission here).
@@ -67,6 +67,7 @@ def _variant(reported: dict[str, ModelInfo], name: str | None) -> tuple[str | No
 def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     sub = checked.submission
     sid = checked.submission_id
+    digest_of_id = id_digest(sid)
     fp = sub.fingerprint
     cpu = fp.cpu
     os_info = fp.os
@@ -122,7 +123,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             engine.name, engine.runtime,
             canonical_optional(engine.build), sub.engine_log,
             None,  # origin_hash: set by the server process, which knows the address
-            target_quant,
+            target_quant, digest_of_id,
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(
@@ -145,7 +146,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
              evidence[m.name].level, evidence[m.name].reason)
             + _variant(reported, m.draft_model)
             + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high,
-               baseline_tps if m.role == "draft" else None)
+               baseline_tps if m.role == "draft" else None, digest_of_id)
             for m in checked.summaries
         ],
     }

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
     from specserver.store.queries import OS_NAMES, moderation_version, visible_clause
     from specserver.store.redaction import redact_view
-    from specserver.store.rowset import QUARANTINE_PREFIX, Row, RowSet
+    from specserver.store.rowset import QUARANTINE_PREFIX, Row, RowSet, id_digest
 
 _LAZY: dict[str, str] = {
     "DEFAULT_FORMAT": "specserver.store.exportformat",
@@ -49,6 +49,7 @@ _LAZY: dict[str, str] = {
     "display_url": "specserver.store.database",
     "draft_clauses": "specserver.store.dimensions",
     "field_column": "specserver.store.dimensions",
+    "id_digest": "specserver.store.rowset",
     "is_store_down": "specserver.store.outage",
     "moderation_version": "specserver.store.queries",
     "redact_view": "specserver.store.redaction",
@@ -81,6 +82,7 @@ __all__ = [
     "draft_clauses",
     "exporting",
     "field_column",
+    "id_digest",
     "is_store_down",
     "moderation",
     "moderation_version",

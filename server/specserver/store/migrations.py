@@ -256,6 +256,36 @@ def _baseline_tps(conn: Connection) -> None:
         "AND summaries.role = 'draft'"))
 
 
+def id_digest_sql(dialect: str, column: str = "submission_id") -> str:
+    """``rowset.id_digest`` of a column in SQL (DuckDB's or PostgreSQL's): the first 16 hex
+    digits of its SHA-256 read as a signed 64-bit integer. A test holds both equal to the
+    Python on ids of every kind."""
+    if dialect == "duckdb":
+        return (f"(('0x' || substr(sha256({column}), 1, 16))::UBIGINT::HUGEINT "
+                f"- CASE WHEN substr(sha256({column}), 1, 1) >= '8' "
+                "THEN 18446744073709551616::HUGEINT ELSE 0 END)::BIGINT")
+    return (f"('x' || substr(encode(sha256(convert_to({column}, 'UTF8')), 'hex'), 1, 16))"
+            "::bit(64)::bigint")
+
+
+def _id_digests(conn: Connection) -> None:
+    """submissions.id_digest and summaries.id_digest: ``rowset.id_digest`` of each row's
+    submission id, computed in SQL (``id_digest_sql``), then required."""
+    digest = id_digest_sql(conn.dialect.name)
+    for table in ("submissions", "summaries"):
+        if "id_digest" not in _columns(conn, table):
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN id_digest BIGINT"))
+        conn.execute(text(f"UPDATE {table} SET id_digest = {digest}"))
+
+
+def _id_digests_required(conn: Connection) -> None:
+    """id_digest NOT NULL on both tables (as a fresh store declares it): a writer that
+    forgot it would otherwise lose its rows from every board without a word. Apart from
+    version 12: DuckDB takes the constraint only once the backfill has committed."""
+    for table in ("submissions", "summaries"):
+        conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN id_digest SET NOT NULL"))
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -280,6 +310,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "engine's version)", _engine_version_column),
     Migration(11, "summaries.baseline_tps: a draft config's baseline median tok/s on its "
                   "own row", _baseline_tps),
+    Migration(12, "submissions.id_digest and summaries.id_digest: a 64-bit digest of the "
+                  "submission id, which the board's joins compare first", _id_digests),
+    Migration(13, "submissions.id_digest and summaries.id_digest required (NOT NULL)",
+              _id_digests_required),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -9,6 +9,7 @@ with SQLAlchemy) keeps that process from loading SQLAlchemy and DuckDB.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,18 @@ INGEST_TABLE_NAMES = ("submissions", "envelopes", "fingerprints", "configs", "tr
 QUARANTINE_PREFIX = "quarantined: "
 
 Row = tuple[Any, ...]
+
+
+def id_digest(submission_id: str) -> int:
+    """A submission id's digest: the first 8 bytes of its SHA-256, a signed big-endian
+    64-bit integer (store version 12; ``migrations`` computes the same in SQL). Stored
+    beside the id in ``submissions`` and ``summaries``, it lets the board's joins compare
+    an integer before the 36-character id (``board.sql``). A client chooses its
+    submission's id: SHA-256 keeps it from choosing many ids of one digest, which would
+    chain in a join's hash table. The joins compare the ids too, so two submissions that
+    share a digest by chance are still two."""
+    return int.from_bytes(hashlib.sha256(submission_id.encode()).digest()[:8], "big",
+                          signed=True)
 
 
 @dataclass

@@ -24,9 +24,10 @@ from sqlalchemy import (
     Table,
     Text,
 )
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.types import UserDefinedType
 
-from specserver.store.rowset import INGEST_TABLE_NAMES
+from specserver.store.rowset import INGEST_TABLE_NAMES, id_digest
 from specserver.store.rowset import Row as Row  # re-exported: the store's modules use it
 from specserver.store.rowset import RowSet as RowSet
 
@@ -45,6 +46,12 @@ schema_version = Table(
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("applied_at", DateTime, nullable=False),
 )
+
+def _digest_of_row(context: DefaultExecutionContext) -> int:
+    """An insert that leaves ``id_digest`` out gets its submission id's (ingestion writes
+    it in its rows; this serves inserts by column name: imports of tests and tools)."""
+    return id_digest(context.get_current_parameters()["submission_id"])
+
 
 submissions = Table(
     "submissions",
@@ -87,6 +94,9 @@ submissions = Table(
     # Store version 6: the target's quantization as reported (models[]), beside its digest:
     # both are part of the target's group and its label (board/aggregate.py).
     Column("target_quant", String(200), nullable=True),
+    # Store version 12: ``rowset.id_digest(submission_id)``, which the board's joins with
+    # ``summaries`` compare before the id (an integer, not 36 characters).
+    Column("id_digest", BigInteger, nullable=False, default=_digest_of_row),
 )
 
 # PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
@@ -237,6 +247,7 @@ summaries = Table(
     # Store version 11: on a draft config's row, its baseline's median_tps (the board reads
     # it with the draft's row: a self-join per read cost a third of a cold board's SQL).
     Column("baseline_tps", Double, nullable=True),
+    Column("id_digest", BigInteger, nullable=False, default=_digest_of_row),  # version 12
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

@@ -9,6 +9,7 @@ fields switched off, other machines, protocols and notes (Hypothesis).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 from dataclasses import replace
@@ -53,6 +54,8 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
     digest = reported[baseline.model].digest if baseline.model in reported else None
     quant = reported[baseline.model].quantization if baseline.model in reported else None
     target = canonical_model(baseline.model)  # names are stored canonical (ingest.names)
+    # The first 8 bytes of the id's SHA-256, signed big-endian (store version 12).
+    digest_of_id = int.from_bytes(hashlib.sha256(sid.encode()).digest()[:8], "big", signed=True)
     out: dict[str, list[tuple[Any, ...]]] = {t.name: [] for t in INGEST_TABLES}
     out["submissions"].append(_row(tables.submissions, {
         "submission_id": sid, "key_id": checked.key_id, "source": "signed",
@@ -72,6 +75,7 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "engine_build": canonical_optional(sub.engine.build), "engine_log": sub.engine_log,
         "origin_hash": None,
         "target_quant": canonical_optional(quant).upper() if canonical_optional(quant) else None,
+        "id_digest": digest_of_id,
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))
@@ -129,6 +133,7 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         values["config_name"] = values.pop("name")
         values["submission_id"] = sid
         values["baseline_tps"] = baseline_tps if summary.role == "draft" else None
+        values["id_digest"] = digest_of_id
         found = config_evidence(checked.submission, configs[summary.name],
                                 speedups[summary.name])
         values["evidence"], values["evidence_reason"] = found.level, found.reason

@@ -35,8 +35,9 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.exc import IntegrityError
 
-from specserver.store import tables
+from specserver.store import id_digest, tables
 from specserver.store.database import Store, make_engine
 from specserver.store.migrations import LATEST, MIGRATIONS, Migration, SchemaTooNew, migrate
 from tests.support.backends import board_bodies, stored_envelope_sha, submission_id_of
@@ -315,5 +316,52 @@ def test_a_store_from_before_version_11_gets_each_drafts_baseline_on_its_row(
     finally:
         engine.dispose()
     assert any(tps is not None for _, _, tps in stored)
+    with Served(settings) as served:
+        assert {path: served.get(path).json() for path in reads} == before
+
+
+def test_a_store_from_before_version_12_gets_the_ids_digests(store_url: str,
+                                                             tmp_path: Path) -> None:
+    """Versions 12 and 13 store each submission id's digest on its ``submissions`` and
+    ``summaries`` rows (the board's joins compare it first) and require it: computed in SQL
+    by the migration, equal to the Python ingestion writes (``store.id_digest``), for every
+    row; the boards read the same; a row without it is refused."""
+    bodies = board_bodies(6, start=4300)
+    reads = ("/v1/leaderboard", "/v1/leaderboard?view=noise_floor",
+             "/v1/aggregates?group_by=chip")
+    settings = settings_for(tmp_path / "app", database_url=store_url)
+    with Served(settings) as served:
+        for body in bodies:
+            assert served.post(body).status_code == 201
+        before = {path: served.get(path).json() for path in reads}
+    assert any(answer["groups"] for answer in before.values())
+    engine = make_engine(store_url)
+    try:
+        with engine.begin() as conn:  # what every store before version 12 holds
+            for table in ("submissions", "summaries"):
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN id_digest"))
+            # ids of every kind the digest must agree on: a uuid4, non-ASCII, high bits set
+            for odd in ("ffffffff-ffff-4fff-bfff-ffffffffffff", "ünïcode-ïd", "x"):
+                conn.execute(text(
+                    "INSERT INTO summaries (submission_id, config_name, role, model, "
+                    "mechanism, observed, trials) VALUES (:s, 'odd', 'baseline', 'm', 'none', "
+                    "'none', 1)"), {"s": odd})
+            conn.execute(delete(tables.schema_version))
+            conn.execute(insert(tables.schema_version).values(version=11, applied_at=datetime(
+                2026, 12, 5)))
+        assert migrate(engine) == LATEST
+        with engine.connect() as conn:
+            for table in (tables.submissions, tables.summaries):
+                found = conn.execute(select(table.c.submission_id, table.c.id_digest)).all()
+                assert found and all(d == id_digest(s) for s, d in found), table.name
+            assert any(d < 0 for _, d in found) and any(d > 0 for _, d in found)
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO summaries (submission_id, config_name, role, model, mechanism, "
+                "observed, trials) VALUES ('y', 'odd', 'baseline', 'm', 'none', 'none', 1)"))
+        with engine.begin() as conn:
+            conn.execute(delete(tables.summaries).where(tables.summaries.c.config_name == "odd"))
+    finally:
+        engine.dispose()
     with Served(settings) as served:
         assert {path: served.get(path).json() for path in reads} == before
