@@ -20,7 +20,7 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
 from specschema.summary import summarize
-from specserver.store import tables
+from specserver.store import tables, verdicts
 
 BASE_TIME = datetime(2026, 11, 1, 12, 0, 0)
 
@@ -58,6 +58,10 @@ def insert_submission(
     reported = {m.name: m for m in submission.models}
     digest = reported[target].digest if target in reported else None
     quant = reported[target].quantization if target in reported else None
+    summaries = summarize(submission)
+    # The evidence level as ingestion stores it (ingest/rows.py).
+    levels = dict(zip([c.name for c in submission.configs], submission_evidence(
+        submission, {m.name: m.speedup_tps for m in summaries}), strict=True))
     with engine.begin() as conn:
         conn.execute(insert(tables.submissions).values(
             submission_id=sid, key_id=key_id, source="signed" if key_id else "imported",
@@ -73,6 +77,9 @@ def insert_submission(
             wire_version=submission.schema_version, engine_name=submission.engine.name,
             engine_runtime=submission.engine.runtime, engine_build=submission.engine.build,
             target_quant=quant.upper() if quant else None,
+            reaches_board=any(verdicts.reaches_a_board(m.role, m.observed,
+                                                       levels[m.name].level)
+                              for m in summaries),
         ))
         conn.execute(insert(tables.envelopes).values(submission_id=sid, body=body))
         conn.execute(insert(tables.fingerprints).values(
@@ -106,10 +113,6 @@ def insert_submission(
                     output_chars=t.output_chars, output_sha256=t.output_sha256, cold=t.cold,
                     block_number=t.block,
                 ))
-        summaries = summarize(submission)
-        # The evidence level as ingestion stores it (ingest/rows.py).
-        levels = dict(zip([c.name for c in submission.configs], submission_evidence(
-            submission, {m.name: m.speedup_tps for m in summaries}), strict=True))
         baseline_tps = next((m.median_tps for m in summaries if m.role == "baseline"), None)
         for summary in summaries:
             values = summary.model_dump()

@@ -12,7 +12,8 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    rows have no key id and each counts as its own contributor.
 4. Percentiles (p25, p75) are reported only when a group has at least
    ``min_contributors`` contributors (default 3); otherwise the group is "few results".
-5. Which verdicts go where is ``VIEW_VERDICTS``, the one place it is decided: the speedup
+5. Which verdicts go where is ``VIEW_VERDICTS`` (``store.verdicts``), the one place it is
+   decided: the speedup
    board holds only ``confirmed`` rows, the only ratios that measure speculation; the
    ``unverified`` view holds ``not_observed`` rows (speculation could have run, nothing
    showed it) and ``unstable`` ones (the baseline's blocks disagree), always split by
@@ -31,11 +32,11 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    reader (or a maintainer) sees that the group holds results far from the rest.
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
-that are not banned. The board runs the first step of rule 3 in SQL
-(``board.sql.contributor_columns``, equal to ``reduce_contributors``: a test holds them
-together) so that only one row per group and contributor reaches Python, and the steps
-after it over those rows as columns (``board.columns``, held equal to the same rules
-written row by row in ``tests/support/reference_rules.py``).
+that are not banned. The board runs the first step of rule 3 on the store's rows
+(``board.sql.contributor_columns``: in SQL on PostgreSQL, over numpy columns of rows
+sorted by DuckDB; equal to ``reduce_contributors``: a test holds them together), and the
+steps after it over the per-contributor rows as columns (``board.columns``, held equal to
+the same rules written row by row in ``tests/support/reference_rules.py``).
 """
 
 from __future__ import annotations
@@ -44,27 +45,25 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-from specschema.evidence import CORROBORATED, LEVELS
+from specschema.evidence import LEVELS
 from specschema.stats import (
     median,
 )
-from specserver.store import VERDICTS, dimensions
+from specserver.store import VERDICTS, dimensions, verdicts
+
+# Rules 5 and 6 live in the store (``store.verdicts``: what ingestion records depends on
+# them); named here as well, with the rest of the board's rules.
+View = verdicts.View
+VIEWS = verdicts.VIEWS
+VIEW_VERDICTS = verdicts.VIEW_VERDICTS
+BOARD_VERDICTS = verdicts.BOARD_VERDICTS
+NOISE_VERDICTS = verdicts.NOISE_VERDICTS
+on_board = verdicts.on_board
 
 DEFAULT_MIN_CONTRIBUTORS = 3
 
-View = Literal["speedup", "unverified", "noise_floor"]
-VIEWS: tuple[View, ...] = ("speedup", "unverified", "noise_floor")
-
-# Rule 5: the verdicts each view holds. A verdict in none of them is on no board.
-VIEW_VERDICTS: dict[View, frozenset[str]] = {
-    "speedup": frozenset({"confirmed"}),
-    "unverified": frozenset({"not_observed", "unstable"}),
-    "noise_floor": frozenset({"not_applied"}),
-}
-BOARD_VERDICTS = VIEW_VERDICTS["speedup"]
-NOISE_VERDICTS = VIEW_VERDICTS["noise_floor"]
 # Views whose groups are always split by verdict (their verdicts mean different things).
 _SPLIT_BY_VERDICT: frozenset[View] = frozenset({"unverified"})
 
@@ -159,12 +158,6 @@ class GroupAggregate:
 
 def view_of(verdict: str) -> View | None:
     return next((view for view in VIEWS if verdict in VIEW_VERDICTS[view]), None)
-
-
-def on_board(verdict: str, evidence: str | None) -> bool:
-    """Rule 6: a confirmed verdict counts only with corroborated counters (None: not
-    assessed, which no stored row is after store version 4, counts as not corroborated)."""
-    return verdict != "confirmed" or evidence in CORROBORATED
 
 
 def in_view(rows: Iterable[DraftResult], view: View) -> list[DraftResult]:

@@ -70,7 +70,7 @@ class Codes:
     turn that off for good."""
 
     def __init__(self) -> None:
-        self.index: dict[str, int] = {}
+        self._index: dict[str, int] | None = {}  # None: to be built from ``names``
         self.names: list[str] = []
         self.clash = False
         self._hashes = np.zeros(0, np.uint64)  # ascending
@@ -79,6 +79,14 @@ class Codes:
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def index(self) -> dict[str, int]:
+        """Name to code. Built when first needed after ``encode(..., distinct=True)``: a
+        cold board's keys are coded without it, and its first refresh builds it."""
+        if self._index is None:
+            self._index = dict(zip(self.names, range(len(self.names)), strict=True))
+        return self._index
+
     def code(self, name: str) -> int:
         found = self.index.get(name)
         if found is None:
@@ -86,11 +94,15 @@ class Codes:
             self.names.append(name)
         return found
 
-    def encode(self, names: Sequence[str]) -> Ints:
+    def encode(self, names: Sequence[str], distinct: bool = False) -> Ints:
         """The names' codes, new names coded in order of first appearance. In bulk (a cold
         board codes ~800,000 names): the dictionary work runs in C, one pass when every
-        name is known."""
+        name is known. ``distinct``: the names are known to be all different."""
         listed = names if isinstance(names, list) else list(names)
+        if distinct and not self.names:  # the first names of all: coded in their order
+            self.names.extend(listed)
+            self._index = None
+            return np.arange(len(listed), dtype=np.int64)
         index = self.index
         if not index:  # the first names of all (a cold board's keys): no lookups
             first = dict.fromkeys(listed)

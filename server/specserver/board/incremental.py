@@ -122,7 +122,7 @@ class _KeyStanding:
 
     def learn(self, found: newkeys.ArrivalColumns) -> Ints:
         """The keys' codes, their hashes learnt (``Codes.learn_hashes``)."""
-        codes = self.codes.encode(found.key_ids)
+        codes = self.codes.encode(found.key_ids, distinct=True)  # one arrival per key
         if found.key_hashes is not None:
             self.codes.learn_hashes(codes, found.key_hashes)
         return codes
@@ -346,38 +346,40 @@ class Maintainer:
 
     def _compute(self, conn: Connection, spec: Spec, board: _Board | None,
                  tallies: _Tallies | None) -> tuple[_Board, _Tallies]:
-        """What is missing, computed in full: the keys' standing after a rebuild, the
-        board, its filters' counts. The queries run one after another on the snapshot's
+        """What is missing, computed in full: the board's rows, the keys' standing after a
+        rebuild, the filters' counts. The queries run one after another on the snapshot's
         connection (one transaction serves one query at a time), in a thread of their own,
-        while this one does the work that needs no store (a query releases the
-        interpreter's lock while it runs): at a million submissions the keys' codes and
-        standing are formed while the board's rows are read, and those rows are reduced
-        and aggregated while the counts are read."""
+        while this one works on each answer as the next query runs (a query releases the
+        interpreter's lock): at a million submissions the board's rows are reduced while
+        the keys' arrivals are read, and the keys' standing is formed and the board
+        aggregated while the counts are read. The rows come first: their query is the
+        largest, and runs with both cores to itself."""
         filters, dimensions, view = spec
+        # Keys by hash if no two key ids are known to share one; the keys read below are
+        # checked, and a clash among them reads the rows again by name.
+        by_key_hash = self._by_key_hash(conn)
         with ThreadPoolExecutor(1, thread_name_prefix="board-queries") as queries_:
-            arrived = (self._standing.fetch(conn) if self._unbuilt and self.rules.active
-                       else None)
-            # Keys by hash if no two key ids are known to share one; the keys just read
-            # are checked below, and a clash among them reads the rows again by name.
-            by_key_hash = self._by_key_hash(conn)
             rows = (queries_.submit(sql.contributor_rows, conn, filters, dimensions,
                                     aggregate.VIEW_VERDICTS[view], by_key_hash)
                     if board is None else None)
-            if arrived is not None:
-                self._standing.build(arrived[0], arrived[1], self._standing.learn(arrived[1]))
-            self._unbuilt = False
-            found = rows.result() if rows is not None else None
+            arrivals = (queries_.submit(self._standing.fetch, conn)
+                        if self._unbuilt and self.rules.active else None)
             totals = (queries_.submit(sql.draft_totals, conn, filters)
                       if tallies is None else None)
-            if found is not None:
-                found.reduce()
+            found = rows.result() if rows is not None else None
+            reduced = found.reduced() if found is not None else None
+            if arrivals is not None:
+                newest, arrived = arrivals.result()
+                self._standing.build(newest, arrived, self._standing.learn(arrived))
+            self._unbuilt = False
+            if reduced is not None and not (by_key_hash and self._codes.clash):
+                board = self._place(spec, reduced)
+                reduced = None
             if totals is not None:
                 tallies = self._tallies[filters] = _Tallies(totals.result())
-        if found is not None:
-            if by_key_hash and self._codes.clash:
-                found = sql.contributor_rows(conn, filters, dimensions,
-                                             aggregate.VIEW_VERDICTS[view], False)
-            board = self._place(spec, found.labelled(conn))
+        if reduced is not None:  # two keys share a hash: the rows again, by name
+            board = self._place(spec, sql.contributor_columns(
+                conn, filters, dimensions, aggregate.VIEW_VERDICTS[view], False))
         assert board is not None and tallies is not None
         return board, tallies
 

@@ -22,21 +22,19 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
-    or_,
     select,
     text,
 )
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import ColumnClause
 
-from specschema.evidence import CORROBORATED, LEVELS
+from specschema.evidence import LEVELS
 from specserver.board.aggregate import DIMENSIONS, DraftResult
 from specserver.board.columns import (
     COUNT_FIELDS,
     VALUE_FIELDS,
     Bools,
     Hashes,
-    Ints,
     KeyTuple,
     Reduced,
     float_column,
@@ -49,6 +47,7 @@ from specserver.store import (
     changes,
     draft_clauses,
     field_column,
+    queries,
     submission_clauses,
     tables,
     visible_clause,
@@ -75,7 +74,7 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
     columns = _row_columns(draft)
     stmt = (
         select(*(columns[f.name] for f in fields(DraftResult)))
-        .select_from(_source(draft))
+        .select_from(_source(draft, conn.dialect.name))
         .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
                *draft_clauses(filters, draft))
     )
@@ -94,24 +93,19 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     are those verdicts'). ``by_key_hash`` (DuckDB): a key's rows are named by the hash of
     its id, not by the id (``columns.Codes.learn_hashes``). In three steps
     (``ContributorRows``), which ``board.incremental`` interleaves with its other queries."""
-    found = contributor_rows(conn, filters, dimensions, verdicts, by_key_hash)
-    found.reduce()
-    return found.labelled(conn)
+    return contributor_rows(conn, filters, dimensions, verdicts, by_key_hash).reduced()
 
 
 class ContributorRows:
-    """``contributor_columns`` read and not yet finished: ``reduce`` needs no store (it may
-    run while the connection serves the next query), ``labelled`` reads each group's key
-    values. On PostgreSQL the SQL reduced the rows already."""
+    """``contributor_columns`` read from the store and not yet reduced: ``reduced`` needs no
+    store (it may run while the connection serves the next query). On PostgreSQL the SQL
+    reduced the rows already."""
 
     def __init__(self, reduced: Reduced) -> None:
-        self.reduced = reduced
+        self._done = reduced
 
-    def reduce(self) -> None:
-        """The reduction left to do here (none)."""
-
-    def labelled(self, conn: Connection) -> Reduced:  # noqa: ARG002 - labelled already
-        return self.reduced
+    def reduced(self) -> Reduced:
+        return self._done
 
 
 def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[str],
@@ -135,7 +129,7 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
     stmt = (
         select(*keys, contributor, submissions, median(draft.c.speedup_tps),
                median(draft.c.speedup_wall), median(draft.c.baseline_tps), *counts)
-        .select_from(_source(draft)).where(*_board_rows(draft, filters, counted))
+        .select_from(_source(draft, conn.dialect.name)).where(*_board_rows(draft, filters, counted))
         .group_by(*keys, contributor)
     )
     found = fetch_columns(conn, stmt)
@@ -154,17 +148,21 @@ def _contributor() -> Any:
     return func.coalesce(sub.c.key_id, literal(changes.IMPORTED) + sub.c.submission_id)
 
 
-def _source(draft: Any) -> Any:
-    """The draft's summary rows joined to their submissions: the ids' digests compared
-    first (integers: ~20 % of the board's query time at a million submissions), then the
-    ids themselves (``store.id_digest``)."""
-    return draft.join(sub, and_(sub.c.id_digest == draft.c.id_digest,
-                                sub.c.submission_id == draft.c.submission_id))
+def _source(draft: Any, dialect: str) -> Any:
+    """The draft's summary rows joined to their submissions. On DuckDB the ids' digests
+    are compared first (integers: the join took ~20 % less time at a million
+    submissions), then the ids themselves (``store.id_digest``). On PostgreSQL rows written
+    by a replica of the version before may have no digest (``tables``): the ids alone."""
+    on = sub.c.submission_id == draft.c.submission_id
+    if dialect == "duckdb":
+        on = and_(sub.c.id_digest == draft.c.id_digest, on)
+    return draft.join(sub, on)
 
 
 def _board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
     return [draft.c.role == "draft", draft.c.observed.in_(counted), visible_clause(),
-            board_clause(draft), *submission_clauses(filters), *draft_clauses(filters, draft)]
+            queries.on_board_clause(draft), *submission_clauses(filters),
+            *draft_clauses(filters, draft)]
 
 
 def _group_columns(dimensions: Sequence[str]) -> tuple[Any, Any, list[Any]]:
@@ -185,14 +183,13 @@ class _SortedRows(ContributorRows):
     query from one of its rows, found by row id. Both queries run in the connection's one
     transaction: the same snapshot, the same row ids. Contributors are told apart exactly:
     by name, or by the key's hash (which ``Codes`` only allows while no two key ids share
-    one) and, for imported rows, by the submission's row id."""
+    one) and, for imported rows, by the submission's row id (their names read by it)."""
 
     def __init__(self, conn: Connection, filters: Filters, dimensions: Sequence[str],
                  counted: Sequence[str], by_key_hash: bool) -> None:
         draft, group, keys = _group_columns(dimensions)
         imported = sub.c.key_id.is_(None)
         submission_row: Any = literal_column(f"{sub.name}.rowid")
-        # An imported row's contributor is its submission (``labelled`` reads its name).
         who = ([func.hash(sub.c.key_id), func.coalesce(case((imported, submission_row)), -1)]
                if by_key_hash else [_contributor()])
         self.once = "draft" not in dimensions  # submissions counted once, by row id
@@ -203,24 +200,41 @@ class _SortedRows(ContributorRows):
                       else_=len(LEVELS))
         once = [submission_row] if self.once else []
         none: Any = literal_column("'NaN'::DOUBLE")  # no stored value is NaN: it stands for NULL
+        row_id: Any = literal_column(f"{draft.name}.rowid")
         stmt = (select(group, *who, *once,
                        *(func.coalesce(draft.c[name], none) for name in
                          ("speedup_tps", "speedup_wall", "baseline_tps")),
-                       verdict, levels, literal_column(f"{draft.name}.rowid"))
-                .select_from(_source(draft)).where(*_board_rows(draft, filters, counted))
+                       verdict, levels, row_id)
+                .select_from(_source(draft, "duckdb"))
+                .where(*_board_rows(draft, filters, counted))
                 .order_by(*([group] if keys else []), *who[:2], *once))
         self.found = fetch_columns(conn, stmt)
-        self.dimensions = dimensions
         self.by_key_hash = by_key_hash
-        self._reduced: tuple[Reduced, Any, Ints] | None = None
-        self._imported = np.zeros(0, np.int64)  # per row: an imported row's submission row id
+        # Groups in order of their hash; each one's key values from its first row.
+        self.groups = np.asarray(self.found[0])
+        self.new_group = np.r_[True, self.groups[1:] != self.groups[:-1]] if len(
+            self.groups) else np.zeros(0, np.bool_)
+        starts = np.flatnonzero(self.new_group)
+        first_row = (np.minimum.reduceat(np.asarray(self.found[-1], dtype=np.int64), starts)
+                     if len(starts) else np.zeros(0, np.int64))
+        key_of: dict[int, KeyTuple] = {}
+        if keys and len(first_row):
+            key_stmt = (select(group, *keys).select_from(_source(draft, "duckdb"))
+                        .where(row_id.in_(first_row.tolist())))
+            key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
+        self.keys = [key_of[h] if keys else () for h in self.groups[starts].tolist()]
+        self.imported_names: dict[int, str] = {}  # an imported row's submission row id: name
+        if by_key_hash:
+            imported_rows = np.unique(np.asarray(self.found[2], dtype=np.int64))
+            imported_rows = imported_rows[imported_rows >= 0]
+            if len(imported_rows):
+                self.imported_names = dict(plain_rows(conn.execute(  # type: ignore[arg-type]
+                    select(submission_row, literal(changes.IMPORTED) + sub.c.submission_id)
+                    .where(submission_row.in_(imported_rows.tolist())))))
 
-    def reduce(self) -> None:
-        if self._reduced is not None:
-            return
-        found, by_key_hash = self.found, self.by_key_hash
+    def reduced(self) -> Reduced:
+        found, by_key_hash, groups = self.found, self.by_key_hash, self.groups
         head = 2 + (1 if by_key_hash else 0) + (1 if self.once else 0)
-        groups = np.asarray(found[0])
         rows = len(groups)
         if by_key_hash:
             key_hashes = np.asarray(found[1], dtype=np.uint64)
@@ -247,46 +261,16 @@ class _SortedRows(ContributorRows):
             tallies[:, offset:offset + width] = np.bincount(
                 segment[inside] * width + code[inside], minlength=len(starts) * width
             ).reshape(-1, width)
-        # Groups numbered in order of their hash; each one's key values from its first row.
-        new_group = np.r_[True, groups[1:] != groups[:-1]] if rows else np.zeros(0, np.bool_)
-        group_starts = np.flatnonzero(new_group)
-        first_row = (np.minimum.reduceat(np.asarray(found[-1], dtype=np.int64), group_starts)
-                     if rows else np.zeros(0, np.int64))
         if by_key_hash:
-            contributors: list[str | None] = [None] * len(starts)
+            names_of = self.imported_names
+            contributors: list[str | None] = [
+                names_of.get(row) for row in imported_rows[starts].tolist()
+            ] if names_of else [None] * len(starts)
             hashes: Hashes | None = key_hashes[starts]
-            self._imported = imported_rows[starts]
         else:
             contributors, hashes = names[starts].tolist(), None
-        reduced = Reduced([], (np.cumsum(new_group) - 1)[starts], contributors,
-                          segment_medians(values, starts), tallies, hashes)
-        self._reduced = (reduced, groups[group_starts], first_row)
-        self.found = []  # the fetched columns are not needed any more
-
-    def labelled(self, conn: Connection) -> Reduced:
-        self.reduce()
-        assert self._reduced is not None
-        reduced, group_hashes, first_row = self._reduced
-        draft, group, keys = _group_columns(self.dimensions)
-        key_of: dict[int, KeyTuple] = {}
-        if keys and len(first_row):
-            row_id: Any = literal_column(f"{draft.name}.rowid")
-            key_stmt = (select(group, *keys).select_from(_source(draft))
-                        .where(row_id.in_(first_row.tolist())))
-            key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
-        reduced.keys = [key_of[h] if keys else () for h in group_hashes.tolist()]
-        imported = np.flatnonzero(self._imported >= 0)
-        if len(imported):
-            submission_row: Any = literal_column(f"{sub.name}.rowid")
-            name_of: dict[int, str] = dict(plain_rows(conn.execute(  # type: ignore[arg-type]
-                select(submission_row, literal(changes.IMPORTED) + sub.c.submission_id)
-                .where(submission_row.in_(self._imported[imported].tolist())))))
-            names = list(reduced.names)
-            for at, row in zip(imported.tolist(), self._imported[imported].tolist(),
-                               strict=True):
-                names[at] = name_of[row]
-            reduced.names = names
-        return reduced
+        return Reduced(self.keys, (np.cumsum(self.new_group) - 1)[starts], contributors,
+                       segment_medians(values, starts), tallies, hashes)
 
 
 def _same_as_before(*columns: Any) -> Bools:
@@ -322,12 +306,6 @@ def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
     return result.all()
 
 
-def board_clause(draft: Any) -> Any:
-    """``aggregate.on_board`` in SQL: a confirmed row needs corroborated counters."""
-    return or_(draft.c.observed != "confirmed",
-               func.coalesce(draft.c.evidence, "none").in_(sorted(CORROBORATED)))
-
-
 def draft_totals(conn: Connection, filters: Filters) -> Any:
     """Draft results among visible submissions matching the filters (those kept off the
     boards for their evidence included): per verdict in ``VERDICTS`` order, then per
@@ -336,7 +314,7 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
     draft = summ.alias("d")
     level = func.coalesce(draft.c.evidence, "none")
     stmt = (select(draft.c.observed, level, func.count())
-            .select_from(_source(draft))
+            .select_from(_source(draft, conn.dialect.name))
             .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
                    *draft_clauses(filters, draft))
             .group_by(draft.c.observed, level))
@@ -358,7 +336,7 @@ def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[st
     counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
     counts += [func.count().filter(level == name) for name in LEVELS]
     stmt = (select(who, *counts)
-            .select_from(_source(draft))
+            .select_from(_source(draft, conn.dialect.name))
             .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
                    *draft_clauses(filters, draft))
             .group_by(who))
@@ -375,7 +353,7 @@ def read_columns() -> dict[str, list[str]]:
     about a third cheaper than every column (a scattered row costs per column read)."""
     wanted: dict[str, set[str]] = {
         sub.name: {"submission_id", "id_digest", "key_id", "complete", "hidden",
-                   "received_at", "origin_hash"},
+                   "received_at", "origin_hash", "reaches_board"},
         summ.name: {"submission_id", "id_digest", "role", "observed", "evidence",
                     "speedup_tps", "speedup_wall", "baseline_tps"},
     }

@@ -26,7 +26,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store import Row, RowSet, id_digest
+from specserver.store import Row, RowSet, id_digest, verdicts
 
 # A trial's columns in tables.trials' order, read from the model's ``__dict__`` in one C
 # call each (attribute reads on pydantic models cost ~10 us per submission here).
@@ -124,6 +124,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             canonical_optional(engine.build), sub.engine_log,
             None,  # origin_hash: set by the server process, which knows the address
             target_quant, digest_of_id,
+            any(verdicts.reaches_a_board(m.role, m.observed, evidence[m.name].level)
+                for m in checked.summaries),
         )],
         "envelopes": [(sid, checked.body)],
         "fingerprints": [(

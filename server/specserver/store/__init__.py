@@ -93,6 +93,7 @@ __all__ = [
     "store_down_errors",
     "submission_clauses",
     "tables",
+    "verdicts",
     "visible_clause",
 ]
 

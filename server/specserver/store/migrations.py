@@ -39,7 +39,7 @@ from sqlalchemy import (
 
 from specschema import evidence
 from specserver.errors import SpecServerError
-from specserver.store import changes, tables
+from specserver.store import changes, queries, tables
 from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
@@ -268,22 +268,35 @@ def id_digest_sql(dialect: str, column: str = "submission_id") -> str:
             "::bit(64)::bigint")
 
 
-def _id_digests(conn: Connection) -> None:
-    """submissions.id_digest and summaries.id_digest: ``rowset.id_digest`` of each row's
-    submission id, computed in SQL (``id_digest_sql``), then required."""
+def _board_keys(conn: Connection) -> None:
+    """submissions.id_digest and summaries.id_digest (``rowset.id_digest`` of each row's
+    submission id, in SQL: ``id_digest_sql``), and submissions.reaches_board (whether one
+    of its draft results is on a board: ``queries.reaches_board_clause``, the rule
+    ingestion applies in Python)."""
     digest = id_digest_sql(conn.dialect.name)
     for table in ("submissions", "summaries"):
         if "id_digest" not in _columns(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN id_digest BIGINT"))
         conn.execute(text(f"UPDATE {table} SET id_digest = {digest}"))
+    if "reaches_board" not in _columns(conn, "submissions"):
+        conn.execute(text("ALTER TABLE submissions ADD COLUMN reaches_board BOOLEAN"))
+    draft = tables.summaries.alias("d")
+    sub = tables.submissions
+    conn.execute(update(sub).values(reaches_board=sub.c.submission_id.in_(
+        select(draft.c.submission_id).where(queries.reaches_board_clause(draft)))))
 
 
-def _id_digests_required(conn: Connection) -> None:
-    """id_digest NOT NULL on both tables (as a fresh store declares it): a writer that
-    forgot it would otherwise lose its rows from every board without a word. Apart from
-    version 12: DuckDB takes the constraint only once the backfill has committed."""
-    for table in ("submissions", "summaries"):
-        conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN id_digest SET NOT NULL"))
+def require_board_keys(conn: Connection) -> None:
+    """On DuckDB, version 12's columns NOT NULL (a fresh store's too): a writer that forgot
+    one would lose its rows from the boards, or its key's ageing, without a word. Apart
+    from version 12 because DuckDB takes the constraint only once the backfill has
+    committed. Not on PostgreSQL: while a rolling upgrade replaces its replicas, those of
+    the version before write rows without them (``tables._NULL_WHILE_UPGRADING``)."""
+    if conn.dialect.name != "duckdb":
+        return
+    for table, column in (("submissions", "id_digest"), ("summaries", "id_digest"),
+                          ("submissions", "reaches_board")):
+        conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL"))
 
 
 # Append only. Version 1 is the day-one schema.
@@ -310,10 +323,11 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "engine's version)", _engine_version_column),
     Migration(11, "summaries.baseline_tps: a draft config's baseline median tok/s on its "
                   "own row", _baseline_tps),
-    Migration(12, "submissions.id_digest and summaries.id_digest: a 64-bit digest of the "
-                  "submission id, which the board's joins compare first", _id_digests),
-    Migration(13, "submissions.id_digest and summaries.id_digest required (NOT NULL)",
-              _id_digests_required),
+    Migration(12, "submissions.id_digest and summaries.id_digest (a 64-bit digest of the "
+                  "submission id, which the board's joins compare first) and "
+                  "submissions.reaches_board (a draft result on a board: the key ages)",
+              _board_keys),
+    Migration(13, "DuckDB: version 12's columns required (NOT NULL)", require_board_keys),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -344,6 +358,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> i
             if not has_data:
                 # A fresh store: the current tables are the newest schema.
                 tables.metadata.create_all(conn, checkfirst=True)
+                require_board_keys(conn)
                 changes.start_clock(conn)
                 _stamp(conn, latest)
                 return latest

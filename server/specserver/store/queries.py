@@ -32,7 +32,8 @@ from sqlalchemy import (
 )
 
 from specschema.conclusion import verdict_help
-from specserver.store import dimensions, tables
+from specschema.evidence import CORROBORATED
+from specserver.store import dimensions, tables, verdicts
 from specserver.store.dimensions import (
     ENGINE_NAMES,
     FILTER_NAMES,
@@ -56,6 +57,21 @@ summ = tables.summaries
 
 def _banned_key_ids() -> Select[Any]:
     return select(tables.bans.c.key_id)
+
+
+def on_board_clause(draft: Any) -> ColumnElement[bool]:
+    """``verdicts.on_board`` in SQL (``draft``: a summaries alias): a confirmed row needs
+    corroborated counters."""
+    return or_(draft.c.observed != "confirmed",
+               func.coalesce(draft.c.evidence, "none").in_(sorted(CORROBORATED)))
+
+
+def reaches_board_clause(draft: Any) -> ColumnElement[bool]:
+    """``verdicts.reaches_a_board`` in SQL: a draft result on the speedup board or the
+    noise floor."""
+    return and_(draft.c.role == "draft",
+                draft.c.observed.in_(sorted(verdicts.AGEING_VERDICTS)),
+                on_board_clause(draft))
 
 
 def visible_clause() -> ColumnElement[bool]:

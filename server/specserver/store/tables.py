@@ -47,10 +47,18 @@ schema_version = Table(
     Column("applied_at", DateTime, nullable=False),
 )
 
+# Store version 12's columns are declared nullable: on PostgreSQL, replicas of the version
+# before write none while a rolling upgrade replaces them (docs/deploying.md), and reads
+# there do not rely on them (``board.sql``, ``board.newkeys``). DuckDB has one server
+# process: its stores require them (``migrations.require_board_keys``, fresh stores too).
+_NULL_WHILE_UPGRADING = True
+
+
 def _digest_of_row(context: DefaultExecutionContext) -> int:
     """An insert that leaves ``id_digest`` out gets its submission id's (ingestion writes
     it in its rows; this serves inserts by column name: imports of tests and tools)."""
-    return id_digest(context.get_current_parameters()["submission_id"])
+    parameters = context.get_current_parameters()  # type: ignore[no-untyped-call]
+    return id_digest(parameters["submission_id"])
 
 
 submissions = Table(
@@ -95,8 +103,12 @@ submissions = Table(
     # both are part of the target's group and its label (board/aggregate.py).
     Column("target_quant", String(200), nullable=True),
     # Store version 12: ``rowset.id_digest(submission_id)``, which the board's joins with
-    # ``summaries`` compare before the id (an integer, not 36 characters).
-    Column("id_digest", BigInteger, nullable=False, default=_digest_of_row),
+    # ``summaries`` compare before the id on DuckDB (an integer, not 36 characters).
+    Column("id_digest", BigInteger, nullable=_NULL_WHILE_UPGRADING, default=_digest_of_row),
+    # Store version 12: whether one of its draft results is on the speedup board or the
+    # noise floor (``store.verdicts.reaches_a_board``), which starts its key's ageing
+    # (``board.newkeys``). Fixed at ingest: a result's verdict and evidence never change.
+    Column("reaches_board", Boolean, nullable=_NULL_WHILE_UPGRADING),
 )
 
 # PostgreSQL only (DuckDB's min/max zone maps already answer these): the newest receipt of
@@ -247,7 +259,8 @@ summaries = Table(
     # Store version 11: on a draft config's row, its baseline's median_tps (the board reads
     # it with the draft's row: a self-join per read cost a third of a cold board's SQL).
     Column("baseline_tps", Double, nullable=True),
-    Column("id_digest", BigInteger, nullable=False, default=_digest_of_row),  # version 12
+    Column("id_digest", BigInteger, nullable=_NULL_WHILE_UPGRADING,  # version 12
+           default=_digest_of_row),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

@@ -181,3 +181,13 @@ def test_codes_learn_key_hashes_and_notice_two_keys_sharing_one() -> None:
     fresh = Codes()
     fresh.learn_hashes(fresh.encode(["a", "b"]), np.array([7, 7], dtype=np.uint64))
     assert fresh.clash  # within one batch too
+
+
+def test_codes_of_distinct_names_build_their_index_when_first_needed() -> None:
+    codes = Codes()
+    assert codes.encode(["b", "a", "c"], distinct=True).tolist() == [0, 1, 2]
+    assert codes.encode(["c", "d", "a"]).tolist() == [2, 3, 1]  # the index, built now
+    assert codes.index == {"b": 0, "a": 1, "c": 2, "d": 3}
+    later = Codes()
+    later.encode(["x"])
+    assert later.encode(["y", "x"], distinct=True).tolist() == [1, 0]  # not the first names

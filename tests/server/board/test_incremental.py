@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, func, insert, select
 
 from specserver.board import aggregate, incremental, newkeys
-from specserver.store import changes, moderation, queries, tables
+from specserver.store import changes, moderation, queries, tables, verdicts
 from specserver.store.database import make_engine
 from specserver.store.migrations import migrate
 from tests.support.postgres import private_schema_url
@@ -80,7 +80,9 @@ def store_submission(engine: Engine, sid: str, key_id: str | None, origin: str |
             complete=kind != "incomplete", hidden=kind == "quarantined",
             hidden_reason=(moderation.QUARANTINE_PREFIX + "test"
                            if kind == "quarantined" else None),
-            engine_name="ollama", origin_hash=origin))
+            engine_name="ollama", origin_hash=origin,
+            reaches_board=any(verdicts.reaches_a_board("draft", verdict, level)
+                              for _, verdict, level, _ in drafts)))
         rows = [{"config_name": "baseline", "role": "baseline", "observed": "none",
                  "evidence": None, "speedup_tps": None, "median_tps": baseline_tps}]
         rows += [{"config_name": name, "role": "draft", "observed": verdict,
@@ -407,3 +409,30 @@ def test_keys_sharing_a_hash_are_read_by_name(duckdb_store: Store,
     store.insert(1, "range-b", 2, CHIPS[1], "complete", drafts)
     assert boards(clashing) == boards(honest)
     assert clashing.refreshes == 1 and clashing.rebuilds == 1
+
+
+@pytest.mark.postgres
+def test_rows_a_replica_of_the_version_before_wrote_count_on_postgres(postgres_store: Store
+                                                                       ) -> None:
+    """While a rolling upgrade replaces PostgreSQL replicas, those of the version before
+    store rows without an id digest and without whether the submission reached a board
+    (store version 12). The boards read from such rows are the boards of the same rows
+    written now: a key still ages, a draft result still joins its submission."""
+    store = postgres_store
+    store.reset()
+    for key, hours in enumerate([0, 30, 200, 1]):  # the first keys age, the last is new
+        store.insert(key, ORIGINS[key % 2], hours, CHIPS[key % 2], "complete",
+                     [("spec_4", "confirmed", "log", 1.25 + key / 4),
+                      ("spec_8", "not_applied", None, 1.0)])
+
+    def boards() -> list[incremental.Computed]:
+        with incremental.snapshot(store.engine) as conn:
+            return [incremental.compute(conn, *spec, RULES, MIN_CONTRIBUTORS)
+                    for spec in SPECS]
+
+    written_now = boards()
+    assert any(g.contributors >= 2 for g in written_now[0].groups)
+    with store.engine.begin() as conn:  # what a replica of the version before writes
+        conn.execute(tables.submissions.update().values(id_digest=None, reaches_board=None))
+        conn.execute(tables.summaries.update().values(id_digest=None))
+    assert boards() == written_now

@@ -76,6 +76,15 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         "origin_hash": None,
         "target_quant": canonical_optional(quant).upper() if canonical_optional(quant) else None,
         "id_digest": digest_of_id,
+        # A draft result on the speedup board (confirmed, counters corroborated) or on the
+        # noise floor (not applied): what ages a key.
+        "reaches_board": any(
+            m.role == "draft" and (m.observed == "not_applied" or (
+                m.observed == "confirmed" and config_evidence(
+                    sub, {c.name: c for c in sub.configs}[m.name],
+                    {x.name: x.speedup_tps for x in checked.summaries}[m.name]
+                ).level in ("engine_api", "log")))
+            for m in checked.summaries),
     }))
     out["envelopes"].append(_row(tables.envelopes, {"submission_id": sid,
                                                     "body": checked.body}))

@@ -320,12 +320,14 @@ def test_a_store_from_before_version_11_gets_each_drafts_baseline_on_its_row(
         assert {path: served.get(path).json() for path in reads} == before
 
 
-def test_a_store_from_before_version_12_gets_the_ids_digests(store_url: str,
-                                                             tmp_path: Path) -> None:
+def test_a_store_from_before_version_12_gets_digests_and_reach(store_url: str,
+                                                               tmp_path: Path) -> None:
     """Versions 12 and 13 store each submission id's digest on its ``submissions`` and
-    ``summaries`` rows (the board's joins compare it first) and require it: computed in SQL
-    by the migration, equal to the Python ingestion writes (``store.id_digest``), for every
-    row; the boards read the same; a row without it is refused."""
+    ``summaries`` rows (the board's joins compare it first) and whether the submission
+    reached a board (its key ages), and require both: computed in SQL by the migration,
+    equal to what ingestion writes in Python (``store.id_digest``,
+    ``verdicts.reaches_a_board``) for every row; the boards read the same; a row without
+    them is refused where no older server can write (DuckDB)."""
     bodies = board_bodies(6, start=4300)
     reads = ("/v1/leaderboard", "/v1/leaderboard?view=noise_floor",
              "/v1/aggregates?group_by=chip")
@@ -336,8 +338,13 @@ def test_a_store_from_before_version_12_gets_the_ids_digests(store_url: str,
         before = {path: served.get(path).json() for path in reads}
     assert any(answer["groups"] for answer in before.values())
     engine = make_engine(store_url)
+    sub = tables.submissions
     try:
+        with engine.connect() as conn:
+            reached = sorted(conn.execute(select(sub.c.submission_id, sub.c.reaches_board)))
+        assert {flag for _, flag in reached} == {True, False}  # a not_observed one is not
         with engine.begin() as conn:  # what every store before version 12 holds
+            conn.execute(text("ALTER TABLE submissions DROP COLUMN reaches_board"))
             for table in ("submissions", "summaries"):
                 conn.execute(text(f"ALTER TABLE {table} DROP COLUMN id_digest"))
             # ids of every kind the digest must agree on: a uuid4, non-ASCII, high bits set
@@ -355,13 +362,39 @@ def test_a_store_from_before_version_12_gets_the_ids_digests(store_url: str,
                 found = conn.execute(select(table.c.submission_id, table.c.id_digest)).all()
                 assert found and all(d == id_digest(s) for s, d in found), table.name
             assert any(d < 0 for _, d in found) and any(d > 0 for _, d in found)
-        with pytest.raises(IntegrityError), engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO summaries (submission_id, config_name, role, model, mechanism, "
-                "observed, trials) VALUES ('y', 'odd', 'baseline', 'm', 'none', 'none', 1)"))
+            assert sorted(conn.execute(select(sub.c.submission_id, sub.c.reaches_board))
+                          ) == reached
+        # DuckDB (one server process) refuses a row without them; PostgreSQL takes it from
+        # a replica of the version before, during a rolling upgrade (the boards read it).
+        without = text("INSERT INTO summaries (submission_id, config_name, role, model, "
+                       "mechanism, observed, trials) VALUES ('y', 'odd', 'baseline', 'm', "
+                       "'none', 'none', 1)")
+        if store_url.startswith("postgresql"):
+            with engine.begin() as conn:
+                conn.execute(without)
+        else:
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(without)
         with engine.begin() as conn:
             conn.execute(delete(tables.summaries).where(tables.summaries.c.config_name == "odd"))
     finally:
         engine.dispose()
     with Served(settings) as served:
         assert {path: served.get(path).json() for path in reads} == before
+
+
+def test_a_fresh_duckdb_store_requires_the_board_keys(tmp_path: Path) -> None:
+    """A fresh DuckDB store declares version 12's columns NOT NULL, as a migrated one does
+    (tables.py leaves them nullable for PostgreSQL's rolling upgrades)."""
+    engine = make_engine(f"duckdb:///{tmp_path / 'fresh.duckdb'}")
+    try:
+        migrate(engine)
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert(tables.submissions).values(
+                submission_id="s", source="imported", created_at=datetime(2026, 12, 5),
+                received_at=datetime(2026, 12, 5), envelope_sha256="0" * 64,
+                protocol_id="p", protocol_version=1, protocol_sha256="a" * 64,
+                target_model="m", engine_version="1", client_name="c", client_version="1",
+                complete=True, hidden=False))  # reaches_board left out
+    finally:
+        engine.dispose()
