@@ -282,19 +282,24 @@ def test_a_store_from_before_version_10_upgrades_with_its_engine_versions(
         assert served.post(bodies[0]).status_code == 200
 
 
+def _served_reads(store_url: str, tmp_path: Path, start: int, reads: tuple[str, ...]
+                  ) -> tuple[Any, dict[str, Any]]:
+    """A served store holding six board submissions, and what ``reads`` answer from it."""
+    settings = settings_for(tmp_path / "app", database_url=store_url)
+    with Served(settings) as served:
+        for body in board_bodies(6, start=start):
+            assert served.post(body).status_code == 201
+        return settings, {path: served.get(path).json() for path in reads}
+
+
 def test_a_store_from_before_version_11_gets_each_drafts_baseline_on_its_row(
         store_url: str, tmp_path: Path) -> None:
     """Version 11 copies each submission's baseline median tok/s onto its draft rows (the
     board reads it there): a store without the column, upgraded, serves the same boards
     with the same baselines, and a board without the copy would show none."""
-    bodies = board_bodies(6, start=4200)
     reads = ("/v1/leaderboard?view=noise_floor", "/v1/aggregates?group_by=chip",
              "/v1/aggregates?group_by=engine&view=noise_floor")
-    settings = settings_for(tmp_path / "app", database_url=store_url)
-    with Served(settings) as served:
-        for body in bodies:
-            assert served.post(body).status_code == 201
-        before = {path: served.get(path).json() for path in reads}
+    settings, before = _served_reads(store_url, tmp_path, 4200, reads)
     baselines = [g["median_baseline_tps"] for answer in before.values()
                  for g in answer["groups"]]
     assert baselines and None not in baselines
@@ -328,14 +333,9 @@ def test_a_store_from_before_version_12_gets_digests_and_reach(store_url: str,
     equal to what ingestion writes in Python (``store.id_digest``,
     ``verdicts.reaches_a_board``) for every row; the boards read the same; a row without
     them is refused where no older server can write (DuckDB)."""
-    bodies = board_bodies(6, start=4300)
     reads = ("/v1/leaderboard", "/v1/leaderboard?view=noise_floor",
              "/v1/aggregates?group_by=chip")
-    settings = settings_for(tmp_path / "app", database_url=store_url)
-    with Served(settings) as served:
-        for body in bodies:
-            assert served.post(body).status_code == 201
-        before = {path: served.get(path).json() for path in reads}
+    settings, before = _served_reads(store_url, tmp_path, 4300, reads)
     assert any(answer["groups"] for answer in before.values())
     engine = make_engine(store_url)
     sub = tables.submissions
