@@ -91,8 +91,9 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     count), submissions are counted once, imported rows (no key id) are each their own
     contributor. Only the verdicts of the view are counted (the others are zero: the rows
     are those verdicts'). ``by_key_hash`` (DuckDB): a key's rows are named by the hash of
-    its id, not by the id (``columns.Codes.learn_hashes``). In three steps
-    (``ContributorRows``), which ``board.incremental`` interleaves with its other queries."""
+    its id, not by the id (``columns.Codes.learn_hashes``). In two steps
+    (``contributor_rows``, then ``ContributorRows.reduced``), which ``board.incremental``
+    interleaves with its other queries."""
     return contributor_rows(conn, filters, dimensions, verdicts, by_key_hash).reduced()
 
 
