@@ -379,12 +379,11 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     columns in ``read_columns``), shadow the store's for this connection (a temporary table
     is found first on DuckDB and on PostgreSQL). Each is filled from the store's table
     before it exists, so its own name still means the store's table at that moment;
-    ``summaries`` is filled after ``submissions`` is shadowed, which picks those
-    submissions' rows (on DuckDB with any row whose digest one of them shares, which no
-    join takes: the joins compare the ids too). Both are dropped by their qualified
-    temporary names on the way out (an unqualified drop could reach the store's table);
-    they live in the snapshot's transaction, which is rolled back when the connection is
-    returned, so an error inside leaves them to that rollback. Only reads run inside."""
+    ``summaries`` is filled after ``submissions`` is shadowed, which picks exactly those
+    submissions' rows. Both are dropped by their qualified temporary names on the way out
+    (an unqualified drop could reach the store's table); they live in the snapshot's
+    transaction, which is rolled back when the connection is returned, so an error inside
+    leaves them to that rollback. Only reads run inside."""
     keys = sorted(c for c in contributors if not c.startswith(changes.IMPORTED))
     imported = sorted(c[len(changes.IMPORTED):] for c in contributors
                       if c.startswith(changes.IMPORTED))
@@ -400,12 +399,9 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     ).bindparams(bindparam("keys", expanding=True, type_=String()),
                  bindparam("ids", expanding=True, type_=String())),
         {"keys": keys, "ids": imported})
-    # On DuckDB by the ids' digests (integers; a summary row of another submission that
-    # shares one is copied too, and no join takes it: they compare the ids as well).
-    by = "id_digest" if conn.dialect.name == "duckdb" else "submission_id"
     conn.exec_driver_sql(
         f"CREATE TEMPORARY TABLE {summ.name} AS SELECT {listed(summ.name)} FROM "
-        f"{summ.name} WHERE {by} IN (SELECT {by} FROM {sub.name})")
+        f"{summ.name} WHERE submission_id IN (SELECT submission_id FROM {sub.name})")
     # On an error the shadows stay: the snapshot is given up, and its rollback drops them
     # (a PostgreSQL transaction that failed takes no DROP either).
     yield
