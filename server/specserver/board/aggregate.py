@@ -13,14 +13,13 @@ The rules (documented for contributors in ``docs/aggregation.md``):
 4. Percentiles (p25, p75) are reported only when a group has at least
    ``min_contributors`` contributors (default 3); otherwise the group is "few results".
 5. Which verdicts go where is ``VIEW_VERDICTS`` (``store.verdicts``), the one place it is
-   decided: the speedup
-   board holds only ``confirmed`` rows, the only ratios that measure speculation; the
-   ``unverified`` view holds ``not_observed`` rows (speculation could have run, nothing
-   showed it) and ``unstable`` ones (the baseline's blocks disagree), always split by
-   verdict, never in a speedup median; ``not_applied`` rows are A/A measurements and form
-   the noise-floor view; every other verdict (``unknown``, ``baseline_speculated``,
-   ``synthetic``, ``cannot_compare``, and any verdict added later) is in no view and only
-   shows up in the verdict counts.
+   decided: the speedup board holds only ``confirmed`` rows, the only ratios that measure
+   speculation; the ``unverified`` view holds ``not_observed`` rows (speculation could
+   have run, nothing showed it) and ``unstable`` ones (the baseline's blocks disagree),
+   always split by verdict, never in a speedup median; ``not_applied`` rows are A/A
+   measurements and form the noise-floor view; every other verdict (``unknown``,
+   ``baseline_speculated``, ``synthetic``, ``cannot_compare``, and any verdict added
+   later) is in no view and only shows up in the verdict counts.
 6. A ``confirmed`` row is on the speedup board only when its counters' evidence level
    (``specschema.evidence``) is corroborated (``engine_api`` or ``log``): counters that are
    only ``reported`` or ``implausible`` are claims the trials do not bear out, so such a
@@ -330,8 +329,8 @@ def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
                         ) -> list[ContributorResult]:
     """Each contributor's rows in each group, reduced to their medians (None when absent).
 
-    ``board.sql.contributor_columns`` computes the same in SQL on large stores; a test holds
-    the two equal.
+    ``board.sql.contributor_columns`` computes the same from the store; a test holds the two
+    equal.
     """
     getter = _key_getter(dimensions)
     pools: dict[tuple[tuple[KeyValue, ...], str], list[DraftResult]] = {}

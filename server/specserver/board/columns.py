@@ -122,26 +122,14 @@ class Codes:
 
     def learn_hashes(self, codes: Ints, hashes: Hashes) -> None:
         """DuckDB's hash of the names of ``codes`` (keys), aligned."""
-        if not len(codes):
-            return
-        order = np.argsort(hashes, kind="stable")
-        hashes, codes = hashes[order], codes[order]
-        same = hashes[1:] == hashes[:-1]
-        if (same & (codes[1:] != codes[:-1])).any():
+        merged = np.concatenate([self._hashes, hashes])
+        order = np.argsort(merged, kind="stable")
+        merged, coded = merged[order], np.concatenate([self._hashed, codes])[order]
+        same = merged[1:] == merged[:-1]
+        if (same & (coded[1:] != coded[:-1])).any():
             self.clash = True
-        keep = np.r_[True, ~same]
-        hashes, codes = hashes[keep], codes[keep]
-        at = np.minimum(np.searchsorted(self._hashes, hashes), max(len(self._hashes) - 1, 0))
-        known = (self._hashes[at] == hashes) if len(self._hashes) else np.zeros(0, np.bool_)
-        if len(self._hashes) and (known & (self._hashed[at] != codes)).any():
-            self.clash = True
-        if len(self._hashes):
-            hashes, codes = hashes[~known], codes[~known]
-        if len(hashes):
-            merged = np.concatenate([self._hashes, hashes])
-            order = np.argsort(merged, kind="stable")
-            self._hashes = merged[order]
-            self._hashed = np.concatenate([self._hashed, codes])[order]
+        first = np.r_[True, ~same] if len(merged) else np.zeros(0, np.bool_)
+        self._hashes, self._hashed = merged[first], coded[first]
 
     def of_hashes(self, hashes: Hashes) -> Ints:
         """The codes of keys named by their hash (every one learnt: ``learn_hashes``)."""

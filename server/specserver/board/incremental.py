@@ -235,7 +235,6 @@ class _Tallies:
 
     def update(self, codes: Codes, touched: Ints, fresh: tuple[Sequence[str], Ints]) -> None:
         """The contributors ``touched`` read again (``fresh``: their counts now)."""
-        self.fit(len(codes))
         assert self.per is not None, "per-contributor counts before a refresh"
         names, counts = fresh
         coded = codes.encode(names)

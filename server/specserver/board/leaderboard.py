@@ -34,8 +34,8 @@ from ~70 ms to ~20 ms, and a new result still shows within about 1 s (BENCHMARKS
 ``max_stale_s`` (setting ``SPECSERVER_READ_MAX_STALE_S``): how long the other public reads
 (lists, stats, exports) reuse a data version; boards are not recomputed more often either.
 
-Cold aggregation reduces each contributor's draft results per group in SQL (one row per
-group and contributor, never trials; ``sql.contributor_columns``) and applies the rules to
+Cold aggregation reduces each contributor's draft results per group from the store (one
+row per group and contributor, never trials; ``sql.contributor_columns``) and applies the rules to
 those rows as columns (``columns``; ``compute_board``: the one place a board is computed;
 ``incremental`` keeps the boards read most recently up to date from the store's change
 log, so a recomputation after a write costs what the write touched).

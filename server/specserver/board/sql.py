@@ -75,8 +75,7 @@ def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
     stmt = (
         select(*(columns[f.name] for f in fields(DraftResult)))
         .select_from(_source(draft, conn.dialect.name))
-        .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
-               *draft_clauses(filters, draft))
+        .where(*_visible_drafts(draft, filters))
     )
     rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
     return [DraftResult(*row) for row in rows]
@@ -160,10 +159,16 @@ def _source(draft: Any, dialect: str) -> Any:
     return draft.join(sub, on)
 
 
-def _board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
-    return [draft.c.role == "draft", draft.c.observed.in_(counted), visible_clause(),
-            queries.on_board_clause(draft), *submission_clauses(filters),
+def _visible_drafts(draft: Any, filters: Filters) -> list[Any]:
+    """Draft results of visible submissions that match the filters."""
+    return [draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
             *draft_clauses(filters, draft)]
+
+
+def _board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
+    """Those of them on a board, with one of the view's verdicts."""
+    return [*_visible_drafts(draft, filters), draft.c.observed.in_(counted),
+            queries.on_board_clause(draft)]
 
 
 def _group_columns(dimensions: Sequence[str]) -> tuple[Any, Any, list[Any]]:
@@ -316,8 +321,7 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
     level = func.coalesce(draft.c.evidence, "none")
     stmt = (select(draft.c.observed, level, func.count())
             .select_from(_source(draft, conn.dialect.name))
-            .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
-                   *draft_clauses(filters, draft))
+            .where(*_visible_drafts(draft, filters))
             .group_by(draft.c.observed, level))
     totals = np.zeros(len(VERDICTS) + len(LEVELS), np.int64)
     for verdict, evidence, count in plain_rows(conn.execute(stmt)):
@@ -332,14 +336,13 @@ def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[st
     """``draft_totals`` per contributor: their names, and a row of counts each (the verdicts
     in ``VERDICTS`` order, then the levels in ``LEVELS`` order)."""
     draft = summ.alias("d")
-    who = func.coalesce(sub.c.key_id, literal("imported:") + sub.c.submission_id)
+    who = _contributor()
     level = func.coalesce(draft.c.evidence, "none")
     counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
     counts += [func.count().filter(level == name) for name in LEVELS]
     stmt = (select(who, *counts)
             .select_from(_source(draft, conn.dialect.name))
-            .where(draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
-                   *draft_clauses(filters, draft))
+            .where(*_visible_drafts(draft, filters))
             .group_by(who))
     found = fetch_columns(conn, stmt)
     table = np.column_stack([np.asarray(c, dtype=np.int64) for c in found[1:]])
@@ -364,8 +367,6 @@ def read_columns() -> dict[str, list[str]]:
             if isinstance(element, ColumnClause) and table is not None and table.name in wanted:
                 wanted[table.name].add(element.name)
     return {table: sorted(names) for table, names in wanted.items()}
-
-
 
 
 @contextmanager
