@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,11 @@ def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
 
 
 @contextlib.contextmanager
-def app_on(store: str, tmp: Path, **overrides: Any) -> Iterator[Any]:
-    """An app on ``store`` ("duckdb" or "postgres"); not started (use InProcessClient)."""
+def app_on(store: str, tmp: Path, *, clock: Callable[[], datetime] | None = None,
+           **overrides: Any) -> Iterator[Any]:
+    """An app on ``store`` ("duckdb" or "postgres"); not started (use InProcessClient).
+    ``clock`` stamps receipts (tests/support/clock.py); the wall clock by default."""
     with contextlib.ExitStack() as stack:
         if store == "postgres":
             overrides["database_url"] = stack.enter_context(private_schema_url())
-        yield create_app(make_settings(tmp, **overrides))
+        yield create_app(make_settings(tmp, **overrides), clock=clock)

@@ -7,8 +7,9 @@ the workers stop, the writer drains and the engine is disposed.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -52,6 +53,10 @@ def build_store(settings: ServerSettings) -> Store:
     )
 
 
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
 class SpecServer(FastAPI):
     """FastAPI, with POST /v1/submissions answered by ``submissions.ingest_asgi`` directly
     (same checks and errors as the documented route, less framework CPU per request)."""
@@ -69,7 +74,11 @@ def create_app(
     *,
     store: Store | None = None,
     rate_limiter: RateLimiter | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
+    """``clock`` stamps each submission's receipt (aware UTC). The board's rules measure
+    time on the store's clock, its newest receipt, so a test that shortens the probation
+    moves this clock instead of sleeping: its rounds of submissions then take no time."""
     settings = settings or get_settings()
     store = store or build_store(settings)
     limiter = rate_limiter or default_rate_limiter(settings)
@@ -104,6 +113,7 @@ def create_app(
     app.state.rate_limiter = limiter
     app.state.rejection_gate = rejections.RejectionGate(limiter)
     app.state.check_pool = None
+    app.state.clock = clock or _wall_clock
     install_error_handlers(app)
     app.include_router(submissions.router)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -208,7 +208,7 @@ async def accept_submission(
                                    settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
             refused = first_refusal(limiter, (("address", address),))
             if refused is None:
-                prepared = await prepare(state, body, datetime.now(UTC))
+                prepared = await prepare(state, body, state.clock())
                 if await store.check_banned(prepared.key_id):  # never blocks the loop
                     raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
                                     code="key_banned")
