@@ -27,6 +27,7 @@ from specschema.models import (
     Runtime,
     Submission,
     Trial,
+    TrialCounters,
 )
 
 __all__ = ["CounterProblem", "TOTALS_OVER_DRAFTED", "api_counters_refused", "counter_problems",
@@ -239,6 +240,8 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
         if c.accepted > trial.eval_count:
             found.append((path, f"{c.accepted} accepted > {trial.eval_count} generated "
                                 "(eval_count)"))
+        found.extend((f"trials.{ti}.counters.{where}", message)
+                     for where, message in _round_problems(c))
     s = config.speculation
     if s.drafted_tokens is not None and s.accepted_tokens is not None:
         # (accepted <= drafted for the totals is the server's speculation_coherent rule)
@@ -250,6 +253,32 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
     elif with_counters:
         found.append(("speculation.drafted_tokens",
                       "trials carry counters but the config's totals are missing"))
+    return found
+
+
+def _round_problems(c: TrialCounters) -> list[tuple[str, str]]:
+    """Rounds and per-position counts against the totals: every round accepts a prefix of
+    its draft, so the per-position counts never grow with the position, the first is at
+    most the rounds, they sum to the accepted tokens, and a round drafts at most as many
+    tokens as there are positions."""
+    found: list[tuple[str, str]] = []
+    per = c.accepted_per_position
+    if per is not None:
+        if sum(per) != c.accepted:
+            found.append(("accepted_per_position", f"the positions sum to {sum(per)}, not "
+                                                   f"the {c.accepted} accepted"))
+        if any(later > earlier for earlier, later in zip(per, per[1:], strict=False)):
+            found.append(("accepted_per_position", "a later position accepted more often "
+                                                   "than an earlier one"))
+    if c.rounds is not None:
+        if per and per[0] > c.rounds:
+            found.append(("accepted_per_position", f"position 0 accepted {per[0]} times in "
+                                                   f"{c.rounds} rounds"))
+        if c.drafted and not c.rounds:
+            found.append(("rounds", f"{c.drafted} drafted in no round"))
+        if per and c.drafted > c.rounds * len(per):
+            found.append(("rounds", f"{c.drafted} drafted in {c.rounds} rounds of at most "
+                                    f"{len(per)}"))
     return found
 
 

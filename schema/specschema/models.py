@@ -210,6 +210,14 @@ class TrialCounters(WireModel):
         None, description="llama-server's 'mean len' (tokens accepted per draft round)"
     )
     source: CounterSource
+    rounds: NonNegInt | None = Field(
+        None, description="v2: draft rounds (verification steps) of this request; null when "
+        "the engine did not say (llama-server's /metrics spec_decode_num_drafts_total)"
+    )
+    accepted_per_position: Annotated[list[NonNegInt], Field(max_length=64)] | None = Field(
+        None, description="v2: per draft position i (from 0), the rounds whose first i + 1 "
+        "drafted tokens were all accepted; null when the engine did not say"
+    )
 
 
 class Launch(WireModel):

@@ -45,15 +45,22 @@ _V2_ONLY: dict[str, Any] = {
 }
 # Fields added to v2 later, left out of a v2 submission's bytes while none of its configs
 # uses them, so that a v2 submission made before them keeps its bytes too.
-_NO_BLOCKS: dict[str, Any] = {"trials": {"__all__": {"block"}}}
 _NO_FLAGS: dict[str, Any] = {"speculation": {"launches": {"__all__": {"flags"}}}}
+_NO_ROUNDS: set[str] = {"rounds", "accepted_per_position"}
 
 
 def _later_fields_unused(submission: Submission) -> dict[str, Any] | None:
     configs = submission.configs
     unused: dict[str, Any] = {}
+    trials: dict[str, Any] = {}
     if all(t.block is None for c in configs for t in c.trials):
-        unused.update(_NO_BLOCKS)
+        trials["block"] = True
+    if all(t.counters is None or (t.counters.rounds is None
+                                  and t.counters.accepted_per_position is None)
+           for c in configs for t in c.trials):
+        trials["counters"] = _NO_ROUNDS
+    if trials:
+        unused["trials"] = {"__all__": trials}
     if all(not launch.flags for c in configs for launch in c.speculation.launches):
         unused.update(_NO_FLAGS)
     return {"configs": {"__all__": unused}} if unused else None

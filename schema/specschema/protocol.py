@@ -5,20 +5,36 @@ whitespace). Results are only compared within one identity; a test pins each shi
 protocol's hash so that an edit without a version bump is caught.
 
 Protocols that name no default target (``target: null``) take it as a run parameter,
-which the submission records in ``protocol.parameters["target"]``.
+which the submission records in ``protocol.parameters["target"]``. A config whose
+``draft_model`` is ``$NAME`` takes its draft from the run parameter NAME (``--draft``):
+``Protocol.for_run`` resolves it, and leaves out the configs whose parameter was not given;
+client and server both plan a run from that (same schedule, same configs).
+
+A protocol with a prompt set (``prompts``) rotates its trials through the prompts: trial
+``i`` of every config answers prompt ``i % len(prompts)``, so a block of as many trials as
+there are prompts covers every kind of work once (``specschema.domains``).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from itertools import groupby
 from operator import itemgetter
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+)
 
+from specschema.domains import DOMAINS
 from specschema.errors import ProtocolError
 from specschema.models import Mechanism, OptionValue, Role
 from specschema.strictjson import dumps_canonical, loads_strict
@@ -54,6 +70,13 @@ class ProtocolConfig(_ProtocolModel):
     )
 
 
+class PromptItem(_ProtocolModel):
+    """One prompt of a protocol's prompt set, labelled with its kind of work."""
+
+    domain: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,32}$")]
+    text: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+
+
 class Requirements(_ProtocolModel):
     min_engine_version: dict[str, str] = Field(default_factory=dict)
     memory_bytes: int | None = None
@@ -64,7 +87,12 @@ class Requirements(_ProtocolModel):
 # protocol's identity as it was (``Protocol.sha256`` leaves them out at that value).
 _ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False,
                                      "headline": "decode", "launch_options": {},
-                                     "interval": "block_bootstrap"}
+                                     "interval": "block_bootstrap", "prompts": None,
+                                     "engine": None}
+# The engine each protocol pinned before protocols named theirs (``Protocol.engine``).
+_ENGINES_BEFORE: dict[str, str] = {
+    "hardnumbers-m2": "ollama", "ollama-draft": "ollama", "llamacpp-draft": "llama-server",
+    "llamacpp-draft-long": "llama-server", "lmstudio-draft": "lmstudio"}
 # Launch options a protocol may pin for every config (llama-server flags; the engine maps
 # each to its flag and records it as launched). Keys beyond these are refused.
 LAUNCH_OPTION_NAMES = frozenset({"spec_draft_p_min", "spec_draft_n_min", "spec_draft_p_split",
@@ -111,9 +139,18 @@ class Protocol(_ProtocolModel):
     # geometric mean of block ratios with Student's t on the blocks (needs two blocks per
     # config or more). Results without blocks use the ratio of medians over trials.
     interval: Literal["block_bootstrap", "block_t"] = "block_bootstrap"
+    # The prompt set (module docstring); None: every trial answers ``prompt``.
+    prompts: Annotated[list[PromptItem], Field(min_length=1, max_length=16)] | None = None
+    # The engine it is run on (a ``specschema.engines`` name); None in the files before the
+    # field (``engine_name`` knows theirs).
+    engine: str | None = None
+    # A protocol specialised by ``for_run`` keeps the identity of the one it came from.
+    _shipped_sha256: str | None = PrivateAttr(None)
 
     @property
     def sha256(self) -> str:
+        if self._shipped_sha256 is not None:
+            return self._shipped_sha256
         data = self.model_dump(mode="json")
         for name, default in _ADDED_FIELDS.items():  # absent from the files that predate them
             if data.get(name) == default:
@@ -122,6 +159,67 @@ class Protocol(_ProtocolModel):
 
     def baseline(self) -> ProtocolConfig:
         return next(c for c in self.configs if c.role == "baseline")
+
+    @property
+    def engine_name(self) -> str | None:
+        """The engine this protocol is run on (None: not known)."""
+        return self.engine or _ENGINES_BEFORE.get(self.id)
+
+    # --- the prompt set -------------------------------------------------------------------
+
+    def prompt_for(self, index: int) -> str:
+        """The prompt trial ``index`` of a config answers (warm-ups: index 0)."""
+        if not self.prompts:
+            return self.prompt
+        return self.prompts[index % len(self.prompts)].text
+
+    def domain_of(self, index: int) -> str | None:
+        """The kind of work of trial ``index``; None without a prompt set."""
+        if not self.prompts:
+            return None
+        return self.prompts[index % len(self.prompts)].domain
+
+    @property
+    def domains(self) -> tuple[str, ...]:
+        """The prompt set's domains in their order, each once; () without one."""
+        return tuple(dict.fromkeys(p.domain for p in self.prompts or ()))
+
+    # --- run parameters -------------------------------------------------------------------
+
+    @property
+    def draft_parameters(self) -> tuple[str, ...]:
+        """The run parameters the configs take their drafts from (``$NAME``), in order."""
+        return tuple(dict.fromkeys(c.draft_model[1:] for c in self.configs
+                                   if c.draft_model and c.draft_model.startswith("$")))
+
+    def for_run(self, parameters: Mapping[str, str]) -> Protocol:
+        """This protocol as one run makes it: each ``$NAME`` draft replaced by the
+        parameter's value, the configs whose parameter is absent left out, and, when the
+        ``configs`` parameter names some (comma-separated), only those besides the baseline.
+        Keeps this protocol's identity (``sha256``); the protocol itself when nothing
+        changes. Raises ProtocolError for a chosen config it does not have."""
+        chosen = parameters.get("configs")
+        if not self.draft_parameters and chosen is None:
+            return self
+        keep = None if chosen is None else set(chosen.split(","))
+        unknown = sorted((keep or set()) - {c.name for c in self.configs})
+        if unknown:
+            raise ProtocolError(f"protocol {self.id} has no config {unknown[0]!r} (its "
+                                f"configs: {', '.join(c.name for c in self.configs)})")
+        configs: list[ProtocolConfig] = []
+        for config in self.configs:
+            if keep is not None and config.role != "baseline" and config.name not in keep:
+                continue
+            draft = config.draft_model
+            if draft is not None and draft.startswith("$"):
+                value = parameters.get(draft[1:])
+                if value is None:
+                    continue
+                config = config.model_copy(update={"draft_model": value})
+            configs.append(config)
+        run = self.model_copy(update={"configs": configs})
+        run._shipped_sha256 = self.sha256
+        return run
 
     def config(self, name: str) -> ProtocolConfig:
         for candidate in self.configs:
@@ -231,6 +329,14 @@ def _validate(data: object, origin: str) -> Protocol:
     unknown = sorted(set(protocol.launch_options) - LAUNCH_OPTION_NAMES)
     if unknown:
         raise ProtocolError(f"protocol {origin}: unknown launch option {unknown[0]!r}")
+    strange = sorted({p.domain for p in protocol.prompts or ()} - set(DOMAINS))
+    if strange:
+        raise ProtocolError(f"protocol {origin}: unknown domain {strange[0]!r} (known: "
+                            f"{', '.join(DOMAINS)})")
+    if protocol.prompts and protocol.block_trials is not None \
+            and protocol.block_trials % len(protocol.prompts) != 0:
+        raise ProtocolError(f"protocol {origin}: block_trials must be a multiple of the "
+                            "prompt set's size (every block covers every prompt)")
     return protocol
 
 

@@ -622,7 +622,11 @@ def blocked_ratio_t(numerator: Sequence[Block], denominator: Sequence[Block]) ->
     (see above; 95 %). The CI is None with fewer than two draft blocks with values, and
     when a block ratio is 0 (a block that decoded nothing: no logarithm; the estimate is
     then 0). Blocks without values are ignored; a side with none raises ValueError."""
-    ratios = _block_ratios(numerator, denominator).ratios
+    return _t_over_blocks(_block_ratios(numerator, denominator).ratios)
+
+
+def _t_over_blocks(ratios: Sequence[float]) -> BlockedEstimate:
+    """The geometric mean of block ratios with Student's t on their logarithms."""
     if min(ratios) <= 0:
         return BlockedEstimate(0.0, None, None, tuple(ratios))
     logs = [math.log(r) for r in ratios]
@@ -634,6 +638,23 @@ def blocked_ratio_t(numerator: Sequence[Block], denominator: Sequence[Block]) ->
     half = t_975(blocks - 1) * spread / math.sqrt(blocks)
     return BlockedEstimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half),
                            tuple(ratios))
+
+
+def blocked_ratio_t_over(numerators: Sequence[Sequence[Block]],
+                         denominators: Sequence[Sequence[Block]]) -> BlockedEstimate:
+    """``blocked_ratio_t`` over several parts measured in the same blocks (a prompt set's
+    domains: each block answered every prompt once): block b's ratio is the geometric mean
+    of the parts' ratios in block b, then the t interval over blocks as there. Every part
+    must have the same draft blocks with values; a part whose baseline has none raises
+    ValueError."""
+    per_part = [_block_ratios(num, den).ratios for num, den in
+                zip(numerators, denominators, strict=True)]
+    if not per_part or len({len(r) for r in per_part}) != 1:
+        raise ValueError("parts measured in different blocks")
+    if min(min(r) for r in per_part) <= 0:
+        return _t_over_blocks([0.0] * len(per_part[0]))
+    return _t_over_blocks([math.exp(math.fsum(math.log(r[b]) for r in per_part) / len(per_part))
+                           for b in range(len(per_part[0]))])
 
 
 def block_drift(medians: Sequence[float]) -> float | None:

@@ -9,7 +9,12 @@ its place in the run) by the protocol's interval method (``Protocol.interval``):
 CI) for "block_bootstrap", the method of every protocol before "block_t" and of protocols
 that are not shipped. The wall-time speedup is the same estimator over requests per second
 (1 / wall_s). Without blocks (every result before blocks existed) they are the ratio of
-medians over trials, as before, so those results keep their numbers bit for bit."""
+medians over trials, as before, so those results keep their numbers bit for bit.
+
+A protocol with a prompt set (``Protocol.prompts``) measures every kind of work in every
+block; there the ratio of each block is the geometric mean over its domains of the domain's
+ratio (``stats.blocked_ratio_t_over``), so a fast domain weighs no more than a slow one,
+and ``domain_summaries`` gives each domain's own speedup and acceptance."""
 
 from __future__ import annotations
 
@@ -20,13 +25,14 @@ from pydantic import BaseModel, ConfigDict
 
 from specschema.blocks import decode_rates, has_blocks, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
-from specschema.protocol import interval_of
+from specschema.protocol import find_protocol, interval_of
 from specschema.stats import (
     Block,
     BlockedEstimate,
     block_drift,
     blocked_ratio,
     blocked_ratio_t,
+    blocked_ratio_t_over,
     median,
     median_of_sorted,
     ratio_of_medians,
@@ -106,19 +112,52 @@ _ESTIMATORS: dict[Interval, Callable[[Sequence[Block], Sequence[Block]], Blocked
     "block_bootstrap": blocked_ratio, "block_t": blocked_ratio_t}
 
 
+# A prompt set's domain of each prompt, in prompt order: trial i answered prompt
+# i % len(...) (``Protocol.domain_of``). None: one prompt, no domains.
+PromptDomains = Sequence[str] | None
+Rates = Callable[[Sequence[Trial]], list[float | None]]
+
+
+def by_domain(trials: Sequence[Trial], domains: Sequence[str]) -> dict[str, list[Trial]]:
+    """The trials of each domain, domains in the prompt set's order."""
+    found: dict[str, list[Trial]] = {d: [] for d in domains}
+    for trial in trials:
+        found[domains[trial.index % len(domains)]].append(trial)
+    return found
+
+
+def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
+              rates: Rates, domains: PromptDomains) -> BlockedEstimate | None:
+    """The protocol's estimator over blocks of ``rates``; per domain, then over domains,
+    for a prompt set. None when either side has no values."""
+    if not domains:
+        own = trial_blocks(config.trials, rates(config.trials))
+        base = trial_blocks(baseline.trials, rates(baseline.trials))
+        if not any(b.values for b in own) or not any(b.values for b in base):
+            return None
+        return _ESTIMATORS[interval](own, base)
+    if interval != "block_t":
+        raise ValueError("a prompt set's results need interval block_t")
+    mine, theirs = by_domain(config.trials, domains), by_domain(baseline.trials, domains)
+    parts = [(trial_blocks(mine[d], rates(mine[d])), trial_blocks(theirs[d], rates(theirs[d])))
+             for d in mine]
+    if not all(any(b.values for b in own) and any(b.values for b in base)
+               for own, base in parts):
+        return None
+    try:
+        return blocked_ratio_t_over([own for own, _ in parts], [base for _, base in parts])
+    except ValueError:  # domains with values in different blocks: no paired estimate
+        return None
+
+
 def _blocked(config: ConfigResult, baseline: ConfigResult | None,
-             interval: Interval) -> _BlockFields:
+             interval: Interval, domains: PromptDomains = None) -> _BlockFields:
     own = trial_blocks(config.trials, decode_rates(config.trials))
     drift = block_drift([median(b.values) for b in own if b.values])
     if baseline is None or config is baseline or not any(b.values for b in own):
         return _BlockFields(len(own), drift)
-    estimator = _ESTIMATORS[interval]
-    base = trial_blocks(baseline.trials, decode_rates(baseline.trials))
-    tps = estimator(own, base) if any(b.values for b in base) else None
-    own_wall = trial_blocks(config.trials, _per_second(config.trials))
-    base_wall = trial_blocks(baseline.trials, _per_second(baseline.trials))
-    wall = (estimator(own_wall, base_wall)
-            if any(b.values for b in own_wall) and any(b.values for b in base_wall) else None)
+    tps = _estimate(config, baseline, interval, decode_rates, domains)
+    wall = _estimate(config, baseline, interval, _per_second, domains)
     fields = _BlockFields(len(own), drift)
     if tps is not None:
         fields = replace(fields, speedup_tps=tps.ratio, ci_low=tps.ci_low, ci_high=tps.ci_high)
@@ -179,9 +218,10 @@ def _summarize_config(config: ConfigResult, own: _Samples, base: _Samples | None
 
 
 def summarize_configs(configs: Sequence[ConfigResult], *,
-                      interval: Interval = "block_bootstrap") -> list[ConfigSummary]:
+                      interval: Interval = "block_bootstrap",
+                      domains: PromptDomains = None) -> list[ConfigSummary]:
     """``interval``: the protocol's ``Protocol.interval`` (used when the trials carry
-    blocks)."""
+    blocks); ``domains``: its prompt set's domain per prompt."""
     if interval not in _ESTIMATORS:
         raise ValueError(f"unknown interval method {interval!r}")
     baseline = next((c for c in configs if c.role == "baseline"), None)
@@ -190,15 +230,26 @@ def summarize_configs(configs: Sequence[ConfigResult], *,
     base_blocks = baseline is not None and has_blocks(baseline.trials)
     return [
         _summarize_config(c, own, None if c is baseline else base,
-                          _blocked(c, baseline, interval)
+                          _blocked(c, baseline, interval, domains)
                           if base_blocks and has_blocks(c.trials)
                           else None)
         for c, own in zip(configs, samples, strict=True)
     ]
 
 
+def prompt_domains(submission: Submission) -> PromptDomains:
+    """The domain of each prompt of the submission's protocol's prompt set (None: the
+    protocol has none, or is not shipped)."""
+    ref = submission.protocol
+    protocol = find_protocol(ref.id, ref.version, ref.sha256)
+    if protocol is None or not protocol.prompts:
+        return None
+    return tuple(p.domain for p in protocol.prompts)
+
+
 def summarize(submission: Submission) -> list[ConfigSummary]:
     """The summaries, with the interval method of the submission's protocol."""
     ref = submission.protocol
     return summarize_configs(submission.configs,
-                             interval=interval_of(ref.id, ref.version, ref.sha256))
+                             interval=interval_of(ref.id, ref.version, ref.sha256),
+                             domains=prompt_domains(submission))

@@ -26,6 +26,7 @@ PINNED = {
         "23fb3ee0c96f0988ec1f658faa0a47c6efc134819e697d58f1b3fc9001269e9a",
     ("lmstudio-draft", 2): "9f83912eea5f2aaead8c1e80ca125cd5f8d9fb45a4dcf28066d997f802c7d9d4",
     ("ollama-draft", 4): "e0ba30ba9d4df35b4dc170b65bd10e4a88424d6a7f215cfe3bb330d1cfac394c",
+    ("llamacpp-map", 1): "6ea17ecde7f75caebea5e9965fd36cb59d262f5959d11e1997e3865d79ddf583",
 }
 
 
@@ -34,7 +35,7 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
         "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 3, "llamacpp-draft-long": 3,
-        "lmstudio-draft": 2}
+        "lmstudio-draft": 2, "llamacpp-map": 1}
 
 
 @pytest.mark.parametrize("version", [2, 3])

@@ -65,7 +65,8 @@ class FakeEngine:
         self.calls.append(("begin", config.name))
         self.running = config.name
 
-    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
+    def generate(self, config: ProtocolConfig, *, counted: bool,
+                 prompt: str | None = None) -> Generation:
         self.calls.append(("generate", config.name, "trial" if counted else "warmup"))
         if self.per_config_start:
             assert self.running == config.name, "a request outside its config's start"

@@ -18,7 +18,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.padding import Padding
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -32,16 +31,12 @@ from rich.progress import (
 )
 
 from specschema import (
-    Protocol,
-    ProtocolError,
     Submission,
     Trial,
-    get_protocol,
-    shipped_protocols,
 )
 from specschema.engines import ENGINES
 from specschema.payload import submission_bytes
-from specschema.protocol_text import shown_description
+from specsubmit.cli.protocols import for_run, shipped
 from specsubmit.engines import (
     ADAPTERS,
     DEFAULT_TIMEOUT_S,
@@ -207,23 +202,18 @@ class _CtrlC:
             signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
-def _protocol(protocol_id: str) -> Protocol:
-    try:
-        return get_protocol(protocol_id)
-    except ProtocolError as exc:
-        raise UsageError(exc.message) from None
-
-
 def run_command(
-    *, protocol_id: str, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
+    *, protocol_id: str | None, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
     output: Path | None, json_out: bool, yes: bool, ollama_log: str | None, timeout: float,
     print_payload: bool, server: str | None = None, engine: str = "ollama",
     llama_server: Path | None = None, ollama_models: Path | None = None,
     llama_threads: int | None = None, engine_url: str | None = None,
+    draft: str | None = None, configs: str | None = None,
 ) -> None:
     err = Console(stderr=True)
     chosen = adapter(engine)
-    protocol = _protocol(protocol_id)
+    protocol, parameters = for_run(shipped(protocol_id or chosen.default_protocol),
+                                   engine=chosen.name, draft=draft, configs=configs)
     resolve_target(protocol, target)
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
@@ -236,7 +226,8 @@ def run_command(
     if submit_to is not None:
         # Before the minutes of trials, not after them: a typo in --server is said now.
         check_server(submit_to)
-    settings = RunSettings(protocol=protocol, target=target, pull=pull, assume_yes=yes)
+    settings = RunSettings(protocol=protocol, target=target, parameters=parameters, pull=pull,
+                           assume_yes=yes)
     listener = ConsoleListener(err)
     saved: list[Path] = []  # where the checkpoints went (one file, rewritten per trial)
     trials_saved = 0
@@ -308,41 +299,14 @@ def run_command(
                      print_payload=print_payload, server=server)
 
 
-def _versioned_by(mechanism: str) -> str:
-    """The engines whose versions decide whether ``mechanism`` acts (their descriptors)."""
-    labels = [d.label for d in ENGINES.values() if d.rule(mechanism).since is not None]
-    return " or ".join(labels) or "the engine"
-
-
-def _describe(protocol: Protocol, console: Console) -> None:
-    console.print(f"[bold]{protocol.id}[/] v{protocol.version}  sha256 {protocol.sha256[:12]}")
-    def indented(text: str) -> None:
-        console.print(Padding(text, (0, 0, 0, 2), expand=False), highlight=False)
-
-    indented(shown_description(protocol))
-    indented(f"target: {protocol.target or 'required: --target MODEL'}")
-    for config in protocol.configs:
-        extra = {**config.extra_options, **config.request_fields}
-        fields = ", ".join(f"{k}={v}" for k, v in extra.items()) or "no extra options"
-        indented(f"- {config.name} ({config.role}, {config.mechanism}): {fields}")
-    indented(f"{protocol.warmups_per_config} warm-up + {protocol.trials_per_config} trials "
-             f"per config, {protocol.order} order, num_predict {protocol.options.num_predict}")
-    req = protocol.requirements
-    needs = [f"{_versioned_by(k)} >= {v} for {k}" for k, v in req.min_engine_version.items()]
-    if req.memory_bytes:
-        needs.append(f"about {req.memory_bytes / 1e9:.0f} GB of memory")
-    if req.target_note:
-        needs.append(f"target: {req.target_note}")
-    indented(f"requires: {'; '.join(needs) or 'nothing special'}")
-    console.print()
-
-
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        protocol: Annotated[str, typer.Option("--protocol", envvar="SPECSUBMIT_PROTOCOL",
-                                              help="Protocol id (see `specsubmit protocols`).")]
-        = "hardnumbers-m2",
+        protocol: Annotated[str | None, typer.Option(
+            "--protocol", envvar="SPECSUBMIT_PROTOCOL",
+            help="Protocol id (see `specsubmit protocols`); default: the engine's own ("
+                 + ", ".join(f"{ENGINES[a.name].label}: {a.default_protocol}"
+                             for a in ADAPTERS.values()) + ").")] = None,
         target: Annotated[str | None, typer.Option(
             "--target", help="Target model; required by protocols without a default.")] = None,
         ollama: Annotated[str | None, typer.Option(
@@ -393,6 +357,12 @@ def register(app: typer.Typer) -> None:
             help="llama-server --threads (default: the physical cores less those busy "
                  "with other work, by the load average; at least 1).")]
         = None,
+        draft: Annotated[str | None, typer.Option(
+            "--draft", help="A draft model for the protocols that take one (an Ollama name "
+                            "or a GGUF file): llamacpp-map.")] = None,
+        configs: Annotated[str | None, typer.Option(
+            "--configs", help="Run only these configs besides the baseline, comma-separated "
+                              "(see `specsubmit protocols`).")] = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
@@ -400,14 +370,7 @@ def register(app: typer.Typer) -> None:
                     ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
                     server=server, engine=engine, llama_server=llama_server,
                     ollama_models=ollama_models, llama_threads=llama_threads,
-                    engine_url=engine_url)
-
-    @app.command("protocols")
-    def protocols() -> None:
-        """List the shipped trial protocols."""
-        console = Console()
-        for proto in shipped_protocols().values():
-            _describe(proto, console)
+                    engine_url=engine_url, draft=draft, configs=configs)
 
     @app.command("show")
     def show(file: Annotated[Path, typer.Argument(help="A saved result JSON file.")]) -> None:

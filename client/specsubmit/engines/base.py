@@ -47,8 +47,11 @@ COLD_LOAD_NS = 250_000_000
 class RunSettings:
     """What a run is told, whatever the engine (an adapter's own settings are its own)."""
 
-    protocol: TrialProtocol
+    protocol: TrialProtocol  # as this run makes it (``Protocol.for_run``)
     target: str | None = None
+    # The protocol's other run parameters as given (``--draft``, ``--configs``): recorded
+    # in the result's protocol reference, a model path by its public name.
+    parameters: Mapping[str, str] = field(default_factory=dict)
     pull: bool = False
     assume_yes: bool = False
     cold_load_ns: int = COLD_LOAD_NS
@@ -62,6 +65,7 @@ class DraftCounters:
     accepted: int
     source: CounterSource
     lines: int
+    rounds: int | None = None  # draft rounds, where every counted request said
 
 
 def counter_totals(per_trial: Sequence[TrialCounters | None]) -> DraftCounters | None:
@@ -127,6 +131,10 @@ class Generation:
     # The generated token ids, when the engine returns them (llama-server's return_tokens):
     # outputs are compared token by token, with the first position that differs.
     token_ids: tuple[int, ...] | None = None
+    # Draft rounds of this request and, per draft position, the rounds that accepted up to
+    # it (llama-server's /metrics); None where the engine does not say.
+    draft_rounds: int | None = None
+    accepted_per_position: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,11 @@ class Engine(Protocol):
         """Raises ``SpeculationRefused`` when the engine cannot run this config as asked
         (the runner then records it as incompatible and goes on with the others)."""
 
-    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation: ...
+    def generate(self, config: ProtocolConfig, *, counted: bool,
+                 prompt: str | None = None) -> Generation:
+        """One request of ``config``; ``prompt``: the protocol's prompt for this trial
+        (``Protocol.prompt_for``), None for its one prompt."""
+        ...
 
     def end_config(self, config: ProtocolConfig, *, last: bool) -> None: ...
 
@@ -253,6 +265,8 @@ class Adapter:
     summary: str
     accepts: frozenset[str]
     open: Callable[[RunSettings, EngineOptions], AbstractContextManager[Engine]]
+    # The protocol a run on this engine uses when --protocol is not given.
+    default_protocol: str
     # Checks the options before anything runs (a malformed URL fails before the trials).
     check: Callable[[EngineOptions], None] = lambda options: None
     # Where the engine is (its URL) for the one-run-per-engine lock; None: an engine the

@@ -87,6 +87,8 @@ def build_evidence(
     totals = counters if counters is not None and (
         seen or counters.source == "engine_api"
         or (config.role == "baseline" and counters.drafted > 0)) else None
+    if totals is not None and totals.rounds:  # llama-server's "mean len", the target's included
+        v2["mean_accepted_len"] = round(1.0 + totals.accepted / totals.rounds, 4)
     return SpeculationEvidence(
         requested=requested,
         mechanism=config.mechanism,

@@ -123,8 +123,11 @@ def resolve_target(protocol: Protocol, target: str | None) -> str | None:
     return target
 
 
-def protocol_ref(protocol: Protocol, target: str | None) -> ProtocolRef:
+def protocol_ref(protocol: Protocol, target: str | None,
+                 others: Mapping[str, str] | None = None) -> ProtocolRef:
+    """``others``: the run's other parameters (``RunSettings.parameters``), as published."""
     parameters = {"target": target} if target and target != protocol.target else {}
+    parameters.update(others or {})
     return ProtocolRef(id=protocol.id, version=protocol.version, sha256=protocol.sha256,
                        parameters=parameters)
 
@@ -140,9 +143,15 @@ def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
         # is only set when there is something to set and v1 results keep their bytes.
         from specschema import TrialCounters
 
-        fields["counters"] = TrialCounters(drafted=gen.draft_n,
-                                           accepted=gen.draft_accepted or 0,
-                                           source="engine_api")
+        accepted = gen.draft_accepted or 0
+        rounds: dict[str, Any] = {}
+        if gen.draft_rounds is not None:  # llama-server's /metrics around the request
+            rounds = {"rounds": gen.draft_rounds,
+                      "accepted_per_position": list(gen.accepted_per_position or ())[:64],
+                      "mean_accepted_len": (round(1.0 + accepted / gen.draft_rounds, 4)
+                                            if gen.draft_rounds else None)}
+        fields["counters"] = TrialCounters(drafted=gen.draft_n, accepted=accepted,
+                                           source="engine_api", **rounds)
     return Trial(
         index=index, position=position, wall_s=round(gen.wall_s, 6),
         ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
@@ -226,7 +235,8 @@ class _Run:
                 return False
             self.listener.phase(f"warming up {config.name}")
             self.switches_load(config)
-            gen = self.engine.generate(config, counted=False)
+            gen = self.engine.generate(config, counted=False,
+                                       prompt=self.protocol.prompt_for(0))
             state = self.states[config.name]
             if len(state.warmups) < 16:  # the wire's limit; a restart per block warms again
                 state.warmups.append(Warmup(
@@ -238,7 +248,8 @@ class _Run:
         config = self.protocol.config(name)
         self.listener.trial_started(position, len(self.schedule), name, index)
         switched = self.switches_load(config)
-        gen = self.engine.generate(config, counted=True)
+        gen = self.engine.generate(config, counted=True,
+                                   prompt=self.protocol.prompt_for(index))
         trial = trial_from(gen, index=index, position=position,
                            cold_load_ns=self.settings.cold_load_ns, block=self.blocks[position])
         if switched and not trial.cold:  # a reload with a small load_duration is still one
@@ -390,10 +401,12 @@ def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]
     for name, state in states.items():
         reported = [g for g in state.generations if g.draft_n is not None]
         if reported:
+            rounds = [g.draft_rounds for g in reported]
             found[name] = DraftCounters(
                 drafted=sum(g.draft_n or 0 for g in reported),
                 accepted=sum(g.draft_accepted or 0 for g in reported),
-                source="engine_api", lines=len(reported))
+                source="engine_api", lines=len(reported),
+                rounds=None if None in rounds else sum(r or 0 for r in rounds))
     return found
 
 
@@ -463,9 +476,11 @@ def build_submission(
             if config.role == "draft":
                 evidence = evidence.model_copy(update={
                     "diverged_at": min(d for d in diverged if d is not None)})
+        draft = config.draft_model
         configs.append(ConfigResult(
             name=config.name, role=config.role, model=protocol.model_for(config, target),
-            draft_model=config.draft_model, request_options=protocol.request_options(config),
+            draft_model=pre.public_names.get(draft, draft) if draft else None,
+            request_options=protocol.request_options(config),
             request_fields=dict(config.request_fields), warmups=state.warmups,
             trials=trials, speculation=evidence,
         ))
@@ -477,7 +492,9 @@ def build_submission(
         "client": ClientInfo(name="specsubmit", version=__version__),
         "fingerprint": fingerprint,
         "models": models[:16],
-        "protocol": protocol_ref(protocol, target),
+        "protocol": protocol_ref(protocol, target, {
+            key: pre.public_names.get(value, value)
+            for key, value in settings.parameters.items()}),
         "complete": complete,
         "note": note,
     }

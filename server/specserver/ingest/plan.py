@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
+from specschema.errors import ProtocolError
 from specschema.protocol import Protocol, all_protocols, get_protocol
+
+# The run parameters besides the target (``Protocol.for_run``: ``draft``, ``configs``), as
+# a hashable key: (name, value) pairs in name order.
+Others = tuple[tuple[str, str], ...]
 
 
 @cache
@@ -31,10 +36,12 @@ def identity_of(protocol: Protocol) -> tuple[str, int, str]:
 
 @lru_cache(maxsize=256)
 def expected_configs(
-    identity: tuple[str, int, str], target: str | None
+    identity: tuple[str, int, str], target: str | None, others: Others = ()
 ) -> dict[str, dict[str, Any]]:
-    """What each config of the protocol must say, by config name (cached: pure)."""
-    proto = protocols_by_identity().get(identity) or get_protocol(identity[0])
+    """What each config of the protocol, as the run made it, must say, by config name
+    (cached: pure)."""
+    shipped = protocols_by_identity().get(identity) or get_protocol(identity[0])
+    proto = shipped.for_run(dict(others))
     return {
         spec.name: {
             "role": spec.role,
@@ -87,6 +94,9 @@ class Plan:
     configs: dict[str, ConfigPlan] | None
     positions: dict[str, dict[int, int]]  # config name -> trial index -> run position
     blocks: dict[str, dict[int, int]]  # config name -> trial index -> block number
+    # Why the run cannot be planned (its parameters name configs the protocol does not
+    # have); None when it can, or when only the target is missing (``configs`` is None).
+    problem: str | None = None
 
 
 def _scalar_exact(values: tuple[Any, ...]) -> bool:
@@ -106,26 +116,33 @@ def _shipped_identities() -> dict[int, tuple[str, int, str]]:
 def plan_for(proto: Protocol, parameters: dict[str, str]) -> Plan:
     target = parameters.get("target") or proto.target
     lacks_target = proto.target is None and "target" not in parameters
+    others = tuple(sorted((k, v) for k, v in parameters.items() if k != "target"))
     identity = _shipped_identities().get(id(proto))
     if identity is not None:
-        return _shipped_plan(identity, target, lacks_target)
+        return _shipped_plan(identity, target, lacks_target, others)
     # not a shipped protocol (check_protocol returns only those; tests make others): uncached
-    return _build_plan(proto, identity_of(proto), target, lacks_target)
+    return _build_plan(proto, identity_of(proto), target, lacks_target, others)
 
 
 @lru_cache(maxsize=256)
 def _shipped_plan(identity: tuple[str, int, str], target: str | None,
-                  lacks_target: bool) -> Plan:
-    return _build_plan(protocols_by_identity()[identity], identity, target, lacks_target)
+                  lacks_target: bool, others: Others = ()) -> Plan:
+    return _build_plan(protocols_by_identity()[identity], identity, target, lacks_target,
+                       others)
 
 
-def _build_plan(proto: Protocol, identity: tuple[str, int, str], target: str | None,
-                lacks_target: bool) -> Plan:
-    """``_expected_configs`` and the protocol's schedule, for ``violations``."""
+def _build_plan(shipped: Protocol, identity: tuple[str, int, str], target: str | None,
+                lacks_target: bool, others: Others = ()) -> Plan:
+    """``_expected_configs`` and the schedule of the protocol as the run made it
+    (``Protocol.for_run``), for ``violations``."""
+    try:
+        proto = shipped.for_run(dict(others))
+    except ProtocolError as exc:
+        return Plan(None, {}, {}, problem=exc.message)
     configs: dict[str, ConfigPlan] | None = None
     if not lacks_target:
         configs = {}
-        for name, wanted in expected_configs(identity, target).items():
+        for name, wanted in expected_configs(identity, target, others).items():
             head = tuple(wanted[field] for field in HEAD_FIELDS)
             configs[name] = ConfigPlan(
                 head, _scalar_exact(head),

@@ -392,7 +392,7 @@ def configs_need_target(found: _Found, whole: _Whole) -> None:
     needs the submission to name one."""
     if whole.plan.configs is None:
         _add(found, "configs_match_protocol", "protocol.parameters",
-             f"protocol {whole.proto.id} needs a target")
+             whole.plan.problem or f"protocol {whole.proto.id} needs a target")
 
 
 def configs_complete(found: _Found, whole: _Whole) -> None:

@@ -26,8 +26,9 @@ def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
 
 ADAPTER = Adapter(
     name="llama-server",
-    summary="llama-server (started by specsubmit per config, e.g. with --protocol "
-            "llamacpp-draft)",
+    summary="llama-server (started by specsubmit per config; protocol llamacpp-draft by "
+            "default, llamacpp-map for your own target and every mechanism)",
     accepts=frozenset({"llama_server", "ollama_models", "llama_threads"}), open=_open,
+    default_protocol="llamacpp-draft",
     check=_check,
 )

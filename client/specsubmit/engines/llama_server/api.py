@@ -139,6 +139,17 @@ class LlamaServerApi:
             return None
         return [slot for slot in data if isinstance(slot, dict)]
 
+    def metrics_text(self) -> str | None:
+        """/metrics as text (Prometheus); None when the server does not offer it (started
+        without ``--metrics``) or does not answer."""
+        try:
+            response = self._http.get("/metrics")
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200 or len(response.content) > 1 << 20:
+            return None
+        return response.text
+
     def apply_template(self, prompt: str) -> str | None:
         """The prompt in the model's own chat template (None: the model has none)."""
         try:

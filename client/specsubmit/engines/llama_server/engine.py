@@ -2,15 +2,19 @@
 
 Current llama-server builds ignore per-request speculative fields (``#if 0`` in
 ``server-schema.cpp``), so a config's speculation is its command line: the baseline starts
-without ``--spec-type``, a draft config with ``--spec-type draft-simple --spec-draft-model
-FILE --spec-draft-n-max N``. The protocol says which through its options: the generation
-options go into every /completion body, the launch options (``num_ctx``, ``spec_type``,
-``spec_draft_n_max``) onto the command line.
+without ``--spec-type``, a config that speculates with its ``spec_type``: ``draft-simple``
+with ``--spec-draft-model FILE --spec-draft-n-max N`` (the default when a config names a
+draft model), the draftless n-gram types with their own knobs (``SPEC_FLAGS``), or
+``draft-mtp`` with the target's own MTP layers (a target whose GGUF header declares none is
+refused before any start). The protocol says which through its options: the generation
+options go into every /completion body, the launch options onto the command line.
 
 Evidence comes from the engine's own API: ``timings.draft_n`` / ``draft_n_accepted`` per
-request (absent: that request did not speculate), and what the client launched (a
-``Launch`` per start, the draft named by digest). A result records the command line with
-every path replaced by its file's digest, and the build (``--version`` and ``/props``).
+request (absent: that request did not speculate), the rounds and accepted tokens per draft
+position from ``/metrics`` read around each request (``metrics.py``), and what the client
+launched (a ``Launch`` per start, the draft named by digest). A result records the command
+line with every path replaced by its file's digest, and the build (``--version`` and
+``/props``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -42,6 +47,7 @@ from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import Binary, find_binary
 from specsubmit.engines.llama_server.compatibility import vocab_mismatch
 from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header
+from specsubmit.engines.llama_server.metrics import SpecMetrics, parse_spec_metrics
 from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
 from specsubmit.engines.llama_server.threads import default_threads
 from specsubmit.engines.memory import available_memory, check_memory
@@ -72,6 +78,18 @@ FIXED_REQUEST = {"min_p": 0.0, "stream": True,
                  "cache_prompt": False}
 LAUNCH_OPTIONS = {"num_ctx": "--ctx-size", "spec_type": "--spec-type",
                   "spec_draft_n_max": "--spec-draft-n-max"}
+# A speculating config's own knobs: option -> flag, given when the option is set. The
+# n-gram drafters need no model; their depth is size-m (ngram-simple) or n-max (ngram-mod).
+SPEC_FLAGS = {"spec_draft_n_max": "--spec-draft-n-max",
+              "spec_ngram_simple_size_n": "--spec-ngram-simple-size-n",
+              "spec_ngram_simple_size_m": "--spec-ngram-simple-size-m",
+              "spec_ngram_mod_n_match": "--spec-ngram-mod-n-match",
+              "spec_ngram_mod_n_min": "--spec-ngram-mod-n-min",
+              "spec_ngram_mod_n_max": "--spec-ngram-mod-n-max"}
+# Spec types that read a separate draft model, and the one that needs the target's own
+# multi-token-prediction layers.
+DRAFT_MODEL_TYPES = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
+MTP_TYPE = "draft-mtp"
 # Settings a protocol pins for every start (``Protocol.launch_options``): the flag, and
 # whether it only means something with a draft (left off the baseline's command line).
 PINNED_FLAGS = {"n_gpu_layers": ("--n-gpu-layers", False), "flash_attn": ("--flash-attn", False),
@@ -150,7 +168,7 @@ class LlamaServerEngine:
         # Server CPU seconds per config, read just before each stop (not on the wire: the
         # real-engine tests and bench/engine_ab.py compare them; None where unreadable).
         self.cpu_seconds: dict[str, float | None] = {}
-        self.prompt: str | None = None
+        self.prompts: dict[str, str] = {}  # a prompt -> in the target's chat template
         self._process: subprocess.Popen[bytes] | None = None
         self._api: LlamaServerApi | None = None
         self._log_dir = Path(tempfile.mkdtemp(prefix="specsubmit-llama-"))
@@ -195,15 +213,26 @@ class LlamaServerEngine:
         return match.group(1), build[:200]
 
     def _check_options(self) -> None:
-        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS) | set(PINNED_FLAGS)
+        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS) | set(PINNED_FLAGS) | set(SPEC_FLAGS)
         for config in self.protocol.configs:
             unknown = sorted(set(self.protocol.request_options(config)) - known)
             if unknown:
                 raise UsageError(f"protocol {self.protocol.id} sets {', '.join(unknown)}, "
                                  "which llama-server has no setting for")
-            if config.role == "draft" and config.draft_model is None:
+            if config.role == "draft" and self.spec_type(config) is None:
                 raise UsageError(f"{config.name}: a llama-server draft config needs a "
-                                 "draft_model")
+                                 "draft_model or a spec_type")
+            if self.spec_type(config) in DRAFT_MODEL_TYPES and config.draft_model is None:
+                raise UsageError(f"{config.name}: --spec-type {self.spec_type(config)} "
+                                 "needs a draft model")
+
+    def spec_type(self, config: ProtocolConfig) -> str | None:
+        """The config's --spec-type: its option, else draft-simple when it names a draft
+        model (the protocols before the option), else none (no speculation)."""
+        value = self.protocol.request_options(config).get("spec_type")
+        if isinstance(value, str) and value and value != "none":
+            return value
+        return "draft-simple" if config.draft_model is not None else None
 
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
@@ -220,7 +249,8 @@ class LlamaServerEngine:
         self.models[target] = resolve_model(target, self.models_dir)
         self.headers[target] = read_header(self.models[target].path)
         refused, first_error = self._check_drafts(target, listener)
-        draft_configs = [c for c in self.protocol.configs if c.draft_model is not None]
+        refused.update(self._check_mtp(target, listener))
+        draft_configs = [c for c in self.protocol.configs if c.role == "draft"]
         if draft_configs and all(c.name in refused for c in draft_configs) and first_error:
             # Nothing but the baseline could run: that measures nothing worth a result.
             raise first_error
@@ -281,6 +311,22 @@ class LlamaServerEngine:
                              "not run, the other configs run as usual")
         return refused, first
 
+    def _check_mtp(self, target: str, listener: RunListener) -> dict[str, str]:
+        """The draft-mtp configs, refused when the target's GGUF declares no MTP layers
+        (``<architecture>.nextn_predict_layers``): llama.cpp has nothing to draft with."""
+        header = self.headers[target]
+        if header.mtp_layers:
+            return {}
+        refused: dict[str, str] = {}
+        for config in self.protocol.configs:
+            if self.spec_type(config) == MTP_TYPE:
+                refused[config.name] = (f"{self._public_name(target)} has no MTP layers (its "
+                                        "GGUF header declares no nextn_predict_layers), so "
+                                        "llama.cpp has nothing to draft with")
+                listener.warning(f"{config.name}: {refused[config.name]}; recorded as "
+                                 "incompatible and not run, the other configs run as usual")
+        return refused
+
     def _public_name(self, name: str) -> str:
         model = self.models.get(name)
         return model.name if model is not None and model.source == "path" else name
@@ -317,13 +363,21 @@ class LlamaServerEngine:
         if self.threads:
             args += ["--threads", str(self.threads), "--threads-batch", str(self.threads)]
         args += ["--ctx-size", str(options["num_ctx"])]
+        # The speculative counters per draft position are read there (metrics.py).
+        args += ["--metrics"]
         for flag, value in self.pinned_flags(config).items():
             args += [f"--{flag}", value]
+        spec_type = self.spec_type(config)
+        if spec_type is None:
+            return args
+        args += ["--spec-type", spec_type]
         if config.draft_model is not None:
-            draft = self.models[config.draft_model]
-            args += ["--spec-type", str(options.get("spec_type", "draft-simple")),
-                     "--spec-draft-model", str(draft.path),
-                     "--spec-draft-n-max", str(options.get("spec_draft_n_max", 3))]
+            args += ["--spec-draft-model", str(self.models[config.draft_model].path)]
+        knobs = {name: options[name] for name in SPEC_FLAGS if name in options}
+        if spec_type in DRAFT_MODEL_TYPES:  # the depth every earlier protocol relied on
+            knobs.setdefault("spec_draft_n_max", 3)
+        for knob, setting in knobs.items():
+            args += [SPEC_FLAGS[knob], str(setting)]
         return args
 
     def pinned_flags(self, config: ProtocolConfig) -> dict[str, str]:
@@ -331,8 +385,9 @@ class LlamaServerEngine:
         value, as given on the command line and recorded in its ``Launch``."""
         options = self.protocol.request_options(config)
         found: dict[str, str] = {}
+        speculates = self.spec_type(config) is not None
         for name, (flag, draft_only) in PINNED_FLAGS.items():
-            if name in options and (config.draft_model is not None or not draft_only):
+            if name in options and (speculates or not draft_only):
                 value = options[name]
                 found[flag.lstrip("-")] = (str(value).lower() if isinstance(value, bool)
                                            else str(value))
@@ -348,13 +403,18 @@ class LlamaServerEngine:
 
         options = self.protocol.request_options(config)
         flags = self.pinned_flags(config)
-        if config.draft_model is None:
+        spec_type = self.spec_type(config)
+        if spec_type is None:
             return Launch(source="engine_command", threads=self.threads, flags=flags)
-        n_max = options.get("spec_draft_n_max", 3)
-        return Launch(source="engine_command", threads=self.threads,
-                      spec_type=str(options.get("spec_type", "draft-simple")),
+        # The draftless types' knobs, as given (their depth among them).
+        flags.update({SPEC_FLAGS[name].lstrip("-"): str(options[name]) for name in SPEC_FLAGS
+                      if name in options and name != "spec_draft_n_max"})
+        n_max = options.get("spec_draft_n_max", 3 if spec_type in DRAFT_MODEL_TYPES else None)
+        draft = self.models[config.draft_model] if config.draft_model is not None else None
+        return Launch(source="engine_command", threads=self.threads, spec_type=spec_type,
                       draft_n_max=n_max if isinstance(n_max, int) else None,
-                      draft_model=True, draft_model_digest=self.models[config.draft_model].digest,
+                      draft_model=draft is not None,
+                      draft_model_digest=draft.digest if draft is not None else None,
                       flags=flags)
 
     def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
@@ -393,15 +453,13 @@ class LlamaServerEngine:
         self.commands[config.name] = self.redacted(args)
         self.launches.setdefault(config.name, []).append(self._launch(config))
         listener.launched(config.name, self.commands[config.name])
-        if config.draft_model is not None:
+        if self.spec_type(config) is not None:
             self._check_draft_loaded(config)
         assert self._api is not None
         props = self._api.props()
         build_info = props.get("build_info")
         if isinstance(build_info, str) and build_info:
             self.props_build = build_info[:100]
-        if self.prompt is None:
-            self.prompt = self._api.apply_template(self.protocol.prompt) or self.protocol.prompt
 
     def _check_draft_loaded(self, config: ProtocolConfig) -> None:
         """llama-server keeps serving, without speculation, when it cannot use the draft:
@@ -418,24 +476,42 @@ class LlamaServerEngine:
         if said:
             self._stop_server()
             target = self._public_name(self.protocol.model_for(config, self.settings.target))
+            what = (f"{config.draft_model} as a draft" if config.draft_model is not None
+                    else f"--spec-type {self.spec_type(config)}")
             raise SpeculationRefused(
-                f"{config.name}: llama-server refused the draft {config.draft_model}: {said}",
-                config=config.name,
-                public=f"llama-server started without speculation: it refused "
-                f"{config.draft_model} as a draft for {target} ({self._public_text(said)})")
+                f"{config.name}: llama-server refused {what}: {said}", config=config.name,
+                public=f"llama-server started without speculation: it refused {what} for "
+                f"{target} ({self._public_text(said)})")
 
-    def request_body(self, config: ProtocolConfig) -> dict[str, Any]:
+    def templated(self, prompt: str) -> str:
+        """The prompt in the target's chat template, asked of the server once per prompt."""
+        found = self.prompts.get(prompt)
+        if found is None:
+            if self._api is None:  # no server to ask (nothing runs yet): the prompt as it is
+                return prompt
+            found = self._api.apply_template(prompt) or prompt
+            self.prompts[prompt] = found
+        return found
+
+    def request_body(self, config: ProtocolConfig, prompt: str | None = None) -> dict[str, Any]:
         options = self.protocol.request_options(config)
-        body: dict[str, Any] = {"prompt": self.prompt or self.protocol.prompt}
+        body: dict[str, Any] = {
+            "prompt": self.templated(self.protocol.prompt if prompt is None else prompt)}
         body.update({REQUEST_OPTIONS[k]: v for k, v in options.items() if k in REQUEST_OPTIONS})
         body.update(FIXED_REQUEST)
         return body
 
-    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
+    def generate(self, config: ProtocolConfig, *, counted: bool,
+                 prompt: str | None = None) -> Generation:
         if self._api is None or self._process is None:
             raise EngineDied(f"llama-server is not running for {config.name}")
         try:
-            return self._api.completion(self.request_body(config))
+            body = self.request_body(config, prompt)
+            before = self._spec_metrics()
+            generation = self._api.completion(body)
+            after = self._spec_metrics() if before is not None else None
+            counts = after.since(before) if after is not None and before is not None else None
+            return _with_rounds(generation, counts)
         except StreamBroken as exc:
             code = self._wait_exit(self._process)
             if code is not None:
@@ -461,6 +537,11 @@ class LlamaServerEngine:
                                              else before + used)
         self._stop_server()
 
+    def _spec_metrics(self) -> SpecMetrics | None:
+        assert self._api is not None
+        text = self._api.metrics_text()
+        return parse_spec_metrics(text) if text is not None else None
+
     def _stop_server(self) -> None:
         if self._api is not None:
             self._api.close()
@@ -481,6 +562,17 @@ class LlamaServerEngine:
         version = wire_version(pre.engine_version)
         build = (report.build or pre.build or "")[:200] or None
         return Engine(name=self.name, version=version, build=build, runtime="ggml"), None
+
+
+def _with_rounds(generation: Generation, counts: SpecMetrics | None) -> Generation:
+    """The generation with its rounds and per-position counts from /metrics, when they
+    describe the same request (the same drafted and accepted totals as its timings)."""
+    if counts is None or generation.draft_n is None:
+        return generation
+    if (counts.drafted, counts.accepted) != (generation.draft_n, generation.draft_accepted):
+        return generation  # another request's counts, or none: say nothing rather than guess
+    return replace(generation, draft_rounds=counts.rounds,
+                   accepted_per_position=counts.per_position)
 
 
 def _logged_lines(lines: Sequence[str]) -> str:

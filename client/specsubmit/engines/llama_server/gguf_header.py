@@ -23,6 +23,9 @@ _WANTED = {
     "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
     "tokenizer.ggml.add_eos_token",
 }
+# ``<architecture>.nextn_predict_layers``: the multi-token-prediction layers a target carries
+# (llama.cpp's LLM_KV_NEXTN_PREDICT_LAYERS); --spec-type draft-mtp drafts with them.
+_MTP_SUFFIX = ".nextn_predict_layers"
 # GGUF value types -> struct format of a scalar (8 = string, 9 = array).
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
            10: "<Q", 11: "<q", 12: "<d"}
@@ -46,6 +49,7 @@ class GgufHeader:
     eos: int | None
     add_bos: bool | None
     add_eos: bool | None
+    mtp_layers: int | None = None  # None: the key is absent (no MTP layers)
 
 
 class _Reader:
@@ -121,7 +125,7 @@ def read_header(path: Path) -> GgufHeader:
         for _ in range(kv_count):
             key = reader.string()
             kind = reader.u32()
-            found[key] = reader.value(kind, keep=key in _WANTED)
+            found[key] = reader.value(kind, keep=key in _WANTED or key.endswith(_MTP_SUFFIX))
 
     def text(key: str) -> str | None:
         value = found.get(key)
@@ -146,4 +150,5 @@ def read_header(path: Path) -> GgufHeader:
         bos=integer("tokenizer.ggml.bos_token_id"), eos=integer("tokenizer.ggml.eos_token_id"),
         add_bos=flag("tokenizer.ggml.add_bos_token"),
         add_eos=flag("tokenizer.ggml.add_eos_token"),
+        mtp_layers=integer(f"{text('general.architecture')}{_MTP_SUFFIX}"),
     )

@@ -40,8 +40,8 @@ def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
 
 
 ADAPTER = Adapter(
-    name="lmstudio", summary="lmstudio (a running LM Studio server, `lms server start`, e.g. "
-                             "with --protocol lmstudio-draft)",
-    accepts=frozenset({"url"}), open=_open, check=_check,
+    name="lmstudio", summary="lmstudio (a running LM Studio server, `lms server start`; "
+                             "protocol lmstudio-draft by default)",
+    accepts=frozenset({"url"}), open=_open, check=_check, default_protocol="lmstudio-draft",
     address=lambda options: _url(options).rstrip("/"),
 )

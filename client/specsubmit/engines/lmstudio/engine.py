@@ -129,11 +129,12 @@ class LMStudioEngine:
                          engine_name=self.name,
                          runtime=RUNTIME_OF_FORMAT.get(models[0].format or ""))
 
-    def request_body(self, config: ProtocolConfig) -> dict[str, Any]:
+    def request_body(self, config: ProtocolConfig, prompt: str | None = None) -> dict[str, Any]:
         options = self.protocol.request_options(config)
+        content = self.protocol.prompt if prompt is None else prompt
         body: dict[str, Any] = {
             "model": self._target(config),
-            "messages": [{"role": "user", "content": self.protocol.prompt}],
+            "messages": [{"role": "user", "content": content}],
             "stream": False,
         }
         body.update({REQUEST_OPTIONS[k]: v for k, v in options.items() if k in REQUEST_OPTIONS})
@@ -143,8 +144,9 @@ class LMStudioEngine:
     def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
         """Nothing to start: the draft is a request field."""
 
-    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
-        reply = self.api.chat(self.request_body(config))
+    def generate(self, config: ProtocolConfig, *, counted: bool,
+                 prompt: str | None = None) -> Generation:
+        reply = self.api.chat(self.request_body(config, prompt))
         self.runtime_name = reply.runtime_name or self.runtime_name
         self.runtime_version = reply.runtime_version or self.runtime_version
         loaded = self.models_loaded.setdefault(config.name, [])

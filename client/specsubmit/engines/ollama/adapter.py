@@ -24,5 +24,6 @@ def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
 ADAPTER = Adapter(
     name="ollama", summary="ollama (the running Ollama server)",
     accepts=frozenset({"ollama", "ollama_log"}), open=_open, check=_check,
+    default_protocol="hardnumbers-m2",
     address=lambda options: parse_ollama_host(options.ollama),
 )

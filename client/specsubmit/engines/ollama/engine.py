@@ -109,10 +109,10 @@ class OllamaEngine:
             listener.warning(problem)
         return pre
 
-    def request(self, config: ProtocolConfig) -> GenerateRequest:
+    def request(self, config: ProtocolConfig, prompt: str | None = None) -> GenerateRequest:
         return GenerateRequest(
             model=self.protocol.model_for(config, self.settings.target),
-            prompt=self.protocol.prompt,
+            prompt=self.protocol.prompt if prompt is None else prompt,
             options=self.protocol.request_options(config),
             keep_alive=self.protocol.keep_alive,
             extra_fields=dict(config.request_fields),
@@ -121,11 +121,12 @@ class OllamaEngine:
     def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
         """Nothing to start: the config is in each request's options."""
 
-    def generate(self, config: ProtocolConfig, *, counted: bool) -> Generation:
+    def generate(self, config: ProtocolConfig, *, counted: bool,
+                 prompt: str | None = None) -> Generation:
         path = self.log.path if self.log.command is None else None
         offset = log_size(path) if path else None
         self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
-        generation = self.client.generate(self.request(config))
+        generation = self.client.generate(self.request(config, prompt))
         if path is not None and self.log.settle_s > 0:
             wait_for_quiet_log(path, self.log.settle_s)
         elif self.log.command is not None:

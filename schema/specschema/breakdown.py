@@ -1,0 +1,95 @@
+"""A config's result per kind of work, and its acceptance per draft position (pure).
+
+Both sides compute these from the trials, like the summaries (``specschema.summary``):
+- per domain of a protocol's prompt set, the speedup over that domain's trials (the
+  protocol's block estimator, each block holding one answer per prompt of the domain),
+  the drafted and accepted tokens and the share accepted;
+- per draft position i, the acceptance a_i: of the rounds whose first i drafted tokens
+  were accepted, the share that accepted token i + 1 too (llama-server's per-position
+  counts, ``TrialCounters.accepted_per_position``). With a_i, the expected tokens a round
+  yields at depth k is 1 + sum over j <= k of the products a_1 ... a_j: what a prediction
+  of another machine's speedup needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specschema.blocks import decode_rates, has_blocks, trial_blocks
+from specschema.models import ConfigResult, Submission, Trial
+from specschema.stats import blocked_ratio_t
+from specschema.summary import by_domain, prompt_domains
+
+__all__ = ["Acceptance", "DomainResult", "acceptance_of", "domain_results"]
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What a set of trials' counters say about their drafts."""
+
+    drafted: int
+    accepted: int
+    rounds: int | None  # None: some trial did not say
+    per_position: tuple[float, ...] | None  # a_i (conditional), None: not reported
+
+    @property
+    def rate(self) -> float | None:
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def mean_accepted_len(self) -> float | None:
+        """Tokens per round, the target's own included (llama-server's "mean len")."""
+        return 1.0 + self.accepted / self.rounds if self.rounds else None
+
+
+def acceptance_of(trials: Sequence[Trial]) -> Acceptance | None:
+    """The trials' counters summed (None: no trial has counters)."""
+    counted = [t.counters for t in trials if t.counters is not None]
+    if not counted:
+        return None
+    rounds = None if any(c.rounds is None for c in counted) else sum(
+        c.rounds or 0 for c in counted)
+    lists = [c.accepted_per_position for c in counted]
+    per_position: tuple[float, ...] | None = None
+    if rounds and all(p is not None for p in lists):
+        width = max(len(p or ()) for p in lists)
+        totals = [sum((p or [])[i] if i < len(p or []) else 0 for p in lists)
+                  for i in range(width)]
+        reached = [rounds, *totals[:-1]]  # rounds that got as far as position i
+        per_position = tuple(t / r if r else 0.0 for t, r in zip(totals, reached, strict=True))
+    return Acceptance(sum(c.drafted for c in counted), sum(c.accepted for c in counted),
+                      rounds, per_position)
+
+
+@dataclass(frozen=True)
+class DomainResult:
+    domain: str
+    trials: int
+    speedup_tps: float | None
+    ci_low: float | None
+    ci_high: float | None
+    acceptance: Acceptance | None
+
+
+def domain_results(submission: Submission, config: ConfigResult) -> list[DomainResult]:
+    """``config``'s result per domain of its protocol's prompt set ([] without one)."""
+    domains = prompt_domains(submission)
+    if not domains:
+        return []
+    baseline = next((c for c in submission.configs if c.role == "baseline"), None)
+    theirs = by_domain(baseline.trials, domains) if baseline is not None else {}
+    found: list[DomainResult] = []
+    for domain, trials in by_domain(config.trials, domains).items():
+        speedup = low = high = None
+        base = theirs.get(domain, [])
+        if (config is not baseline and trials and base and has_blocks(trials)
+                and has_blocks(base)):
+            own = trial_blocks(trials, decode_rates(trials))
+            ref = trial_blocks(base, decode_rates(base))
+            if any(b.values for b in own) and any(b.values for b in ref):
+                estimate = blocked_ratio_t(own, ref)
+                speedup, low, high = estimate.ratio, estimate.ci_low, estimate.ci_high
+        found.append(DomainResult(domain, len(trials), speedup, low, high,
+                                  acceptance_of(trials)))
+    return found
