@@ -19,8 +19,10 @@ from rich.table import Table
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.blocks import MAX_BASELINE_DRIFT
+from specschema.breakdown import Acceptance, acceptance_of, domain_results
 from specschema.capability import submission_counter_problems
 from specschema.conclusion import vs_baseline, vs_baseline_wall
+from specschema.domains import domain_label
 from specschema.engines import descriptor
 from specschema.protocol import headline_of
 from specschema.stats import decode_tps
@@ -122,6 +124,66 @@ def trial_table(submission: Submission) -> Table:
     return table
 
 
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def domain_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table | None:
+    """Per kind of work of the protocol's prompt set: each speculating config's speedup
+    (only where its verdict is a measured one: confirmed) and its share of drafted tokens
+    accepted. None without a prompt set."""
+    verdicts = {s.name: s.observed for s in summaries}
+    rows = []
+    for config in submission.configs:
+        if config.role != "draft" or not config.trials:
+            continue
+        found = domain_results(submission, config)
+        if not found:
+            return None
+        rows.append((config.name, verdicts.get(config.name), found))
+    if not rows:
+        return None
+    table = Table(title="Per kind of work: speedup (tok/s vs baseline) and tokens accepted",
+                  box=box.SIMPLE_HEAD,
+                  caption="a speedup only for confirmed configs; — where nothing was measured")
+    table.add_column("Config", no_wrap=True)
+    for result in rows[0][2]:
+        table.add_column(domain_label(result.domain), justify="right")
+    for name, observed, results in rows:
+        cells = []
+        for result in results:
+            speed = (f"{result.speedup_tps:.2f}x" if observed == "confirmed"
+                     and result.speedup_tps is not None else "—")
+            accepted = result.acceptance.rate if result.acceptance is not None else None
+            cells.append(f"{speed} {_share(accepted)}")
+        table.add_row(name, *cells)
+    return table
+
+
+def acceptance_lines(submission: Submission) -> list[str]:
+    """Per speculating config with counters: tokens per round and acceptance by draft
+    position (what travels between machines), in words."""
+    lines = []
+    for config in submission.configs:
+        found: Acceptance | None = acceptance_of(config.trials)
+        if config.role != "draft" or found is None:
+            continue
+        if not found.drafted:
+            lines.append(f"{config.name}: drafted nothing")
+            continue
+        text = (f"{config.name}: {found.accepted} of {found.drafted} drafted tokens accepted "
+                f"({_share(found.rate)})")
+        if found.mean_accepted_len is not None:
+            text += f", {found.mean_accepted_len:.2f} tokens per round"
+        if found.per_position:
+            shown = " ".join(f"{a:.2f}" for a in found.per_position[:16])
+            text += f"; acceptance by draft position: {shown}"
+        else:
+            text += "; no per-position counts (the engine did not report them)"
+        lines.append(text)
+    return lines
+
+
 def report_console(*, stderr: bool = False) -> Console:
     """A console for the report; 120 columns when it is not a terminal (files, pipes)."""
     console = Console(stderr=stderr)
@@ -140,6 +202,11 @@ def render_result(submission: Submission, console: Console) -> None:
         console.print(f"[yellow]Note[/]: {note}", highlight=False)
     console.print(summary_table(submission, summaries))
     console.print(trial_table(submission))
+    domains = domain_table(submission, summaries)
+    if domains is not None:
+        console.print(domains)
+    for line in acceptance_lines(submission):
+        console.print(line, highlight=False, soft_wrap=True)
     stability = drift_line(summaries)
     if stability:
         console.print(stability, highlight=False)

@@ -3,8 +3,13 @@
 It answers what specsubmit uses: ``--version``, ``/health``, ``/props``, ``/slots``, a
 streamed ``/completion`` whose final chunk carries ``timings`` (with ``draft_n`` and
 ``draft_n_accepted`` only while it speculates) and the generated ``tokens`` when
-``return_tokens`` is set. Its log lines are the real engine's (tests/fixtures/llama_server/:
-``incompatible-vocab.txt``, the acceptance line's format).
+``return_tokens`` is set, and with ``--metrics`` a ``/metrics`` whose speculative counters
+have the real build's names (tests/fixtures/llama_server/metrics-*.txt): rounds of the
+draft depth (``--spec-draft-n-max``, ``--spec-ngram-simple-size-m`` or
+``--spec-ngram-mod-n-max``) and per-position counts, each round accepting a prefix. A
+``--spec-type`` without a draft model (n-gram, MTP) speculates like a draft. Its log lines
+are the real engine's (tests/fixtures/llama_server/: ``incompatible-vocab.txt``, the
+acceptance line's format).
 
 What it does with a draft is set per draft file (the first 12 hex digits of its sha256) in
 ``FAKE_LLAMA_DRAFTS`` (``digest=behaviour,...``):
@@ -78,6 +83,11 @@ def main(argv: list[str]) -> int:
             args[item] = "" if following.startswith("--") else following
     draft = args.get("--spec-draft-model")
     behaviour = _behaviour(draft)
+    if behaviour is None and args.get("--spec-type"):
+        behaviour = "speculate"
+    depth = int(args.get("--spec-draft-n-max") or args.get("--spec-ngram-simple-size-m")
+                or args.get("--spec-ngram-mod-n-max") or 3)
+    counters = {"rounds": 0, "drafted": 0, "accepted": 0, "per_position": [0] * depth}
     _log("0.00.001.473 I srv  llama_server: initializing ...")
     if behaviour == "fail":
         _log(f"0.00.010.000 E srv    load_model: failed to load draft model, '{draft}'")
@@ -111,6 +121,22 @@ def main(argv: list[str]) -> int:
             elif self.path == "/slots":
                 self._json([{"id": 0, "n_ctx": 4096, "speculative": speculating,
                              "is_processing": False}])
+            elif self.path == "/metrics" and "--metrics" in args:
+                with lock:
+                    lines = [f"llamacpp:spec_decode_num_draft_tokens_total {counters['drafted']}",
+                             "llamacpp:spec_decode_num_accepted_tokens_total "
+                             f"{counters['accepted']}",
+                             f"llamacpp:spec_decode_num_drafts_total {counters['rounds']}"]
+                    if counters["accepted"]:
+                        lines += [f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total'
+                                  f'{{position="{i}"}} {count}'
+                                  for i, count in enumerate(counters["per_position"])]
+                data = ("\n".join(lines) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             else:
                 self._json({"error": "not found"}, 404)
 
@@ -142,6 +168,15 @@ def main(argv: list[str]) -> int:
             if speculating:
                 accepted = int(n * accept_share)
                 timings.update(draft_n=n, draft_n_accepted=accepted)
+                rounds = -(-n // depth)  # n drafted in rounds of at most ``depth``
+                each, extra = divmod(accepted, rounds)
+                with lock:
+                    counters["rounds"] += rounds
+                    counters["drafted"] += n
+                    counters["accepted"] += accepted
+                    for i in range(depth):
+                        counters["per_position"][i] += (
+                            rounds if i < each else extra if i == each else 0)
                 _log(f"0.01.000.000 I slot print_timing: id  0 | task {task} | draft "
                      f"acceptance = {accept_share:.5f} ({accepted:5d} accepted / {n:5d} "
                      "generated), mean len =  2.00")
