@@ -26,12 +26,11 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from specschema import Engine, Fingerprint, ModelInfo, engine_can_honor
+from specschema import Engine, Fingerprint, engine_can_honor
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines.base import (
     EngineName,
@@ -42,12 +41,12 @@ from specsubmit.engines.base import (
     RunSettings,
     wire_version,
 )
-from specsubmit.engines.llama_server import process
+from specsubmit.engines.llama_server import launch, logtext, process
 from specsubmit.engines.llama_server.api import LlamaServerApi, StreamBroken
 from specsubmit.engines.llama_server.binary import Binary, find_binary
 from specsubmit.engines.llama_server.compatibility import vocab_mismatch
 from specsubmit.engines.llama_server.gguf_header import GgufHeader, read_header
-from specsubmit.engines.llama_server.metrics import SpecMetrics, parse_spec_metrics
+from specsubmit.engines.llama_server.metrics import SpecMetrics, parse_spec_metrics, with_rounds
 from specsubmit.engines.llama_server.store import ResolvedModel, default_models_dir, resolve_model
 from specsubmit.engines.llama_server.threads import default_threads
 from specsubmit.engines.memory import available_memory, check_memory
@@ -61,78 +60,12 @@ from specsubmit.errors import (
     SpeculationRefused,
     UsageError,
 )
-from specsubmit.outside_text import visible
 
 if TYPE_CHECKING:
     from specschema import Launch
 
-# Protocol option -> /completion field. min_p is pinned to 0 because that is Ollama's
-# default and llama-server's is 0.05: the same protocol must mean the same sampling.
-REQUEST_OPTIONS = {"num_predict": "n_predict", "temperature": "temperature", "seed": "seed",
-                   "top_k": "top_k", "top_p": "top_p", "repeat_penalty": "repeat_penalty"}
-FIXED_REQUEST = {"min_p": 0.0, "stream": True,
-                 # The generated token ids, per chunk: outputs compare token by token.
-                 "return_tokens": True,
-                 # Every trial prefills its prompt again (no KV reuse between trials), so
-                 # trials are alike and prompt_eval is measured each time.
-                 "cache_prompt": False}
-LAUNCH_OPTIONS = {"num_ctx": "--ctx-size", "spec_type": "--spec-type",
-                  "spec_draft_n_max": "--spec-draft-n-max"}
-# A speculating config's own knobs: option -> flag, given when the option is set. The
-# n-gram drafters need no model; their depth is size-m (ngram-simple) or n-max (ngram-mod).
-SPEC_FLAGS = {"spec_draft_n_max": "--spec-draft-n-max",
-              "spec_ngram_simple_size_n": "--spec-ngram-simple-size-n",
-              "spec_ngram_simple_size_m": "--spec-ngram-simple-size-m",
-              "spec_ngram_mod_n_match": "--spec-ngram-mod-n-match",
-              "spec_ngram_mod_n_min": "--spec-ngram-mod-n-min",
-              "spec_ngram_mod_n_max": "--spec-ngram-mod-n-max"}
-# Spec types that read a separate draft model, and the one that needs the target's own
-# multi-token-prediction layers.
-DRAFT_MODEL_TYPES = frozenset({"draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark"})
-MTP_TYPE = "draft-mtp"
-# Settings a protocol pins for every start (``Protocol.launch_options``): the flag, and
-# whether it only means something with a draft (left off the baseline's command line).
-PINNED_FLAGS = {"n_gpu_layers": ("--n-gpu-layers", False), "flash_attn": ("--flash-attn", False),
-                "spec_draft_p_min": ("--spec-draft-p-min", True),
-                "spec_draft_n_min": ("--spec-draft-n-min", True),
-                "spec_draft_p_split": ("--spec-draft-p-split", True)}
 BIND_TRIES = 3
 _VERSION = re.compile(r"version:\s*(\S+)")
-_ERROR_LINE = re.compile(r"\s(E)\s")
-
-
-def _version_failure(path: Path, returncode: int, output: str) -> str:
-    """One line: what `--version` should have said and the first line it did say (not a
-    repr of the whole output with its \\n escapes; ``visible`` shows control characters)."""
-    first = next((line.strip() for line in output.splitlines() if line.strip()), "")
-    said = f"its first line: {visible(first, 120)}" if first else "it printed nothing"
-    status = "" if returncode == 0 else f"exit {returncode}; "
-    return (f"{path} is not a llama-server: `--version` printed no llama.cpp "
-            f"\"version: ...\" line ({status}{said})")
-
-
-# What this build logs when it cannot speculate with the draft it was given: it then serves
-# without speculation (the first two) or does not start at all (the last).
-_SPEC_REFUSED = ("vocabs are not compatible", "failed to initialize speculative decoding",
-                 "failed to load draft model")
-# The warning lines before them that say which part of the rule failed (BOS, EOS, type).
-_SPEC_WHY = re.compile(r"draft model (?:vocab type|bos tokens|eos tokens|vocab) must")
-_FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",
-               10: "Q2_K", 12: "Q3_K_M", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
-               17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
-
-
-def _parameter_size(count: int | None) -> str | None:
-    if not count or count <= 0:
-        return None
-    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
-
-
-def _error_lines(lines: Sequence[str]) -> str:
-    """The log's error lines, without llama.cpp's timestamp/level prefix, in one line."""
-    found = [re.sub(r"^\s*[0-9.]+\s+E\s+", "", line).strip()
-             for line in lines if _ERROR_LINE.search(line)]
-    return "; ".join(found[:2])[:240] or (lines[-1].strip()[:240] if lines else "no output")
 
 
 class LlamaServerEngine:
@@ -208,31 +141,23 @@ class LlamaServerEngine:
         output = (result.stdout + result.stderr).strip()
         match = _VERSION.search(output)
         if result.returncode != 0 or not match:
-            raise EngineStartFailed(_version_failure(binary.path, result.returncode, output))
+            raise EngineStartFailed(logtext.version_failure(binary.path, result.returncode, output))
         build = " ".join(line.strip() for line in output.splitlines() if line.strip())
         return match.group(1), build[:200]
 
     def _check_options(self) -> None:
-        known = set(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS) | set(PINNED_FLAGS) | set(SPEC_FLAGS)
+        known = launch.KNOWN_OPTIONS
         for config in self.protocol.configs:
             unknown = sorted(set(self.protocol.request_options(config)) - known)
             if unknown:
                 raise UsageError(f"protocol {self.protocol.id} sets {', '.join(unknown)}, "
                                  "which llama-server has no setting for")
-            if config.role == "draft" and self.spec_type(config) is None:
+            kind = launch.spec_type(self.protocol, config)
+            if config.role == "draft" and kind is None:
                 raise UsageError(f"{config.name}: a llama-server draft config needs a "
                                  "draft_model or a spec_type")
-            if self.spec_type(config) in DRAFT_MODEL_TYPES and config.draft_model is None:
-                raise UsageError(f"{config.name}: --spec-type {self.spec_type(config)} "
-                                 "needs a draft model")
-
-    def spec_type(self, config: ProtocolConfig) -> str | None:
-        """The config's --spec-type: its option, else draft-simple when it names a draft
-        model (the protocols before the option), else none (no speculation)."""
-        value = self.protocol.request_options(config).get("spec_type")
-        if isinstance(value, str) and value and value != "none":
-            return value
-        return "draft-simple" if config.draft_model is not None else None
+            if kind in launch.DRAFT_MODEL_TYPES and config.draft_model is None:
+                raise UsageError(f"{config.name}: --spec-type {kind} needs a draft model")
 
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
@@ -257,7 +182,9 @@ class LlamaServerEngine:
         can_honor = {c.name: engine_can_honor(c.mechanism, version, self.name)
                      for c in self.protocol.configs}
         public = {name: m.name for name, m in self.models.items() if m.source == "path"}
-        infos = [self._model_info(name, public.get(name, name)) for name in self.models]
+        infos = [logtext.model_info(public.get(name, name), digest=self.models[name].digest,
+                                    size=self.models[name].size, header=self.headers[name])
+                 for name in self.models]
         # One config runs at a time: the target plus the biggest draft.
         drafts = [self.models[n].size for n in self.models if n != target]
         needed = self.models[target].size + max(drafts, default=0)
@@ -319,7 +246,7 @@ class LlamaServerEngine:
             return {}
         refused: dict[str, str] = {}
         for config in self.protocol.configs:
-            if self.spec_type(config) == MTP_TYPE:
+            if launch.spec_type(self.protocol, config) == launch.MTP_TYPE:
                 refused[config.name] = (f"{self._public_name(target)} has no MTP layers (its "
                                         "GGUF header declares no nextn_predict_layers), so "
                                         "llama.cpp has nothing to draft with")
@@ -336,17 +263,6 @@ class LlamaServerEngine:
         for model in self.models.values():
             text = text.replace(str(model.path), f"sha256:{model.digest[:16]}")
         return re.sub(r"(?<![\w.])/(?:[^\s'\"/]+/)+[^\s'\"]*", "…", text)[:240]
-
-    def _model_info(self, name: str, public: str) -> ModelInfo:
-        model, header = self.models[name], self.headers[name]
-        return ModelInfo(
-            name=public[:120], digest=model.digest, size_bytes=model.size or None,
-            family=(header.architecture or None) and header.architecture[:200],
-            quantization=_FILE_TYPES.get(header.file_type, f"file_type {header.file_type}")
-            if header.file_type is not None else None,
-            parameter_size=_parameter_size(header.parameter_count),
-            format="gguf",
-        )
 
     # --- one config: start, requests, stop ----------------------------------------------
 
@@ -365,57 +281,16 @@ class LlamaServerEngine:
         args += ["--ctx-size", str(options["num_ctx"])]
         # The speculative counters per draft position are read there (metrics.py).
         args += ["--metrics"]
-        for flag, value in self.pinned_flags(config).items():
+        for flag, value in launch.pinned_flags(self.protocol, config).items():
             args += [f"--{flag}", value]
-        spec_type = self.spec_type(config)
-        if spec_type is None:
-            return args
-        args += ["--spec-type", spec_type]
-        if config.draft_model is not None:
-            args += ["--spec-draft-model", str(self.models[config.draft_model].path)]
-        knobs = {name: options[name] for name in SPEC_FLAGS if name in options}
-        if spec_type in DRAFT_MODEL_TYPES:  # the depth every earlier protocol relied on
-            knobs.setdefault("spec_draft_n_max", 3)
-        for knob, setting in knobs.items():
-            args += [SPEC_FLAGS[knob], str(setting)]
-        return args
-
-    def pinned_flags(self, config: ProtocolConfig) -> dict[str, str]:
-        """The protocol's pinned settings for this config's start, flag (no dashes) ->
-        value, as given on the command line and recorded in its ``Launch``."""
-        options = self.protocol.request_options(config)
-        found: dict[str, str] = {}
-        speculates = self.spec_type(config) is not None
-        for name, (flag, draft_only) in PINNED_FLAGS.items():
-            if name in options and (speculates or not draft_only):
-                value = options[name]
-                found[flag.lstrip("-")] = (str(value).lower() if isinstance(value, bool)
-                                           else str(value))
-        return found
+        draft = self.models[config.draft_model] if config.draft_model is not None else None
+        return args + launch.spec_args(self.protocol, config,
+                                       str(draft.path) if draft is not None else None)
 
     def redacted(self, args: Sequence[str]) -> list[str]:
         """The command line as a result may show it: files as digests, no paths."""
         by_path = {str(m.path): f"sha256:{m.digest}" for m in self.models.values()}
         return ["llama-server", *(by_path.get(a, a) for a in args)]
-
-    def _launch(self, config: ProtocolConfig) -> Launch:
-        from specschema import Launch  # v2 wire model
-
-        options = self.protocol.request_options(config)
-        flags = self.pinned_flags(config)
-        spec_type = self.spec_type(config)
-        if spec_type is None:
-            return Launch(source="engine_command", threads=self.threads, flags=flags)
-        # The draftless types' knobs, as given (their depth among them).
-        flags.update({SPEC_FLAGS[name].lstrip("-"): str(options[name]) for name in SPEC_FLAGS
-                      if name in options and name != "spec_draft_n_max"})
-        n_max = options.get("spec_draft_n_max", 3 if spec_type in DRAFT_MODEL_TYPES else None)
-        draft = self.models[config.draft_model] if config.draft_model is not None else None
-        return Launch(source="engine_command", threads=self.threads, spec_type=spec_type,
-                      draft_n_max=n_max if isinstance(n_max, int) else None,
-                      draft_model=draft is not None,
-                      draft_model_digest=draft.digest if draft is not None else None,
-                      flags=flags)
 
     def begin_config(self, config: ProtocolConfig, listener: RunListener) -> None:
         assert self.binary is not None, "preflight() first"
@@ -443,17 +318,20 @@ class LlamaServerEngine:
             if config.draft_model is not None and loaded:
                 raise SpeculationRefused(
                     f"{config.name}: llama-server could not load the draft "
-                    f"{config.draft_model}: {_error_lines(tail)}", config=config.name,
+                    f"{config.draft_model}: {logtext.error_lines(tail)}", config=config.name,
                     public=f"llama-server could not load the draft model {config.draft_model}: "
-                    f"{self._public_text(_error_lines(tail))}")
+                    f"{self._public_text(logtext.error_lines(tail))}")
             model = config.draft_model or self.protocol.model_for(config, self.settings.target)
             raise EngineStartFailed(
                 f"llama-server did not start for {config.name} (model {model}): "
-                f"{_error_lines(tail)}")
+                f"{logtext.error_lines(tail)}")
         self.commands[config.name] = self.redacted(args)
-        self.launches.setdefault(config.name, []).append(self._launch(config))
+        draft = self.models[config.draft_model] if config.draft_model is not None else None
+        self.launches.setdefault(config.name, []).append(launch.launch_record(
+            self.protocol, config, threads=self.threads,
+            draft_digest=draft.digest if draft is not None else None))
         listener.launched(config.name, self.commands[config.name])
-        if self.spec_type(config) is not None:
+        if launch.spec_type(self.protocol, config) is not None:
             self._check_draft_loaded(config)
         assert self._api is not None
         props = self._api.props()
@@ -467,8 +345,8 @@ class LlamaServerEngine:
         assert self._log_path is not None and self._api is not None
         lines = process.log_tail(self._log_path, 400)
         refused = [line for line in lines
-                   if any(s in line for s in _SPEC_REFUSED) or _SPEC_WHY.search(line)]
-        said = _logged_lines(refused)
+                   if any(s in line for s in logtext.SPEC_REFUSED) or logtext.SPEC_WHY.search(line)]
+        said = logtext.logged_lines(refused)
         if not said:
             slots = self._api.slots()
             if slots is not None and not any(slot.get("speculative") is True for slot in slots):
@@ -477,7 +355,7 @@ class LlamaServerEngine:
             self._stop_server()
             target = self._public_name(self.protocol.model_for(config, self.settings.target))
             what = (f"{config.draft_model} as a draft" if config.draft_model is not None
-                    else f"--spec-type {self.spec_type(config)}")
+                    else f"--spec-type {launch.spec_type(self.protocol, config)}")
             raise SpeculationRefused(
                 f"{config.name}: llama-server refused {what}: {said}", config=config.name,
                 public=f"llama-server started without speculation: it refused {what} for "
@@ -494,12 +372,8 @@ class LlamaServerEngine:
         return found
 
     def request_body(self, config: ProtocolConfig, prompt: str | None = None) -> dict[str, Any]:
-        options = self.protocol.request_options(config)
-        body: dict[str, Any] = {
-            "prompt": self.templated(self.protocol.prompt if prompt is None else prompt)}
-        body.update({REQUEST_OPTIONS[k]: v for k, v in options.items() if k in REQUEST_OPTIONS})
-        body.update(FIXED_REQUEST)
-        return body
+        return launch.request_body(self.protocol, config, self.templated(
+            self.protocol.prompt if prompt is None else prompt))
 
     def generate(self, config: ProtocolConfig, *, counted: bool,
                  prompt: str | None = None) -> Generation:
@@ -511,7 +385,7 @@ class LlamaServerEngine:
             generation = self._api.completion(body)
             after = self._spec_metrics() if before is not None else None
             counts = after.since(before) if after is not None and before is not None else None
-            return _with_rounds(generation, counts)
+            return with_rounds(generation, counts)
         except StreamBroken as exc:
             code = self._wait_exit(self._process)
             if code is not None:
@@ -519,7 +393,7 @@ class LlamaServerEngine:
                 tail = process.log_tail(self._log_path)
                 raise EngineDied(
                     f"llama-server exited (code {code}) during a {config.name} request: "
-                    f"{_error_lines(tail) if tail else 'no output'}") from None
+                    f"{logtext.error_lines(tail) if tail else 'no output'}") from None
             raise EngineDied(f"{exc.message} during a {config.name} request") from None
 
     @staticmethod
@@ -562,24 +436,6 @@ class LlamaServerEngine:
         version = wire_version(pre.engine_version)
         build = (report.build or pre.build or "")[:200] or None
         return Engine(name=self.name, version=version, build=build, runtime="ggml"), None
-
-
-def _with_rounds(generation: Generation, counts: SpecMetrics | None) -> Generation:
-    """The generation with its rounds and per-position counts from /metrics, when they
-    describe the same request (the same drafted and accepted totals as its timings)."""
-    if counts is None or generation.draft_n is None:
-        return generation
-    if (counts.drafted, counts.accepted) != (generation.draft_n, generation.draft_accepted):
-        return generation  # another request's counts, or none: say nothing rather than guess
-    return replace(generation, draft_rounds=counts.rounds,
-                   accepted_per_position=counts.per_position)
-
-
-def _logged_lines(lines: Sequence[str]) -> str:
-    """Log lines without llama.cpp's timestamp, level and source prefix, in one line."""
-    texts = [re.sub(r"^\s*[0-9.]+\s+[EWI]\s+(?:\S+\s+)?\S+:\s*", "", line).strip()
-             for line in lines]
-    return "; ".join(dict.fromkeys(t for t in texts if t))[:240]
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

@@ -14,9 +14,11 @@ engine's ``--parallel 1``) make the difference of two readings one request's cou
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["SpecMetrics", "parse_spec_metrics"]
+from specsubmit.engines.base import Generation
+
+__all__ = ["SpecMetrics", "parse_spec_metrics", "with_rounds"]
 
 _PREFIX = "llamacpp:spec_decode_"
 _LINE = re.compile(r'^llamacpp:spec_decode_([a-z_]+)(?:\{position="(\d{1,4})"\})?\s+'
@@ -80,3 +82,14 @@ def parse_spec_metrics(text: str) -> SpecMetrics | None:
     return SpecMetrics(totals["num_drafts_total"], totals.get("num_draft_tokens_total", 0),
                        totals.get("num_accepted_tokens_total", 0),
                        tuple(positions.get(i, 0) for i in range(width)))
+
+
+def with_rounds(generation: Generation, counts: SpecMetrics | None) -> Generation:
+    """The generation with its rounds and per-position counts from /metrics, when they
+    describe the same request (the same drafted and accepted totals as its timings)."""
+    if counts is None or generation.draft_n is None:
+        return generation
+    if (counts.drafted, counts.accepted) != (generation.draft_n, generation.draft_accepted):
+        return generation  # another request's counts, or none: say nothing rather than guess
+    return replace(generation, draft_rounds=counts.rounds,
+                   accepted_per_position=counts.per_position)
