@@ -450,15 +450,20 @@ def build_submission(
     target = pre.public_names.get(settings.target, settings.target) if settings.target \
         else None
     baseline_state = states[protocol.baseline().name]
-    baseline_trials = baseline_state.trials
-    reference = token_reference(baseline_state.generations)
+    # Each trial is compared with the baseline's answers to its own prompt (a prompt set's
+    # trials answer different prompts: ``Protocol.prompt_for``).
+    prompts = max(len(protocol.prompts or ()), 1)
+    base_by_prompt = [[(t, g) for t, g in zip(baseline_state.trials, baseline_state.generations,
+                                              strict=True) if t.index % prompts == p]
+                      for p in range(prompts)]
+    references = [token_reference([g for _, g in pairs]) for pairs in base_by_prompt]
     configs: list[ConfigResult] = []
     for config in protocol.configs:
         state = states[config.name]
         # Token by token where the engine gave the ids (llama-server), else by text hash.
-        diverged = divergences(reference, state.generations) if state.trials else None
+        diverged = _divergences(references, state.trials, state.generations)
         matches = (all(d is None for d in diverged) if diverged is not None
-                   else outputs_match_baseline(baseline_trials, state.trials))
+                   else _outputs_match(base_by_prompt, state.trials))
         evidence = build_evidence(
             config, engine_version=report.version or pre.engine_version,
             engine=pre.engine_name, counters=counters.get(config.name),
@@ -502,6 +507,34 @@ def build_submission(
     if engine_log is not None:
         common["engine_log"] = engine_log
     return _v2_submission(pre, report, configs, common, wire_engine)
+
+
+def _divergences(references: Sequence[tuple[int, ...] | None], trials: Sequence[Trial],
+                 generations: Sequence[Generation]) -> list[int | None] | None:
+    """``evidence.divergences`` of each trial from the reference of its prompt; None
+    without trials or token ids."""
+    if not trials:
+        return None
+    found: list[int | None] = []
+    for trial, generation in zip(trials, generations, strict=True):
+        one = divergences(references[trial.index % len(references)], [generation])
+        if one is None:
+            return None
+        found.append(one[0])
+    return found
+
+
+def _outputs_match(base_by_prompt: Sequence[Sequence[tuple[Trial, Generation]]],
+                   trials: Sequence[Trial]) -> bool | None:
+    """``evidence.outputs_match_baseline`` per prompt: every trial gave the baseline's
+    most common answer to its own prompt (None: either side has no trials)."""
+    if not trials:
+        return None
+    verdicts = [outputs_match_baseline([t for t, _ in base_by_prompt[t.index % len(
+        base_by_prompt)]], [t]) for t in trials]
+    if None in verdicts:
+        return None
+    return all(verdicts)
 
 
 def with_log_evidence(trials: Sequence[Trial], counters: Sequence[TrialCounters | None],

@@ -20,8 +20,10 @@ What it does with a draft is set per draft file (the first 12 hex digits of its 
 - ``blind``: speculate, accepting none of what it drafts (an unrelated draft);
 - anything else, or not listed: speculate, accepting half of what it drafts.
 
-The generated token ids are ``100 + i``; with ``FAKE_LLAMA_DIVERGE_AT=N`` a speculating
-server emits another id from position N on (as the target's batched arithmetic does).
+The generated token ids are ``100 + i`` plus a multiple of 10,000 that depends on the prompt
+(each prompt of a prompt set has its own answer); with ``FAKE_LLAMA_DIVERGE_AT=N`` a
+speculating server emits another id from position N on (as the target's batched arithmetic
+does).
 Run as ``python fake_llama_server.py ARGS`` (``write_fake_binary`` writes a launcher).
 """
 
@@ -147,7 +149,8 @@ def main(argv: list[str]) -> int:
                 self._json({"error": "not found"}, 404)
                 return
             n = int(body.get("n_predict", 16))
-            ids = [100 + i if not (speculating and 0 <= diverge_at <= i) else 900 + i
+            answer = 10_000 * (sum(str(body.get("prompt", "")).encode()) % 97)
+            ids = [answer + (100 + i if not (speculating and 0 <= diverge_at <= i) else 900 + i)
                    for i in range(n)]
             # 2 ms of prompt, 0.25 ms per token (4000 tok/s): the wall time covers them.
             prompt_ms, predicted_ms = 2.0, n * 0.25

@@ -104,6 +104,11 @@ def test_rounds_and_positions_per_trial_and_results_per_kind_of_work(
                                                                 abs=1e-4)
     domains = [r.domain for r in domain_results(sub, ngram)]
     assert domains == list(MAP.domains)
+    # each prompt has its own answer: a trial is compared with the baseline's answers to
+    # the same prompt, so nothing differs here (one reference for all said "from token 1")
+    assert len({t.output_sha256 for t in ngram.trials}) == len(MAP.domains)
+    assert ngram.speculation.outputs_match_baseline is True
+    assert ngram.speculation.diverged_at is None
     assert sub.protocol.parameters["configs"] == "ngram_simple_m8"
     # the server plans the same run from the parameters and accepts it, bytes and all
     ctx = rules.RuleContext(MAP, datetime.now(UTC), timedelta(days=30), timedelta(minutes=5))
