@@ -92,15 +92,22 @@ def outputs_published(trials: Sequence[dict[str, Any]]) -> bool:
 
 
 def server_output_check(name: str, trials: Sequence[dict[str, Any]],
-                        baseline: str | None) -> str | None:
-    """Whether this config's output hashes equal the baseline's most common one."""
+                        baseline: str | None, prompts: int = 1) -> str | None:
+    """Whether this config's output hashes equal the baseline's most common one for the
+    same prompt (``prompts``: the size of the protocol's prompt set; trial i answered
+    prompt i % prompts)."""
     if baseline is None or name == baseline or not outputs_published(trials):
         return None
-    reference = Counter(t["output_sha256"] for t in trials if t["config_name"] == baseline)
-    own = [t["output_sha256"] for t in trials if t["config_name"] == name]
-    if not reference or not own:
+    references: dict[int, Counter[str]] = {}
+    for t in trials:
+        if t["config_name"] == baseline:
+            references.setdefault(int(t["trial_index"]) % prompts, Counter())[
+                t["output_sha256"]] += 1
+    own = [(int(t["trial_index"]) % prompts, t["output_sha256"]) for t in trials
+           if t["config_name"] == name]
+    if not references or not own or any(p not in references for p, _ in own):
         return None
-    same = sum(h == reference.most_common(1)[0][0] for h in own)
+    same = sum(h == references[p].most_common(1)[0][0] for p, h in own)
     if same == len(own):
         return "every trial's output is identical to the baseline's"
     return f"{len(own) - same} of {len(own)} outputs differ from the baseline's"
@@ -198,8 +205,9 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
                   trials: Sequence[dict[str, Any]], engine_version: str,
                   levels: dict[str, tuple[str, str]] | None = None,
                   engine: str | None = "ollama",
-                  log_status: str | None = "read") -> str:
-    """The article's table: one row per config, in seconds and tok/s, verdict and evidence."""
+                  log_status: str | None = "read", prompts: int = 1) -> str:
+    """The article's table: one row per config, in seconds and tok/s, verdict and evidence
+    (``prompts``: the size of the protocol's prompt set)."""
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
             '<th class="num">Median eval (s)</th><th class="num">Median tok/s</th>'
@@ -212,9 +220,9 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
         label = verdict_label(summary, found)
         observed = "baseline" if summary.role == "baseline" else summary.observed
         level = (levels or {}).get(summary.name)
-        checked, reported = evidence_lines(
-            summary, found, engine_version, server_output_check(summary.name, trials, baseline),
-            level, engine, log_status)
+        check = server_output_check(summary.name, trials, baseline, prompts)
+        checked, reported = evidence_lines(summary, found, engine_version, check, level,
+                                           engine, log_status)
         evidence_level = level[0] if level else "none"
         verdict_class: str = observed
         # The ratio's colour is its outcome, and only for counted confirmed speculation; a

@@ -707,9 +707,12 @@ def submission_body(base_url: str, view: queries.SubmissionView) -> str:
     out.append(result.conclusion_section(summaries, evidence, version, bool(row["complete"]),
                                          row.get("engine_log"), row["engine"], headline))
     out.append("<h2>Results</h2>")
+    shipped = find_protocol(str(row["protocol_id"]), int(row["protocol_version"]),
+                            str(row["protocol_sha256"]))
     out.append(result.results_table(summaries, evidence, parts["trials"], version,
                                     result.levels_of(parts["summaries"]), row["engine"],
-                                    row.get("engine_log")))
+                                    row.get("engine_log"),
+                                    len(shipped.prompts or ()) or 1 if shipped else 1))
     method = interval_method_words(
         interval_of(str(row["protocol_id"]), int(row["protocol_version"]),
                     str(row["protocol_sha256"])),
