@@ -27,6 +27,8 @@ PINNED = {
     ("lmstudio-draft", 2): "9f83912eea5f2aaead8c1e80ca125cd5f8d9fb45a4dcf28066d997f802c7d9d4",
     ("ollama-draft", 4): "e0ba30ba9d4df35b4dc170b65bd10e4a88424d6a7f215cfe3bb330d1cfac394c",
     ("llamacpp-map", 1): "6ea17ecde7f75caebea5e9965fd36cb59d262f5959d11e1997e3865d79ddf583",
+    ("ollama-map", 1): "fd0ccfef876ca6a6296d3779c8eaf67d84b7a129c62c64e452cbb63e0d6c0a1a",
+    ("lmstudio-map", 1): "4208d0a16b844232ae1d005a1557596f27d3f98ee82a76d6923b9936846e6e99",
 }
 
 
@@ -35,7 +37,7 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
         "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 3, "llamacpp-draft-long": 3,
-        "lmstudio-draft": 2, "llamacpp-map": 1}
+        "lmstudio-draft": 2, "llamacpp-map": 1, "ollama-map": 1, "lmstudio-map": 1}
 
 
 @pytest.mark.parametrize("version", [2, 3])
