@@ -321,6 +321,13 @@ class LlamaServerEngine:
                     f"{config.draft_model}: {logtext.error_lines(tail)}", config=config.name,
                     public=f"llama-server could not load the draft model {config.draft_model}: "
                     f"{self._public_text(logtext.error_lines(tail))}")
+            said = logtext.logged_lines([line for line in tail if "MTP" in line])
+            if launch.spec_type(self.protocol, config) == launch.MTP_TYPE and \
+                    logtext.MTP_REFUSED in said:
+                raise SpeculationRefused(
+                    f"{config.name}: llama-server could not start MTP speculation: {said}",
+                    config=config.name, public="llama-server could not start MTP "
+                    f"speculation for this target: {self._public_text(said)}")
             model = config.draft_model or self.protocol.model_for(config, self.settings.target)
             raise EngineStartFailed(
                 f"llama-server did not start for {config.name} (model {model}): "

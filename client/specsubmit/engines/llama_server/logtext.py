@@ -17,6 +17,9 @@ _ERROR_LINE = re.compile(r"\s(E)\s")
 # without speculation (the first two) or does not start at all (the last).
 SPEC_REFUSED = ("vocabs are not compatible", "failed to initialize speculative decoding",
                 "failed to load draft model")
+# What this build logs, then exits, when --spec-type draft-mtp meets a target without MTP
+# layers (the pre-flight refuses those whose header says so; this catches the others).
+MTP_REFUSED = "failed to create MTP context"
 # The warning lines before them that say which part of the rule failed (BOS, EOS, type).
 SPEC_WHY = re.compile(r"draft model (?:vocab type|bos tokens|eos tokens|vocab) must")
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1",

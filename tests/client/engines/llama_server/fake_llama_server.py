@@ -48,6 +48,17 @@ REFUSAL_LINES = (  # verbatim from tests/fixtures/llama_server/incompatible-voca
 )
 
 
+# What the pinned build logs, then exits 1, for --spec-type draft-mtp on a target without
+# MTP layers (seen on Gemma 3 270M; tests/realengine/test_gemma_real.py).
+MTP_LINES = (
+    "0.00.100.000 W llama_init_from_model: context type MTP requested but model doesn't "
+    "contain MTP layers",
+    "0.00.100.100 E common_speculative_init_result: failed to create MTP context",
+    "0.00.100.200 E srv    load_model: failed to create MTP context",
+    "0.00.100.300 E srv  llama_server: exiting due to model loading error",
+)
+
+
 def write_fake_binary(folder: Path) -> Path:
     """An executable that runs this file with the test's Python."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -85,6 +96,10 @@ def main(argv: list[str]) -> int:
             args[item] = "" if following.startswith("--") else following
     draft = args.get("--spec-draft-model")
     behaviour = _behaviour(draft)
+    if args.get("--spec-type") == "draft-mtp" and os.environ.get("FAKE_LLAMA_MTP") == "absent":
+        for line in MTP_LINES:
+            _log(line)
+        return 1
     if behaviour is None and args.get("--spec-type"):
         behaviour = "speculate"
     depth = int(args.get("--spec-draft-n-max") or args.get("--spec-ngram-simple-size-m")

@@ -121,6 +121,33 @@ def test_rounds_and_positions_per_trial_and_results_per_kind_of_work(
     assert prepared.submission_id == str(sub.submission_id)
 
 
+def test_a_target_whose_header_claims_mtp_but_fails_to_start_it_is_a_refusal(
+        tmp_path: Path, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pre-flight trusts the header; llama-server then exits at load. That config is
+    incompatible with the engine's words, and the run goes on."""
+    monkeypatch.setenv("FAKE_LLAMA_MTP", "absent")
+    parameters = {"configs": "ngram_simple_m8,mtp_n3"}
+    protocol = MAP.for_run(parameters)
+    settings = RunSettings(protocol=protocol, target=str(files["target"]),
+                           parameters=parameters)
+    recorder = Recorder()
+    with LlamaServerEngine(settings, binary=write_fake_binary(tmp_path / "bin"),
+                           models_dir=tmp_path / "none", startup_timeout_s=60,
+                           threads=1) as engine:
+        pre = engine.preflight(MACHINE, recorder)
+        pre.refused.pop("mtp_n3")  # as if the header declared MTP layers
+        outcome = run_protocol(engine, settings, fingerprint=MACHINE, listener=recorder,
+                               pre=pre)
+    sub = outcome.submission
+    assert outcome.error is None and sub.complete
+    mtp = next(c for c in sub.configs if c.name == "mtp_n3")
+    assert mtp.speculation.observed == "incompatible" and mtp.trials == []
+    assert mtp.speculation.refusal == (
+        "llama-server could not start MTP speculation for this target: context type MTP "
+        "requested but model doesn't contain MTP layers; failed to create MTP context")
+    assert sub.configs[1].speculation.observed == "confirmed"
+
+
 def test_a_draft_joins_the_run_only_when_given(tmp_path: Path,
                                                files: dict[str, Path]) -> None:
     recorder = Recorder()
