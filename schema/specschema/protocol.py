@@ -8,7 +8,10 @@ Protocols that name no default target (``target: null``) take it as a run parame
 which the submission records in ``protocol.parameters["target"]``. A config whose
 ``draft_model`` is ``$NAME`` takes its draft from the run parameter NAME (``--draft``):
 ``Protocol.for_run`` resolves it, and leaves out the configs whose parameter was not given;
-client and server both plan a run from that (same schedule, same configs).
+client and server both plan a run from that (same schedule, same configs). A bracketed
+protocol's run may make fewer rounds than the protocol (the run parameter ``rounds``, which
+``specsubmit run --budget`` sets): every round ends where the next begins, so a run of fewer
+rounds is the first part of the whole protocol's schedule, block for block.
 
 A protocol with a prompt set (``prompts``) rotates its trials through the prompts: trial
 ``i`` of every config answers prompt ``i % len(prompts)``, so a block of as many trials as
@@ -192,14 +195,25 @@ class Protocol(_ProtocolModel):
         return tuple(dict.fromkeys(c.draft_model[1:] for c in self.configs
                                    if c.draft_model and c.draft_model.startswith("$")))
 
+    @property
+    def rounds(self) -> int | None:
+        """The bracketed rounds it runs (baseline, drafts, baseline, drafts reversed; the
+        closing baseline block apart); None for another order."""
+        if self.order != "bracketed":
+            return None
+        return self.trials_per_config // (2 * (self.block_trials or 1))
+
     def for_run(self, parameters: Mapping[str, str]) -> Protocol:
         """This protocol as one run makes it: each ``$NAME`` draft replaced by the
-        parameter's value, the configs whose parameter is absent left out, and, when the
-        ``configs`` parameter names some (comma-separated), only those besides the baseline.
-        Keeps this protocol's identity (``sha256``); the protocol itself when nothing
-        changes. Raises ProtocolError for a chosen config it does not have."""
+        parameter's value, the configs whose parameter is absent left out, when the
+        ``configs`` parameter names some (comma-separated), only those besides the baseline,
+        and with the ``rounds`` parameter (a bracketed protocol only: a whole number from 1
+        to its own rounds, written plainly) that many rounds. Keeps this protocol's identity
+        (``sha256``); the protocol itself when nothing changes. Raises ProtocolError for a
+        chosen config it does not have and for rounds it cannot make."""
         chosen = parameters.get("configs")
-        if not self.draft_parameters and chosen is None:
+        rounds = parameters.get("rounds")
+        if not self.draft_parameters and chosen is None and rounds is None:
             return self
         keep = None if chosen is None else set(chosen.split(","))
         unknown = sorted((keep or set()) - {c.name for c in self.configs})
@@ -217,9 +231,23 @@ class Protocol(_ProtocolModel):
                     continue
                 config = config.model_copy(update={"draft_model": value})
             configs.append(config)
-        run = self.model_copy(update={"configs": configs})
+        update: dict[str, object] = {"configs": configs}
+        if rounds is not None:
+            update["trials_per_config"] = self._trials_in(rounds)
+        run = self.model_copy(update=update)
         run._shipped_sha256 = self.sha256
         return run
+
+    def _trials_in(self, rounds: str) -> int:
+        """``trials_per_config`` for the run parameter ``rounds`` (``for_run``)."""
+        most = self.rounds
+        if most is None:
+            raise ProtocolError(f"protocol {self.id} does not run in bracketed rounds: it "
+                                "takes no rounds")
+        if not (rounds.isascii() and rounds.isdigit() and rounds == str(int(rounds))
+                and 1 <= int(rounds) <= most):
+            raise ProtocolError(f"protocol {self.id} runs 1 to {most} rounds, not {rounds!r}")
+        return int(rounds) * 2 * (self.block_trials or 1)
 
     def config(self, name: str) -> ProtocolConfig:
         for candidate in self.configs:
