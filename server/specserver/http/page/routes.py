@@ -35,7 +35,7 @@ from specschema.protocol_text import shown_description
 from specserver.board import GroupAggregate, Snapshot, aggregate
 from specserver.http.caching import board_conditional, conditional
 from specserver.http.deps import Reads
-from specserver.http.page import charts, result
+from specserver.http.page import breakdown, charts, result
 from specserver.http.page.data import MENUS, PageData, PageReuse, page_data, page_version
 from specserver.http.params import choice, integer, one, parse_filters, query_params
 from specserver.ingest import chip_is_known, target_unsized_reason
@@ -713,6 +713,10 @@ def submission_body(base_url: str, view: queries.SubmissionView) -> str:
                                     result.levels_of(parts["summaries"]), row["engine"],
                                     row.get("engine_log"),
                                     len(shipped.prompts or ()) or 1 if shipped else 1))
+    signed = breakdown.submitted(view.envelope)
+    if signed is not None:
+        out.append(breakdown.domain_section(signed, {c.name: c.observed
+                                                     for c in summaries}))
     method = interval_method_words(
         interval_of(str(row["protocol_id"]), int(row["protocol_version"]),
                     str(row["protocol_sha256"])),

@@ -8,6 +8,7 @@ The same on the real engine with a real model: tests/realengine/test_speculation
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -165,3 +166,34 @@ def test_a_draft_joins_the_run_only_when_given(tmp_path: Path,
     forged = sub.model_copy(update={"protocol": sub.protocol.model_copy(update={
         "parameters": {k: v for k, v in sub.protocol.parameters.items() if k != "draft"}})})
     assert any(v.rule == "configs_match_protocol" for v in rules.violations(forged, ctx))
+
+
+def test_the_submission_page_shows_each_kind_of_work_and_the_acceptance_by_position(
+        tmp_path: Path, files: dict[str, Path]) -> None:
+    from specschema import envelope_bytes, sign_envelope
+    from tests.reliability.apps import app_on
+    from tests.reliability.hostile import signing_key
+    from tests.support.inprocess import InProcessClient
+
+    sub = _run(tmp_path, files["target"], {"configs": "ngram_simple_m8,mtp_n3"},
+               Recorder()).submission
+    body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(5)))
+    with app_on("duckdb", tmp_path, admin_token="t" * 32) as app, \
+            InProcessClient(app) as client:
+        posted = client.post("/v1/submissions", content=body, peer=("203.0.113.5", 1))
+        assert posted.status_code == 201, posted.text
+        page = client.get(f"/submissions/{sub.submission_id}").text
+        hidden = client.post("/admin/v1/hide", headers={
+            "Authorization": f"Bearer {'t' * 32}", "Content-Type": "application/json"},
+            content=json.dumps({"submission_id": str(sub.submission_id), "reason": "test"}))
+        after = client.get(f"/submissions/{sub.submission_id}").text
+    assert "<h2>Per kind of work</h2>" in page
+    for label in ("code edit", "translation", "maths"):
+        assert f"<th>{label}</th>" in page
+    section = page.split("<h2>Per kind of work</h2>", 1)[1].split("</table>", 1)[0]
+    assert section.count("<tr><td>") == 1  # the one config that ran: mtp_n3 was refused
+    assert "ngram_simple_m8" in section and "x<br>" in section  # confirmed: speedups shown
+    assert "acceptance by draft position" in page and 'class="pos"' in page
+    assert hidden.status_code == 200, hidden.text
+    assert "<h2>Per kind of work</h2>" not in after  # a hidden submission's envelope is not
+    assert "Hidden by a maintainer" in after  # public, nor are its numbers by kind of work
