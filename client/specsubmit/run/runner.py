@@ -28,27 +28,20 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import groupby
 from typing import Any
 
 from specschema import (
-    ClientInfo,
-    ConfigResult,
     Fingerprint,
-    ModelInfo,
     Protocol,
-    ProtocolRef,
     Submission,
     Trial,
-    TrialCounters,
     Warmup,
 )
-from specschema import Engine as WireEngine
 from specschema.engines import descriptor
 from specschema.protocol import ProtocolConfig
-from specsubmit import __version__
 from specsubmit.engines import (
     COLD_LOAD_NS,
     DraftCounters,
@@ -63,12 +56,7 @@ from specsubmit.engines import (
 from specsubmit.engines import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
-from specsubmit.run.evidence import (
-    build_evidence,
-    divergences,
-    outputs_match_baseline,
-    token_reference,
-)
+from specsubmit.run.submission import ConfigState, build_submission, protocol_ref
 
 __all__ = [
     "COLD_LOAD_NS",
@@ -95,13 +83,6 @@ class RunOutcome:
     trials_dropped: int = 0  # measured in a block cut short, so not kept (see above)
 
 
-@dataclass
-class _ConfigState:
-    warmups: list[Warmup] = field(default_factory=list)
-    trials: list[Trial] = field(default_factory=list)
-    generations: list[Generation] = field(default_factory=list)
-
-
 # --- helpers ------------------------------------------------------------------------------
 
 
@@ -121,15 +102,6 @@ def resolve_target(protocol: Protocol, target: str | None) -> str | None:
             + (f" ({note})" if note else "")
         )
     return target
-
-
-def protocol_ref(protocol: Protocol, target: str | None,
-                 others: Mapping[str, str] | None = None) -> ProtocolRef:
-    """``others``: the run's other parameters (``RunSettings.parameters``), as published."""
-    parameters = {"target": target} if target and target != protocol.target else {}
-    parameters.update(others or {})
-    return ProtocolRef(id=protocol.id, version=protocol.version, sha256=protocol.sha256,
-                       parameters=parameters)
 
 
 # --- trials -------------------------------------------------------------------------------
@@ -174,7 +146,7 @@ class _Run:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
         self.protocol = settings.protocol
-        self.states = {c.name: _ConfigState() for c in self.protocol.configs}
+        self.states = {c.name: ConfigState() for c in self.protocol.configs}
         # Configs the engine cannot run as asked: {name: reason}. Skipped; incompatible.
         self.refused: dict[str, str] = dict(refused or {})
         self.schedule = self.protocol.schedule()
@@ -199,10 +171,10 @@ class _Run:
             keep[name] = kept
         return keep
 
-    def kept_states(self) -> dict[str, _ConfigState]:
+    def kept_states(self) -> dict[str, ConfigState]:
         """The states with the trials ``whole_blocks`` keeps (warm-ups all: they ran)."""
         keep = self.whole_blocks()
-        return {name: state if keep[name] == len(state.trials) else _ConfigState(
+        return {name: state if keep[name] == len(state.trials) else ConfigState(
                     warmups=state.warmups, trials=state.trials[:keep[name]],
                     generations=state.generations[:keep[name]])
                 for name, state in self.states.items()}
@@ -217,7 +189,7 @@ class _Run:
         self.refused[config.name] = error.public
         state = self.states[config.name]
         self.done -= len(state.trials)
-        self.states[config.name] = _ConfigState()
+        self.states[config.name] = ConfigState()
         self.listener.warning(f"{error.message}; {config.name} is recorded as incompatible "
                               "and not run, the other configs run as usual")
 
@@ -367,7 +339,7 @@ def run_protocol(
                       trials_dropped=run.done - done)
 
 
-def _trials(states: Mapping[str, _ConfigState]) -> int:
+def _trials(states: Mapping[str, ConfigState]) -> int:
     return sum(len(state.trials) for state in states.values())
 
 
@@ -394,7 +366,7 @@ def _cut_report(report: EngineReport, keep: Mapping[str, int]) -> EngineReport:
     return replace(report, trial_counters=trial_counters, reloaded=reloaded, counters=counters)
 
 
-def api_counters(states: Mapping[str, _ConfigState]) -> dict[str, DraftCounters]:
+def api_counters(states: Mapping[str, ConfigState]) -> dict[str, DraftCounters]:
     """Per config, the sums of the trials' own counters (warm-ups excluded), for the
     configs where the engine's API reported any."""
     found: dict[str, DraftCounters] = {}
@@ -429,141 +401,3 @@ def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: in
                      + "; their log counters are not counted")
     return "; ".join(parts)[:500] or None
 
-
-def build_submission(
-    settings: RunSettings,
-    pre: Preflight,
-    states: Mapping[str, _ConfigState],
-    report: EngineReport,
-    counters: Mapping[str, DraftCounters],
-    *,
-    engine: RunEngine,
-    fingerprint: Fingerprint,
-    started: datetime,
-    complete: bool,
-    note: str | None,
-    submission_id: uuid.UUID | None = None,
-    refused: Mapping[str, str] | None = None,
-) -> Submission:
-    """``refused``: the configs the engine could not run, {name: reason} (incompatible)."""
-    protocol = settings.protocol
-    target = pre.public_names.get(settings.target, settings.target) if settings.target \
-        else None
-    baseline_state = states[protocol.baseline().name]
-    # Each trial is compared with the baseline's answers to its own prompt (a prompt set's
-    # trials answer different prompts: ``Protocol.prompt_for``).
-    prompts = max(len(protocol.prompts or ()), 1)
-    base_by_prompt = [[(t, g) for t, g in zip(baseline_state.trials, baseline_state.generations,
-                                              strict=True) if t.index % prompts == p]
-                      for p in range(prompts)]
-    references = [token_reference([g for _, g in pairs]) for pairs in base_by_prompt]
-    configs: list[ConfigResult] = []
-    for config in protocol.configs:
-        state = states[config.name]
-        # Token by token where the engine gave the ids (llama-server), else by text hash.
-        diverged = _divergences(references, state.trials, state.generations)
-        matches = (all(d is None for d in diverged) if diverged is not None
-                   else _outputs_match(base_by_prompt, state.trials))
-        evidence = build_evidence(
-            config, engine_version=report.version or pre.engine_version,
-            engine=pre.engine_name, counters=counters.get(config.name),
-            models_loaded=report.models_loaded.get(config.name, []),
-            outputs_match=matches,
-            launches=report.launches.get(config.name, []),
-            refusal=(refused or {}).get(config.name),
-        )
-        trials = with_log_evidence(state.trials, report.trial_counters.get(config.name, []),
-                                   report.reloaded.get(config.name, []),
-                                   keep_counters=evidence.drafted_tokens is not None)
-        if diverged is not None and any(d is not None for d in diverged):
-            trials = [t.model_copy(update={"diverged_at": d}) if d is not None else t
-                      for t, d in zip(trials, diverged, strict=True)]
-            if config.role == "draft":
-                evidence = evidence.model_copy(update={
-                    "diverged_at": min(d for d in diverged if d is not None)})
-        draft = config.draft_model
-        configs.append(ConfigResult(
-            name=config.name, role=config.role, model=protocol.model_for(config, target),
-            draft_model=pre.public_names.get(draft, draft) if draft else None,
-            request_options=protocol.request_options(config),
-            request_fields=dict(config.request_fields), warmups=state.warmups,
-            trials=trials, speculation=evidence,
-        ))
-    main_model = protocol.model_for(protocol.baseline(), target)
-    models = pre.models or [ModelInfo(name=main_model)]
-    common: dict[str, Any] = {
-        "submission_id": submission_id or uuid.uuid4(),
-        "created_at": started,
-        "client": ClientInfo(name="specsubmit", version=__version__),
-        "fingerprint": fingerprint,
-        "models": models[:16],
-        "protocol": protocol_ref(protocol, target, {
-            key: pre.public_names.get(value, value)
-            for key, value in settings.parameters.items()}),
-        "complete": complete,
-        "note": note,
-    }
-    wire_engine, engine_log = engine.wire_engine(pre, report)
-    if engine_log is not None:
-        common["engine_log"] = engine_log
-    return _v2_submission(pre, report, configs, common, wire_engine)
-
-
-def _divergences(references: Sequence[tuple[int, ...] | None], trials: Sequence[Trial],
-                 generations: Sequence[Generation]) -> list[int | None] | None:
-    """``evidence.divergences`` of each trial from the reference of its prompt; None
-    without trials or token ids."""
-    if not trials:
-        return None
-    found: list[int | None] = []
-    for trial, generation in zip(trials, generations, strict=True):
-        one = divergences(references[trial.index % len(references)], [generation])
-        if one is None:
-            return None
-        found.append(one[0])
-    return found
-
-
-def _outputs_match(base_by_prompt: Sequence[Sequence[tuple[Trial, Generation]]],
-                   trials: Sequence[Trial]) -> bool | None:
-    """``evidence.outputs_match_baseline`` per prompt: every trial gave the baseline's
-    most common answer to its own prompt (None: either side has no trials)."""
-    if not trials:
-        return None
-    verdicts = [outputs_match_baseline([t for t, _ in base_by_prompt[t.index % len(
-        base_by_prompt)]], [t]) for t in trials]
-    if None in verdicts:
-        return None
-    return all(verdicts)
-
-
-def with_log_evidence(trials: Sequence[Trial], counters: Sequence[TrialCounters | None],
-                      reloaded: Sequence[bool], *, keep_counters: bool) -> list[Trial]:
-    """The trials with the log's per-trial counters (only where the config keeps its
-    totals: they are the same lines summed) and ``cold`` set where the engine restarted
-    during the trial (a ``starting llama-server`` line in its request)."""
-    out: list[Trial] = []
-    for i, trial in enumerate(trials):
-        update: dict[str, Any] = {}
-        found = counters[i] if i < len(counters) else None
-        if keep_counters and found is not None and trial.counters is None:
-            update["counters"] = found
-        if i < len(reloaded) and reloaded[i] and not trial.cold:
-            update["cold"] = True
-        out.append(trial.model_copy(update=update) if update else trial)
-    return out
-
-
-def _v2_submission(pre: Preflight, report: EngineReport, configs: list[ConfigResult],
-                   common: dict[str, Any], engine: WireEngine) -> Submission:
-    """Wire v2 (engine name, runtime, build, per-trial counters, launches), with every
-    verdict from ``specschema.submission_verdicts``, the rule the server applies."""
-    from specschema import submission_verdicts
-
-    draft = Submission(schema_version=2, configs=configs, engine=engine, **common)
-    fixed = [
-        c.model_copy(update={"speculation": c.speculation.model_copy(
-            update={"observed": observed})})
-        for c, observed in zip(configs, submission_verdicts(draft), strict=True)
-    ]
-    return Submission(schema_version=2, configs=fixed, engine=engine, **common)
