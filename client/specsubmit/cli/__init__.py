@@ -1,5 +1,5 @@
 """The specsubmit command line. Commands are grouped by noun in sibling modules (``run``,
-``protocols``, ``fingerprint``, ``keys``, ``submit``, ``results``), each with a
+``protocols``, ``advise``, ``fingerprint``, ``keys``, ``submit``, ``results``), each with a
 ``register(app)``; this module wires them together and is the one place where errors
 become messages."""
 
@@ -29,10 +29,10 @@ def _root() -> None:
 def _register() -> None:
     # Imported here, not at the top: `import specsubmit.cli` stays cheap for what only needs
     # `main`, and the command modules never import this one.
-    from specsubmit.cli import fingerprint, keys, protocols, results, run, submit
+    from specsubmit.cli import advise, fingerprint, keys, protocols, results, run, submit
 
     if not app.registered_commands:  # once, however often main() runs in one process
-        for group in (run, protocols, fingerprint, keys, submit, results):
+        for group in (run, protocols, advise, fingerprint, keys, submit, results):
             group.register(app)
 
 

@@ -31,6 +31,7 @@ from specschema.protocol import ProtocolConfig
 
 if TYPE_CHECKING:
     from specschema import Launch, TrialCounters
+    from specschema.probe import CostProbe
 
 # The wire's engine.name: a key of specschema.engines.ENGINES.
 EngineName = str
@@ -267,6 +268,10 @@ class Adapter:
     open: Callable[[RunSettings, EngineOptions], AbstractContextManager[Engine]]
     # The protocol a run on this engine uses when --protocol is not given.
     default_protocol: str
+    # Measures the engine's cost of checking several tokens at once (``specsubmit probe``);
+    # None: this engine cannot be probed yet.
+    probe: Callable[[RunSettings, EngineOptions, Fingerprint, RunListener,
+                     threading.Event | None], CostProbe] | None = None
     # Checks the options before anything runs (a malformed URL fails before the trials).
     check: Callable[[EngineOptions], None] = lambda options: None
     # Where the engine is (its URL) for the one-run-per-engine lock; None: an engine the

@@ -12,12 +12,16 @@ if TYPE_CHECKING:
     from specsubmit.local.enginelock import engine_lock
     from specsubmit.local.index import list_results
     from specsubmit.local.paths import check_state_home
+    from specsubmit.local.probes import load_probe, newest_probe, save_probe
     from specsubmit.local.results import load_result, save_result, write_result
 
 _LAZY: dict[str, str] = {
     "check_state_home": "specsubmit.local.paths",
     "engine_lock": "specsubmit.local.enginelock",
     "list_results": "specsubmit.local.index",
+    "load_probe": "specsubmit.local.probes",
+    "newest_probe": "specsubmit.local.probes",
+    "save_probe": "specsubmit.local.probes",
     "load_result": "specsubmit.local.results",
     "save_result": "specsubmit.local.results",
     "write_result": "specsubmit.local.results",
@@ -28,8 +32,11 @@ __all__ = [
     "engine_lock",
     "keys",
     "list_results",
+    "load_probe",
     "load_result",
+    "newest_probe",
     "outbox",
+    "save_probe",
     "save_result",
     "write_result",
 ]

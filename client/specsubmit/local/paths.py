@@ -17,8 +17,8 @@ import platformdirs
 from specsubmit.errors import StateFolderError
 
 HOME_ENV = "SPECSUBMIT_HOME"
-# The folders the client writes under the state folder (results, the outbox, the keys).
-SUBFOLDERS = ("results", "pending", "submitted", "rejected", "keys")
+# The folders the client writes under the state folder (results, the outbox, the keys, probes).
+SUBFOLDERS = ("results", "pending", "submitted", "rejected", "keys", "probes")
 
 
 def _configured_home() -> Path:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from specsubmit.engines.base import Adapter, Engine, EngineOptions, RunSettings
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
+from specsubmit.engines.llama_server.probe import run_probe
 from specsubmit.errors import UsageError
 
 
@@ -29,6 +30,6 @@ ADAPTER = Adapter(
     summary="llama-server (started by specsubmit per config; protocol llamacpp-draft by "
             "default, llamacpp-map for your own target and every mechanism)",
     accepts=frozenset({"llama_server", "ollama_models", "llama_threads"}), open=_open,
-    default_protocol="llamacpp-draft",
+    default_protocol="llamacpp-draft", probe=run_probe,
     check=_check,
 )

@@ -139,6 +139,29 @@ class LlamaServerApi:
             return None
         return [slot for slot in data if isinstance(slot, dict)]
 
+    def tokenize(self, text: str) -> list[int]:
+        """The target's token ids for ``text`` (/tokenize, no special tokens added)."""
+        data = self._json("POST", "/tokenize", {"content": text, "add_special": False})
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            raise LlamaServerError("llama-server's /tokenize gave no token ids")
+        return list(tokens)
+
+    def timed_prefill(self, tokens: list[int]) -> tuple[int, float]:
+        """One unstreamed /completion of ``tokens`` that generates one token, reusing the
+        slot's cached prefix: (tokens it processed anew, their milliseconds)."""
+        data = self._json("POST", "/completion", {
+            "prompt": tokens, "n_predict": 1, "cache_prompt": True, "temperature": 0.0,
+            "stream": False})
+        timings = data.get("timings")
+        processed = _count(timings.get("prompt_n")) if isinstance(timings, dict) else None
+        spent = timings.get("prompt_ms") if isinstance(timings, dict) else None
+        if processed is None or isinstance(spent, bool) or not isinstance(spent, int | float):
+            raise LlamaServerError(f"llama-server's /completion gave no prompt timings: "
+                                   f"{visible(str(timings), 120)}")
+        return processed, float(spent)
+
     def metrics_text(self) -> str | None:
         """/metrics as text (Prometheus); None when the server does not offer it (started
         without ``--metrics``) or does not answer."""

@@ -92,6 +92,7 @@ class LlamaServerEngine:
         self.models_dir = (models_dir.expanduser() if models_dir else default_models_dir())
         self.timeout_s, self.startup_timeout_s = timeout_s, startup_timeout_s
         self.threads, self.port_picker = threads, port_picker
+        self.extra_args: list[str] = []  # besides the protocol's (the probe's --swa-full)
         self.binary: Binary | None = None
         self.models: dict[str, ResolvedModel] = {}
         self.headers: dict[str, GgufHeader] = {}
@@ -284,8 +285,8 @@ class LlamaServerEngine:
         for flag, value in launch.pinned_flags(self.protocol, config).items():
             args += [f"--{flag}", value]
         draft = self.models[config.draft_model] if config.draft_model is not None else None
-        return args + launch.spec_args(self.protocol, config,
-                                       str(draft.path) if draft is not None else None)
+        return args + self.extra_args + launch.spec_args(
+            self.protocol, config, str(draft.path) if draft is not None else None)
 
     def redacted(self, args: Sequence[str]) -> list[str]:
         """The command line as a result may show it: files as digests, no paths."""
@@ -394,7 +395,7 @@ class LlamaServerEngine:
             counts = after.since(before) if after is not None and before is not None else None
             return with_rounds(generation, counts)
         except StreamBroken as exc:
-            code = self._wait_exit(self._process)
+            code = process.exit_code_within(self._process)
             if code is not None:
                 assert self._log_path is not None
                 tail = process.log_tail(self._log_path)
@@ -403,13 +404,6 @@ class LlamaServerEngine:
                     f"{logtext.error_lines(tail) if tail else 'no output'}") from None
             raise EngineDied(f"{exc.message} during a {config.name} request") from None
 
-    @staticmethod
-    def _wait_exit(proc: subprocess.Popen[bytes], wait_s: float = 1.0) -> int | None:
-        try:
-            return proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            return None
-
     def end_config(self, config: ProtocolConfig, *, last: bool) -> None:
         if self._process is not None:
             used = process.cpu_seconds(self._process)
@@ -417,6 +411,12 @@ class LlamaServerEngine:
             self.cpu_seconds[config.name] = (None if used is None or before is None
                                              else before + used)
         self._stop_server()
+
+    @property
+    def api(self) -> LlamaServerApi:  # the running server's (begin_config first)
+        if self._api is None:
+            raise EngineDied("llama-server is not running")
+        return self._api
 
     def _spec_metrics(self) -> SpecMetrics | None:
         assert self._api is not None

@@ -130,3 +130,11 @@ def cpu_seconds(process_: subprocess.Popen[bytes]) -> float | None:
         return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def exit_code_within(process_: subprocess.Popen[bytes], wait_s: float = 1.0) -> int | None:
+    """The process's exit code if it ends within ``wait_s``; None while it runs."""
+    try:
+        return process_.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        return None

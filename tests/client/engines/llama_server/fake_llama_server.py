@@ -116,6 +116,7 @@ def main(argv: list[str]) -> int:
     accept_share = 0.0 if behaviour == "blind" else 0.5
     diverge_at = int(os.environ.get("FAKE_LLAMA_DIVERGE_AT", "-1"))
     tasks = iter(range(1, 1_000_000))
+    cached: list[int] = []  # the slot's cached prompt (unstreamed completions)
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -129,6 +130,20 @@ def main(argv: list[str]) -> int:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _prefill(self, body: dict[str, Any]) -> None:
+            """An unstreamed completion of token ids, the cached prefix reused as the real
+            server does with --swa-full: its timings say how many tokens were processed
+            anew, at 1 ms plus 0.5 ms per token."""
+            tokens = [int(t) for t in body.get("prompt", [])]
+            with lock:
+                kept = next((i for i, (a, b) in enumerate(zip(tokens, cached, strict=False))
+                             if a != b), min(len(tokens), len(cached)))
+                cached[:] = tokens
+            fresh = len(tokens) - kept
+            self._json({"content": "x", "stop": True, "timings": {
+                "prompt_n": fresh, "prompt_ms": 1.0 + 0.5 * fresh, "predicted_n": 1,
+                "predicted_ms": 0.25, "cache_n": kept}})
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path == "/health":
@@ -160,8 +175,14 @@ def main(argv: list[str]) -> int:
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path == "/tokenize":  # one id per character: enough for the probe
+                self._json({"tokens": [ord(c) for c in str(body.get("content", ""))]})
+                return
             if self.path != "/completion":
                 self._json({"error": "not found"}, 404)
+                return
+            if body.get("stream") is False:
+                self._prefill(body)
                 return
             n = int(body.get("n_predict", 16))
             answer = 10_000 * (sum(str(body.get("prompt", "")).encode()) % 97)

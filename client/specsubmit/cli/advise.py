@@ -1,0 +1,167 @@
+"""`specsubmit probe` and `specsubmit advise`: this machine's cost of checking several
+tokens at once, and the speedups it predicts from a result's acceptance.
+
+A probe measures with the target alone (``specschema.probe``); ``advise`` combines the
+newest probe of a result's target with that result's acceptance per draft position
+(``specschema.advice``) and prints, per config and depth, the prediction beside what the
+run measured, and one line that answers. Predictions from the crowd's acceptance (other
+machines' results for the same pair) need the server's profiles, which it does not serve
+yet: for now the acceptance is the result's own.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specschema.advice import predictions, recommendation
+from specschema.domains import domain_label
+from specschema.probe import CostProbe
+from specsubmit.engines import EngineOptions, RunListener, RunSettings, adapter, check_options
+from specsubmit.errors import UsageError
+from specsubmit.run import report_console
+
+
+class _Phases(RunListener):
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def phase(self, message: str) -> None:
+        self.console.print(message, highlight=False, markup=False)
+
+    def warning(self, message: str) -> None:
+        self.console.print(f"warning: {message}", highlight=False, markup=False)
+
+
+def probe_command(*, target: str, engine: str, llama_server: Path | None,
+                  ollama_models: Path | None, llama_threads: int | None,
+                  json_out: bool) -> None:
+    from specschema import get_protocol
+    from specsubmit.local import check_state_home, engine_lock, save_probe
+    from specsubmit.run import default_fingerprint
+
+    chosen = adapter(engine)
+    if chosen.probe is None:
+        raise UsageError(f"the probe runs on llama-server only for now, not {engine}")
+    options = EngineOptions(llama_server=llama_server, ollama_models=ollama_models,
+                            llama_threads=llama_threads)
+    check_options(chosen, options)
+    check_state_home()
+    # The general protocol's baseline: the same launch settings as its runs.
+    protocol = get_protocol("llamacpp-map").for_run({"configs": "ngram_simple_m8"})
+    settings = RunSettings(protocol=protocol, target=target)
+    err = Console(stderr=True)
+    address, label = chosen.lock(options)
+    with engine_lock(address, label):
+        probe = chosen.probe(settings, options, default_fingerprint(), _Phases(err),
+                             threading.Event())
+    path = save_probe(probe)
+    if json_out:
+        sys.stdout.write(probe.model_dump_json(indent=2) + "\n")
+    else:
+        _show_probe(probe, report_console())
+    err.print(f"probe saved to {path}", soft_wrap=True, highlight=False, markup=False)
+
+
+def _show_probe(probe: CostProbe, console: Console) -> None:
+    curve = probe.curve()
+    step = curve.at(1)
+    table = Table(title="The target's cost of checking k tokens at once",
+                  caption=f"k = 1: one decoding step ({step * 1000:.1f} ms); k > 1: a "
+                          "forward pass over k new tokens after the context")
+    for column in ("k", "ms", "x one step"):
+        table.add_column(column, justify="right")
+    for k in sorted(curve.seconds):
+        table.add_row(str(k), f"{curve.seconds[k] * 1000:.1f}", f"{curve.seconds[k] / step:.2f}")
+    console.print(table)
+
+
+def advise_command(*, result: Path, probe_file: Path | None, json_out: bool) -> None:
+    from specsubmit.local import load_probe, load_result, newest_probe
+
+    submission = load_result(result.expanduser())
+    target = submission.models[0]
+    probe = (load_probe(probe_file.expanduser()) if probe_file is not None
+             else newest_probe(target.digest))
+    if probe is None:
+        raise UsageError(f"no probe of this result's target ({target.name}) was found: run "
+                         "`specsubmit probe --target MODEL` with the same model file first")
+    if probe.target.digest != target.digest:
+        raise UsageError(f"the probe measured {probe.target.name}, not this result's target "
+                         f"{target.name}")
+    found = predictions(submission, probe.curve())
+    answer = recommendation(found)
+    if json_out:
+        sys.stdout.write(json.dumps({
+            "probe_id": str(probe.probe_id), "submission_id": str(submission.submission_id),
+            "acceptance_from": "this result", "recommendation": answer,
+            "predictions": [{"config": p.config, "depth": p.depth, "predicted": p.predicted,
+                             "textbook": p.textbook, "measured": p.measured,
+                             "by_domain": p.by_domain, "why": p.why or None}
+                            for p in found]}, indent=2) + "\n")
+        return
+    console = report_console()
+    domains = list(dict.fromkeys(d for p in found for d in p.by_domain))
+    table = Table(title="Predicted decode speedup on this machine",
+                  caption="from this result's acceptance per draft position and this "
+                          "machine's probe; measured: this result, at the depth it ran")
+    for column in ("Config", "Depth", "Predicted", "Measured", "Textbook",
+                   *(domain_label(d) for d in domains)):
+        table.add_column(column, justify="left" if column == "Config" else "right")
+    for p in found:
+        if p.predicted is None:
+            table.add_row(p.config, "—", "not predicted", "", "", *([""] * len(domains)))
+            continue
+        table.add_row(p.config, str(p.depth), f"{p.predicted:.2f}x",
+                      "" if p.measured is None else f"{p.measured:.2f}x",
+                      "" if p.textbook is None else f"{p.textbook:.2f}x",
+                      *(f"{p.by_domain[d]:.2f}x" if d in p.by_domain else "—"
+                        for d in domains))
+    console.print(table)
+    for p in found:
+        if p.predicted is None:
+            console.print(f"{p.config}: not predicted: {p.why}", highlight=False, markup=False)
+    console.print(answer, highlight=False, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("probe")
+    def probe(
+        target: Annotated[str, typer.Option("--target", help="The target model: an Ollama "
+                                            "name or a GGUF file.")],
+        engine: Annotated[str, typer.Option("--engine", envvar="SPECSUBMIT_ENGINE",
+                                            help="The engine to probe.")] = "llama-server",
+        llama_server: Annotated[Path | None, typer.Option(
+            "--llama-server", envvar="SPECSUBMIT_LLAMA_SERVER",
+            help="llama-server binary.")] = None,
+        ollama_models: Annotated[Path | None, typer.Option(
+            "--ollama-models", help="Ollama models folder to read models from.")] = None,
+        llama_threads: Annotated[int | None, typer.Option(
+            "--llama-threads", envvar="SPECSUBMIT_LLAMA_THREADS",
+            help="llama-server --threads.")] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print the probe as JSON.")]
+        = False,
+    ) -> None:
+        """Measure this machine's cost of checking several tokens at once (target only)."""
+        probe_command(target=target, engine=engine, llama_server=llama_server,
+                      ollama_models=ollama_models, llama_threads=llama_threads,
+                      json_out=json_out)
+
+    @app.command("advise")
+    def advise(
+        result: Annotated[Path, typer.Option("--result", help="A saved result with "
+                                             "acceptance per draft position.")],
+        probe_file: Annotated[Path | None, typer.Option(
+            "--probe", help="A saved probe (default: the newest of the result's target).")]
+        = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    ) -> None:
+        """Predict each mechanism's speedup at each depth on this machine."""
+        advise_command(result=result, probe_file=probe_file, json_out=json_out)

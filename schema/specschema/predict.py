@@ -1,0 +1,122 @@
+"""A speedup predicted from what travels between machines and what does not (pure).
+
+Acceptance is a property of the pair, the drafting settings and the kind of work: per draft
+position i, a_i is the share of the rounds that reached position i whose draft token i was
+accepted too (``specschema.breakdown.Acceptance.per_position``). The cost of checking
+several tokens at once is the machine's: T_t(k), the target's time for one forward pass
+over k new tokens (a "cost curve", measured by ``specsubmit probe``). With T_d the drafter's
+time per drafted token and o a fixed cost per round, one round of depth g yields
+
+    E[N](g) = 1 + sum over k = 1..g of a_1 * ... * a_k     tokens, and costs
+    g * T_d + T_t(g + 1) + o,
+
+so the decode speedup over plain decoding (one token per T_t(1)) is
+
+    S(g) = T_t(1) * E[N](g) / (g * T_d + T_t(g + 1) + o).
+
+The textbook formula (Leviathan, Kalman and Matias 2023) is the special case of one
+acceptance alpha at every position and a check of g + 1 tokens that costs one step:
+S = (1 - alpha^(g+1)) / ((1 - alpha) (g c + 1)), c = T_d / T_t(1). On CPUs and llama.cpp's
+Metal backend checking g + 1 tokens costs several steps, which is why it overestimates there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["CostCurve", "expected_tokens", "non_decreasing", "predicted_speedup",
+           "textbook_speedup"]
+
+
+def non_decreasing(values: Sequence[float]) -> list[float]:
+    """The closest non-decreasing sequence in least squares (pool adjacent violators): a
+    forward pass over more tokens never costs less, so a measured dip is noise."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for value in values:
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            mean_b, weight_b = blocks.pop()
+            mean_a, weight_a = blocks.pop()
+            weight = weight_a + weight_b
+            blocks.append([(mean_a * weight_a + mean_b * weight_b) / weight, weight])
+    return [mean for mean, weight in blocks for _ in range(int(weight))]
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """The target's seconds per forward pass over k new tokens (k >= 1), and the fixed
+    seconds per draft round besides (sampling, bookkeeping)."""
+
+    seconds: Mapping[int, float]
+    overhead_s: float = 0.0
+
+    def at(self, tokens: int) -> float:
+        """T_t(tokens), interpolated linearly between measured sizes and extended by the
+        last two beyond them (a batch grows in cost roughly linearly once it is
+        compute-bound)."""
+        if tokens in self.seconds:
+            return self.seconds[tokens]
+        sizes = sorted(self.seconds)
+        if not sizes:
+            raise ValueError("a cost curve without measurements")
+        if tokens < sizes[0]:
+            return self.seconds[sizes[0]]
+        lower = max((s for s in sizes if s < tokens), default=sizes[0])
+        upper = min((s for s in sizes if s > tokens), default=None)
+        if upper is None:
+            if len(sizes) < 2:
+                return self.seconds[lower]
+            a, b = sizes[-2], sizes[-1]
+            slope = (self.seconds[b] - self.seconds[a]) / (b - a)
+            return self.seconds[b] + slope * (tokens - b)
+        weight = (tokens - lower) / (upper - lower)
+        return self.seconds[lower] * (1 - weight) + self.seconds[upper] * weight
+
+
+def expected_tokens(per_position: Sequence[float], depth: int) -> float:
+    """E[N](depth): tokens one round yields, the target's own included. Positions beyond
+    the measured ones are taken as never accepted (what was not seen is not credited)."""
+    if depth < 0:
+        raise ValueError("a negative depth")
+    total, reached = 1.0, 1.0
+    for a in per_position[:depth]:
+        reached *= min(max(a, 0.0), 1.0)
+        total += reached
+    return total
+
+
+def predicted_speedup(per_position: Sequence[float], depth: int, cost: CostCurve,
+                      draft_s_per_token: float = 0.0) -> float:
+    """S(depth) of the module docstring. ``draft_s_per_token`` is 0 for drafters that
+    cost next to nothing (n-gram lookup) and the draft model's time per token otherwise."""
+    if depth < 1:
+        raise ValueError("speculation drafts at least one token per round")
+    round_s = depth * draft_s_per_token + cost.at(depth + 1) + cost.overhead_s
+    return cost.at(1) * expected_tokens(per_position, depth) / round_s
+
+
+def textbook_speedup(alpha: float, depth: int, cost_ratio: float) -> float:
+    """Leviathan et al.'s S for one acceptance ``alpha`` and ``cost_ratio`` c = T_d / T_t(1),
+    checking depth + 1 tokens at the cost of one step."""
+    if alpha >= 1.0:
+        return (depth + 1) / (depth * cost_ratio + 1)
+    return (1 - alpha ** (depth + 1)) / ((1 - alpha) * (depth * cost_ratio + 1))
+
+
+def mean_acceptance(per_position: Sequence[float]) -> float:
+    """One alpha from per-position acceptance, for the textbook formula: the one whose
+    geometric rounds yield the same expected tokens at the measured depth."""
+    depth = len(per_position)
+    if depth == 0:
+        return 0.0
+    target = expected_tokens(per_position, depth)
+    low, high = 0.0, 1.0
+    for _ in range(60):  # bisection: E[N] grows with alpha
+        mid = (low + high) / 2
+        if sum(mid ** k for k in range(depth + 1)) < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2 if math.isfinite(low) else 0.0

@@ -1,0 +1,115 @@
+"""`specsubmit probe` and `specsubmit advise` as a contributor runs them (the fake
+llama-server; the real engine in tests/realengine/test_speculation_map_real.py), and the
+prediction model they rest on (specschema.predict, specschema.advice)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specschema.predict import (
+    CostCurve,
+    expected_tokens,
+    mean_acceptance,
+    non_decreasing,
+    predicted_speedup,
+    textbook_speedup,
+)
+from tests.client.engines.llama_server.fake_llama_server import write_fake_binary
+from tests.support.realengine.tiny_gguf import TinyModel, write_model
+
+SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
+
+
+def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
+    assert expected_tokens([0.9, 0.5, 0.0], 3) == pytest.approx(1 + 0.9 + 0.45)
+    assert expected_tokens([1.0, 1.0], 5) == 3.0  # unmeasured positions credit nothing
+    flat = CostCurve({1: 0.01, 2: 0.01, 4: 0.01, 8: 0.01})
+    # checking is free (the textbook's assumption): S is E[N] with a costless drafter
+    assert predicted_speedup([0.8] * 3, 3, flat) == pytest.approx(expected_tokens([0.8] * 3, 3))
+    assert textbook_speedup(0.8, 3, 0.0) == pytest.approx(expected_tokens([0.8] * 3, 3))
+    # checking 4 tokens costs 3 steps here: the same acceptance barely pays
+    dear = CostCurve({1: 0.01, 4: 0.03})
+    assert predicted_speedup([0.8] * 3, 3, dear) == pytest.approx(
+        expected_tokens([0.8] * 3, 3) / 3)
+    assert dear.at(2) == pytest.approx(0.01 + 0.02 / 3) and dear.at(6) == pytest.approx(
+        0.03 + 2 * 0.02 / 3)
+    # a drafter that costs a step per token, at depth 2: two steps more per round
+    assert predicted_speedup([1.0, 1.0], 2, flat, 0.01) == pytest.approx(3 / 3)
+    alpha = mean_acceptance([0.9, 0.8, 0.7])
+    assert sum(alpha ** k for k in range(4)) == pytest.approx(
+        expected_tokens([0.9, 0.8, 0.7], 3), rel=1e-9)
+    assert non_decreasing([3.0, 1.0, 2.0, 5.0, 4.0]) == [2.0, 2.0, 2.0, 4.5, 4.5]
+    assert not math.isnan(textbook_speedup(1.0, 4, 0.1))
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> dict[str, str]:
+    found = {k: v for k, v in os.environ.items() if not k.startswith("SPECSUBMIT_")}
+    found.update(SPECSUBMIT_HOME=str(tmp_path / "state"), HOME=str(tmp_path / "home"),
+                 COLUMNS="160")
+    return found
+
+
+def test_probe_measures_each_size_and_advise_predicts_from_a_result(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    target = write_model(tmp_path / "target.gguf",
+                         TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5))
+    binary = write_fake_binary(tmp_path / "bin")
+    probe = subprocess.run([SCRIPT, "probe", "--target", str(target), "--llama-server",
+                            str(binary), "--llama-threads", "1", "--json"],
+                           capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert probe.returncode == 0, probe.stderr
+    data = json.loads(probe.stdout)
+    assert [p["tokens"] for p in data["points"]] == list(range(2, 17))
+    # the fake processes exactly the k new tokens at 1 + 0.5 k ms: the probe read that
+    assert all(s == pytest.approx((1 + 0.5 * p["tokens"]) / 1000)
+               for p in data["points"] for s in p["samples"])
+    assert data["target"]["name"].startswith("sha256-") and str(tmp_path) not in probe.stdout
+    saved = list((tmp_path / "state" / "probes").glob("*.json"))
+    assert len(saved) == 1
+    # a result to advise on: the speculation map's n-gram config on the same target
+    run = subprocess.run([SCRIPT, "run", "--engine", "llama-server", "--protocol",
+                          "llamacpp-map", "--target", str(target), "--configs",
+                          "ngram_simple_m8", "--llama-server", str(binary), "--llama-threads",
+                          "1", "--no-submit", "--output", str(tmp_path / "result.json")],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    advice = subprocess.run([SCRIPT, "advise", "--result", str(tmp_path / "result.json"),
+                             "--json"], capture_output=True, text=True, env=env, timeout=60,
+                            check=False)
+    assert advice.returncode == 0, advice.stderr
+    found = json.loads(advice.stdout)
+    rows = [p for p in found["predictions"] if p["config"] == "ngram_simple_m8"]
+    assert [p["depth"] for p in rows] == list(range(1, 9))
+    assert all(p["predicted"] > 0 and len(p["by_domain"]) == 6 for p in rows)
+    assert rows[-1]["measured"] is not None and rows[0]["measured"] is None
+    assert found["acceptance_from"] == "this result"
+    assert found["recommendation"].startswith(("use ngram_simple_m8 at depth",
+                                               "leave speculation off"))
+    shown = subprocess.run([SCRIPT, "advise", "--result", str(tmp_path / "result.json")],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert "Predicted decode speedup on this machine" in shown.stdout
+    assert found["recommendation"] in shown.stdout
+
+
+def test_advise_without_a_probe_of_that_target_says_what_to_run(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    from specschema.examples import example_submission
+    from specschema.payload import submission_bytes
+
+    result = tmp_path / "result.json"
+    result.write_bytes(submission_bytes(example_submission("llamacpp-draft", seed=3,
+                                                           schema_version=2, blocks=True)))
+    advice = subprocess.run([SCRIPT, "advise", "--result", str(result)], capture_output=True,
+                            text=True, env=env, timeout=60, check=False)
+    assert advice.returncode == 2
+    assert advice.stderr.strip().startswith("specsubmit: error: no probe of this result's "
+                                            "target")
+    assert "specsubmit probe --target MODEL" in advice.stderr
