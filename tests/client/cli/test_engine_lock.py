@@ -74,3 +74,64 @@ def test_two_llama_server_runs_on_one_machine_are_refused(tmp_path: Path) -> Non
         holder.wait(10)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_one_ollama_named_two_ways_is_one_lock(tmp_path: Path, specsubmit_home: Path) -> None:
+    """`localhost` and `127.0.0.1` (and ::1, 0.0.0.0) reach the same Ollama: one lock."""
+    with FakeOllama(version="0.12.8") as fake:
+        port = fake.url.rstrip("/").rsplit(":", 1)[1]
+        holder = _hold(f"http://localhost:{port}")
+        try:
+            result = specsubmit(tmp_path, "run", "--ollama", f"http://127.0.0.1:{port}",
+                                "--no-submit")
+            assert result.returncode == 1
+            assert "another specsubmit run is using Ollama at" in _one_error_line(result)
+            assert fake.requests == [] and _saved(specsubmit_home) == []
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+            if holder.stdout is not None:
+                holder.stdout.close()
+
+
+def test_a_llama_server_run_under_another_home_still_meets_the_lock(tmp_path: Path) -> None:
+    """The lock is the machine's, not the state folder's: another HOME (and another
+    SPECSUBMIT_HOME) is refused the same."""
+    env = {**os.environ, "HOME": str(tmp_path / "alice"),
+           "SPECSUBMIT_HOME": str(tmp_path / "alice" / "state")}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.replace('"ollama " + parse_ollama_host(sys.argv[1])',
+                                              '"llama-server"'), "-"],
+        stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        result = specsubmit(tmp_path, "run", "--engine", "llama-server", "--ollama-models",
+                            str(tmp_path / "none"), "--no-submit")
+        assert result.returncode == 1
+        assert "another specsubmit run is using llama-server on this machine (pid " in (
+            _one_error_line(result))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_the_endpoint_is_its_resolved_address() -> None:
+    from specsubmit.local.enginelock import canonical_address
+
+    def resolve(host: str) -> list[str]:
+        return {"localhost": ["127.0.0.1", "::1"], "box": ["192.0.2.7"]}[host]
+
+    same = {canonical_address(f"ollama http://{host}:11434", resolve)
+            for host in ("localhost", "127.0.0.1", "[::1]", "0.0.0.0", "127.0.0.2")}
+    assert same == {"ollama http://loopback:11434"}
+    assert canonical_address("ollama http://box:11434/", resolve) == "ollama http://192.0.2.7:11434"
+    assert canonical_address("ollama http://localhost:11435", resolve) != next(iter(same))
+    assert canonical_address("llama-server", resolve) == "llama-server"
+
+    def unresolvable(host: str) -> list[str]:
+        raise OSError("no such name")
+
+    assert canonical_address("ollama http://nowhere:1", unresolvable) == (
+        "ollama http://nowhere:1")
