@@ -199,6 +199,22 @@ def vs_baseline_wall(summary: ConfigSummary) -> str:
             f"[{summary.speedup_wall_ci_low:.2f}–{summary.speedup_wall_ci_high:.2f}]")
 
 
+# What a ratio that is not a measured speedup is, in a table's speedup column.
+_RATIO_IS = {"not_applied": "noise", "unstable": "unstable"}
+
+
+def speedup_cell(summary: ConfigSummary, wall: bool = False) -> str:
+    """A table's speedup column: the ratio with its interval for a confirmed config only;
+    any other verdict's ratio without an interval and with what it is ("0.98x, noise"),
+    never read as a speedup; "—" when there is none."""
+    if summary.role == "baseline" or summary.observed == "confirmed":
+        return vs_baseline_wall(summary) if wall else vs_baseline(summary)
+    ratio = summary.speedup_wall if wall else summary.speedup_tps
+    if ratio is None:
+        return "—"
+    return f"{ratio:.2f}x, {_RATIO_IS.get(summary.observed, 'not a speedup')}"
+
+
 def drift_words(baseline: ConfigSummary | None) -> str | None:
     """How far the baseline's blocks disagreed, in words (None without two blocks)."""
     if baseline is None or baseline.block_drift is None:

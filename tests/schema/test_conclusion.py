@@ -178,3 +178,21 @@ def test_the_short_line_leads_with_the_outcome_and_never_greens_a_slowdown() -> 
     first = summarize(noise)[1]
     said = config_line(first, noise.configs[1].speculation)
     assert said.endswith("is run-to-run noise") and "slower" not in said
+
+
+def test_the_speedup_column_gives_an_interval_to_measured_speedups_only() -> None:
+    from specschema.conclusion import speedup_cell
+
+    sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                             counters_seen=True, draft_speedups={"spec_4": 1.6})
+    baseline, draft = summarize(sub)[:2]
+    assert draft.observed == "confirmed" and speedup_cell(draft) == vs_baseline(draft)
+    assert "[" in speedup_cell(draft) and speedup_cell(baseline) == "1.00x"
+    for observed, word in (("not_applied", "noise"), ("unstable", "unstable"),
+                           ("not_observed", "not a speedup"), ("unknown", "not a speedup")):
+        shown = speedup_cell(draft.model_copy(update={"observed": observed}))
+        assert shown == f"{draft.speedup_tps:.2f}x, {word}" and "[" not in shown
+        wall = speedup_cell(draft.model_copy(update={"observed": observed}), wall=True)
+        assert "[" not in wall and wall.endswith(word)
+    assert speedup_cell(draft.model_copy(update={"observed": "incompatible",
+                                                 "speedup_tps": None})) == "—"

@@ -9,7 +9,7 @@ Whatever its ratio, that ratio is run-to-run noise, and the text says so with th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich import box
 from rich.console import Console
@@ -21,7 +21,7 @@ from specschema import conclusion as wording
 from specschema.blocks import MAX_BASELINE_DRIFT
 from specschema.breakdown import Acceptance, acceptance_of, domain_results
 from specschema.capability import submission_counter_problems
-from specschema.conclusion import vs_baseline, vs_baseline_wall
+from specschema.conclusion import speedup_cell
 from specschema.domains import domain_label
 from specschema.engines import descriptor
 from specschema.protocol import headline_of
@@ -77,8 +77,9 @@ def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) ->
                   caption="ratios to the baseline with their 95% CI; wall time includes the "
                           "prompt")
     # Both speedups side by side, the protocol's headline first.
-    speedups = [("tok/s vs baseline", vs_baseline),
-                ("wall vs baseline", vs_baseline_wall)]
+    speedups: list[tuple[str, Callable[[ConfigSummary], str]]] = [
+        ("tok/s vs baseline", speedup_cell),
+        ("wall vs baseline", lambda summary: speedup_cell(summary, wall=True))]
     if _headline(submission) == "wall":
         speedups.reverse()
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",

@@ -7,8 +7,9 @@ import io
 from rich.console import Console
 
 from specschema import summarize
+from specschema.conclusion import vs_baseline
 from specschema.examples import example_submission
-from specsubmit.run.report import conclusion, render_result, verdict_label, vs_baseline
+from specsubmit.run.report import conclusion, render_result, verdict_label
 
 EFFECT_WORDS = ("faster", "slower", "speedup", "slowdown", "speeds up", "slows down")
 

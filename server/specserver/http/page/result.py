@@ -24,9 +24,8 @@ from specschema.conclusion import (
     drift_words,
     no_counters_reason,
     outcome,
+    speedup_cell,
     verdict_label,
-    vs_baseline,
-    vs_baseline_wall,
 )
 from specschema.engines import descriptor
 from specschema.evidence import CORROBORATED
@@ -241,8 +240,8 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
             f'<td class="num">{_num(summary.median_wall_s)}</td>'
             f'<td class="num">{_num(summary.median_eval_s)}</td>'
             f'<td class="num">{_num(summary.median_tps, 2)}</td>'
-            f'<td class="{ratio_class}">{escape(vs_baseline(summary))}</td>'
-            f'<td class="{ratio_class}">{escape(vs_baseline_wall(summary))}</td>'
+            f'<td class="{ratio_class}">{escape(speedup_cell(summary))}</td>'
+            f'<td class="{ratio_class}">{escape(speedup_cell(summary, wall=True))}</td>'
             f'<td class="verdict {escape(verdict_class)}">{escape(label)}</td>'
             f"<td>{_evidence_cell(checked, reported)}</td></tr>")
     return f'<div class="scroll"><table class="results">{head}{"".join(rows)}</table></div>'
