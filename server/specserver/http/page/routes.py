@@ -98,6 +98,13 @@ def _outcome_words(group: GroupAggregate, style: str) -> str:
     if style == "noise":
         return "noise: not applied"
     if style == "unverified":
+        # Unverified holds two verdicts: no counters at all, and counters whose baseline
+        # moved too much to compare (unstable). Say which this group holds.
+        unstable = group.verdicts.get("unstable", 0)
+        if unstable and unstable == sum(group.verdicts.values()):
+            return "unverified: unstable (baseline blocks disagree)"
+        if unstable:
+            return "unverified: no counters, or an unstable baseline"
         return "unverified: no counters reported"
     found = group_outcome(group)
     return "no ratio" if found is None else OUTCOME_WORDS[found]  # "few results": Spread

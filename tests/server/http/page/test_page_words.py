@@ -49,3 +49,23 @@ def test_a_hidden_submission_says_its_client_name_is_redacted() -> None:
     assert hidden["client_name"] is None
     assert routes._client(hidden) == "0.1.0 (name redacted: hidden submission)"
     assert "None" not in routes._client(hidden)
+
+
+def test_an_unverified_row_says_whether_it_had_counters() -> None:
+    """The unverified board holds results without counters and unstable ones (counters,
+    but a baseline that moved too much): a row of unstable results never reads 'no
+    counters reported'."""
+    from specserver.board.aggregate import GroupAggregate
+
+    def group(verdicts: dict[str, int]) -> GroupAggregate:
+        return GroupAggregate(key={}, submissions=3, contributors=3, median_speedup=1.2,
+                              p25_speedup=None, p75_speedup=None, min_speedup=None,
+                              max_speedup=None, median_speedup_wall=None,
+                              median_baseline_tps=None, few_results=False, verdicts=verdicts)
+
+    assert routes._outcome_words(group({"unstable": 3}), "unverified") == (
+        "unverified: unstable (baseline blocks disagree)")
+    assert routes._outcome_words(group({"not_observed": 2}), "unverified") == (
+        "unverified: no counters reported")
+    assert "unstable" in routes._outcome_words(group({"not_observed": 1, "unstable": 2}),
+                                               "unverified")
