@@ -22,6 +22,7 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    not_,
     select,
     text,
 )
@@ -29,6 +30,7 @@ from sqlalchemy.sql import visitors
 from sqlalchemy.sql.expression import ColumnClause
 
 from specschema.evidence import LEVELS
+from specserver.board import groupkeys
 from specserver.board.aggregate import DIMENSIONS, DraftResult
 from specserver.board.columns import (
     COUNT_FIELDS,
@@ -86,9 +88,9 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
     """``aggregate.reduce_contributors`` from the store: one row per group and contributor,
     as columns (``columns.Reduced``).
 
-    Same rules: medians ignore missing values (the mean of the middle pair for an even
-    count), submissions are counted once, imported rows (no key id) are each their own
-    contributor. Only the verdicts of the view are counted (the others are zero: the rows
+    Same rules: a group is its key values (``groupkeys``), medians ignore missing values
+    (the mean of the middle pair for an even count), submissions are counted once,
+    imported rows (no key id) are each their own contributor. Only the verdicts of the view are counted (the others are zero: the rows
     are those verdicts'). ``by_key_hash`` (DuckDB): a key's rows are named by the hash of
     its id, not by the id (``columns.Codes.learn_hashes``). In two steps
     (``contributor_rows``, then ``ContributorRows.reduced``), which ``board.incremental``
@@ -171,29 +173,22 @@ def _board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[An
             queries.on_board_clause(draft)]
 
 
-def _group_columns(dimensions: Sequence[str]) -> tuple[Any, Any, list[Any]]:
-    """The draft's summary alias, a group's 64-bit hash, and its key columns."""
-    draft = summ.alias("d")
-    keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
-    return draft, func.hash(*keys) if keys else literal_column("0"), keys
-
-
 class _SortedRows(ContributorRows):
     """On DuckDB: the draft results sorted by group and contributor, reduced over numpy
     columns. At a million submissions (~930,000 rows) this costs about two thirds of the
     CPU of DuckDB's own grouping with three exact medians.
 
-    Groups are told apart by a 64-bit hash of their key columns (grouping on the wide
-    string columns cost ~2.5x more at 100k submissions; two distinct keys would have to
-    collide in 64 bits to be merged), and each group's key values are read by a second
-    query from one of its rows, found by row id. Both queries run in the connection's one
-    transaction: the same snapshot, the same row ids. Contributors are told apart exactly:
+    Groups are their keys (``groupkeys``): rows are sorted on the pair of checked, keyed
+    hashes of their key's sides, whose parts are read first, and the rows of a hash two
+    parts share are read by their key values in a second query. Every query runs in the
+    connection's one transaction: the same snapshot. Contributors are told apart exactly:
     by name, or by the key's hash (which ``Codes`` only allows while no two key ids share
     one) and, for imported rows, by the submission's row id (their names read by it)."""
 
     def __init__(self, conn: Connection, filters: Filters, dimensions: Sequence[str],
                  counted: Sequence[str], by_key_hash: bool) -> None:
-        draft, group, keys = _group_columns(dimensions)
+        draft = summ.alias("d")
+        self.keys = groupkeys.GroupKeys.read(conn, draft, filters, dimensions, counted)
         imported = sub.c.key_id.is_(None)
         submission_row: Any = literal_column(f"{sub.name}.rowid")
         who = ([func.hash(sub.c.key_id), func.coalesce(case((imported, submission_row)), -1)]
@@ -206,32 +201,32 @@ class _SortedRows(ContributorRows):
                       else_=len(LEVELS))
         once = [submission_row] if self.once else []
         none: Any = literal_column("'NaN'::DOUBLE")  # no stored value is NaN: it stands for NULL
-        row_id: Any = literal_column(f"{draft.name}.rowid")
-        stmt = (select(group, *who, *once,
-                       *(func.coalesce(draft.c[name], none) for name in
-                         ("speedup_tps", "speedup_wall", "baseline_tps")),
-                       verdict, levels, row_id)
-                .select_from(_source(draft, "duckdb"))
-                .where(*_board_rows(draft, filters, counted))
-                .order_by(*([group] if keys else []), *who[:2], *once))
-        self.found = fetch_columns(conn, stmt)
+        tail = [*who, *once, *(func.coalesce(draft.c[name], none) for name in
+                               ("speedup_tps", "speedup_wall", "baseline_tps")),
+                verdict, levels]
+        order = [*who[:2], *once]
+        where = _board_rows(draft, filters, counted)
+        clashing = self.keys.clashing()
+        hashes = [h.label(f"key_side_{i}") for i, h in enumerate(self.keys.hashes)]
+        self.parts = [fetch_columns(conn, select(*hashes, *tail)
+                                    .select_from(_source(draft, "duckdb"))
+                                    .where(*where, *([not_(clashing)] if clashing is not None
+                                                     else []))
+                                    .order_by(*hashes, *order))]
+        self.widths = [len(hashes)]
+        if clashing is not None:  # their groups by value: rare, and only these rows
+            by_value = self.keys.key_columns
+            self.parts.append(fetch_columns(conn, select(*by_value, *tail)
+                                            .select_from(_source(draft, "duckdb"))
+                                            .where(*where, clashing)
+                                            .order_by(*by_value, *order)))
+            self.widths.append(len(by_value))
         self.by_key_hash = by_key_hash
-        # Groups in order of their hash; each one's key values from its first row.
-        self.groups = np.asarray(self.found[0])
-        self.new_group = np.r_[True, self.groups[1:] != self.groups[:-1]] if len(
-            self.groups) else np.zeros(0, np.bool_)
-        starts = np.flatnonzero(self.new_group)
-        first_row = (np.minimum.reduceat(np.asarray(self.found[-1], dtype=np.int64), starts)
-                     if len(starts) else np.zeros(0, np.int64))
-        key_of: dict[int, KeyTuple] = {}
-        if keys and len(first_row):
-            key_stmt = (select(group, *keys).select_from(_source(draft, "duckdb"))
-                        .where(row_id.in_(first_row.tolist())))
-            key_of = {row[0]: tuple(row[1:]) for row in plain_rows(conn.execute(key_stmt))}
-        self.keys = [key_of[h] if keys else () for h in self.groups[starts].tolist()]
         self.imported_names: dict[int, str] = {}  # an imported row's submission row id: name
         if by_key_hash:
-            imported_rows = np.unique(np.asarray(self.found[2], dtype=np.int64))
+            imported_rows = np.unique(np.concatenate([
+                np.asarray(part[width + 1], dtype=np.int64)
+                for part, width in zip(self.parts, self.widths, strict=True)]))
             imported_rows = imported_rows[imported_rows >= 0]
             if len(imported_rows):
                 self.imported_names = dict(plain_rows(conn.execute(  # type: ignore[arg-type]
@@ -239,16 +234,35 @@ class _SortedRows(ContributorRows):
                     .where(submission_row.in_(imported_rows.tolist())))))
 
     def reduced(self) -> Reduced:
-        found, by_key_hash, groups = self.found, self.by_key_hash, self.groups
-        head = 2 + (1 if by_key_hash else 0) + (1 if self.once else 0)
-        rows = len(groups)
+        found = self.parts[0]
+        hashes = [np.asarray(column, dtype=np.uint64) for column in found[:2]]
+        new_group = ~_same_as_before(*hashes)
+        at = np.flatnonzero(new_group)
+        reduced = self._reduce(found, 2, new_group, [self.keys.key(*pair) for pair in zip(
+            hashes[0][at].tolist(), hashes[1][at].tolist(), strict=True)])
+        if len(self.parts) == 1:
+            return reduced
+        found, width = self.parts[1], self.widths[1]
+        keys = list(zip(*(_objects(column) for column in found[:width]), strict=True))
+        new_group = np.fromiter((i == 0 or key != keys[i - 1] for i, key in enumerate(keys)),
+                                np.bool_, len(keys))
+        return _joined([reduced, self._reduce(found, width, new_group,
+                                              [keys[i] for i in np.flatnonzero(new_group)])])
+
+    def _reduce(self, found: list[Any], width: int, new_group: Bools,
+                keys: list[KeyTuple]) -> Reduced:
+        """One part's rows (``width`` group columns first; ``new_group``: where a group
+        starts, ``keys``: each one's key) reduced per group and contributor."""
+        by_key_hash = self.by_key_hash
+        head = width + 1 + (1 if by_key_hash else 0) + (1 if self.once else 0)
+        rows = len(new_group)
         if by_key_hash:
-            key_hashes = np.asarray(found[1], dtype=np.uint64)
-            imported_rows = np.asarray(found[2], dtype=np.int64)
-            same = _same_as_before(groups, key_hashes, imported_rows)
+            key_hashes = np.asarray(found[width], dtype=np.uint64)
+            imported_rows = np.asarray(found[width + 1], dtype=np.int64)
+            same = ~new_group & _same_as_before(key_hashes, imported_rows)
         else:
-            names = np.asarray(found[1], dtype=object)
-            same = _same_as_before(groups, names)
+            names = np.asarray(found[width], dtype=object)
+            same = ~new_group & _same_as_before(names)
         starts = np.flatnonzero(~same)
         segment = np.cumsum(~same) - 1
         values = np.column_stack([np.asarray(c, dtype=np.float64)
@@ -260,13 +274,13 @@ class _SortedRows(ContributorRows):
             tallies[:, 0] = np.bincount(segment[new_submission], minlength=len(starts))
         else:
             tallies[:, 0] = np.diff(np.r_[starts, rows])
-        for column, offset, width in ((head + 3, 1, len(VERDICTS)),
-                                      (head + 4, 1 + len(VERDICTS), len(LEVELS))):
+        for column, offset, size in ((head + 3, 1, len(VERDICTS)),
+                                     (head + 4, 1 + len(VERDICTS), len(LEVELS))):
             code = np.asarray(found[column], dtype=np.int64)
-            inside = (code >= 0) & (code < width)
-            tallies[:, offset:offset + width] = np.bincount(
-                segment[inside] * width + code[inside], minlength=len(starts) * width
-            ).reshape(-1, width)
+            inside = (code >= 0) & (code < size)
+            tallies[:, offset:offset + size] = np.bincount(
+                segment[inside] * size + code[inside], minlength=len(starts) * size
+            ).reshape(-1, size)
         if by_key_hash:
             names_of = self.imported_names
             contributors: list[str | None] = [
@@ -275,8 +289,28 @@ class _SortedRows(ContributorRows):
             hashes: Hashes | None = key_hashes[starts]
         else:
             contributors, hashes = names[starts].tolist(), None
-        return Reduced(self.keys, (np.cumsum(self.new_group) - 1)[starts], contributors,
+        return Reduced(keys, (np.cumsum(new_group) - 1)[starts], contributors,
                        segment_medians(values, starts), tallies, hashes)
+
+
+def _joined(parts: Sequence[Reduced]) -> Reduced:
+    """Reduced rows of groups that no two parts share, as one."""
+    offsets = np.cumsum([0, *(len(p.keys) for p in parts[:-1])])
+    hashes = [p.key_hashes for p in parts if p.key_hashes is not None]
+    return Reduced([k for p in parts for k in p.keys],
+                   np.concatenate([p.group + o for p, o in zip(parts, offsets, strict=True)]),
+                   [n for p in parts for n in p.names],
+                   np.concatenate([p.values for p in parts]),
+                   np.concatenate([p.counts for p in parts]),
+                   np.concatenate(hashes) if len(hashes) == len(parts) else None)
+
+
+def _objects(column: Any) -> list[Any]:
+    """A fetched column as Python values, None for NULL (numpy masks a NULL number)."""
+    values = np.array(np.ma.getdata(column), dtype=object)
+    if isinstance(column, np.ma.MaskedArray):
+        values[np.ma.getmaskarray(column)] = None  # (``filled(None)`` fills its default)
+    return list(values.tolist())
 
 
 def _same_as_before(*columns: Any) -> Bools:

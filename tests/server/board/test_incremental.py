@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, delete, func, insert, select
 
-from specserver.board import aggregate, incremental, newkeys
+from specserver.board import aggregate, groupkeys, incremental, newkeys
 from specserver.store import changes, moderation, queries, tables, verdicts
 from specserver.store.database import make_engine
 from specserver.store.migrations import migrate
+from tests.reliability import collisions
 from tests.support.postgres import private_schema_url
 
 KEYS = [hashlib.sha256(f"key-{i}".encode()).hexdigest() for i in range(6)]
 ORIGINS = ["range-a", "range-b", None]
 CHIPS = ["Apple M2", "Apple M4"]
+# A chip name whose DuckDB hash is Apple M2's (tests/reliability/collisions.py): the key of
+# its rows collides with Apple M2's under every hash built from DuckDB's column hashes.
+MERGING_CHIP = collisions.string_with_hash(collisions.string_hash(CHIPS[0].encode()))
 VERDICTS = ["confirmed", "confirmed", "not_observed", "unstable", "not_applied", "unknown"]
 LEVELS = ["log", "engine_api", "reported", "implausible", None]
 START = datetime(2026, 11, 1, 12, 0, 0)
@@ -53,7 +58,7 @@ insert_op = st.tuples(
     st.one_of(st.none(), st.integers(0, len(KEYS) - 1)),  # None: an imported result
     st.sampled_from(ORIGINS),
     st.sampled_from([0, 1, 6, 30, 100, 200]),  # hours after the previous receipt
-    st.sampled_from(CHIPS),
+    st.sampled_from([*CHIPS, MERGING_CHIP]),
     st.sampled_from(["complete", "complete", "complete", "incomplete", "quarantined"]),
     st.lists(draft_row, min_size=0, max_size=2, unique_by=lambda d: d[0]),
 )
@@ -140,17 +145,43 @@ class Store:
                 action(conn, KEYS[op[1]], "test", "tester")
 
 
-def _check(store: Store, ops: list[tuple[Any, ...]]) -> None:
+REAL_SIDE_HASH = groupkeys.side_hash
+
+
+def _blind_hash(secret: int, columns: list[Any]) -> Any:
+    """The keyed hash of a key's part without its chip and its draft config's name: keys
+    that differ only there share it, as forged keys share a real one (DuckDB's ``hash`` is
+    inverted in microseconds)."""
+    return REAL_SIDE_HASH(secret, [c for c in columns
+                                   if getattr(c, "name", None) not in ("chip", "config_name")])
+
+
+@contextmanager
+def _side_hash(chosen: Any) -> Iterator[None]:
+    groupkeys.side_hash = chosen
+    try:
+        yield
+    finally:
+        groupkeys.side_hash = REAL_SIDE_HASH
+
+
+def _check(store: Store, ops: list[tuple[Any, ...]], hashed: Any = REAL_SIDE_HASH) -> None:
+    """``hashed``: the hash the boards tell groups apart by (checked: keys that share one
+    are read by value), held to the boards of the real one as well."""
     store.reset()
     maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
     for op in [("later", 0), *ops]:
         store.apply(op)
         with incremental.snapshot(store.engine) as conn:
             for filters, dimensions, view in SPECS:
-                maintained = maintainer.board(conn, filters, dimensions, view)
-                full = incremental.compute(conn, filters, dimensions, view, RULES,
-                                           MIN_CONTRIBUTORS)
+                with _side_hash(hashed):
+                    maintained = maintainer.board(conn, filters, dimensions, view)
+                    full = incremental.compute(conn, filters, dimensions, view, RULES,
+                                               MIN_CONTRIBUTORS)
                 assert maintained == full, (op, view, dimensions)
+                if hashed is not REAL_SIDE_HASH:
+                    assert full == incremental.compute(conn, filters, dimensions, view,
+                                                       RULES, MIN_CONTRIBUTORS)
     assert maintainer.rebuilds == 1  # every write after the first read came from the log
     stored = sum(1 for op in ops if op[0] in ("insert", "later"))
     assert maintainer.refreshes >= stored  # a write that changes nothing logs nothing
@@ -188,6 +219,16 @@ def test_maintained_board_equals_the_full_computation_on_duckdb(duckdb_store: St
                                                                 ops: list[tuple[Any, ...]]
                                                                 ) -> None:
     _check(duckdb_store, ops)
+
+
+@SETTINGS
+@given(ops=operations)
+def test_maintained_board_equals_the_full_computation_when_keys_clash_on_duckdb(
+        duckdb_store: Store, ops: list[tuple[Any, ...]]) -> None:
+    """Keys made to share their hashes (those of Apple M2 and Apple M4 rows, of spec_4 and
+    spec_8): the maintained board, the full computation and the boards of the real hash
+    are one board, whatever the order of the writes."""
+    _check(duckdb_store, ops, _blind_hash)
 
 
 @pytest.mark.postgres
@@ -409,6 +450,61 @@ def test_keys_sharing_a_hash_are_read_by_name(duckdb_store: Store,
     store.insert(1, "range-b", 2, CHIPS[1], "complete", drafts)
     assert boards(clashing) == boards(honest)
     assert clashing.refreshes == 1 and clashing.rebuilds == 1
+
+
+def test_keys_sharing_a_hash_are_groups_of_their_own(duckdb_store: Store,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chip whose DuckDB hash is Apple M2's, and Apple M2 and Apple M4 rows made to share
+    their keys' hashes (and spec_4 and spec_8): each read finds the clash and reads those
+    rows by value, in the first computation and in a refresh that reads both chips' rows
+    again, and the boards are those of the real hash: no group takes another's rows or its
+    label."""
+    store = duckdb_store
+    store.reset()
+    for key, speedup in enumerate([1.25, 2.0, 3.5, 0.9]):
+        store.insert(key, ORIGINS[key % 2], 30, CHIPS[key % 2], "complete",
+                     [("spec_4", "confirmed", "log", speedup),
+                      ("spec_8", "not_applied", None, 1.0)])
+    clashed: list[int] = []
+    real_read = groupkeys.GroupKeys.read
+
+    def read(*args: Any, **kwargs: Any) -> groupkeys.GroupKeys:
+        found = real_read(*args, **kwargs)
+        clashed.append(sum(len(c) for c in found.clashes))
+        return found
+
+    monkeypatch.setattr(groupkeys.GroupKeys, "read", read)
+
+    def boards(maintainer: incremental.Maintainer) -> list[incremental.Computed]:
+        with incremental.snapshot(store.engine) as conn:
+            return [maintainer.board(conn, *spec) for spec in SPECS]
+
+    def real_boards() -> list[incremental.Computed]:
+        with incremental.snapshot(store.engine) as conn:
+            return [incremental.compute(conn, *spec, RULES, MIN_CONTRIBUTORS)
+                    for spec in SPECS]
+
+    expected = real_boards()
+    assert not any(clashed)
+    assert {g.key["chip"]["chip"] for g in expected[0].groups} == set(CHIPS)
+    store.insert(5, "range-b", 1, MERGING_CHIP, "complete",
+                 [("spec_4", "confirmed", "log", 9.0)])  # a real collision beside them
+    clashed.clear()
+    expected = real_boards()
+    assert any(clashed)  # by the real hash
+    assert {g.key["chip"]["chip"]: g.submissions for g in expected[0].groups} == {
+        CHIPS[0]: 2, CHIPS[1]: 2, MERGING_CHIP: 1}
+    with _side_hash(_blind_hash):
+        blind = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+        assert boards(blind) == expected
+        assert any(clashed)
+        store.insert(4, "range-a", 2, CHIPS[1], "complete", [("spec_4", "confirmed", "log", 5.0)])
+        store.insert(0, "range-a", 2, CHIPS[0], "complete", [("spec_4", "confirmed", "log", 1.5)])
+        clashed.clear()
+        refreshed = boards(blind)
+        assert any(clashed)  # the refresh read both chips' rows again
+    assert refreshed == real_boards()
+    assert blind.refreshes == 1 and blind.rebuilds == 1
 
 
 @pytest.mark.postgres
