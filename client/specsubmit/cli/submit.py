@@ -39,8 +39,9 @@ def submit_pending(server: str | None) -> None:
     if not waiting:
         typer.echo("nothing pending")
         return
-    target = submit.require_server(server)
-    undelivered, refused = submit.send_pending(target)
+    # Each waits for the server it was meant for, unless --server (or the variable) says
+    # another one.
+    undelivered, refused = submit.send_pending(submit.resolve_server(server))
     if refused:  # final: retrying will not change the server's mind
         raise SubmitError(f"{refused} of {len(waiting)} pending results were refused by the "
                           "server" + (f" and {undelivered} not delivered" if undelivered else ""))

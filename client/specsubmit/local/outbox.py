@@ -1,6 +1,7 @@
 """Where signed envelopes wait and where deliveries are recorded.
 
     state_home()/pending/<submission_id>.json     the exact envelope bytes, not yet delivered
+    state_home()/pending/<submission_id>.server   the server it was meant for (its URL)
     state_home()/submitted/<submission_id>.json   {"server", "delivered_at", "status", "receipt"}
     state_home()/rejected/<submission_id>.json    {"server", "rejected_at", "status", "message"}
 
@@ -55,13 +56,25 @@ class PendingEnvelope:
         except OSError as exc:
             raise SubmitError(f"cannot read {self.path}: {exc.strerror or exc}") from None
 
+    @property
+    def server(self) -> str | None:
+        """The server it was meant for (None: parked before servers were remembered)."""
+        try:
+            text = self.path.with_suffix(".server").read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        return text or None
+
 
 def pending_path(submission_id: str, home: Path | None = None) -> Path:
     return folder(PENDING, home) / f"{submission_id}.json"
 
 
-def put_pending(submission_id: str, envelope: bytes, home: Path | None = None) -> Path:
+def put_pending(submission_id: str, envelope: bytes, home: Path | None = None,
+                server: str | None = None) -> Path:
     path = pending_path(submission_id, home)
+    if server is not None:  # first, so that a parked envelope always knows where it goes
+        _atomic_write(path.with_suffix(".server"), server.encode("utf-8") + b"\n")
     _atomic_write(path, envelope)
     return path
 
@@ -81,7 +94,9 @@ def list_pending(home: Path | None = None) -> list[PendingEnvelope]:
 def _record(name: str, submission_id: str, record: dict[str, Any], home: Path | None) -> Path:
     path = folder(name, home) / f"{submission_id}.json"
     _atomic_write(path, json.dumps(record, indent=2, sort_keys=True).encode("utf-8") + b"\n")
-    pending_path(submission_id, home).unlink(missing_ok=True)
+    parked = pending_path(submission_id, home)
+    parked.unlink(missing_ok=True)
+    parked.with_suffix(".server").unlink(missing_ok=True)
     return path
 
 

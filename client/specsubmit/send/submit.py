@@ -79,8 +79,10 @@ def receipt_from_record(submission_id: str) -> Receipt | None:
 def deliver(submission_id: str, envelope: bytes, server: str,
             policy: RetryPolicy | None = None) -> Receipt:
     """Park, send, record. Raises SubmissionRejected or SubmissionUndelivered."""
-    if outbox.get_pending(submission_id) != envelope:
-        outbox.put_pending(submission_id, envelope)
+    if outbox.get_pending(submission_id) != envelope \
+            or outbox.PendingEnvelope(submission_id,
+                                      outbox.pending_path(submission_id)).server != server:
+        outbox.put_pending(submission_id, envelope, server=server)
     try:
         receipt = post_envelope(envelope, server, submission_id, policy)
     except SubmissionRejected as exc:
@@ -123,13 +125,20 @@ def send_submission(submission: Submission, server: str,
     return deliver(submission_id, envelope, server, policy), False
 
 
-def send_pending(server: str, policy: RetryPolicy | None = None,
+def send_pending(server: str | None, policy: RetryPolicy | None = None,
                  echo: Echo = typer.echo) -> tuple[int, int]:
-    """Retry every pending envelope; returns (not delivered, refused by the server)."""
+    """Retry every pending envelope, each to ``server`` or else to the server it was meant
+    for; returns (not delivered, refused by the server)."""
     undelivered = refused = 0
     for item in outbox.list_pending():
+        target = server or item.server
+        if target is None:
+            undelivered += 1
+            echo(f"{item.submission_id}: no server is remembered for it: pass --server URL "
+                 f"or set {SERVER_ENV}")
+            continue
         try:
-            receipt = deliver(item.submission_id, item.read(), server, policy)
+            receipt = deliver(item.submission_id, item.read(), target, policy)
         except SubmissionUndelivered as exc:
             undelivered += 1
             echo(f"{item.submission_id}: {visible(exc.message, 2000)}")

@@ -466,3 +466,34 @@ def test_retry_policy_from_environment(monkeypatch):
     monkeypatch.setenv("SPECSUBMIT_RETRY_ATTEMPTS", "many")
     with pytest.raises(UsageError, match="must be a number"):
         delivery.retry_policy_from_env()
+
+
+def test_pending_remembers_its_server_so_the_printed_command_works_as_printed(
+        policy, sleeps, capsys, monkeypatch):
+    """The "not delivered" message says `specsubmit submit --pending`: exactly that, with no
+    --server and no variable, sends it where it was meant to go."""
+    monkeypatch.delenv("SPECSUBMIT_SERVER", raising=False)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    submission = example_submission(seed=19)
+    with pytest.raises(SubmissionUndelivered) as undelivered:
+        submit.send_submission(submission, url, policy)
+    assert undelivered.value.message.endswith("retry with `specsubmit submit --pending`")
+    assert outbox.list_pending()[0].server == url
+    server = ScriptedServer(port).start()
+    try:
+        code, out, err = run_cli(["submit", "--pending"], capsys, monkeypatch)
+        assert code == 0, err
+        assert f"submitted: {submission.submission_id}" in out and len(server.stored) == 1
+        assert list((outbox.folder(outbox.PENDING)).iterdir()) == []  # sidecar gone too
+    finally:
+        server.stop()
+
+
+def test_a_pending_result_without_a_remembered_server_says_what_to_pass(capsys, monkeypatch):
+    monkeypatch.delenv("SPECSUBMIT_SERVER", raising=False)
+    submission = example_submission(seed=20)
+    outbox.put_pending(str(submission.submission_id), b"{}")  # parked by an older client
+    code, out, err = run_cli(["submit", "--pending"], capsys, monkeypatch)
+    assert code == 75
+    assert "no server is remembered for it: pass --server URL" in out
