@@ -36,7 +36,17 @@ def _register() -> None:
             group.register(app)
 
 
+def _survive_any_encoding() -> None:
+    """A terminal that cannot show a character (PYTHONIOENCODING=ascii, a latin-1 locale)
+    gets it escaped, not a traceback after a complete run with the result's place unsaid."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> None:
+    _survive_any_encoding()
     _register()
     try:
         app(args=argv, standalone_mode=True)

@@ -70,7 +70,13 @@ def _headline(submission: Submission) -> str:
     return headline_of(ref.id, ref.version, ref.sha256)
 
 
-def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> Table:
+# Below this many columns the table keeps the config, its headline ratio and its verdict
+# only, each wrapping rather than cut: a config's name is never lost to a narrow terminal.
+NARROW = 80
+
+
+def summary_table(submission: Submission, summaries: Sequence[ConfigSummary],
+                  width: int | None = None) -> Table:
     engine = descriptor(submission.engine.name).label
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
                         f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD,
@@ -82,6 +88,14 @@ def summary_table(submission: Submission, summaries: Sequence[ConfigSummary]) ->
         ("wall vs baseline", lambda summary: speedup_cell(summary, wall=True))]
     if _headline(submission) == "wall":
         speedups.reverse()
+    if width is not None and width < NARROW:
+        name, show = speedups[0]
+        table.add_column("Config", overflow="fold", ratio=2)
+        table.add_column(name, justify="right", overflow="fold", ratio=2)
+        table.add_column("Verdict", overflow="fold", ratio=3)
+        for summary in summaries:
+            table.add_row(summary.name, show(summary), verdict_label(submission, summary))
+        return table
     for column in ("Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
                    *(name for name, _ in speedups), "Verdict"):
         fixed = column in ("Config", "Verdict", "Median tok/s") or column.endswith("baseline")
@@ -201,7 +215,7 @@ def render_result(submission: Submission, console: Console) -> None:
         console.print(f"[bold yellow]Incomplete result[/]: {note or 'stopped early'}")
     elif submission.note:
         console.print(f"[yellow]Note[/]: {note}", highlight=False)
-    console.print(summary_table(submission, summaries))
+    console.print(summary_table(submission, summaries, console.width))
     console.print(trial_table(submission))
     domains = domain_table(submission, summaries)
     if domains is not None:

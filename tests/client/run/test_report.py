@@ -86,3 +86,45 @@ def test_no_baseline_trials() -> None:
     assert conclusion(empty).endswith("No baseline trials were measured, so nothing can be "
                                       "compared.")
     assert "—" in _render(empty)
+
+
+def test_a_narrow_terminal_keeps_every_config_name_whole() -> None:
+    """At 40 columns the summary keeps the config, its headline ratio and its verdict,
+    wrapped rather than cut: every config's name is there, none ends in an ellipsis."""
+    import re
+
+    from rich.console import Console
+
+    from specsubmit.run.report import summary_table
+
+    sub = example_submission("llamacpp-draft", seed=4, schema_version=2, blocks=True)
+    console = Console(width=40, force_terminal=True, color_system=None, record=True)
+    render_result(sub, console)
+    shown = console.export_text()
+    table = shown.split("Trials (in run order)")[0]
+    assert "…" not in table
+    column = "".join(re.findall(r"^  (\S+)", table, re.MULTILINE))
+    for config in sub.configs:
+        assert config.name in column, (config.name, table)
+    wide = summary_table(sub, summarize(sub), 120)
+    assert len(wide.columns) > len(summary_table(sub, summarize(sub), 40).columns)
+
+
+def test_any_terminal_encoding_shows_the_result_and_where_it_was_saved(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from specschema.payload import submission_bytes
+
+    result = tmp_path / "result.json"
+    result.write_bytes(submission_bytes(example_submission("llamacpp-draft", seed=4,
+                                                           schema_version=2, blocks=True)))
+    script = str(Path(sys.executable).with_name("specsubmit"))
+    for encoding in ("ascii", "latin-1"):
+        shown = subprocess.run([script, "show", str(result)], capture_output=True, text=True,
+                               encoding="utf-8", errors="replace", timeout=60, check=False,
+                               env={**os.environ, "PYTHONIOENCODING": encoding})
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert "draft_qwen3_0.6b_n8" in shown.stdout
