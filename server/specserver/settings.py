@@ -67,6 +67,24 @@ class ServerSettings(BaseSettings):
                     "the open-file limit, which is raised to the hard limit at start); "
                     "connections beyond it are closed at once",
     )
+    max_connections_per_address: int = Field(
+        default=256, ge=1,
+        description="`specserver serve`: open connections from one client address (an IPv4 "
+                    "address, an IPv6 /64) at most; one more is closed at once. Peers in "
+                    "trusted_proxies are not counted: the proxy limits its own clients",
+    )
+    max_unfinished_heads_per_address: int = Field(
+        default=32, ge=1,
+        description="`specserver serve`: connections from one client address whose request "
+                    "head is still unfinished 1 s after it began, at most; one more gets 503 "
+                    "with Retry-After, and while the address holds that many its new "
+                    "connections are closed at once",
+    )
+    max_head_bytes: int = Field(
+        default=32 * 1024, ge=1024,
+        description="`specserver serve`: a request's head (request line and headers) at "
+                    "most this many bytes and 100 header fields, else 431 and closed",
+    )
     max_submission_age_days: float = Field(
         default=30.0, gt=0, description="created_at older than this is refused"
     )

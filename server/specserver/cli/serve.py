@@ -91,6 +91,7 @@ def register(app: typer.Typer) -> None:
 
         from specserver.cli.admin_client import missing_folder
         from specserver.cli.connections import (
+            PeerLimits,
             bounded_protocol,
             connection_bound,
             raise_open_file_limit,
@@ -132,10 +133,19 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"specserver {_url(host, port)} "
                    f"(store: {display_url(settings.resolved_database_url)})")
         bound = connection_bound(settings.max_connections, raise_open_file_limit())
+        # Behind a trusted proxy the proxy's connections are not counted per address: it
+        # carries everybody's requests (deploy/nginx.conf bounds its clients).
+        peers = PeerLimits(settings.max_connections_per_address,
+                           settings.max_unfinished_heads_per_address,
+                           exempt=settings.proxy_networks())
         config = uvicorn.Config(
             create_app(settings),
-            # A deadline for request heads and a bound on connections (cli/connections.py).
-            http=bounded_protocol(settings.head_timeout_s, bound),
+            # A deadline and a size bound for request heads, bounds on connections in all
+            # and per address (cli/connections.py).
+            http=bounded_protocol(settings.head_timeout_s, bound,
+                                  max_head_bytes=settings.max_head_bytes, peers=peers),
+            # uvicorn's own bound, for h11 where httptools is not installed: the same size.
+            h11_max_incomplete_event_size=settings.max_head_bytes,
             host=host,
             port=port,
             log_level=log_level,
