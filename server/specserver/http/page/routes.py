@@ -506,8 +506,9 @@ def recent_table(items: Sequence[dict[str, Any]]) -> str:
 def contribute_line(base_url: str) -> str:
     """How to add a result, with this server's own URL (``settings.public_base_url``)."""
     run = f"specsubmit run --server {base_url}"
-    return ('<p class="contribute"><strong>Add your result:</strong> '
-            "<code>pipx install specsubmit</code>, then "
+    return ('<p class="contribute"><strong>Add your result:</strong> from a checkout of the '
+            "project's repository, <code>pipx install ./client --preinstall ./schema</code> "
+            "(no package index holds it yet), then "
             f"<code>{escape(run)}</code> (Ollama; for llama-server: "
             f"<code>{escape(run)} --engine llama-server --protocol llamacpp-draft</code>). "
             "It shows exactly what it would send and asks before sending.</p>")
