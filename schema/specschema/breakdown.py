@@ -13,7 +13,7 @@ Both sides compute these from the trials, like the summaries (``specschema.summa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from specschema.blocks import decode_rates, has_blocks, trial_blocks
@@ -21,7 +21,8 @@ from specschema.models import ConfigResult, Submission, Trial
 from specschema.stats import blocked_ratio_t
 from specschema.summary import by_domain, prompt_domains
 
-__all__ = ["Acceptance", "DomainResult", "acceptance_of", "domain_results"]
+__all__ = ["Acceptance", "DomainResult", "acceptance_of", "domain_results",
+           "position_rates", "position_totals"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,34 @@ class Acceptance:
         return 1.0 + self.accepted / self.rounds if self.rounds else None
 
 
+def position_totals(units: Iterable[tuple[int | None, Sequence[int] | None]]
+                    ) -> tuple[int, tuple[int, ...]] | None:
+    """The rounds and per-position counts of ``units`` (each a trial's counters, or sums of
+    them: (rounds, accepted_per_position)), summed; a shorter list counts 0 past its end.
+    None when a unit lacks either: its rounds could not be told apart from the others'.
+    Sums of sums are the sums of their units, so a config's totals (``summaries``) add up
+    to a group's."""
+    rounds = 0
+    lists: list[Sequence[int]] = []
+    for unit_rounds, positions in units:
+        if unit_rounds is None or positions is None:
+            return None
+        rounds += unit_rounds
+        lists.append(positions)
+    width = max(map(len, lists), default=0)
+    return rounds, tuple(sum(p[i] for p in lists if i < len(p)) for i in range(width))
+
+
+def position_rates(rounds: int, totals: Sequence[int]) -> tuple[float, ...] | None:
+    """a_i from summed counts (module docstring): of the rounds that reached position i
+    (all of them for i = 0, those whose first i tokens were accepted after), the share
+    that accepted token i + 1 too; 0 where none reached it. None without rounds."""
+    if not rounds:
+        return None
+    reached = (rounds, *totals)[:len(totals)]
+    return tuple(t / r if r else 0.0 for t, r in zip(totals, reached, strict=True))
+
+
 def acceptance_of(trials: Sequence[Trial]) -> Acceptance | None:
     """The trials' counters summed (None: no trial has counters)."""
     counted = [t.counters for t in trials if t.counters is not None]
@@ -50,16 +79,9 @@ def acceptance_of(trials: Sequence[Trial]) -> Acceptance | None:
         return None
     rounds = None if any(c.rounds is None for c in counted) else sum(
         c.rounds or 0 for c in counted)
-    lists = [c.accepted_per_position for c in counted]
-    per_position: tuple[float, ...] | None = None
-    if rounds and all(p is not None for p in lists):
-        width = max(len(p or ()) for p in lists)
-        totals = [sum((p or [])[i] if i < len(p or []) else 0 for p in lists)
-                  for i in range(width)]
-        reached = [rounds, *totals[:-1]]  # rounds that got as far as position i
-        per_position = tuple(t / r if r else 0.0 for t, r in zip(totals, reached, strict=True))
+    totals = position_totals((c.rounds, c.accepted_per_position) for c in counted)
     return Acceptance(sum(c.drafted for c in counted), sum(c.accepted for c in counted),
-                      rounds, per_position)
+                      rounds, None if totals is None else position_rates(*totals))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specschema.protocol import Protocol, ProtocolConfig
+from specschema.speculation import spec_type_of
 
 if TYPE_CHECKING:
     from specschema import Launch
@@ -52,11 +53,10 @@ KNOWN_OPTIONS = frozenset(REQUEST_OPTIONS) | set(LAUNCH_OPTIONS) | set(PINNED_FL
 
 
 def spec_type(protocol: Protocol, config: ProtocolConfig) -> str | None:
-    """The config's --spec-type (module docstring); None: no speculation."""
-    value = protocol.request_options(config).get("spec_type")
-    if isinstance(value, str) and value and value != "none":
-        return value
-    return "draft-simple" if config.draft_model is not None else None
+    """The config's --spec-type (module docstring; the rule is the schema's, which the
+    server stores as the config's type); None: no speculation."""
+    return spec_type_of(config.mechanism, protocol.request_options(config),
+                        config.draft_model)
 
 
 def pinned_flags(protocol: Protocol, config: ProtocolConfig) -> dict[str, str]:
