@@ -28,7 +28,8 @@ from sqlalchemy import update
 
 from specserver.store import exporting, tables
 from specserver.store.exportformat import FORMULA_STARTS, spreadsheet_text
-from specserver.store.queries import EXPORT_NAMES, Filters
+from specserver.store.exporting import EXPORT_NAMES
+from specserver.store.queries import Filters
 from tests.reliability.apps import app_on
 from tests.reliability.hostile import dict_bytes, payload_dict, signed, signing_key
 from tests.support.inprocess import InProcessClient

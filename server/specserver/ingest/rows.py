@@ -16,8 +16,10 @@ import json
 from datetime import UTC, datetime
 from operator import itemgetter
 
+from specschema.breakdown import position_totals
 from specschema.evidence import submission_evidence
 from specschema.models import ModelInfo
+from specschema.speculation import depth_of, spec_type_of
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import (
     canonical,
@@ -26,7 +28,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store import Row, RowSet, id_digest, verdicts
+from specserver.store import Row, RowSet, id_digest, positions_text, verdicts
 
 # A trial's columns in tables.trials' order, read from the model's ``__dict__`` in one C
 # call each (attribute reads on pydantic models cost ~10 us per submission here).
@@ -37,6 +39,7 @@ _trial_columns = itemgetter(
 )
 _counter_columns = itemgetter("drafted", "accepted", "mean_accepted_len", "source")
 _NO_COUNTERS = (None, None, None, None)
+_NO_POSITIONS = (None, None)  # rounds, accepted_per_position
 # ``json.dumps(value, sort_keys=True)``, without building an encoder per call (json.dumps
 # does for any non-default argument: 3 of the 4 us it took per config).
 _options_json = json.JSONEncoder(sort_keys=True).encode
@@ -94,6 +97,8 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
                         None)
     config_rows: list[Row] = []
     trial_rows: list[Row] = []
+    # Per config, its summaries row's version-14 columns: type, depth, the trials' sums.
+    keys: dict[str, tuple[str | None, int | None, int | None, str | None]] = {}
     for config in configs:
         s = config.speculation
         name = config.name
@@ -107,12 +112,23 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             if s.launches else None,
         ))
         head = (sid, name)
+        counted: list[tuple[int | None, list[int] | None]] = []
         for trial in map(vars, config.trials):
             counters = trial["counters"]
-            trial_rows.append(
-                head + _trial_columns(trial)
-                + (_NO_COUNTERS if counters is None else _counter_columns(vars(counters)))
-                + (trial["block"],))
+            if counters is None:
+                trial_rows.append(head + _trial_columns(trial) + _NO_COUNTERS
+                                  + (trial["block"],) + _NO_POSITIONS)
+                continue
+            values = vars(counters)
+            rounds, positions = values["rounds"], values["accepted_per_position"]
+            counted.append((rounds, positions))
+            trial_rows.append(head + _trial_columns(trial) + _counter_columns(values)
+                              + (trial["block"], rounds, positions_text(positions)))
+        totals = position_totals(counted) if counted else None
+        kind = spec_type_of(s.mechanism, config.request_options, config.draft_model)
+        keys[name] = (kind, depth_of(kind, config.request_options),
+                      *((None, None) if totals is None
+                        else (totals[0], positions_text(totals[1]))))
     rows: dict[str, list[Row]] = {
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),
@@ -149,6 +165,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             + _variant(reported, m.draft_model)
             + (m.blocks, m.block_drift, m.speedup_wall_ci_low, m.speedup_wall_ci_high,
                baseline_tps if m.role == "draft" else None, digest_of_id)
+            + keys[m.name]
             for m in checked.summaries
         ],
     }

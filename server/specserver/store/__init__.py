@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
     from specserver.store.migrations import current_version
     from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
+    from specserver.store.positions import (
+        positions_of,
+        positions_text,
+        stored_profile,
+        stored_totals,
+    )
     from specserver.store.queries import OS_NAMES, moderation_version, visible_clause
     from specserver.store.redaction import redact_view
     from specserver.store.rowset import QUARANTINE_PREFIX, Row, RowSet, id_digest
@@ -52,8 +58,12 @@ _LAZY: dict[str, str] = {
     "id_digest": "specserver.store.rowset",
     "is_store_down": "specserver.store.outage",
     "moderation_version": "specserver.store.queries",
+    "positions_of": "specserver.store.positions",
+    "positions_text": "specserver.store.positions",
     "redact_view": "specserver.store.redaction",
     "store_down_errors": "specserver.store.outage",
+    "stored_profile": "specserver.store.positions",
+    "stored_totals": "specserver.store.positions",
     "submission_clauses": "specserver.store.dimensions",
     "visible_clause": "specserver.store.queries",
 }
@@ -87,10 +97,14 @@ __all__ = [
     "moderation",
     "moderation_version",
     "origins",
+    "positions_of",
+    "positions_text",
     "queries",
     "redact_view",
     "redaction",
     "store_down_errors",
+    "stored_profile",
+    "stored_totals",
     "submission_clauses",
     "tables",
     "verdicts",

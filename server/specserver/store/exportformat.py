@@ -7,7 +7,7 @@ It imports the standard library and DuckDB only, never SQLAlchemy, the models or
 the server: the child starts for every export file, and the server's imports were ~0.4 s of
 its ~1.5 s of CPU per file (BENCHMARKS.md, "Stalled exports"), paid again each time a
 stalled client's slot is re-filled. The column names and kinds come with the rows: from
-``queries.EXPORT_COLUMNS`` in the server (``exporting``), from the Parquet file's own types
+``exporting.EXPORT_COLUMNS`` in the server (``exporting``), from the Parquet file's own types
 here; both give the same bytes (tested).
 
 CSV cells are safe for spreadsheets (OWASP "CSV injection"): every public text

@@ -20,32 +20,94 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import duckdb
-from sqlalchemy import BigInteger, Boolean, Connection, DateTime, Double, Engine, Integer
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    DateTime,
+    Double,
+    Engine,
+    Integer,
+    Select,
+    select,
+)
 from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import Unavailable
-from specserver.store import exportformat, queries
+from specserver.store import exportformat, queries, tables
+from specserver.store.dimensions import (
+    Filters,
+    draft_clauses,
+    engine_name,
+    engine_version,
+    ollama_version,
+    submission_clauses,
+)
 from specserver.store.exportformat import Layout
-from specserver.store.queries import Filters
 
 FORMATS = tuple(exportformat.FORMATS)
+
+sub = tables.submissions
+summ = tables.summaries
+
+EXPORT_COLUMNS = (
+    sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
+    sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
+    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, ollama_version.label("ollama_version"),
+    sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
+    # The engine; ollama_version is null for other engines' rows, engine_version never.
+    engine_name.label("engine"), engine_version.label("engine_version"),
+    sub.c.engine_runtime, sub.c.engine_build,
+    summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,
+    summ.c.observed.label("verdict"), summ.c.trials, summ.c.median_wall_s, summ.c.median_eval_s,
+    summ.c.median_tps, summ.c.min_tps, summ.c.max_tps, summ.c.stdev_tps, summ.c.cv_tps,
+    summ.c.speedup_tps, summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high,
+    summ.c.speedup_wall, summ.c.outputs_match_baseline, summ.c.evidence,
+    summ.c.evidence_reason,
+    # From blocks (null without them): the wall-time speedup's interval beside the decode
+    # rate's, the config's blocks and how far their medians disagree.
+    summ.c.speedup_wall_ci_low, summ.c.speedup_wall_ci_high, summ.c.blocks, summ.c.block_drift,
+    # Store version 14 (null: not recorded): the config's speculative type and depth, and
+    # its trials' draft rounds and per-position counts summed (the JSON text stored), from
+    # which its acceptance per position follows (docs/aggregation.md, "Reading it").
+    summ.c.spec_type, summ.c.depth, summ.c.rounds, summ.c.accepted_per_position,
+)
+EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
+
+
+def export_select(filters: Filters) -> Select[Any]:
+    """One row per visible submission x config, in a stable order."""
+    return (
+        select(*EXPORT_COLUMNS)
+        .select_from(summ.join(sub, sub.c.submission_id == summ.c.submission_id))
+        .where(queries.visible_clause(), *submission_clauses(filters),
+               *draft_clauses(filters, summ))
+        .order_by(sub.c.received_at, sub.c.submission_id, summ.c.config_name)
+    )
+
+
+def export_rows(conn: Connection, filters: Filters, batch: int = 2000) -> Iterator[tuple[Any, ...]]:
+    result = conn.execute(export_select(filters), execution_options={"yield_per": batch})
+    for row in result:
+        yield tuple(row)
 
 
 @cache
 def export_layout() -> Layout:
     """The export's columns as the formats need them (``exportformat.Layout``)."""
     times, texts = [], []
-    for i, column in enumerate(queries.EXPORT_COLUMNS):
+    for i, column in enumerate(EXPORT_COLUMNS):
         if isinstance(column.type, DateTime):
             times.append(i)
         elif not isinstance(column.type, Integer | Double | Boolean):
             texts.append(i)
-    return Layout(queries.EXPORT_NAMES, tuple(times), tuple(texts))
+    return Layout(EXPORT_NAMES, tuple(times), tuple(texts))
 
 
 def _duck_type(column: Any) -> str:
@@ -69,17 +131,17 @@ def _sql_string(text: str) -> str:
 
 def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
     target = _sql_string(str(path))
-    stmt = queries.export_select(filters)
+    stmt = export_select(filters)
     if conn.dialect.name == "duckdb":
         sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
         conn.exec_driver_sql(f"COPY ({sql}) TO {target} (FORMAT parquet)")
         return
-    columns = ", ".join(f'"{c.name}" {_duck_type(c)}' for c in queries.EXPORT_COLUMNS)
-    marks = ", ".join("?" for _ in queries.EXPORT_COLUMNS)
+    columns = ", ".join(f'"{c.name}" {_duck_type(c)}' for c in EXPORT_COLUMNS)
+    marks = ", ".join("?" for _ in EXPORT_COLUMNS)
     with duckdb.connect() as duck:
         duck.execute(f"CREATE TABLE export ({columns})")
         batch: list[tuple[Any, ...]] = []
-        for row in queries.export_rows(conn, filters):
+        for row in export_rows(conn, filters):
             batch.append(row)
             if len(batch) >= 5000:
                 duck.executemany(f"INSERT INTO export VALUES ({marks})", batch)
@@ -97,7 +159,7 @@ def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path)
     written = 0
     with open(path, "wb") as handle:
         # Small batches: each write releases the GIL, so the event loop waits little.
-        rows = queries.export_rows(conn, filters)
+        rows = export_rows(conn, filters)
         for chunk in exportformat.chunks_of(fmt, rows, export_layout(), batch=100):
             written += handle.write(chunk)
     return written

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Column,
     Connection,
     Engine,
+    Integer,
     MetaData,
     String,
     Table,
@@ -37,7 +38,7 @@ from sqlalchemy import (
     update,
 )
 
-from specschema import evidence
+from specschema import evidence, speculation
 from specserver.errors import SpecServerError
 from specserver.store import changes, queries, tables
 from specserver.store.writer import duckdb_append
@@ -299,6 +300,64 @@ def require_board_keys(conn: Connection) -> None:
         conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL"))
 
 
+# Version 14's columns (tables.py): all nullable, NULL meaning "not recorded".
+_ACCEPTANCE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("trials", "rounds", "BIGINT"),
+    ("trials", "accepted_per_position", "TEXT"),
+    ("summaries", "spec_type", "TEXT"),
+    ("summaries", "depth", "INTEGER"),
+    ("summaries", "rounds", "BIGINT"),
+    ("summaries", "accepted_per_position", "TEXT"),
+)
+
+
+def _speculation_keys(conn: Connection) -> None:
+    """Version 14's columns. ``summaries.spec_type`` and ``depth`` are filled for stored
+    rows from their config's stored request options by ingestion's own rule
+    (``specschema.speculation``, in Python: the rule reads JSON values by their kind, which
+    SQL would read by its text); only the configs that can have either are read (launched
+    by the client, or with a ``draft_num_predict`` option), and their values written back
+    through a temporary table in one UPDATE, as version 4 does. Rounds and per-position
+    counts stay NULL on stored rows: ingestion did not keep them before."""
+    for table, column, kind in _ACCEPTANCE_COLUMNS:
+        if column not in _columns(conn, table):
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+    cfg = tables.configs
+    found = []
+    for row in conn.execute(select(
+            cfg.c.submission_id, cfg.c.config_name, cfg.c.mechanism, cfg.c.request_options,
+            cfg.c.draft_model).where(or_(
+                cfg.c.mechanism == speculation.LAUNCHED,
+                cfg.c.request_options.like(f'%"{speculation.DEPTH_OPTIONS[None]}"%'))
+            ).order_by(cfg.c.submission_id, cfg.c.config_name)):
+        try:
+            options = json.loads(row.request_options)
+        except ValueError:
+            continue
+        if not isinstance(options, dict):
+            continue
+        named = speculation.spec_type_of(row.mechanism, options, row.draft_model)
+        depth = speculation.depth_of(named, options)
+        if named is not None or depth is not None:
+            found.append((row.submission_id, row.config_name, named, depth))
+    if not found:
+        return
+    fill = Table("speculation_fill", MetaData(), Column("submission_id", String(36)),
+                 Column("config_name", String(120)), Column("spec_type", Text),
+                 Column("depth", Integer), prefixes=["TEMPORARY"])
+    fill.create(conn)
+    if conn.dialect.name == "duckdb":  # its appender: executemany is one statement per row
+        duckdb_append(conn, fill, found)
+    else:
+        conn.execute(insert(fill), [dict(zip(("submission_id", "config_name", "spec_type",
+                                              "depth"), row, strict=True)) for row in found])
+    conn.execute(text(
+        "UPDATE summaries SET spec_type = f.spec_type, depth = f.depth "
+        "FROM speculation_fill f WHERE summaries.submission_id = f.submission_id "
+        "AND summaries.config_name = f.config_name"))
+    fill.drop(conn)
+
+
 # Append only. Version 1 is the day-one schema.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "day-one schema: submissions, envelopes, fingerprints, configs, trials, "
@@ -328,6 +387,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "submissions.reaches_board (a draft result on a board: the key ages)",
               _board_keys),
     Migration(13, "DuckDB: version 12's columns required (NOT NULL)", require_board_keys),
+    Migration(14, "trials.rounds and accepted_per_position; summaries.spec_type and depth "
+                  "(filled from the stored request options) and the trials' rounds and "
+                  "per-position counts summed", _speculation_keys),
 )
 LATEST = MIGRATIONS[-1].version
 

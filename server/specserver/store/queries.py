@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,6 +46,7 @@ from specserver.store.dimensions import (
     ollama_version,
     submission_clauses,
 )
+from specserver.store.positions import positions_of
 
 # Names other modules read here: the dimension table's (store/dimensions.py).
 __all__ = ["ENGINE_NAMES", "FILTER_NAMES", "OS_NAMES", "VERDICTS", "Filters", "draft_clauses",
@@ -321,10 +322,12 @@ def submission_view(conn: Connection, submission_id: str) -> SubmissionView | No
     if fp is not None:
         fp["json"] = json.loads(fp["json"])
     body = envelope_body(conn, submission_id)
+    trials, summary = rows(tables.trials, tables.trials.c.position), rows(summ, summ.c.config_name)
+    for counted in (*trials, *summary):  # stored as JSON text (store/positions.py)
+        counted["accepted_per_position"] = positions_of(counted["accepted_per_position"])
     return SubmissionView(
-        submission=submission, fingerprint=fp, configs=configs,
-        trials=rows(tables.trials, tables.trials.c.position),
-        summary=rows(summ, summ.c.config_name), moderation=moderation,
+        submission=submission, fingerprint=fp, configs=configs, trials=trials,
+        summary=summary, moderation=moderation,
         envelope={"encoding": "base64", "sha256": submission["envelope_sha256"],
                   "body": base64.b64encode(body).decode("ascii") if body is not None else None},
     )
@@ -442,42 +445,3 @@ def stats(conn: Connection) -> dict[str, Any]:
         "draft_verdicts": {v: int(verdicts.get(v, 0)) for v in VERDICTS},
         "protocols": protocol_counts(conn),
     }
-
-
-# --- export -------------------------------------------------------------------------------
-
-EXPORT_COLUMNS = (
-    sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
-    sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
-    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, ollama_version.label("ollama_version"),
-    sub.c.os_name.label("os"), sub.c.backend, sub.c.client_name, sub.c.client_version,
-    # The engine; ollama_version is null for other engines' rows, engine_version never.
-    engine_name.label("engine"), engine_version.label("engine_version"),
-    sub.c.engine_runtime, sub.c.engine_build,
-    summ.c.config_name, summ.c.role, summ.c.model, summ.c.draft_model, summ.c.mechanism,
-    summ.c.observed.label("verdict"), summ.c.trials, summ.c.median_wall_s, summ.c.median_eval_s,
-    summ.c.median_tps, summ.c.min_tps, summ.c.max_tps, summ.c.stdev_tps, summ.c.cv_tps,
-    summ.c.speedup_tps, summ.c.speedup_tps_ci_low, summ.c.speedup_tps_ci_high,
-    summ.c.speedup_wall, summ.c.outputs_match_baseline, summ.c.evidence,
-    summ.c.evidence_reason,
-    # From blocks (null without them): the wall-time speedup's interval beside the decode
-    # rate's, the config's blocks and how far their medians disagree.
-    summ.c.speedup_wall_ci_low, summ.c.speedup_wall_ci_high, summ.c.blocks, summ.c.block_drift,
-)
-EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
-
-
-def export_select(filters: Filters) -> Select[Any]:
-    """One row per visible submission x config, in a stable order."""
-    return (
-        select(*EXPORT_COLUMNS)
-        .select_from(summ.join(sub, sub.c.submission_id == summ.c.submission_id))
-        .where(visible_clause(), *submission_clauses(filters), *draft_clauses(filters, summ))
-        .order_by(sub.c.received_at, sub.c.submission_id, summ.c.config_name)
-    )
-
-
-def export_rows(conn: Connection, filters: Filters, batch: int = 2000) -> Iterator[tuple[Any, ...]]:
-    result = conn.execute(export_select(filters), execution_options={"yield_per": batch})
-    for row in result:
-        yield tuple(row)

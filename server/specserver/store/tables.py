@@ -213,6 +213,12 @@ trials = Table(
     Column("counters_source", String(32), nullable=True),
     # Store version 8: the trial's block (null: the client recorded none, or stored before)
     Column("block_number", Integer, nullable=True),
+    # Store version 14: its counters' draft rounds and, per draft position i from 0, the
+    # rounds whose first i + 1 drafted tokens were all accepted, as compact JSON text
+    # (``store.positions``; llama-server's /metrics). Null means not recorded: the engine
+    # did not say, or the trial was stored before version 14.
+    Column("rounds", BigInteger, nullable=True),
+    Column("accepted_per_position", Text, nullable=True),
     PrimaryKeyConstraint(
         "submission_id", "config_name", "trial_index"
     ).ddl_if(dialect=CHILD_KEY_DIALECT),
@@ -261,6 +267,19 @@ summaries = Table(
     Column("baseline_tps", Double, nullable=True),
     Column("id_digest", BigInteger, nullable=_NULL_WHILE_UPGRADING,  # version 12
            default=_digest_of_row),
+    # Store version 14, the board's keys beside mechanism: the config's speculative type
+    # and depth as its request options set them (``specschema.speculation``; filled for
+    # rows stored before from ``configs.request_options`` by the same rule). Null: the
+    # config names none (a baseline, Ollama's type, an engine default), or the row was
+    # written by a replica of the version before during a rolling upgrade.
+    Column("spec_type", Text, nullable=True),
+    Column("depth", Integer, nullable=True),
+    # Store version 14: its trials' rounds and per-position counts summed
+    # (``specschema.breakdown.position_totals``, JSON text as on ``trials``), from which
+    # a group's acceptance per position is the sums' (``store.positions``). Null means not
+    # recorded: no trial had counters, one of them lacked either, or stored before.
+    Column("rounds", BigInteger, nullable=True),
+    Column("accepted_per_position", Text, nullable=True),
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 

@@ -1,7 +1,8 @@
 """The dimension table and the export-format table reach every surface that lists them: the
-OpenAPI text, docs/aggregation.md, docs/maintainers.md and the maintainer CLI; and the
-OpenAPI text names every shipped protocol. A dimension, a filter or a format added to its
-table and missing from one of them fails here."""
+OpenAPI text, docs/aggregation.md, docs/maintainers.md and the maintainer CLI; the OpenAPI
+text names every shipped protocol, and docs/aggregation.md lists the export's columns in
+order. A dimension, a filter, a format or an export column added to its table and missing
+from one of them fails here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from specserver.cli import admin as admin_cli
 from specserver.http.app import create_app
 from specserver.store.dimensions import DIMENSIONS, FILTERS, GROUP_FIELDS
 from specserver.store.exportformat import FORMATS
+from specserver.store.exporting import EXPORT_NAMES
 from tests.support.served import settings_for
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
@@ -97,3 +99,11 @@ def test_the_maintainer_docs_and_cli_take_every_export_format() -> None:
         for extension in spec.extensions:
             assert admin_cli.export_format(Path(f"out{extension}"), None) == spec.name
         assert admin_cli.export_format(Path("out.bin"), spec.name) == spec.name
+
+
+def test_docs_aggregation_lists_the_export_columns_in_order() -> None:
+    reading = _section((DOCS / "aggregation.md").read_text(encoding="utf-8"), "## Reading it")
+    listed = reading[reading.index("### Export columns"):]
+    cells = re.findall(r"^\| (`[a-z_0-9]+`(?:, `[a-z_0-9]+`)*) \|", listed, re.M)
+    assert [name for cell in cells for name in re.findall(r"`([a-z_0-9]+)`", cell)] == list(
+        EXPORT_NAMES)

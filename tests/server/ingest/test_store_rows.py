@@ -23,7 +23,18 @@ from sqlalchemy import Table
 
 from specschema.evidence import config_evidence
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specschema.models import Cpu, Fingerprint, Gpu, Launch, OsInfo, Runtime, Submission
+from specschema.models import (
+    ConfigResult,
+    Cpu,
+    Fingerprint,
+    Gpu,
+    Launch,
+    OsInfo,
+    Runtime,
+    Submission,
+    TrialCounters,
+)
+from specschema.protocol import get_protocol
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import (
@@ -128,10 +139,15 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
                 "eval_count": t.eval_count, "eval_duration_ns": t.eval_duration_ns,
                 "done_reason": t.done_reason, "output_chars": t.output_chars,
                 "output_sha256": t.output_sha256, "cold": t.cold,
+                "block_number": t.block,
                 **({} if t.counters is None else {
                     "drafted": t.counters.drafted, "accepted": t.counters.accepted,
                     "mean_accepted_len": t.counters.mean_accepted_len,
-                    "counters_source": t.counters.source}),
+                    "counters_source": t.counters.source,
+                    # store version 14: as JSON writes them, without spaces
+                    "rounds": t.counters.rounds,
+                    "accepted_per_position": None if t.counters.accepted_per_position is None
+                    else json.dumps(t.counters.accepted_per_position, separators=(",", ":"))}),
             }))
     speedups = {m.name: m.speedup_tps for m in checked.summaries}
     configs = {c.name: c for c in checked.submission.configs}
@@ -153,8 +169,34 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
         values["draft_digest"] = draft.digest if draft else None
         values["draft_quant"] = (draft.quantization.upper()
                                  if draft and draft.quantization else None)
+        values.update(_speculation_keys(configs[summary.name]))
         out["summaries"].append(_row(tables.summaries, values))
     return out
+
+
+def _speculation_keys(config: ConfigResult) -> dict[str, Any]:
+    """Store version 14's columns of a config's summaries row, written out by name: its
+    type and depth, and its counted trials' rounds and per-position counts summed (None
+    when no trial has counters or one of those lacks either)."""
+    options = config.request_options
+    kind = options.get("spec_type") if config.speculation.mechanism == "server_launch" else None
+    if config.speculation.mechanism == "server_launch" and kind in (None, "", "none"):
+        kind = "draft-simple" if config.draft_model is not None else None
+    knob = {"ngram-simple": "spec_ngram_simple_size_m", "ngram-mod": "spec_ngram_mod_n_max",
+            None: "draft_num_predict"}.get(kind, "spec_draft_n_max")
+    depth = options.get(knob)
+    counted = [t.counters for t in config.trials if t.counters is not None]
+    summed: dict[str, Any] = {"rounds": None, "accepted_per_position": None}
+    if counted and all(c.rounds is not None and c.accepted_per_position is not None
+                       for c in counted):
+        lists = [c.accepted_per_position or [] for c in counted]
+        width = max(len(p) for p in lists)
+        summed = {"rounds": sum(c.rounds or 0 for c in counted),
+                  "accepted_per_position": json.dumps(
+                      [sum(p[i] for p in lists if i < len(p)) for i in range(width)],
+                      separators=(",", ":"))}
+    return {"spec_type": kind,
+            "depth": depth if type(depth) is int and depth > 0 else None, **summed}
 
 
 def typed(rows: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[list[tuple[type, str]]]]:
@@ -272,3 +314,53 @@ def test_rowset_pickles_to_equal_plain_rows() -> None:
     back = pickle.loads(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
     assert back == got
     assert typed(back.rows) == typed(got.rows)
+
+
+# llamacpp-map as a run without a draft makes it: n-gram types, MTP, a baseline.
+MAP_RUN = get_protocol("llamacpp-map").for_run({})
+_COUNTED = st.none() | st.tuples(st.none() | st.integers(0, 2**40),
+                                 st.none() | st.lists(st.integers(0, 2**40), max_size=9))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), data=st.data())
+def test_rounds_positions_type_and_depth(seed: int, data: st.DataObject) -> None:
+    """Store version 14's columns of a llamacpp-map submission: each trial's rounds and
+    per-position counts (some trials without counters, without either, with lists of
+    every length), each config's type, depth and sums."""
+    sub = example_submission(MAP_RUN, seed=seed, schema_version=2, counters_seen=True,
+                             engine_version="b6000", blocks=True)
+    configs = []
+    for config in sub.configs:
+        trials = []
+        for trial in config.trials:
+            drawn = data.draw(_COUNTED) if trial.counters is not None else None
+            trials.append(trial.model_copy(update={"counters": None if drawn is None else
+                                                   TrialCounters(
+                drafted=240, accepted=180, source="engine_api", rounds=drawn[0],
+                accepted_per_position=drawn[1])}))
+        configs.append(config.model_copy(update={"trials": trials}))
+    sub = sub.model_copy(update={"configs": configs})
+    assert_same(as_checked(sub), datetime.now(UTC))
+
+
+def test_the_map_protocols_types_and_depths() -> None:
+    """What the reference's rule gives for the shipped map protocols, written out."""
+    found = {}
+    for name in ("llamacpp-map", "ollama-map", "lmstudio-map"):
+        protocol = get_protocol(name)
+        sub = example_submission(protocol.for_run({"draft": "qwen3:0.6b"})
+                                 if protocol.draft_parameters else protocol, seed=1,
+                                 schema_version=2)
+        rows = submission_rows(as_checked(sub), datetime.now(UTC)).rows["summaries"]
+        names = _COLUMNS["summaries"]
+        found[name] = {row[names.index("config_name")]: (
+            row[names.index("spec_type")], row[names.index("depth")]) for row in rows}
+    assert found == {
+        "llamacpp-map": {"no_spec": (None, None), "ngram_simple_m8": ("ngram-simple", 8),
+                         "ngram_mod_16": ("ngram-mod", 16), "mtp_n3": ("draft-mtp", 3),
+                         "draft_n3": ("draft-simple", 3), "draft_n8": ("draft-simple", 8)},
+        "ollama-map": {"spec_off": (None, None), "spec_4": (None, 4), "spec_8": (None, 8)},
+        "lmstudio-map": {"no_draft": (None, None), "draft_qwen2.5_0.5b": (None, None),
+                         "draft_qwen2.5_1.5b": (None, None)},
+    }
