@@ -263,7 +263,8 @@ def test_the_real_hard_numbers_result_reads_like_the_article(wide, site):
                                                     "draft_qwen2.5_1.5b"]
     assert [r[2] for r in rows] == ["50.1", "52.8", "55.9"]
     assert [r[3] for r in rows] == ["3.99", "3.79", "3.58"]
-    assert [r[4].split()[0] for r in rows] == ["1.00x", "0.95x", "0.90x"]
+    # A ratio whose verdict is not a measured speedup: no interval, and what it is.
+    assert [r[4] for r in rows] == ["1.00x", "0.95x, noise", "0.90x, noise"]
     assert [r[6] for r in rows] == ["baseline", "not applied (noise)", "not applied (noise)"]
     for draft in rows[1:]:
         assert "checked by the server" in draft[7]
