@@ -66,8 +66,8 @@ def domain_section(submission: Submission, verdicts: Mapping[str, str]) -> str:
         rows.append(f"<tr><td>{escape(config.name)}</td>{''.join(cells)}</tr>")
     if rows:
         out.append("<h2>Per kind of work</h2>")
-        out.append('<table class="domains"><tr><th>Config</th>' + "".join(head) + "</tr>"
-                   + "".join(rows) + "</table>")
+        out.append('<div class="scroll"><table class="domains"><tr><th>Config</th>'
+                   + "".join(head) + "</tr>" + "".join(rows) + "</table></div>")
         out.append('<p class="note">Decode speedup against the baseline\'s answers to the '
                    "same prompts, for configs whose speculation was confirmed (— where "
                    "nothing was measured), and the share of drafted tokens accepted.</p>")
