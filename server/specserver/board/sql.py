@@ -90,11 +90,12 @@ def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence
 
     Same rules: a group is its key values (``groupkeys``), medians ignore missing values
     (the mean of the middle pair for an even count), submissions are counted once,
-    imported rows (no key id) are each their own contributor. Only the verdicts of the view are counted (the others are zero: the rows
-    are those verdicts'). ``by_key_hash`` (DuckDB): a key's rows are named by the hash of
-    its id, not by the id (``columns.Codes.learn_hashes``). In two steps
-    (``contributor_rows``, then ``ContributorRows.reduced``), which ``board.incremental``
-    interleaves with its other queries."""
+    imported rows (no key id) are each their own contributor. Only the verdicts of the
+    view are counted (the others are zero: the rows are those verdicts'). ``by_key_hash``
+    (DuckDB): a key's rows are named by the hash of its id, not by the id
+    (``columns.Codes.learn_hashes``). In two steps (``contributor_rows``, then
+    ``ContributorRows.reduced``), which ``board.incremental`` interleaves with its other
+    queries."""
     return contributor_rows(conn, filters, dimensions, verdicts, by_key_hash).reduced()
 
 
