@@ -10,7 +10,9 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
@@ -49,9 +51,12 @@ from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.local import check_state_home, engine_lock, load_result, save_result, write_result
 from specsubmit.outside_text import LINE_LIMIT, visible
 from specsubmit.run import (
+    Measured,
     RunListener,
     RunSettings,
+    decide,
     default_fingerprint,
+    plan_lines,
     render_result,
     report_console,
     resolve_target,
@@ -208,8 +213,9 @@ def run_command(
     print_payload: bool, server: str | None = None, engine: str = "ollama",
     llama_server: Path | None = None, ollama_models: Path | None = None,
     llama_threads: int | None = None, engine_url: str | None = None,
-    draft: str | None = None, configs: str | None = None,
+    draft: str | None = None, configs: str | None = None, budget: float | None = None,
 ) -> None:
+    began = time.monotonic()  # the budget counts from here
     err = Console(stderr=True)
     chosen = adapter(engine)
     protocol, parameters = for_run(shipped(protocol_id or chosen.default_protocol),
@@ -217,6 +223,8 @@ def run_command(
     resolve_target(protocol, target)
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if budget is not None and not budget > 0:
+        raise UsageError("--budget must be a positive number of minutes")
     options = EngineOptions(timeout_s=timeout, url=engine_url, ollama=ollama,
                             ollama_log=ollama_log, llama_server=llama_server,
                             ollama_models=ollama_models, llama_threads=llama_threads)
@@ -239,6 +247,18 @@ def run_command(
             saved[:] = [path]
             trials_saved = sum(len(config.trials) for config in partial.configs)
 
+    planned_trials = len(protocol.schedule())
+
+    def planner(measured: Measured) -> int | None:
+        """The plan, printed before the first trial; fewer rounds when the budget asks."""
+        nonlocal planned_trials
+        plan = decide(measured, budget_s=None if budget is None else budget * 60,
+                      elapsed_s=time.monotonic() - began)
+        for line in plan_lines(plan, datetime.now().astimezone()):
+            err.print(escape(line), soft_wrap=True, highlight=False)
+        planned_trials = plan.chosen.trials
+        return plan.rounds
+
     # One run per engine: a second run would read this one's counters (and its load).
     address, label = chosen.lock(options)
     with engine_lock(address, label), _CtrlC(err) as ctrl_c, \
@@ -249,7 +269,8 @@ def run_command(
             if ctrl_c.event.is_set():
                 raise KeyboardInterrupt
             outcome = run_protocol(run_engine, settings, fingerprint=fingerprint, listener=listener,
-                                   stop=ctrl_c.event, pre=pre, checkpoint=checkpoint)
+                                   stop=ctrl_c.event, pre=pre, checkpoint=checkpoint,
+                                   planner=planner)
             submission = outcome.submission
             path: Path | None = None
             if outcome.trials_done or not (outcome.error or outcome.interrupted):
@@ -259,7 +280,7 @@ def run_command(
             listener.stop()
             if saved:
                 raise RunAborted(
-                    f"interrupted after {trials_saved} of {len(protocol.schedule())} trials; "
+                    f"interrupted after {trials_saved} of {planned_trials} trials; "
                     f"the incomplete result is saved at {saved[0]}") from None
             raise RunAborted("interrupted before any trial ran; nothing was saved") from None
         finally:
@@ -363,6 +384,11 @@ def register(app: typer.Typer) -> None:
         configs: Annotated[str | None, typer.Option(
             "--configs", help="Run only these configs besides the baseline, comma-separated "
                               "(see `specsubmit protocols`).")] = None,
+        budget: Annotated[float | None, typer.Option(
+            "--budget", envvar="SPECSUBMIT_BUDGET", metavar="MINUTES",
+            help="Minutes the run may take: after the first warm-up, the most bracketed "
+                 "rounds whose estimated end fits (at least one). The plan is printed "
+                 "either way.")] = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
@@ -370,7 +396,7 @@ def register(app: typer.Typer) -> None:
                     ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
                     server=server, engine=engine, llama_server=llama_server,
                     ollama_models=ollama_models, llama_threads=llama_threads,
-                    engine_url=engine_url, draft=draft, configs=configs)
+                    engine_url=engine_url, draft=draft, configs=configs, budget=budget)
 
     @app.command("show")
     def show(file: Annotated[Path, typer.Argument(help="A saved result JSON file.")]) -> None:

@@ -9,6 +9,7 @@ from specsubmit.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
+    from specsubmit.run.plan import Measured, decide, plan_lines
     from specsubmit.run.report import render_result, report_console
     from specsubmit.run.runner import (
         RunListener,
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "Measured": "specsubmit.run.plan",
+    "decide": "specsubmit.run.plan",
+    "plan_lines": "specsubmit.run.plan",
     "RunListener": "specsubmit.run.runner",
     "RunSettings": "specsubmit.run.runner",
     "default_fingerprint": "specsubmit.run.runner",
@@ -29,9 +33,12 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Measured",
     "RunListener",
     "RunSettings",
+    "decide",
     "default_fingerprint",
+    "plan_lines",
     "render_result",
     "report_console",
     "resolve_target",

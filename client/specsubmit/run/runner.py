@@ -15,6 +15,10 @@ left out of the result and of every checkpoint (a block of one trial where the p
 asks for two is not a block: its ratio would count as one of the blocks the interval is
 over). Protocols without (blocked, interleaved) keep every finished trial.
 
+Once, before the first counted trial, a ``planner`` (``specsubmit.run.plan``) is shown the
+first block's engine start and warm-ups and may answer with fewer bracketed rounds: the run
+then makes those (the run parameter ``rounds``), the first part of the same schedule.
+
 Order: an engine that shares one server between configs (Ollama) gets every config's
 warm-ups first, then the trials in the protocol's order. An engine that starts a server
 per config (llama-server: its speculative settings are launch flags) gets, for each run of
@@ -25,12 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import groupby
 from typing import Any
 
 from specschema import (
@@ -40,7 +44,6 @@ from specschema import (
     Trial,
     Warmup,
 )
-from specschema.engines import descriptor
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines import (
     COLD_LOAD_NS,
@@ -56,10 +59,16 @@ from specsubmit.engines import (
 from specsubmit.engines import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
-from specsubmit.run.submission import ConfigState, build_submission, protocol_ref
+from specsubmit.run.plan import Measured
+from specsubmit.run.submission import ConfigState, build_submission, protocol_ref, run_note
+
+# Called once before the first counted trial with the first block's timings; answers the
+# rounds to run (None: the protocol's). ``specsubmit.run.plan`` decides it.
+Planner = Callable[[Measured], int | None]
 
 __all__ = [
     "COLD_LOAD_NS",
+    "Planner",
     "Preflight",
     "RunListener",
     "RunOutcome",
@@ -142,19 +151,46 @@ def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
 class _Run:
     def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
                  stop: threading.Event, on_trial: Callable[[], None] | None = None,
-                 refused: Mapping[str, str] | None = None) -> None:
+                 refused: Mapping[str, str] | None = None,
+                 planner: Planner | None = None) -> None:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
-        self.protocol = settings.protocol
-        self.states = {c.name: ConfigState() for c in self.protocol.configs}
+        self.planner = planner  # called once, then None
+        self.states = {c.name: ConfigState() for c in settings.protocol.configs}
         # Configs the engine cannot run as asked: {name: reason}. Skipped; incompatible.
         self.refused: dict[str, str] = dict(refused or {})
-        self.schedule = self.protocol.schedule()
-        self.blocks = self.protocol.blocks()  # each trial's block, recorded on the wire
-        self.block_sizes = Counter(self.blocks)
-        self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
+        self.set_protocol(settings.protocol)
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
+        self.warmed: list[Generation] = []  # the warm-ups the planner is shown
+
+    def set_protocol(self, protocol: Protocol) -> None:
+        """The protocol as the run makes it, and its schedule."""
+        self.protocol = protocol
+        self.schedule = protocol.schedule()
+        self.blocks = protocol.blocks()  # each trial's block, recorded on the wire
+        self.block_sizes = Counter(self.blocks)
+        self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
+
+    def plan(self, start_s: float | None, *, per_block: bool) -> None:
+        """Once, before the first counted trial: the planner sees the first block's start
+        and warm-ups (``run.plan``) and may answer with fewer rounds, which become the run
+        parameter ``rounds``. Fewer rounds are the first part of the same schedule, so the
+        block under way stays what it is."""
+        planner, self.planner = self.planner, None
+        if planner is None:
+            return
+        rounds = planner(Measured(self.protocol, frozenset(self.refused), start_s,
+                                  tuple(self.warmed), per_block))
+        if rounds is None or rounds == self.protocol.rounds:
+            return
+        value = str(rounds)
+        shorter = self.protocol.for_run({"rounds": value})
+        if shorter.schedule() != self.schedule[:len(shorter.schedule())]:
+            raise ValueError(f"{value} rounds are not the first part of the schedule")
+        self.settings = replace(self.settings, protocol=shorter,
+                                parameters={**self.settings.parameters, "rounds": value})
+        self.set_protocol(shorter)
 
     def whole_blocks(self) -> dict[str, int]:
         """Per config, how many of its trials to keep: all of them, or (``warmup_each_block``)
@@ -209,6 +245,7 @@ class _Run:
             self.switches_load(config)
             gen = self.engine.generate(config, counted=False,
                                        prompt=self.protocol.prompt_for(0))
+            self.warmed.append(gen)
             state = self.states[config.name]
             if len(state.warmups) < 16:  # the wire's limit; a restart per block warms again
                 state.warmups.append(Warmup(
@@ -238,6 +275,7 @@ class _Run:
         for config in self.protocol.configs:
             if config.name not in self.refused and not self.warmup(config):
                 return
+        self.plan(None, per_block=False)
         for position, (name, index) in enumerate(self.schedule):
             if self.stop.is_set():
                 return
@@ -247,31 +285,46 @@ class _Run:
             if self.last_position[name] == position:
                 self.engine.end_config(self.protocol.config(name), last=True)
 
+    def block_end(self, start: int) -> int:
+        """The position after the run of consecutive trials of one config from ``start``."""
+        name, end = self.schedule[start][0], start
+        while end < len(self.schedule) and self.schedule[end][0] == name:
+            end += 1
+        return end
+
     def run_per_config(self) -> None:
         """An engine start per block of consecutive trials of one config."""
-        positions = list(enumerate(self.schedule))
-        for name, block in groupby(positions, key=lambda item: item[1][0]):
-            items = list(block)
+        start = 0
+        while start < len(self.schedule):
+            end = self.block_end(start)
+            name = self.schedule[start][0]
             if self.stop.is_set():
                 return
             if name in self.refused:
+                start = end
                 continue
             config = self.protocol.config(name)
-            last = items[-1][0] == self.last_position[name]
+            began = time.monotonic()
             try:
                 self.engine.begin_config(config, self.listener)
             except SpeculationRefused as exc:
                 self.refuse(config, exc)
+                start = end
                 continue
             try:
+                start_s = time.monotonic() - began
+                self.warmed = []
                 if not self.warmup(config):
                     return
-                for position, (_, index) in items:
+                self.plan(start_s if self.engine.per_config_start else None, per_block=True)
+                end = self.block_end(start)
+                for position in range(start, end):
                     if self.stop.is_set():
                         return
-                    self.trial(position, name, index)
+                    self.trial(position, name, self.schedule[position][1])
             finally:
-                self.engine.end_config(config, last=last)
+                self.engine.end_config(config, last=end - 1 == self.last_position[name])
+            start = end
 
 
 def run_protocol(
@@ -283,6 +336,7 @@ def run_protocol(
     stop: threading.Event | None = None,
     pre: Preflight | None = None,
     checkpoint: Callable[[Submission], None] | None = None,
+    planner: Planner | None = None,
 ) -> RunOutcome:
     """Preflight (unless given), warm-ups and trials; always returns a Submission once the
     trials started, complete or not. Preflight errors propagate (nothing was measured).
@@ -290,6 +344,9 @@ def run_protocol(
     ``checkpoint`` gets an incomplete Submission (same id as the final one) after every
     trial, so that a caller can keep what finished even if the process dies later. It
     carries the trials and the engine API's counters, not the log's (read once, at the end).
+
+    ``planner`` is called once before the first counted trial (``_Run.plan``); the rounds
+    it answers are the run's (the result's ``protocol.parameters.rounds``).
     """
     listener = listener or RunListener()
     stop = stop or threading.Event()
@@ -306,13 +363,13 @@ def run_protocol(
         if not _trials(kept):
             return  # the first block is not whole yet: nothing to keep
         checkpoint(build_submission(
-            settings, pre, kept, EngineReport(), api_counters(kept),
+            run.settings, pre, kept, EngineReport(), api_counters(kept),
             engine=engine, fingerprint=fingerprint, started=started, complete=False,
             note=f"incomplete: {_trials(kept)} of {run.planned()} trials so far",
             submission_id=submission_id, refused=run.refused))
 
     run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None,
-               refused=pre.refused)
+               refused=pre.refused, planner=planner)
     error: EngineError | None = None
     try:
         if engine.per_config_start or protocol.warmup_each_block:
@@ -329,10 +386,10 @@ def run_protocol(
     report = _cut_report(engine.report(pre, listener), keep)
     counters = dict(report.counters) or api_counters(states)
     submission = build_submission(
-        settings, pre, states, report, counters, engine=engine, fingerprint=fingerprint,
+        run.settings, pre, states, report, counters, engine=engine, fingerprint=fingerprint,
         started=started, complete=error is None and done == planned,
-        note=_note(pre, error, interrupted, done, planned,
-                   unrequested(protocol.configs, pre.can_honor, counters), report.foreign),
+        note=run_note(pre, error, interrupted, done, planned,
+                      unrequested(protocol.configs, pre.can_honor, counters), report.foreign),
         submission_id=submission_id, refused=run.refused,
     )
     return RunOutcome(submission, interrupted, error, done, planned, report.log_read,
@@ -380,24 +437,3 @@ def api_counters(states: Mapping[str, ConfigState]) -> dict[str, DraftCounters]:
                 source="engine_api", lines=len(reported),
                 rounds=None if None in rounds else sum(r or 0 for r in rounds))
     return found
-
-
-def _note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
-          planned: int, unrequested: Sequence[str], foreign: Sequence[str] = ()) -> str | None:
-    # Never the error text itself: it carries the Ollama URL or a path (both private).
-    parts: list[str] = []
-    if error is not None:
-        parts.append(f"stopped early: {descriptor(pre.engine_name).label} failed "
-                     f"({type(error).__name__}) after {done} of {planned} trials")
-    elif interrupted:
-        parts.append(f"stopped early: interrupted by the contributor after {done} of {planned} "
-                     "trials")
-    if unrequested:
-        parts.append("speculation counters seen in configs that do not request it: "
-                     + ", ".join(unrequested))
-    if foreign:
-        parts.append("another client's requests reached the engine during "
-                     + ", ".join(foreign[:8]) + (" and more" if len(foreign) > 8 else "")
-                     + "; their log counters are not counted")
-    return "; ".join(parts)[:500] or None
-

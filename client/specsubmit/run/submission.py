@@ -26,6 +26,7 @@ from specschema import (
     Warmup,
 )
 from specschema import Engine as WireEngine
+from specschema.engines import descriptor
 from specsubmit import __version__
 from specsubmit.engines import (
     DraftCounters,
@@ -35,6 +36,7 @@ from specsubmit.engines import (
     RunSettings,
 )
 from specsubmit.engines import Engine as RunEngine
+from specsubmit.errors import EngineError
 from specsubmit.run.evidence import (
     build_evidence,
     divergences,
@@ -42,7 +44,7 @@ from specsubmit.run.evidence import (
     token_reference,
 )
 
-__all__ = ["ConfigState", "build_submission", "protocol_ref", "with_log_evidence"]
+__all__ = ["ConfigState", "build_submission", "protocol_ref", "run_note", "with_log_evidence"]
 
 
 @dataclass
@@ -201,3 +203,26 @@ def _v2_submission(pre: Preflight, report: EngineReport, configs: list[ConfigRes
         for c, observed in zip(configs, submission_verdicts(draft), strict=True)
     ]
     return Submission(schema_version=2, configs=fixed, engine=engine, **common)
+
+
+def run_note(pre: Preflight, error: EngineError | None, interrupted: bool, done: int,
+             planned: int, unrequested: Sequence[str], foreign: Sequence[str] = ()) -> str | None:
+    """The result's ``note``: why it stopped early, counters seen where none were asked
+    for, another client's requests."""
+    # Never the error text itself: it carries the Ollama URL or a path (both private).
+    parts: list[str] = []
+    if error is not None:
+        parts.append(f"stopped early: {descriptor(pre.engine_name).label} failed "
+                     f"({type(error).__name__}) after {done} of {planned} trials")
+    elif interrupted:
+        parts.append(f"stopped early: interrupted by the contributor after {done} of {planned} "
+                     "trials")
+    if unrequested:
+        parts.append("speculation counters seen in configs that do not request it: "
+                     + ", ".join(unrequested))
+    if foreign:
+        parts.append("another client's requests reached the engine during "
+                     + ", ".join(foreign[:8]) + (" and more" if len(foreign) > 8 else "")
+                     + "; their log counters are not counted")
+    return "; ".join(parts)[:500] or None
+

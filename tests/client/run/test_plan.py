@@ -1,0 +1,184 @@
+"""A run's plan (``specsubmit.run.plan``): the estimate from the first block, the rounds
+that fit a budget, what the plan can resolve, its words; and the runner's one call to the
+planner, before the first counted trial, against the fake llama-server."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from specschema import Fingerprint, Trial, get_protocol
+from specserver.ingest import rules
+from specsubmit.engines import Generation
+from specsubmit.engines.base import RunListener
+from specsubmit.engines.llama_server.engine import LlamaServerEngine
+from specsubmit.run.plan import (
+    BUSY_SPREAD,
+    QUIET_SPREAD,
+    Measured,
+    decide,
+    estimate,
+    plan_lines,
+    resolvable,
+    trial_seconds,
+)
+from specsubmit.run.runner import RunSettings, run_protocol
+from tests.client.engines.llama_server.fake_llama_server import write_fake_binary
+from tests.support.realengine.ollama_store import add_model
+from tests.support.realengine.tiny_gguf import TinyModel, write_model
+
+DRAFT = get_protocol("llamacpp-draft")  # two rounds in blocks of 2, num_predict 200
+ONE_DRAFT = DRAFT.for_run({"configs": "draft_qwen3_0.6b_n3"})
+NOW = datetime(2026, 12, 6, 17, 0)
+
+
+def _gen(wall_s: float, *, tokens: int = 200, eval_s: float = 1.6, load_s: float = 0.0
+         ) -> Generation:
+    return Generation(wall_s=wall_s, ttft_s=0.1, text="x", total_duration_ns=int(wall_s * 1e9),
+                      load_duration_ns=int(load_s * 1e9), prompt_eval_count=20,
+                      prompt_eval_duration_ns=100_000_000, eval_count=tokens,
+                      eval_duration_ns=int(eval_s * 1e9), done_reason="length")
+
+
+def _measured(protocol=ONE_DRAFT, *, start_s: float | None = 1.0,  # type: ignore[no-untyped-def]
+              warmup: Generation | None = None, refused: frozenset[str] = frozenset(),
+              per_block: bool = True) -> Measured:
+    return Measured(protocol, refused, start_s, (warmup or _gen(2.0),), per_block)
+
+
+def test_a_trial_takes_a_warm_up_without_its_load_stretched_to_the_token_limit() -> None:
+    assert trial_seconds(_measured()) == pytest.approx(2.0)
+    # a warm-up that loaded the model for 3 s and stopped at 100 of 200 tokens (1 s)
+    late = _measured(warmup=_gen(5.0, tokens=100, eval_s=1.0, load_s=3.0))
+    assert trial_seconds(late) == pytest.approx(2.0 + 100 * 0.01)
+    assert trial_seconds(Measured(ONE_DRAFT, frozenset(), 1.0, (), True)) is None
+
+
+def test_the_estimate_counts_each_block_with_its_start_and_warm_up() -> None:
+    # 1 s start + 2 s warm-up per block, 2 s per trial; blocks of 2
+    two, one = estimate(_measured(), 2), estimate(_measured(), 1)
+    assert (two.blocks, two.trials, two.starts, two.warmups) == (9, 18, 9, 9)
+    assert two.remaining_s == pytest.approx(18 * 2 + 8 * 3)  # the first block is warm
+    assert (one.blocks, one.trials, one.remaining_s) == (5, 10, pytest.approx(10 * 2 + 4 * 3))
+    assert two.blocks_per_config == 4 and one.blocks_per_config == 2
+    # a config refused before the run takes no time
+    whole = DRAFT.for_run({})
+    refused = frozenset(c.name for c in whole.configs if "qwen2.5" in c.name)
+    assert estimate(_measured(whole, refused=refused), 2).blocks == 2 * 2 * 4 + 1
+    # one engine for every config, already warmed up: the trials alone
+    shared = estimate(_measured(get_protocol("hardnumbers-m2"), start_s=None,
+                                per_block=False), None)
+    assert shared.remaining_s == pytest.approx(15 * shared_trial())
+    assert (shared.starts, shared.warmups, shared.blocks_per_config) == (0, 3, None)
+
+
+def shared_trial() -> float:
+    limit = get_protocol("hardnumbers-m2").options.num_predict
+    return 2.0 + max(limit - 200, 0) * 1.6 / 200
+
+
+def test_the_budget_takes_the_most_rounds_that_fit() -> None:
+    measured = _measured()  # 60 s for two rounds, 32 s for one
+    assert decide(measured, budget_s=None, elapsed_s=10).rounds is None  # the protocol's
+    assert decide(measured, budget_s=70, elapsed_s=10).rounds is None
+    fitted = decide(measured, budget_s=69, elapsed_s=10)
+    assert fitted.rounds == 1 and fitted.longer is not None and fitted.longer.rounds == 2
+    assert fitted.over_budget_s is None
+    tight = decide(measured, budget_s=20, elapsed_s=10)  # nothing fits: one round
+    assert tight.rounds == 1 and tight.longer is None
+    assert tight.over_budget_s == pytest.approx(10 + 32 - 20)
+    # a protocol without rounds runs as it is, and says how far past the budget it ends
+    shared = decide(_measured(get_protocol("hardnumbers-m2"), start_s=None, per_block=False),
+                    budget_s=1, elapsed_s=0)
+    assert shared.rounds is None and shared.over_budget_s is not None
+
+
+def test_what_a_plan_can_resolve_is_students_t_over_its_blocks() -> None:
+    assert resolvable(4, 0.02) == pytest.approx(math.exp(3.18244631 * 0.02 / 2) - 1)
+    assert resolvable(2, QUIET_SPREAD) > 5 * resolvable(4, QUIET_SPREAD)  # type: ignore[operator]
+    assert resolvable(1, BUSY_SPREAD) is None and resolvable(None, BUSY_SPREAD) is None
+
+
+def test_the_plan_in_words() -> None:
+    lines = plan_lines(decide(_measured(), budget_s=69, elapsed_s=10), NOW)
+    assert lines == [
+        "plan: llamacpp-draft v3, 1 round of the protocol's 2 (2 would end about 17:01, "
+        "past the budget)",
+        "  configs: no_draft (baseline), draft_qwen3_0.6b_n3",
+        "  5 blocks of 2 trials: 10 trials, 5 engine starts, 5 warm-ups",
+        "  measured: an engine start 1.0 s, a warm-up 2.0 s, a trial about 2.0 s",
+        "  estimated end: 17:00, in 0.5 min; budget 1.1 min, 0.2 min used",
+        "  resolves: a speedup of 20 % or more on a quiet machine, 285 % or more on a busy "
+        "one (2 blocks per config; Student's t, a spread of 0.02 or 0.15 in log speedup "
+        "from block to block)",
+    ]
+    assert plan_lines(decide(_measured(), budget_s=None, elapsed_s=0), NOW)[0] == \
+        "plan: llamacpp-draft v3, 2 rounds as the protocol asks"
+    over = plan_lines(decide(_measured(), budget_s=20, elapsed_s=10), NOW)
+    assert over[4].endswith("about 0.4 min past the budget: one round is the fewest, "
+                            "--configs runs fewer configs")
+    whole = DRAFT.for_run({})
+    refused = frozenset({"draft_qwen2.5_0.5b_n8"})
+    assert "; not run: draft_qwen2.5_0.5b_n8 (incompatible)" in plan_lines(
+        decide(_measured(whole, refused=refused), budget_s=None, elapsed_s=0), NOW)[1]
+    shared = plan_lines(decide(_measured(get_protocol("hardnumbers-m2"), start_s=None,
+                                         per_block=False), budget_s=None, elapsed_s=0), NOW)
+    assert shared[0] == "plan: hardnumbers-m2 v1, as the protocol runs it (no rounds to fit " \
+                        "to a budget)"
+    assert "engine start" not in shared[2] + shared[3]
+    assert shared[-1] == "  resolves: not estimated (the interval is not over blocks)"
+
+
+# --- the runner's call, against the fake llama-server -------------------------------------
+
+MACHINE = Fingerprint(memory_bytes=24 * 1024**3, memory_gb=24)
+SMALL = TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5)
+
+
+class Events(RunListener):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def trial_started(self, position: int, total: int, config: str, index: int) -> None:
+        self.events.append(f"trial {position}/{total}")
+
+    def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None:
+        pass
+
+
+@pytest.mark.parametrize("rounds", [1, None])
+def test_the_runner_asks_once_before_the_first_trial_and_runs_the_rounds_answered(
+        tmp_path: Path, rounds: int | None) -> None:
+    folder = tmp_path / "models"
+    add_model(folder, "qwen3:14b", write_model(tmp_path / "t.gguf", SMALL))
+    add_model(folder, "qwen3:0.6b", write_model(tmp_path / "d.gguf", SMALL.truncated(1)))
+    parameters = {"configs": "draft_qwen3_0.6b_n3"}
+    settings = RunSettings(protocol=DRAFT.for_run(parameters), parameters=parameters)
+    events = Events()
+    seen: list[Measured] = []
+
+    def planner(measured: Measured) -> int | None:
+        seen.append(measured)
+        events.events.append("plan")
+        return rounds
+
+    with LlamaServerEngine(settings, binary=write_fake_binary(tmp_path / "bin"),
+                           models_dir=folder, startup_timeout_s=60, threads=1) as engine:
+        outcome = run_protocol(engine, settings, fingerprint=MACHINE, listener=events,
+                               planner=planner)
+    (measured,) = seen
+    assert measured.per_block and measured.start_s is not None and measured.start_s > 0
+    assert len(measured.warmups) == 1 and measured.warmups[0].eval_count > 0
+    total = 10 if rounds == 1 else 18
+    assert events.events[:2] == ["plan", f"trial 0/{total}"]
+    assert events.events.count("plan") == 1
+    sub = outcome.submission
+    assert sub.complete and outcome.trials_done == total
+    assert sub.protocol.parameters == ({**parameters, "rounds": "1"} if rounds else parameters)
+    assert [len(c.trials) for c in sub.configs] == ([6, 4] if rounds else [10, 8])
+    assert len({t.block for c in sub.configs for t in c.trials}) == (5 if rounds else 9)
+    ctx = rules.RuleContext(DRAFT, datetime.now(UTC), timedelta(days=30), timedelta(minutes=5))
+    assert rules.violations(sub, ctx) == []
