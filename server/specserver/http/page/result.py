@@ -147,6 +147,9 @@ def evidence_lines(summary: ConfigSummary, evidence: SpeculationEvidence | None,
                       if evidence.counters_source != "engine_api" else "")
             checked.append(f"evidence level {name} ({LEVEL_WORDS.get(name, name)}): "
                            f"{why}{unseen}")
+    elif evidence.observed == "incompatible":  # never run: no trials to count anything in
+        reported.append("not run: the engine could not run it as the protocol asks, so "
+                        "there were no trials to count drafts in")
     elif evidence.engine_can_honor is not False:
         reported.append(no_counters_reason(log_status, "not_observed", engine))
     if output_check is not None:

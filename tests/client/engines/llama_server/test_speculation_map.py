@@ -194,6 +194,10 @@ def test_the_submission_page_shows_each_kind_of_work_and_the_acceptance_by_posit
     assert section.count("<tr><td>") == 1  # the one config that ran: mtp_n3 was refused
     assert "ngram_simple_m8" in section and "x<br>" in section  # confirmed: speedups shown
     assert "acceptance by draft position" in page and 'class="pos"' in page
+    # the refused config is said to be not run, never "no counters for these trials"
+    mtp_row = page.split('<span class="config-name">mtp_n3</span>', 1)[1].split("</tr>", 1)[0]
+    assert "not run: the engine could not run it" in mtp_row
+    assert "no draft counters" not in mtp_row
     assert hidden.status_code == 200, hidden.text
     assert "<h2>Per kind of work</h2>" not in after  # a hidden submission's envelope is not
     assert "Hidden by a maintainer" in after  # public, nor are its numbers by kind of work
