@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest.py [--duration 60] [--connections 64,192] [--warmup 3]
     .venv/bin/python bench/ingest.py --blocked ...   # llama-server llamacpp-draft v2, blocks
+    .venv/bin/python bench/ingest.py --blocked --rounds ...   # with /metrics' rounds too
     .venv/bin/python bench/ingest.py --stored-only --rate 50 --connections 4 --duration 30
 
 Pre-generates distinct, valid, signed submissions (example submissions over many seeds,
@@ -9,7 +10,9 @@ each with its own submission id and signature): by default hardnumbers-m2 v1 (3 
 5 trials, no blocks); with ``--blocked``, what a llama-server client sends for
 llamacpp-draft (wire v2, 6 configs, 39 trials with their blocks and per-trial counters
 from the engine's API), whose summary the server computes over blocks (the block
-interval: most of such a submission's CPU). Then, in the same run, drives the server
+interval: most of such a submission's CPU); ``--rounds`` adds what current clients read
+from llama-server's /metrics to every trial's counters (rounds and per-position counts,
+which the store keeps per trial and per config). Then, in the same run, drives the server
 twice over N keep-alive HTTP/1.1 connections on loopback: first with storage switched off
 (SPECSERVER_STORE_ENABLED=false: the verify + validate ceiling), then with storage on (an
 embedded DuckDB file in a temporary folder). Prints accepted/s (201s), p50/p99 latency,
@@ -73,7 +76,12 @@ REFUSED_DRAFTS = ("draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8")
 REFUSAL = "llama.cpp: the draft vocabulary differs from the target's (tokens 151665-151668)"
 
 
-def blocked_template(seed: int) -> dict[str, Any]:
+# Per trial of 240 drafted and 180 accepted (the example's counters): rounds and the
+# rounds whose first i + 1 tokens were accepted, within the client's rules.
+ROUNDS = {"rounds": 80, "accepted_per_position": [70, 60, 50]}
+
+
+def blocked_template(seed: int, rounds: bool = False) -> dict[str, Any]:
     """A llamacpp-draft v2 submission as a llama-server client sends it: every trial in its
     block, counters per trial from llama-server's own API, a mild drift, the truncated
     draft ~2x, the qwen2.5 drafts refused (tests/server/store/test_blocks_store.py builds
@@ -91,6 +99,8 @@ def blocked_template(seed: int) -> dict[str, Any]:
         for trial in config["trials"]:
             if trial.get("counters"):
                 trial["counters"]["source"] = "engine_api"
+                if rounds:
+                    trial["counters"].update(ROUNDS)
         if speculation["counters_source"]:
             speculation["counters_source"] = "engine_api"
         if config["name"] in REFUSED_DRAFTS:  # never started: no trials, no counters
@@ -104,12 +114,13 @@ def blocked_template(seed: int) -> dict[str, Any]:
 
 
 def generate(count: int, templates: int = 256, keys: int = 500,
-             blocked: bool = False, seed: int = 7) -> list[bytes]:
+             blocked: bool = False, seed: int = 7, rounds: bool = False) -> list[bytes]:
     """``count`` distinct signed envelopes: templates vary the numbers, ids are fresh
     (drawn from ``seed``: another seed for another run on the same store)."""
     rng = random.Random(seed)
     template = blocked_template if blocked else hardnumbers_template
-    bases = [template(i) for i in range(templates)]
+    bases = [blocked_template(i, rounds) if blocked else template(i)
+             for i in range(templates)]
     signers = [nacl.signing.SigningKey(hashlib.sha256(b"bench-%d" % i).digest())
                for i in range(keys)]
     public = [(key_id_of(bytes(k.verify_key)),
@@ -340,6 +351,9 @@ def main() -> None:
     parser.add_argument("--blocked", action="store_true",
                         help="send llama-server llamacpp-draft v2 submissions with blocks "
                              "(the summary over blocks) instead of hardnumbers-m2 v1")
+    parser.add_argument("--rounds", action="store_true",
+                        help="with --blocked: every trial's counters carry rounds and "
+                             "per-position counts too (llama-server's /metrics)")
     parser.add_argument("--check-workers", type=int, default=None,
                         help="SPECSERVER_CHECK_WORKERS for the server (default: serve's, one "
                              "per core; 0 = checks in the server process)")
@@ -357,7 +371,7 @@ def main() -> None:
         1.1 * args.rate if args.rate else 200.0 if args.blocked else 3000.0)
     count = int(max_rate * (args.duration + args.warmup))
     started = time.perf_counter()
-    bodies = generate(count, blocked=args.blocked)
+    bodies = generate(count, blocked=args.blocked, rounds=args.rounds)
     kind = ("llamacpp-draft v2 with blocks (llama-server)" if args.blocked
             else "hardnumbers-m2 v1")
     print(f"pre-generated {len(bodies):,} distinct signed {kind} submissions "

@@ -1,6 +1,6 @@
 """Where a check worker's CPU goes: ``prepare_submission``'s phases, each timed alone.
 
-    .venv/bin/python bench/ingest_phases.py [--count 300] [--blocked]
+    .venv/bin/python bench/ingest_phases.py [--count 300] [--blocked [--rounds]]
 
 Generates bench/ingest.py's signed submissions (hardnumbers-m2 v1, or with ``--blocked``
 llama-server llamacpp-draft v2 with blocks), then times, in this process, the whole
@@ -47,8 +47,11 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--blocked", action="store_true",
                         help="llama-server llamacpp-draft v2 submissions with blocks")
+    parser.add_argument("--rounds", action="store_true",
+                        help="with --blocked: counters with rounds and per-position counts")
     args = parser.parse_args()
-    bodies = generate(args.count, templates=min(args.count, 100), blocked=args.blocked)
+    bodies = generate(args.count, templates=min(args.count, 100), blocked=args.blocked,
+                      rounds=args.rounds)
     limits = CheckLimits(max_age=timedelta(days=30), max_future_skew=timedelta(minutes=5))
     now = datetime.now(UTC)
     envelopes = [checks.parse_envelope_json(b) for b in bodies]

@@ -13,6 +13,7 @@ in lists of tuples, so it pickles small and fast across a process boundary.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from operator import itemgetter
 
@@ -38,8 +39,26 @@ _trial_columns = itemgetter(
     "done_reason", "output_chars", "output_sha256", "cold",
 )
 _counter_columns = itemgetter("drafted", "accepted", "mean_accepted_len", "source")
+_position_columns = itemgetter("rounds", "accepted_per_position")
 _NO_COUNTERS = (None, None, None, None)
-_NO_POSITIONS = (None, None)  # rounds, accepted_per_position
+# A config's type and depth by (mechanism, request options as stored, draft model named):
+# the options are the protocol's (an ingest rule), so a few entries serve every
+# submission, and a lookup costs a tenth of the two rules it replaces. Bounded all the same.
+_SPECULATION: dict[tuple[str, str, bool], tuple[str | None, int | None]] = {}
+_SPECULATION_MAX = 4096
+
+
+def _speculation(mechanism: str, options_text: str, options: Mapping[str, object],
+                 draft_model: str | None) -> tuple[str | None, int | None]:
+    key = (mechanism, options_text, draft_model is not None)
+    found = _SPECULATION.get(key)
+    if found is None:
+        kind = spec_type_of(mechanism, options, draft_model)
+        found = (kind, depth_of(kind, options))
+        if len(_SPECULATION) >= _SPECULATION_MAX:
+            _SPECULATION.clear()
+        _SPECULATION[key] = found
+    return found
 # ``json.dumps(value, sort_keys=True)``, without building an encoder per call (json.dumps
 # does for any non-default argument: 3 of the 4 us it took per config).
 _options_json = json.JSONEncoder(sort_keys=True).encode
@@ -102,10 +121,11 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
     for config in configs:
         s = config.speculation
         name = config.name
+        options_text = _options_json(config.request_options)
         config_rows.append((
             sid, name, config.role, canonical_model(config.model),
             canonical_model_optional(config.draft_model), s.mechanism,
-            _options_json(config.request_options), s.requested, s.engine_can_honor,
+            options_text, s.requested, s.engine_can_honor,
             s.observed, s.drafted_tokens, s.accepted_tokens, s.counters_source,
             s.outputs_match_baseline, s.mean_accepted_len,
             json.dumps([launch.model_dump(mode="json") for launch in s.launches])
@@ -117,18 +137,18 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             counters = trial["counters"]
             if counters is None:
                 trial_rows.append(head + _trial_columns(trial) + _NO_COUNTERS
-                                  + (trial["block"],) + _NO_POSITIONS)
+                                  + (trial["block"], None, None))
                 continue
             values = vars(counters)
-            rounds, positions = values["rounds"], values["accepted_per_position"]
-            counted.append((rounds, positions))
+            rounds, positions = unit = _position_columns(values)
+            counted.append(unit)
             trial_rows.append(head + _trial_columns(trial) + _counter_columns(values)
                               + (trial["block"], rounds, positions_text(positions)))
+        kind, depth = _speculation(s.mechanism, options_text, config.request_options,
+                                   config.draft_model)
         totals = position_totals(counted) if counted else None
-        kind = spec_type_of(s.mechanism, config.request_options, config.draft_model)
-        keys[name] = (kind, depth_of(kind, config.request_options),
-                      *((None, None) if totals is None
-                        else (totals[0], positions_text(totals[1]))))
+        keys[name] = (kind, depth, None, None) if totals is None else (
+            kind, depth, totals[0], positions_text(totals[1]))
     rows: dict[str, list[Row]] = {
         "submissions": [(
             sid, checked.key_id, "signed", None, naive_utc(sub.created_at),

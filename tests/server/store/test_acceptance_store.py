@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import delete, insert, select, text
 
 from specschema import Submission, TrialCounters, get_protocol, submission_bytes
 from specschema.breakdown import acceptance_of
 from specschema.examples import example_submission
-from specserver.store import stored_profile, tables
+from specserver.store import positions_of, positions_text, stored_profile, tables
 from specserver.store.database import make_engine
 from specserver.store.migrations import LATEST, MIGRATIONS, migrate
 from tests.support.postgres import STORES, store_url_for
@@ -192,3 +194,16 @@ def test_a_store_from_before_gets_the_columns_with_type_and_depth_filled(
                     for r in map(json.loads, body.text.splitlines())}
         assert ("ngram_mod_16", "ngram-mod", 16, None) in exported
         assert ("spec_8", None, 8, None) in exported
+
+
+@given(st.lists(st.integers(0, 2**53 - 1), max_size=64), st.booleans())
+def test_the_stored_text_is_compact_json(counts: list[int], as_tuple: bool) -> None:
+    text_ = positions_text(tuple(counts) if as_tuple else counts)
+    assert text_ == json.dumps(counts, separators=(",", ":"))
+    assert positions_of(text_) == counts
+
+
+@pytest.mark.parametrize("stored", ['{"a": 1}', "[1, true]", '[1, "2"]', "[1.5]"])
+def test_stored_text_that_is_not_a_list_of_counts_is_refused(stored: str) -> None:
+    with pytest.raises(ValueError, match="not a stored list of counts"):
+        positions_of(stored)
