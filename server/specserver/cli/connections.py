@@ -116,6 +116,11 @@ def head_prefix(data: bytes, bytes_left: int, lines_left: int) -> int:
     """How many bytes of ``data`` may go to the parser when the head it continues may
     still take ``bytes_left`` bytes and ``lines_left`` line ends: no byte past either."""
     end = min(len(data), max(0, bytes_left))
+    # The usual read holds a whole head: its end found, its line ends counted, and no
+    # search of the body behind it (found or not, the result is a piece within both bounds).
+    head_end = data.find(b"\r\n\r\n", 0, end)
+    if head_end >= 0 and data.count(b"\n", 0, head_end + 4) <= lines_left:
+        return end
     position = 0
     for _ in range(max(0, lines_left)):
         found = data.find(b"\n", position, end)
@@ -242,23 +247,23 @@ class _Bounded:
                 size = self.max_head_bytes
             piece, data = data[:size], data[size:]
             begun, done = self._heads_begun, self._heads_done
-            if in_head:
-                self._head_bytes += len(piece)
-                self._head_lines += piece.count(b"\n")
             if piece:
                 self._feed(piece)
+            # Counted after parsing, and only for a head still open: a head that ends in
+            # this piece (the usual read: a whole head and its body) costs no count.
+            unfinished = in_head and self._heads_done == done
             charged = self._heads_begun != begun and self._head_open
             if charged:
                 # A head that began inside this piece and is still open is charged the
                 # whole piece: where in it the head began is the parser's secret.
                 self._head_bytes, self._head_lines = len(piece), piece.count(b"\n")
+            elif unfinished:
+                self._head_bytes += len(piece)
+                self._head_lines += piece.count(b"\n")
             full = self._head_bytes >= self.max_head_bytes or \
                 self._head_lines >= MAX_HEAD_LINES
-            if in_head and self._heads_done == done:
-                # The head this piece was cut for is unfinished: a byte more is too many.
-                if full or data:
-                    self._refuse(HEAD_TOO_LARGE)
-            elif charged and full:
+            # The head this piece was cut for is unfinished: a byte more is too many.
+            if unfinished and (full or data) or charged and full:
                 self._refuse(HEAD_TOO_LARGE)
 
     def _feed(self, data: bytes) -> None:

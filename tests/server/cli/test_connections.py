@@ -189,6 +189,12 @@ def test_head_prefix_stops_at_the_bytes_or_the_line_ends_allowed() -> None:
     assert head_prefix(b"a\nb\nc\nd", 3, 2) == 3
     assert head_prefix(b"abc", 10, 0) == 0
     assert head_prefix(b"abc", 0, 10) == 0
+    # A whole head within both bounds: the rest of the read may follow (its body's line
+    # ends are not the head's); one line end too many: cut where the slow path cuts.
+    read = b"GET / HTTP/1.1\r\nA: b\r\n\r\nbody\nwith\nlines"
+    assert head_prefix(read, 1000, 3) == len(read)
+    assert head_prefix(read, 20, 3) == 20
+    assert head_prefix(read, 1000, 2) == read.index(b"\r\n\r\n") + 2
 
 
 def test_a_head_of_the_bound_is_answered_one_byte_more_is_431(limited: int) -> None:
