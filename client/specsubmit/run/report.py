@@ -19,7 +19,13 @@ from rich.table import Table
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
 from specschema.blocks import MAX_BASELINE_DRIFT
-from specschema.breakdown import Acceptance, acceptance_of, domain_results
+from specschema.breakdown import (
+    NO_POSITIONS,
+    Acceptance,
+    acceptance_of,
+    acceptance_words,
+    domain_results,
+)
 from specschema.capability import submission_counter_problems
 from specschema.conclusion import speedup_cell
 from specschema.domains import domain_label
@@ -186,15 +192,12 @@ def acceptance_lines(submission: Submission) -> list[str]:
         if not found.drafted:
             lines.append(f"{config.name}: drafted nothing")
             continue
-        text = (f"{config.name}: {found.accepted} of {found.drafted} drafted tokens accepted "
-                f"({_share(found.rate)})")
-        if found.mean_accepted_len is not None:
-            text += f", {found.mean_accepted_len:.2f} tokens per round"
+        text = f"{config.name}: {acceptance_words(found)}"
         if found.per_position:
             shown = " ".join(f"{a:.2f}" for a in found.per_position[:16])
             text += f"; acceptance by draft position: {shown}"
         else:
-            text += "; no per-position counts (the engine did not report them)"
+            text += f"; {NO_POSITIONS}"
         lines.append(text)
     return lines
 

@@ -56,11 +56,12 @@ def test_a_second_run_against_the_same_ollama_is_refused(tmp_path: Path,
     assert len(_saved(specsubmit_home)) == 2
 
 
-def test_two_llama_server_runs_on_one_machine_are_refused(tmp_path: Path) -> None:
+def _llama_server_run_is_refused(tmp_path: Path, holder_env: dict[str, str]) -> None:
+    """A process holding the llama-server lock under ``holder_env``; a run is refused."""
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER.replace('"ollama " + parse_ollama_host(sys.argv[1])',
                                               '"llama-server"'), "-"],
-        stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+        stdout=subprocess.PIPE, text=True, env=holder_env)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         result = specsubmit(tmp_path, "run", "--engine", "llama-server", "--protocol",
@@ -74,6 +75,10 @@ def test_two_llama_server_runs_on_one_machine_are_refused(tmp_path: Path) -> Non
         holder.wait(10)
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+def test_two_llama_server_runs_on_one_machine_are_refused(tmp_path: Path) -> None:
+    _llama_server_run_is_refused(tmp_path, os.environ.copy())
 
 
 def test_one_ollama_named_two_ways_is_one_lock(tmp_path: Path, specsubmit_home: Path) -> None:
@@ -97,24 +102,9 @@ def test_one_ollama_named_two_ways_is_one_lock(tmp_path: Path, specsubmit_home: 
 def test_a_llama_server_run_under_another_home_still_meets_the_lock(tmp_path: Path) -> None:
     """The lock is the machine's, not the state folder's: another HOME (and another
     SPECSUBMIT_HOME) is refused the same."""
-    env = {**os.environ, "HOME": str(tmp_path / "alice"),
-           "SPECSUBMIT_HOME": str(tmp_path / "alice" / "state")}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER.replace('"ollama " + parse_ollama_host(sys.argv[1])',
-                                              '"llama-server"'), "-"],
-        stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        result = specsubmit(tmp_path, "run", "--engine", "llama-server", "--ollama-models",
-                            str(tmp_path / "none"), "--no-submit")
-        assert result.returncode == 1
-        assert "another specsubmit run is using llama-server on this machine (pid " in (
-            _one_error_line(result))
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
-        if holder.stdout is not None:
-            holder.stdout.close()
+    _llama_server_run_is_refused(tmp_path, {
+        **os.environ, "HOME": str(tmp_path / "alice"),
+        "SPECSUBMIT_HOME": str(tmp_path / "alice" / "state")})
 
 
 def test_the_endpoint_is_its_resolved_address() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from specschema.breakdown import acceptance_of, domain_results
+from specschema.breakdown import NO_POSITIONS, acceptance_of, acceptance_words, domain_results
 from specschema.domains import domain_label
 from specschema.envelope import verify_envelope
 from specschema.errors import SpecSchemaError
@@ -76,17 +76,14 @@ def domain_section(submission: Submission, verdicts: Mapping[str, str]) -> str:
         found = acceptance_of(config.trials)
         if config.role != "draft" or found is None or not found.drafted:
             continue
-        text = (f"{escape(config.name)}: {found.accepted} of {found.drafted} drafted tokens "
-                f"accepted ({_share(found.rate)})")
-        if found.mean_accepted_len is not None:
-            text += f", {found.mean_accepted_len:.2f} tokens per round"
+        text = f"{escape(config.name)}: {escape(acceptance_words(found))}"
         if found.per_position:
             bars = "".join(
                 f'<span class="pos" title="position {i + 1}: {a:.2f}" '
                 f'style="--a:{a:.3f}">{a:.2f}</span>' for i, a in enumerate(found.per_position))
             text += f'; acceptance by draft position: <span class="positions">{bars}</span>'
         else:
-            text += "; the engine reported no per-position counts"
+            text += f"; {NO_POSITIONS}"
         lines.append(f"<li>{text}</li>")
     if lines:
         out.append("<h2>Acceptance</h2><ul class=\"acceptance\">" + "".join(lines) + "</ul>")
