@@ -22,7 +22,6 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
-    not_,
     select,
     text,
 )
@@ -37,7 +36,6 @@ from specserver.board.columns import (
     VALUE_FIELDS,
     Bools,
     Hashes,
-    KeyTuple,
     Reduced,
     float_column,
     group_numbers,
@@ -179,12 +177,12 @@ class _SortedRows(ContributorRows):
     columns. At a million submissions (~930,000 rows) this costs about two thirds of the
     CPU of DuckDB's own grouping with three exact medians.
 
-    Groups are their keys (``groupkeys``): rows are sorted on the pair of checked, keyed
-    hashes of their key's sides, whose parts are read first, and the rows of a hash two
-    parts share are read by their key values in a second query. Every query runs in the
-    connection's one transaction: the same snapshot. Contributors are told apart exactly:
-    by name, or by the key's hash (which ``Codes`` only allows while no two key ids share
-    one) and, for imported rows, by the submission's row id (their names read by it)."""
+    Groups are their keys (``groupkeys``): rows are sorted on the checked, keyed hashes
+    of their key's sides (whose parts are read first) and, where parts share a hash, on
+    which of them a row holds. Every query runs in the connection's one transaction: the
+    same snapshot. Contributors are told apart exactly: by name, or by the key's hash
+    (which ``Codes`` only allows while no two key ids share one) and, for imported rows,
+    by the submission's row id (their names read by it)."""
 
     def __init__(self, conn: Connection, filters: Filters, dimensions: Sequence[str],
                  counted: Sequence[str], by_key_hash: bool) -> None:
@@ -205,29 +203,15 @@ class _SortedRows(ContributorRows):
         tail = [*who, *once, *(func.coalesce(draft.c[name], none) for name in
                                ("speedup_tps", "speedup_wall", "baseline_tps")),
                 verdict, levels]
-        order = [*who[:2], *once]
-        where = _board_rows(draft, filters, counted)
-        clashing = self.keys.clashing()
-        hashes = [h.label(f"key_side_{i}") for i, h in enumerate(self.keys.hashes)]
-        self.parts = [fetch_columns(conn, select(*hashes, *tail)
-                                    .select_from(_source(draft, "duckdb"))
-                                    .where(*where, *([not_(clashing)] if clashing is not None
-                                                     else []))
-                                    .order_by(*hashes, *order))]
-        self.widths = [len(hashes)]
-        if clashing is not None:  # their groups by value: rare, and only these rows
-            by_value = self.keys.key_columns
-            self.parts.append(fetch_columns(conn, select(*by_value, *tail)
-                                            .select_from(_source(draft, "duckdb"))
-                                            .where(*where, clashing)
-                                            .order_by(*by_value, *order)))
-            self.widths.append(len(by_value))
+        source, named = self.keys.grouped(_source(draft, "duckdb"))
+        self.width = len(named)
+        self.found = fetch_columns(conn, select(*named, *tail).select_from(source)
+                                   .where(*_board_rows(draft, filters, counted))
+                                   .order_by(*named, *who[:2], *once))
         self.by_key_hash = by_key_hash
         self.imported_names: dict[int, str] = {}  # an imported row's submission row id: name
         if by_key_hash:
-            imported_rows = np.unique(np.concatenate([
-                np.asarray(part[width + 1], dtype=np.int64)
-                for part, width in zip(self.parts, self.widths, strict=True)]))
+            imported_rows = np.unique(np.asarray(self.found[self.width + 1], dtype=np.int64))
             imported_rows = imported_rows[imported_rows >= 0]
             if len(imported_rows):
                 self.imported_names = dict(plain_rows(conn.execute(  # type: ignore[arg-type]
@@ -235,26 +219,12 @@ class _SortedRows(ContributorRows):
                     .where(submission_row.in_(imported_rows.tolist())))))
 
     def reduced(self) -> Reduced:
-        found = self.parts[0]
-        hashes = [np.asarray(column, dtype=np.uint64) for column in found[:2]]
-        new_group = ~_same_as_before(*hashes)
+        found, width, by_key_hash = self.found, self.width, self.by_key_hash
+        group_names = [np.asarray(column) for column in found[:width]]
+        new_group = ~_same_as_before(*group_names)
         at = np.flatnonzero(new_group)
-        reduced = self._reduce(found, 2, new_group, [self.keys.key(*pair) for pair in zip(
-            hashes[0][at].tolist(), hashes[1][at].tolist(), strict=True)])
-        if len(self.parts) == 1:
-            return reduced
-        found, width = self.parts[1], self.widths[1]
-        keys = list(zip(*(_objects(column) for column in found[:width]), strict=True))
-        new_group = np.fromiter((i == 0 or key != keys[i - 1] for i, key in enumerate(keys)),
-                                np.bool_, len(keys))
-        return _joined([reduced, self._reduce(found, width, new_group,
-                                              [keys[i] for i in np.flatnonzero(new_group)])])
-
-    def _reduce(self, found: list[Any], width: int, new_group: Bools,
-                keys: list[KeyTuple]) -> Reduced:
-        """One part's rows (``width`` group columns first; ``new_group``: where a group
-        starts, ``keys``: each one's key) reduced per group and contributor."""
-        by_key_hash = self.by_key_hash
+        keys = [self.keys.key(named) for named in zip(
+            *(column[at].tolist() for column in group_names), strict=True)]
         head = width + 1 + (1 if by_key_hash else 0) + (1 if self.once else 0)
         rows = len(new_group)
         if by_key_hash:
@@ -292,26 +262,6 @@ class _SortedRows(ContributorRows):
             contributors, hashes = names[starts].tolist(), None
         return Reduced(keys, (np.cumsum(new_group) - 1)[starts], contributors,
                        segment_medians(values, starts), tallies, hashes)
-
-
-def _joined(parts: Sequence[Reduced]) -> Reduced:
-    """Reduced rows of groups that no two parts share, as one."""
-    offsets = np.cumsum([0, *(len(p.keys) for p in parts[:-1])])
-    hashes = [p.key_hashes for p in parts if p.key_hashes is not None]
-    return Reduced([k for p in parts for k in p.keys],
-                   np.concatenate([p.group + o for p, o in zip(parts, offsets, strict=True)]),
-                   [n for p in parts for n in p.names],
-                   np.concatenate([p.values for p in parts]),
-                   np.concatenate([p.counts for p in parts]),
-                   np.concatenate(hashes) if len(hashes) == len(parts) else None)
-
-
-def _objects(column: Any) -> list[Any]:
-    """A fetched column as Python values, None for NULL (numpy masks a NULL number)."""
-    values = np.array(np.ma.getdata(column), dtype=object)
-    if isinstance(column, np.ma.MaskedArray):
-        values[np.ma.getmaskarray(column)] = None  # (``filled(None)`` fills its default)
-    return list(values.tolist())
 
 
 def _same_as_before(*columns: Any) -> Bools:

@@ -167,7 +167,7 @@ def _side_hash(chosen: Any) -> Iterator[None]:
 
 def _check(store: Store, ops: list[tuple[Any, ...]], hashed: Any = REAL_SIDE_HASH) -> None:
     """``hashed``: the hash the boards tell groups apart by (checked: keys that share one
-    are read by value), held to the boards of the real one as well."""
+    are told apart by value), held to the boards of the real one as well."""
     store.reset()
     maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
     for op in [("later", 0), *ops]:
@@ -455,10 +455,10 @@ def test_keys_sharing_a_hash_are_read_by_name(duckdb_store: Store,
 def test_keys_sharing_a_hash_are_groups_of_their_own(duckdb_store: Store,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A chip whose DuckDB hash is Apple M2's, and Apple M2 and Apple M4 rows made to share
-    their keys' hashes (and spec_4 and spec_8): each read finds the clash and reads those
-    rows by value, in the first computation and in a refresh that reads both chips' rows
-    again, and the boards are those of the real hash: no group takes another's rows or its
-    label."""
+    their keys' hashes (and spec_4 and spec_8): each read finds the clash and tells those
+    rows apart by value, in the first computation and in a refresh that reads both chips'
+    rows again, and the boards are those of the real hash: no group takes another's rows
+    or its label."""
     store = duckdb_store
     store.reset()
     for key, speedup in enumerate([1.25, 2.0, 3.5, 0.9]):
@@ -470,7 +470,7 @@ def test_keys_sharing_a_hash_are_groups_of_their_own(duckdb_store: Store,
 
     def read(*args: Any, **kwargs: Any) -> groupkeys.GroupKeys:
         found = real_read(*args, **kwargs)
-        clashed.append(sum(len(c) for c in found.clashes))
+        clashed.append(sum(len(c) for c in found.clashing))
         return found
 
     monkeypatch.setattr(groupkeys.GroupKeys, "read", read)
