@@ -19,6 +19,10 @@ for ``SPECSERVER_MAX_CONNECTIONS``), the two attacks of the review, at its scale
    at its peak (sampled every 0.2 s) and 3 s after. Target: within 100 MiB of where it
    started. The review: 236 -> 1,116 MiB, 503 MiB after.
 
+``--only overhead``: the server's CPU per ``GET /healthz`` on 16 kept-alive connections for
+``--seconds``, what the protocol's checks cost every request (alternate it with the code
+before on ``PYTHONPATH``).
+
 ``--nginx deploy``: the same against nginx (installed here, e.g. Debian's ``nginx-light``)
 with ``deploy/nginx.conf`` in front of the server and ``deploy/nginx-main.conf``'s
 connections per worker, as the compose file's replicas profile runs it (the server
@@ -37,7 +41,9 @@ import contextlib
 import multiprocessing
 import os
 import re
+import selectors
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -212,6 +218,57 @@ def flood(nginx: str, connections: int, seconds: float) -> None:
           f"{load_before}, after {_load()}", flush=True)
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _hammer(port: int, connections: int, seconds: float, out: Connection) -> None:
+    """``GET /healthz`` over ``connections`` kept-alive connections, one request at a time
+    on each, for ``seconds``; sends how many were answered."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: bench\r\n\r\n"
+    selector = selectors.DefaultSelector()
+    for _ in range(connections):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        sock.send(request)
+        selector.register(sock, selectors.EVENT_READ, data=[b""])
+    answered = 0
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for key, _ in selector.select(timeout=0.1):
+            sock, buffer = key.fileobj, key.data
+            assert isinstance(sock, socket.socket)
+            buffer[0] += sock.recv(65536)
+            head, found, body = buffer[0].partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            if found and len(body) >= length:
+                answered += 1
+                buffer[0] = body[length:]
+                sock.send(request)
+    out.send(answered)
+
+
+def overhead(connections: int, seconds: float) -> None:
+    """Server CPU per kept-alive ``GET /healthz``: what the protocol's checks add to every
+    request (run it alternated with the code before on PYTHONPATH)."""
+    with edge("") as target:
+        pid = target.pids[0]
+        receive, send = multiprocessing.Pipe(duplex=False)
+        client = multiprocessing.Process(target=_hammer,
+                                         args=(target.port, connections, seconds, send))
+        load_before = _load()
+        cpu_before = _cpu_s(pid)
+        client.start()
+        answered = receive.recv()
+        client.join(10)
+        cpu = _cpu_s(pid) - cpu_before
+    print(f"{answered:,} GET /healthz over {connections} kept-alive connections in "
+          f"{seconds:g} s: server CPU {cpu:.2f} s, {cpu / max(answered, 1) * 1e6:.0f} us per "
+          f"request; load average before {load_before}, after {_load()}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--heads", type=int, default=2000)
@@ -220,12 +277,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--flooders", type=int, default=8)
     parser.add_argument("--flood-seconds", type=float, default=20.0)
-    parser.add_argument("--only", choices=["heads", "flood"], default=None)
+    parser.add_argument("--only", choices=["heads", "flood", "overhead"], default=None,
+                        help="one part only; overhead (server CPU per kept-alive request) "
+                             "runs only when asked")
     parser.add_argument("--nginx", choices=["deploy", "image-default"], default="",
                         help="attack nginx in front of the server: deploy/nginx.conf with "
                              "deploy/nginx-main.conf's connections, or the image's default")
     args = parser.parse_args()
     raise_own_fd_limit(args.heads + 512)
+    if args.only == "overhead":
+        overhead(16, args.seconds)
+        return
     if args.only != "flood":
         for cap in (int(c) for c in args.caps.split(",")):
             heads(args.nginx, cap, args.heads, args.seconds)
