@@ -59,8 +59,10 @@ LOG_SOURCES = frozenset({"llama_server_log", "mlx_log"})
 # percent of 1.0 (the Hard Numbers noise floor, ±7 % in the example generator); 25 % is
 # several times that.
 BOUND_SLACK = 1.25
-# The option or launch fields that cap the tokens drafted per pass.
-N_MAX_OPTIONS = ("draft_num_predict", "spec_draft_n_max")
+# The option or launch fields that cap the tokens drafted per pass (the n-gram drafters'
+# depth options too: ``specschema.speculation``).
+N_MAX_OPTIONS = ("draft_num_predict", "spec_draft_n_max", "spec_ngram_simple_size_m",
+                 "spec_ngram_mod_n_max")
 
 
 def rank(level: str) -> int:

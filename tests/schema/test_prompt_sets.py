@@ -80,7 +80,8 @@ def _counters(drafted: int, accepted: int, rounds: int | None,
 
 
 def test_per_position_acceptance_is_conditional_on_reaching_the_position() -> None:
-    trial = example_submission("llamacpp-draft", seed=1, schema_version=2, blocks=True).configs[1].trials[0]
+    example = example_submission("llamacpp-draft", seed=1, schema_version=2, blocks=True)
+    trial = example.configs[1].trials[0]
     trials = [trial.model_copy(update={"counters": _counters(24, 14, 8, [7, 5, 2])}),
               trial.model_copy(update={"counters": _counters(24, 10, 8, [6, 3, 1])})]
     found = acceptance_of(trials)
@@ -116,7 +117,8 @@ def _domain_submission(speedups: dict[str, float]) -> Submission:
     run = MAP.for_run({"configs": "ngram_simple_m8"})
     base_rate = 20.0
     trials: dict[str, list[Trial]] = {"no_spec": [], "ngram_simple_m8": []}
-    template = example_submission("llamacpp-draft", seed=2, schema_version=2, blocks=True).configs[0].trials[0]
+    template = example_submission("llamacpp-draft", seed=2, schema_version=2,
+                                  blocks=True).configs[0].trials[0]
     for position, ((name, index), block) in enumerate(zip(run.schedule(), run.blocks(),
                                                           strict=True)):
         domain = run.domain_of(index) or ""

@@ -19,6 +19,7 @@ from specschema import Protocol, ProtocolError, get_protocol, shipped_protocols
 from specschema.domains import domain_label
 from specschema.engines import ENGINES, descriptor
 from specschema.protocol_text import shown_description
+from specschema.speculation import spec_type_of
 from specsubmit.errors import UsageError
 
 
@@ -73,11 +74,7 @@ def _versioned_by(mechanism: str) -> str:
 
 def _spec_type(protocol: Protocol, name: str) -> str | None:
     config = protocol.config(name)
-    value = protocol.request_options(config).get("spec_type")
-    if isinstance(value, str):
-        return value
-    return "draft-simple" if config.draft_model and config.mechanism == "server_launch" \
-        else None
+    return spec_type_of(config.mechanism, protocol.request_options(config), config.draft_model)
 
 
 def as_data(protocol: Protocol) -> dict[str, Any]:
