@@ -386,9 +386,9 @@ def register(app: typer.Typer) -> None:
                               "(see `specsubmit protocols`).")] = None,
         budget: Annotated[float | None, typer.Option(
             "--budget", envvar="SPECSUBMIT_BUDGET", metavar="MINUTES",
-            help="Minutes the run may take: after the first warm-up, the most bracketed "
-                 "rounds whose estimated end fits (at least one). The plan is printed "
-                 "either way.")] = None,
+            help="Minutes the run may take: after the first warm-up, and again once every "
+                 "config ran a block, the most bracketed rounds whose estimated end fits (at "
+                 "least one). The plan is printed either way.")] = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,

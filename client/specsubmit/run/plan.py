@@ -2,12 +2,17 @@
 it can show, in words. Pure (no clock, no I/O): the runner hands over what it measured,
 the CLI the time.
 
-**When.** The runner measures the first block before its first counted trial (the
-engine's start, when each block starts its own, and the block's warm-ups) and calls the
-planner once with that (``Measured``); the planner may answer with fewer rounds. So the
-rounds are settled before any trial the server checks against the schedule they make. A
-run of fewer rounds is the first part of the whole protocol's schedule
-(``Protocol.for_run``), so the block already under way is the same block either way.
+**When.** A run of fewer rounds is the first part of the whole protocol's schedule
+(``Protocol.for_run``): every trial has the same place and block in both. So the rounds may
+be cut while the trials run so far are still in the shorter schedule; the runner asks at
+two moments where that holds and no config has had its last block yet (whose end the
+engine is told of), and the rounds only ever shrink:
+
+1. before the first counted trial, with the first block's engine start (when each block
+   starts its own) and warm-ups: the plan printed before any trial;
+2. before the first block after every config has run one (in the bracketed order, the
+   second baseline block: every config's last block is later in any number of rounds),
+   with each finished block's time: drafts are timed at last.
 
 **The estimate** (``estimate``), from the first block alone:
 
@@ -16,9 +21,11 @@ run of fewer rounds is the first part of the whole protocol's schedule
   prompts may stop sooner: the estimate errs long);
 - every block takes the first block's engine start and warm-ups again, when each block
   has its own (``per_block``); one engine shared by every config was warmed up once;
-- a draft's block takes as long as a baseline block: a draft that pays is faster, one
-  that costs (or a second model to load at each start) slower. Configs refused before the
-  run are left out; one refused at its start is counted, so the estimate errs long.
+- a draft's block takes as long as a baseline block until one of its own was timed (a
+  draft that pays is faster, one that costs, or a second model to load at each start,
+  slower); then each block of a config takes as long per trial as its blocks so far, its
+  start and warm-ups included. Configs refused before the run are left out; one refused
+  at its start is counted until it is, so the estimate errs long.
 
 **What it can show** (``resolvable``): the smallest speedup that the run's interval can
 tell from none, with K blocks per config: ``exp(t(K-1) * s / sqrt(K)) - 1``, Student's t
@@ -37,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import groupby
 
-from specschema import Protocol
+from specschema import Protocol, find_protocol
 from specschema.stats import t_975
 from specsubmit.engines import Generation
 
@@ -61,6 +68,12 @@ class Measured:
     warmups: tuple[Generation, ...]
     # Each block gets its own warm-ups (and start): the runner's per-block order.
     per_block: bool
+    # The blocks finished so far: (config, seconds from its start to its end, trials).
+    blocks: tuple[tuple[str, float, int], ...] = ()
+    # Where the run is: the schedule position of the next trial, and whether its block
+    # has started already (its start and warm-ups done: the first call).
+    position: int = 0
+    in_block: bool = True
 
 
 @dataclass(frozen=True)
@@ -83,7 +96,7 @@ class Plan:
 
     measured: Measured
     chosen: Estimate
-    protocol_rounds: int | None
+    protocol_rounds: int | None  # the shipped protocol's (for the words)
     budget_s: float | None
     elapsed_s: float
     # The chosen rounds plus one, when the budget left it out: what it would have taken.
@@ -91,8 +104,8 @@ class Plan:
 
     @property
     def rounds(self) -> int | None:
-        """The rounds to run when they differ from the protocol's, else None."""
-        if self.chosen.rounds is None or self.chosen.rounds == self.protocol_rounds:
+        """The rounds to run when they differ from the run's so far, else None."""
+        if self.chosen.rounds is None or self.chosen.rounds == self.measured.protocol.rounds:
             return None
         return self.chosen.rounds
 
@@ -125,14 +138,15 @@ def _run_with(protocol: Protocol, rounds: int | None) -> Protocol:
 def estimate(measured: Measured, rounds: int | None) -> Estimate:
     """The run in ``rounds`` rounds (the module docstring says how it is estimated)."""
     run = _run_with(measured.protocol, rounds)
-    sizes = [sum(1 for _ in block) for name, block in
-             groupby(name for name, _ in run.schedule()) if name not in measured.refused]
-    trial = trial_seconds(measured)
+    names = [name for name, _ in run.schedule()]
+    sizes = [sum(1 for _ in block) for name, block in groupby(names)
+             if name not in measured.refused]
+    ahead = [(name, sum(1 for _ in block)) for name, block in
+             groupby(names[measured.position:]) if name not in measured.refused]
+    costs = [_block_cost(measured, name, size, under_way=i == 0 and measured.in_block)
+             for i, (name, size) in enumerate(ahead)]
+    remaining = None if None in costs else sum(c or 0.0 for c in costs)
     per_block = measured.per_block
-    overhead = (measured.start_s or 0.0) + sum(g.wall_s for g in measured.warmups)
-    remaining = None
-    if trial is not None:
-        remaining = sum(sizes) * trial + ((len(sizes) - 1) * overhead if per_block else 0.0)
     running = [c.name for c in run.configs if c.name not in measured.refused]
     warmups = run.warmups_per_config * (len(sizes) if per_block else len(running))
     draft = next((c.name for c in run.configs
@@ -148,21 +162,50 @@ def estimate(measured: Measured, rounds: int | None) -> Estimate:
                     warmups=warmups, blocks_per_config=per_config, remaining_s=remaining)
 
 
+def _block_cost(measured: Measured, name: str, size: int, *, under_way: bool) -> float | None:
+    """Seconds a block of ``size`` trials of ``name`` takes (module docstring); None:
+    nothing to tell from."""
+    timed = [(seconds, trials) for config, seconds, trials in measured.blocks
+             if config == name and trials]
+    if timed and not under_way:
+        return sum(s for s, _ in timed) / sum(n for _, n in timed) * size
+    trial = trial_seconds(measured)
+    if trial is None:
+        return None
+    if under_way or not measured.per_block:
+        return size * trial
+    return (measured.start_s or 0.0) + sum(g.wall_s for g in measured.warmups) + size * trial
+
+
 def decide(measured: Measured, *, budget_s: float | None, elapsed_s: float) -> Plan:
-    """The most rounds (1 to the protocol's) whose estimated end is within ``budget_s``
-    of the run's start (``elapsed_s`` ago); the protocol's own without a budget or an
-    estimate, and 1 when none fits."""
-    most = measured.protocol.rounds
-    whole = estimate(measured, most)
-    if budget_s is None or most is None or whole.remaining_s is None:
-        return Plan(measured, whole, most, budget_s, elapsed_s)
-    candidates = [whole, *(estimate(measured, rounds) for rounds in range(most - 1, 0, -1))]
+    """The most rounds (the run's so far at most, and as few as it can still make) whose
+    estimated end is within ``budget_s`` of the run's start (``elapsed_s`` ago); the
+    run's own without a budget or an estimate, and the fewest when none fits."""
+    current = measured.protocol.rounds
+    whole = estimate(measured, current)
+    shipped = _shipped_rounds(measured.protocol)
+    if budget_s is None or current is None or whole.remaining_s is None:
+        return Plan(measured, whole, shipped, budget_s, elapsed_s)
+    candidates = [whole, *(estimate(measured, rounds) for rounds in range(current - 1, 0, -1)
+                           if _can_make(measured, rounds))]
     fits = [c for c in candidates if (c.remaining_s or 0.0) <= budget_s - elapsed_s]
-    if not fits:  # one round, the fewest, and the plan says how far past the budget
-        return Plan(measured, candidates[-1], most, budget_s, elapsed_s)
+    if not fits:  # the fewest rounds, and the plan says how far past the budget
+        return Plan(measured, candidates[-1], shipped, budget_s, elapsed_s)
     chosen = fits[0]
     longer = candidates[candidates.index(chosen) - 1] if chosen is not whole else None
-    return Plan(measured, chosen, most, budget_s, elapsed_s, longer)
+    return Plan(measured, chosen, shipped, budget_s, elapsed_s, longer)
+
+
+def _can_make(measured: Measured, rounds: int) -> bool:
+    """Whether the run can still make ``rounds``: every config's last block is ahead."""
+    schedule = _run_with(measured.protocol, rounds).schedule()
+    last = {name: position for position, (name, _) in enumerate(schedule)}
+    return min(last.values()) >= measured.position
+
+
+def _shipped_rounds(protocol: Protocol) -> int | None:
+    shipped = find_protocol(protocol.id, protocol.version, protocol.sha256)
+    return (shipped or protocol).rounds
 
 
 def resolvable(blocks_per_config: int | None, spread: float) -> float | None:
@@ -183,53 +226,57 @@ def _percent(fraction: float) -> str:
 
 
 def plan_lines(plan: Plan, now: datetime) -> list[str]:
-    """The plan in words, one line each: what runs, how long, what it can show.
-    ``now``: the wall clock (local time) the end is counted from."""
+    """The plan in words, one line each: what runs, how long, what it can show; revised
+    (the second call: blocks were timed), what changed. ``now``: the wall clock (local
+    time) the end is counted from."""
     measured, chosen = plan.measured, plan.chosen
     protocol = measured.protocol
-    name = f"{protocol.id} v{protocol.version}"
-    if chosen.rounds is None:
-        head = f"plan: {name}, as the protocol runs it (no rounds to fit to a budget)"
-    elif chosen.rounds == plan.protocol_rounds:
-        head = f"plan: {name}, {chosen.rounds} round{'s' * (chosen.rounds != 1)} as the " \
-               "protocol asks"
-    else:
-        head = (f"plan: {name}, {chosen.rounds} round{'s' * (chosen.rounds != 1)} of the "
-                f"protocol's {plan.protocol_rounds}")
-        if plan.longer is not None and plan.longer.remaining_s is not None:
-            ends = now + timedelta(seconds=plan.longer.remaining_s)
-            head += (f" ({plan.longer.rounds} would end about {ends:%H:%M}, past the "
-                     "budget)")
-    running = [c.name + " (baseline)" * (c.role == "baseline") for c in protocol.configs
-               if c.name not in measured.refused]
-    refused = sorted(measured.refused & {c.name for c in protocol.configs})
-    lines = [head, "  configs: " + ", ".join(running)
-             + (f"; not run: {', '.join(refused)} (incompatible)" if refused else "")]
-    starts = f", {chosen.starts} engine starts" if chosen.starts else ""
-    size = f" of {chosen.block_trials} trials" if chosen.block_trials else ""
-    lines.append(f"  {chosen.blocks} blocks{size}: {chosen.trials} trials{starts}, "
-                 f"{chosen.warmups} warm-ups")
+    revised = bool(measured.blocks)
+    lines = [_head(plan, now)]
+    if not revised:
+        running = [c.name + " (baseline)" * (c.role == "baseline") for c in protocol.configs
+                   if c.name not in measured.refused]
+        refused = sorted(measured.refused & {c.name for c in protocol.configs})
+        lines.append("  configs: " + ", ".join(running)
+                     + (f"; not run: {', '.join(refused)} (incompatible)" if refused else ""))
+    if not revised or plan.rounds is not None:
+        starts = f", {chosen.starts} engine starts" if chosen.starts else ""
+        size = f" of {chosen.block_trials} trials" if chosen.block_trials else ""
+        lines.append(f"  {chosen.blocks} blocks{size}: {chosen.trials} trials{starts}, "
+                     f"{chosen.warmups} warm-ups")
     trial = trial_seconds(measured)
-    if chosen.remaining_s is None or trial is None:
+    if revised:
+        took: dict[str, list[float]] = {}
+        for name, seconds, _ in measured.blocks:
+            took.setdefault(name, []).append(seconds)
+        lines.append("  a block took: " + ", ".join(
+            f"{name} {sum(times) / len(times):.0f} s" for name, times in took.items())
+            + " (its start, warm-up and trials)")
+    elif trial is not None:
+        parts = []
+        if measured.start_s is not None:
+            parts.append(f"an engine start {measured.start_s:.1f} s")
+        parts.append(f"a warm-up {measured.warmups[-1].wall_s:.1f} s")
+        parts.append(f"a trial about {trial:.1f} s")
+        lines.append("  measured: " + ", ".join(parts))
+    if chosen.remaining_s is None:
         lines.append("  estimated end: unknown (no warm-up was timed)")
     else:
-        took = []
-        if measured.start_s is not None:
-            took.append(f"an engine start {measured.start_s:.1f} s")
-        if measured.warmups:
-            took.append(f"a warm-up {measured.warmups[-1].wall_s:.1f} s")
-        took.append(f"a trial about {trial:.1f} s")
-        lines.append("  measured: " + ", ".join(took))
         ends = now + timedelta(seconds=chosen.remaining_s)
         budget = ""
         if plan.budget_s is not None:
             budget = f"; budget {_minutes(plan.budget_s)}, {_minutes(plan.elapsed_s)} used"
             over = plan.over_budget_s
             if over is not None:
-                budget += (f"; about {_minutes(over)} past the budget: one round is the "
-                           "fewest, --configs runs fewer configs")
+                budget += (f"; about {_minutes(over)} past the budget: it cannot make fewer "
+                           "rounds, --configs runs fewer configs")
+        untimed = "" if revised or not measured.per_block or not any(
+            c.role == "draft" and c.name not in measured.refused for c in protocol.configs) \
+            else " (a draft's blocks taken as long as the baseline's until timed)"
         lines.append(f"  estimated end: {ends:%H:%M}, in {_minutes(chosen.remaining_s)}"
-                     f"{budget}")
+                     f"{untimed}{budget}")
+    if revised and plan.rounds is None:
+        return lines
     quiet = resolvable(chosen.blocks_per_config, QUIET_SPREAD)
     busy = resolvable(chosen.blocks_per_config, BUSY_SPREAD)
     if quiet is None or busy is None:
@@ -240,3 +287,19 @@ def plan_lines(plan: Plan, now: datetime) -> list[str]:
                      f"{chosen.blocks_per_config} blocks per config; Student's t, a spread "
                      f"of {QUIET_SPREAD} or {BUSY_SPREAD} in log speedup from block to block)")
     return lines
+
+
+def _head(plan: Plan, now: datetime) -> str:
+    chosen, protocol = plan.chosen, plan.measured.protocol
+    head = (f"plan revised, every config timed once: {protocol.id} v{protocol.version}"
+            if plan.measured.blocks else f"plan: {protocol.id} v{protocol.version}")
+    if chosen.rounds is None:
+        return f"{head}, as the protocol runs it (no rounds to fit to a budget)"
+    rounds = f"{chosen.rounds} round{'s' * (chosen.rounds != 1)}"
+    if chosen.rounds == plan.protocol_rounds:
+        return f"{head}, {rounds} as the protocol asks"
+    head = f"{head}, {rounds} of the protocol's {plan.protocol_rounds}"
+    if plan.longer is not None and plan.longer.remaining_s is not None:
+        ends = now + timedelta(seconds=plan.longer.remaining_s)
+        head += f" ({plan.longer.rounds} would end about {ends:%H:%M}, past the budget)"
+    return head

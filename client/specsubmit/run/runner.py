@@ -15,9 +15,10 @@ left out of the result and of every checkpoint (a block of one trial where the p
 asks for two is not a block: its ratio would count as one of the blocks the interval is
 over). Protocols without (blocked, interleaved) keep every finished trial.
 
-Once, before the first counted trial, a ``planner`` (``specsubmit.run.plan``) is shown the
-first block's engine start and warm-ups and may answer with fewer bracketed rounds: the run
-then makes those (the run parameter ``rounds``), the first part of the same schedule.
+Before the first counted trial, a ``planner`` (``specsubmit.run.plan``) is shown the first
+block's engine start and warm-ups, and once more, when every config has run a block, how
+long each block took; it may answer with fewer bracketed rounds: the run then makes those
+(the run parameter ``rounds``), the first part of the same schedule.
 
 Order: an engine that shares one server between configs (Ollama) gets every config's
 warm-ups first, then the trials in the protocol's order. An engine that starts a server
@@ -27,7 +28,6 @@ consecutive trials of one config, a start, that config's warm-ups, the trials an
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import uuid
@@ -41,7 +41,6 @@ from specschema import (
     Fingerprint,
     Protocol,
     Submission,
-    Trial,
     Warmup,
 )
 from specschema.protocol import ProtocolConfig
@@ -60,10 +59,16 @@ from specsubmit.engines import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
 from specsubmit.run.plan import Measured
-from specsubmit.run.submission import ConfigState, build_submission, protocol_ref, run_note
+from specsubmit.run.submission import (
+    ConfigState,
+    build_submission,
+    protocol_ref,
+    run_note,
+    trial_from,
+)
 
-# Called once before the first counted trial with the first block's timings; answers the
-# rounds to run (None: the protocol's). ``specsubmit.run.plan`` decides it.
+# Called before the first counted trial and when every config has run a block, with what
+# was timed; answers the rounds to run (None: as they are). ``specsubmit.run.plan``.
 Planner = Callable[[Measured], int | None]
 
 __all__ = [
@@ -113,41 +118,6 @@ def resolve_target(protocol: Protocol, target: str | None) -> str | None:
     return target
 
 
-# --- trials -------------------------------------------------------------------------------
-
-
-def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
-               block: int | None = None) -> Trial:
-    fields: dict[str, Any] = {} if block is None else {"block": block}
-    if gen.draft_n is not None:
-        # The engine's own per-request counters (llama-server timings): a v2 field, so it
-        # is only set when there is something to set and v1 results keep their bytes.
-        from specschema import TrialCounters
-
-        accepted = gen.draft_accepted or 0
-        rounds: dict[str, Any] = {}
-        if gen.draft_rounds is not None:  # llama-server's /metrics around the request
-            rounds = {"rounds": gen.draft_rounds,
-                      "accepted_per_position": list(gen.accepted_per_position or ())[:64],
-                      "mean_accepted_len": (round(1.0 + accepted / gen.draft_rounds, 4)
-                                            if gen.draft_rounds else None)}
-        fields["counters"] = TrialCounters(drafted=gen.draft_n, accepted=accepted,
-                                           source="engine_api", **rounds)
-    return Trial(
-        index=index, position=position, wall_s=round(gen.wall_s, 6),
-        ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
-        total_duration_ns=gen.total_duration_ns, load_duration_ns=gen.load_duration_ns,
-        prompt_eval_count=gen.prompt_eval_count,
-        prompt_eval_duration_ns=gen.prompt_eval_duration_ns,
-        eval_count=gen.eval_count, eval_duration_ns=gen.eval_duration_ns,
-        done_reason=gen.done_reason[:32] if gen.done_reason else None,
-        output_chars=len(gen.text),
-        output_sha256=hashlib.sha256(gen.text.encode("utf-8")).hexdigest(),
-        cold=gen.load_duration_ns >= cold_load_ns,
-        **fields,
-    )
-
-
 class _Run:
     def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
                  stop: threading.Event, on_trial: Callable[[], None] | None = None,
@@ -155,7 +125,12 @@ class _Run:
                  planner: Planner | None = None) -> None:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
-        self.planner = planner  # called once, then None
+        self.planner = planner
+        self.plans = 0  # how often the planner was asked (twice at most: ``plan``)
+        # The first block's engine start (None: none per block), its warm-ups, and whether
+        # every block has its own: what the planner is shown besides the blocks timed.
+        self.first: tuple[float | None, tuple[Generation, ...], bool] = (None, (), False)
+        self.timed: list[tuple[str, float, int]] = []  # finished blocks: config, s, trials
         self.states = {c.name: ConfigState() for c in settings.protocol.configs}
         # Configs the engine cannot run as asked: {name: reason}. Skipped; incompatible.
         self.refused: dict[str, str] = dict(refused or {})
@@ -172,25 +147,33 @@ class _Run:
         self.block_sizes = Counter(self.blocks)
         self.last_position = {name: pos for pos, (name, _) in enumerate(self.schedule)}
 
-    def plan(self, start_s: float | None, *, per_block: bool) -> None:
-        """Once, before the first counted trial: the planner sees the first block's start
-        and warm-ups (``run.plan``) and may answer with fewer rounds, which become the run
-        parameter ``rounds``. Fewer rounds are the first part of the same schedule, so the
-        block under way stays what it is."""
-        planner, self.planner = self.planner, None
-        if planner is None:
+    def plan(self, position: int, *, in_block: bool) -> None:
+        """Ask the planner (``run.plan`` says when: before the first counted trial, and
+        once more before the first block after every config's first) and make the rounds
+        it answers, which become the run parameter ``rounds``. Fewer rounds must be the
+        first part of the same schedule, with every config's last block still to come."""
+        if self.planner is None:
             return
-        rounds = planner(Measured(self.protocol, frozenset(self.refused), start_s,
-                                  tuple(self.warmed), per_block))
+        self.plans += 1
+        start_s, warmups, per_block = self.first
+        rounds = self.planner(Measured(self.protocol, frozenset(self.refused), start_s,
+                                       warmups, per_block, tuple(self.timed), position,
+                                       in_block))
         if rounds is None or rounds == self.protocol.rounds:
             return
         value = str(rounds)
         shorter = self.protocol.for_run({"rounds": value})
-        if shorter.schedule() != self.schedule[:len(shorter.schedule())]:
-            raise ValueError(f"{value} rounds are not the first part of the schedule")
+        schedule = shorter.schedule()
+        last = {name: pos for pos, (name, _) in enumerate(schedule)}
+        if schedule != self.schedule[:len(schedule)] or min(last.values()) < position:
+            raise ValueError(f"{value} rounds cannot be made from position {position}")
         self.settings = replace(self.settings, protocol=shorter,
                                 parameters={**self.settings.parameters, "rounds": value})
         self.set_protocol(shorter)
+
+    def every_config_timed(self) -> bool:
+        timed = {name for name, _, _ in self.timed}
+        return all(c.name in timed or c.name in self.refused for c in self.protocol.configs)
 
     def whole_blocks(self) -> dict[str, int]:
         """Per config, how many of its trials to keep: all of them, or (``warmup_each_block``)
@@ -275,7 +258,8 @@ class _Run:
         for config in self.protocol.configs:
             if config.name not in self.refused and not self.warmup(config):
                 return
-        self.plan(None, per_block=False)
+        self.first = (None, tuple(self.warmed), False)
+        self.plan(0, in_block=True)
         for position, (name, index) in enumerate(self.schedule):
             if self.stop.is_set():
                 return
@@ -303,6 +287,9 @@ class _Run:
             if name in self.refused:
                 start = end
                 continue
+            if self.plans == 1 and self.every_config_timed():
+                self.plan(start, in_block=False)
+                end = self.block_end(start)
             config = self.protocol.config(name)
             began = time.monotonic()
             try:
@@ -316,14 +303,18 @@ class _Run:
                 self.warmed = []
                 if not self.warmup(config):
                     return
-                self.plan(start_s if self.engine.per_config_start else None, per_block=True)
-                end = self.block_end(start)
+                if self.plans == 0:
+                    self.first = (start_s if self.engine.per_config_start else None,
+                                  tuple(self.warmed), True)
+                    self.plan(start, in_block=True)
+                    end = self.block_end(start)
                 for position in range(start, end):
                     if self.stop.is_set():
                         return
                     self.trial(position, name, self.schedule[position][1])
             finally:
                 self.engine.end_config(config, last=end - 1 == self.last_position[name])
+            self.timed.append((name, time.monotonic() - began, end - start))
             start = end
 
 
@@ -345,8 +336,9 @@ def run_protocol(
     trial, so that a caller can keep what finished even if the process dies later. It
     carries the trials and the engine API's counters, not the log's (read once, at the end).
 
-    ``planner`` is called once before the first counted trial (``_Run.plan``); the rounds
-    it answers are the run's (the result's ``protocol.parameters.rounds``).
+    ``planner`` is called before the first counted trial and once more when every config
+    has run a block (``_Run.plan``); the rounds it answers are the run's (the result's
+    ``protocol.parameters.rounds``).
     """
     listener = listener or RunListener()
     stop = stop or threading.Event()

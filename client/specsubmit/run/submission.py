@@ -7,6 +7,7 @@ Pure: the runner (``run/runner.py``) hands it what was measured.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from specsubmit.run.evidence import (
     token_reference,
 )
 
-__all__ = ["ConfigState", "build_submission", "protocol_ref", "run_note", "with_log_evidence"]
+__all__ = ["ConfigState", "build_submission", "protocol_ref", "run_note", "trial_from",
+           "with_log_evidence"]
 
 
 @dataclass
@@ -64,6 +66,38 @@ def protocol_ref(protocol: Protocol, target: str | None,
     return ProtocolRef(id=protocol.id, version=protocol.version, sha256=protocol.sha256,
                        parameters=parameters)
 
+
+
+def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
+               block: int | None = None) -> Trial:
+    fields: dict[str, Any] = {} if block is None else {"block": block}
+    if gen.draft_n is not None:
+        # The engine's own per-request counters (llama-server timings): a v2 field, so it
+        # is only set when there is something to set and v1 results keep their bytes.
+        from specschema import TrialCounters
+
+        accepted = gen.draft_accepted or 0
+        rounds: dict[str, Any] = {}
+        if gen.draft_rounds is not None:  # llama-server's /metrics around the request
+            rounds = {"rounds": gen.draft_rounds,
+                      "accepted_per_position": list(gen.accepted_per_position or ())[:64],
+                      "mean_accepted_len": (round(1.0 + accepted / gen.draft_rounds, 4)
+                                            if gen.draft_rounds else None)}
+        fields["counters"] = TrialCounters(drafted=gen.draft_n, accepted=accepted,
+                                           source="engine_api", **rounds)
+    return Trial(
+        index=index, position=position, wall_s=round(gen.wall_s, 6),
+        ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
+        total_duration_ns=gen.total_duration_ns, load_duration_ns=gen.load_duration_ns,
+        prompt_eval_count=gen.prompt_eval_count,
+        prompt_eval_duration_ns=gen.prompt_eval_duration_ns,
+        eval_count=gen.eval_count, eval_duration_ns=gen.eval_duration_ns,
+        done_reason=gen.done_reason[:32] if gen.done_reason else None,
+        output_chars=len(gen.text),
+        output_sha256=hashlib.sha256(gen.text.encode("utf-8")).hexdigest(),
+        cold=gen.load_duration_ns >= cold_load_ns,
+        **fields,
+    )
 
 
 def build_submission(

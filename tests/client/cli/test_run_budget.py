@@ -77,7 +77,7 @@ def test_a_budget_two_rounds_do_not_fit_runs_one_and_the_plan_comes_first(
     assert "plan: ollama-draft v4, 1 round of the protocol's 2" in stderr
     assert "  configs: spec_off (baseline), spec_4, spec_8" in stderr
     assert "  7 blocks of 2 trials: 14 trials, 7 warm-ups" in stderr
-    assert "past the budget: one round is the fewest" in stderr
+    assert "past the budget: it cannot make fewer rounds" in stderr
     assert "  resolves: a speedup of " in stderr and "(2 blocks per config;" in stderr
     sub = parse_submission(stdout.encode())
     assert sub.complete and sub.protocol.parameters == {"target": MTP, "rounds": "1"}
@@ -96,6 +96,8 @@ def test_a_budget_the_protocol_fits_in_changes_nothing(
     assert "plan: ollama-draft v4, 2 rounds as the protocol asks\n" in stderr
     assert "  13 blocks of 2 trials: 26 trials, 13 warm-ups" in stderr
     assert "(4 blocks per config;" in stderr
+    assert "plan revised, every config timed once: ollama-draft v4, 2 rounds as the " \
+        "protocol asks\n  a block took: spec_off " in stderr
     sub = parse_submission(stdout.encode())
     assert sub.complete and sub.protocol.parameters == {"target": MTP}  # no rounds recorded
     assert [len(c.trials) for c in sub.configs] == [10, 8, 8]

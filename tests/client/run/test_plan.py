@@ -110,7 +110,8 @@ def test_the_plan_in_words() -> None:
         "  configs: no_draft (baseline), draft_qwen3_0.6b_n3",
         "  5 blocks of 2 trials: 10 trials, 5 engine starts, 5 warm-ups",
         "  measured: an engine start 1.0 s, a warm-up 2.0 s, a trial about 2.0 s",
-        "  estimated end: 17:00, in 0.5 min; budget 1.1 min, 0.2 min used",
+        "  estimated end: 17:00, in 0.5 min (a draft's blocks taken as long as the "
+        "baseline's until timed); budget 1.1 min, 0.2 min used",
         "  resolves: a speedup of 20 % or more on a quiet machine, 285 % or more on a busy "
         "one (2 blocks per config; Student's t, a spread of 0.02 or 0.15 in log speedup "
         "from block to block)",
@@ -118,7 +119,7 @@ def test_the_plan_in_words() -> None:
     assert plan_lines(decide(_measured(), budget_s=None, elapsed_s=0), NOW)[0] == \
         "plan: llamacpp-draft v3, 2 rounds as the protocol asks"
     over = plan_lines(decide(_measured(), budget_s=20, elapsed_s=10), NOW)
-    assert over[4].endswith("about 0.4 min past the budget: one round is the fewest, "
+    assert over[4].endswith("about 0.4 min past the budget: it cannot make fewer rounds, "
                             "--configs runs fewer configs")
     whole = DRAFT.for_run({})
     refused = frozenset({"draft_qwen2.5_0.5b_n8"})
@@ -132,7 +133,44 @@ def test_the_plan_in_words() -> None:
     assert shared[-1] == "  resolves: not estimated (the interval is not over blocks)"
 
 
-# --- the runner's call, against the fake llama-server -------------------------------------
+def _timed(draft_s: float) -> Measured:
+    """The second call on ONE_DRAFT: its first two blocks timed (the baseline's 7 s, the
+    draft's ``draft_s``), the next block the second baseline block."""
+    first = _measured()
+    return Measured(ONE_DRAFT, frozenset(), first.start_s, first.warmups, True,
+                    (("no_draft", 7.0, 2), ("draft_qwen3_0.6b_n3", draft_s, 2)), 4, False)
+
+
+def test_the_revision_takes_each_configs_timed_blocks() -> None:
+    # two rounds: 7 blocks to go (4 baseline, 3 draft); one round: 3 (2 baseline, 1 draft)
+    assert estimate(_timed(7.0), 2).remaining_s == pytest.approx(7 * 7.0)
+    assert estimate(_timed(30.0), 2).remaining_s == pytest.approx(4 * 7.0 + 3 * 30.0)
+    assert estimate(_timed(30.0), 1).remaining_s == pytest.approx(2 * 7.0 + 30.0)
+    slow = decide(_timed(30.0), budget_s=120, elapsed_s=50)  # 70 s left: one round fits
+    assert slow.rounds == 1 and slow.longer is not None
+    lines = plan_lines(slow, NOW)
+    assert lines[0] == ("plan revised, every config timed once: llamacpp-draft v3, 1 round "
+                        "of the protocol's 2 (2 would end about 17:01, past the budget)")
+    assert lines[1] == "  5 blocks of 2 trials: 10 trials, 5 engine starts, 5 warm-ups"
+    assert lines[2] == ("  a block took: no_draft 7 s, draft_qwen3_0.6b_n3 30 s (its start, "
+                        "warm-up and trials)")
+    assert lines[-1].startswith("  resolves: a speedup of 20 %")
+    # nothing changed: the new end alone
+    same = plan_lines(decide(_timed(7.0), budget_s=None, elapsed_s=50), NOW)
+    assert [line.split(":")[0] for line in same] == [
+        "plan revised, every config timed once", "  a block took", "  estimated end"]
+
+
+def test_rounds_whose_last_blocks_are_behind_cannot_be_made() -> None:
+    # past the second round's first baseline block (position 10 of 18), a cut to one round
+    # would leave the run over; the run makes its two
+    late = Measured(ONE_DRAFT, frozenset(), 1.0, (_gen(2.0),), True,
+                    (("no_draft", 7.0, 2), ("draft_qwen3_0.6b_n3", 30.0, 2)), 10, False)
+    plan = decide(late, budget_s=1, elapsed_s=0)
+    assert plan.rounds is None and plan.chosen.rounds == 2
+
+
+# --- the runner's calls, against the fake llama-server ------------------------------------
 
 MACHINE = Fingerprint(memory_bytes=24 * 1024**3, memory_gb=24)
 SMALL = TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5)
@@ -150,7 +188,7 @@ class Events(RunListener):
 
 
 @pytest.mark.parametrize("rounds", [1, None])
-def test_the_runner_asks_once_before_the_first_trial_and_runs_the_rounds_answered(
+def test_the_runner_asks_before_the_first_trial_and_once_every_config_ran(
         tmp_path: Path, rounds: int | None) -> None:
     folder = tmp_path / "models"
     add_model(folder, "qwen3:14b", write_model(tmp_path / "t.gguf", SMALL))
@@ -169,12 +207,19 @@ def test_the_runner_asks_once_before_the_first_trial_and_runs_the_rounds_answere
                            models_dir=folder, startup_timeout_s=60, threads=1) as engine:
         outcome = run_protocol(engine, settings, fingerprint=MACHINE, listener=events,
                                planner=planner)
-    (measured,) = seen
-    assert measured.per_block and measured.start_s is not None and measured.start_s > 0
-    assert len(measured.warmups) == 1 and measured.warmups[0].eval_count > 0
+    first, second = seen
+    assert first.per_block and first.start_s is not None and first.start_s > 0
+    assert len(first.warmups) == 1 and first.warmups[0].eval_count > 0
+    assert (first.position, first.in_block, first.blocks) == (0, True, ())
+    # the second: before the second baseline block, both configs' first blocks timed
+    assert (second.position, second.in_block) == (4, False)
+    assert [(name, trials) for name, _, trials in second.blocks] == [
+        ("no_draft", 2), ("draft_qwen3_0.6b_n3", 2)]
+    assert all(seconds > 0 for _, seconds, _ in second.blocks)
     total = 10 if rounds == 1 else 18
     assert events.events[:2] == ["plan", f"trial 0/{total}"]
-    assert events.events.count("plan") == 1
+    assert events.events[5:7] == ["plan", f"trial 4/{total}"]
+    assert events.events.count("plan") == 2
     sub = outcome.submission
     assert sub.complete and outcome.trials_done == total
     assert sub.protocol.parameters == ({**parameters, "rounds": "1"} if rounds else parameters)
