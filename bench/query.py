@@ -136,7 +136,8 @@ def generate(path: Path, start: int, stop: int) -> None:
                200000000, 200, CAST(200 / (base_tps * speedup * (0.97 + 0.06 * random())) * 1e9
                                     AS BIGINT),
                'length', 812, sha256(sid), false, NULL, NULL, NULL, NULL,
-               NULL  -- store version 8: no block
+               NULL,  -- store version 8: no block
+               NULL, NULL  -- store version 14: no rounds, no per-position counts
         FROM cfg, range(0, 5) t(j)
     """)
     con.execute("""
@@ -158,7 +159,8 @@ def generate(path: Path, start: int, stop: int) -> None:
                NULL, NULL, NULL, NULL,
                -- store version 11: a draft's baseline median tok/s (the baseline's speedup is 1)
                CASE WHEN role = 'draft' THEN base_tps * 1.0 END,
-               digest  -- store version 12
+               digest,  -- store version 12
+               NULL, NULL, NULL, NULL  -- store version 14: no type, depth or rounds (Ollama)
         FROM cfg
     """)
     con.execute("CHECKPOINT")
