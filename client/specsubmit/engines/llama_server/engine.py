@@ -362,11 +362,12 @@ class LlamaServerEngine:
         if said:
             self._stop_server()
             target = self._public_name(self.protocol.model_for(config, self.settings.target))
-            what = (f"{config.draft_model} as a draft" if config.draft_model is not None
-                    else f"--spec-type {launch.spec_type(self.protocol, config)}")
+            draft, kind = config.draft_model, launch.spec_type(self.protocol, config)
             raise SpeculationRefused(
-                f"{config.name}: llama-server refused {what}: {said}", config=config.name,
-                public=f"llama-server started without speculation: it refused {what} for "
+                f"{config.name}: llama-server refused "
+                f"{f'the draft {draft}' if draft else f'--spec-type {kind}'}: {said}",
+                config=config.name, public="llama-server started without speculation: it "
+                f"refused {f'{draft} as a draft' if draft else f'--spec-type {kind}'} for "
                 f"{target} ({self._public_text(said)})")
 
     def templated(self, prompt: str) -> str:
