@@ -22,9 +22,31 @@ APP_NAME = "specserver"
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
+DATABASE_FILE = "specatlas.duckdb"
+# The default file's name before the project was renamed specatlas: a store kept under it
+# is still the default when no file of the new name exists (a rename must not look like
+# an empty board).
+LEGACY_DATABASE_FILE = "specbench.duckdb"
+
+
+def _data_folder() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
 def default_database_path() -> Path:
-    """The embedded DuckDB file in the platform data folder."""
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / "specbench.duckdb"
+    """The embedded DuckDB file in the platform data folder (the old name's, if only it
+    exists)."""
+    current, legacy = _data_folder() / DATABASE_FILE, _data_folder() / LEGACY_DATABASE_FILE
+    return legacy if legacy.exists() and not current.exists() else current
+
+
+def legacy_note(store: str) -> str | None:
+    """One line when ``store`` (a URL as resolved or displayed) is the default store under
+    its name from before the rename."""
+    if store != database_url_for(str(_data_folder() / LEGACY_DATABASE_FILE)):
+        return None
+    return (f"note: the default store keeps its name from before the rename to specatlas "
+            f"({LEGACY_DATABASE_FILE}); with the server stopped, rename it {DATABASE_FILE}")
 
 
 def database_url_for(value: str) -> str:

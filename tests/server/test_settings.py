@@ -5,7 +5,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from specserver.settings import ServerSettings, database_url_for, default_database_path
+from specserver.settings import (
+    ServerSettings,
+    database_url_for,
+    default_database_path,
+    legacy_note,
+)
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 
@@ -34,7 +39,25 @@ def test_default_store_is_an_embedded_duckdb_file_in_the_data_folder(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_database_path().is_relative_to(tmp_path)
     assert ServerSettings().resolved_database_url.startswith("duckdb:///")
-    assert ServerSettings().resolved_database_url.endswith("specbench.duckdb")
+    assert ServerSettings().resolved_database_url.endswith("/specatlas.duckdb")
+
+
+def test_a_store_under_the_old_name_stays_the_default_until_one_of_the_new_exists(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SPECSERVER_DATABASE_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    folder = tmp_path / "specserver"
+    folder.mkdir()
+    (folder / "specbench.duckdb").write_bytes(b"")
+    url = ServerSettings().resolved_database_url
+    assert url.endswith("/specbench.duckdb")
+    assert "rename it specatlas.duckdb" in (legacy_note(url) or "")
+    (folder / "specatlas.duckdb").write_bytes(b"")
+    url = ServerSettings().resolved_database_url
+    assert url.endswith("/specatlas.duckdb")
+    assert legacy_note(url) is None
+    # An explicit file of the old name is the operator's choice, not a leftover default.
+    assert legacy_note(database_url_for(str(tmp_path / "specbench.duckdb"))) is None
 
 
 def test_database_url_or_path() -> None:

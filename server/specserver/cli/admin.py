@@ -24,6 +24,7 @@ import typer
 
 from specserver.cli.admin_client import Admin, AdminError, DirectAdmin, connect
 from specserver.errors import SpecServerError
+from specserver.settings import legacy_note
 from specserver.store import FORMATS
 
 T = TypeVar("T")
@@ -103,6 +104,9 @@ def _say_store(admin: Admin) -> None:
     or a mistyped store must not pass for the intended one."""
     if isinstance(admin, DirectAdmin):
         typer.echo(f"specserver: store {admin.store_name}", err=True)
+        note = legacy_note(admin.store_name)
+        if note is not None:
+            typer.echo(f"specserver: {note}", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -204,7 +204,7 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
     from anyio.from_thread import start_blocking_portal
 
     from specserver.http import create_app
-    from specserver.settings import get_settings
+    from specserver.settings import default_database_path, get_settings
     from specserver.store import display_url  # never print a PostgreSQL password
 
     problem = missing_folder(database)
@@ -214,6 +214,11 @@ def open_direct(database: str | None, actor: str) -> Iterator[DirectAdmin]:
     overrides: dict[str, object] = {"database_url": database} if database else {}
     settings = get_settings(**overrides, admin_token=token, check_workers=0)
     name = display_url(settings.resolved_database_url)
+    if not settings.database_url and not default_database_path().exists():
+        # Opening the default store creates it: counts of a new, empty file would read as
+        # an empty board rather than as the wrong store.
+        raise AdminError(f"no store at {default_database_path()} (the default): pass "
+                         "--database PATH or --server URL (`specserver serve` creates it)")
     app = create_app(settings)
     with start_blocking_portal() as portal:
         try:  # the app's own lifespan: the store opens (and migrates) here

@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
             raise_open_file_limit,
         )
         from specserver.http import create_app
-        from specserver.settings import get_settings
+        from specserver.settings import get_settings, legacy_note
 
         overrides: dict[str, object] = {}
         if database:
@@ -132,6 +132,9 @@ def register(app: typer.Typer) -> None:
             raise
         typer.echo(f"specserver {_url(host, port)} "
                    f"(store: {display_url(settings.resolved_database_url)})")
+        note = legacy_note(settings.resolved_database_url)
+        if note is not None:
+            typer.echo(f"specserver: {note}", err=True)
         bound = connection_bound(settings.max_connections, raise_open_file_limit())
         # Behind a trusted proxy the proxy's connections are not counted per address: it
         # carries everybody's requests (deploy/nginx.conf bounds its clients).
