@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specschema.block_ratios import Block, block_drift
 from specschema.models import ConfigResult, Trial
-from specschema.stats import Block, block_drift, median
+from specschema.stats import median
 
 # Baseline block medians within a factor 1.5 of each other (docs/aggregation.md).
 MAX_BASELINE_DRIFT = 0.5

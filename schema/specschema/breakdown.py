@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from specschema.block_t import blocked_ratio_t
 from specschema.blocks import decode_rates, has_blocks, trial_blocks
 from specschema.models import ConfigResult, Submission, Trial
-from specschema.stats import blocked_ratio_t
 from specschema.summary import by_domain, prompt_domains
 
 __all__ = ["Acceptance", "DomainResult", "acceptance_of", "domain_results",

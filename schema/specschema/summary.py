@@ -4,8 +4,8 @@ server stores. Never trusted from the wire; both sides call ``summarize``.
 When every trial of a config and of the baseline carries its block (``Trial.block``), the
 speedups are computed over blocks (each draft block against the baseline interpolated at
 its place in the run) by the protocol's interval method (``Protocol.interval``):
-``specschema.stats.blocked_ratio_t`` (geometric mean of block ratios, Student's t CI) for
-"block_t", ``specschema.stats.blocked_ratio`` (median of block ratios, two-stage bootstrap
+``specschema.block_t.blocked_ratio_t`` (geometric mean of block ratios, Student's t CI) for
+"block_t", ``specschema.block_bootstrap.blocked_ratio`` (median of block ratios, two-stage bootstrap
 CI) for "block_bootstrap", the method of every protocol before "block_t" and of protocols
 that are not shipped. The wall-time speedup is the same estimator over requests per second
 (1 / wall_s). Without blocks (every result before blocks existed) they are the ratio of
@@ -13,7 +13,7 @@ medians over trials, as before, so those results keep their numbers bit for bit.
 
 A protocol with a prompt set (``Protocol.prompts``) measures every kind of work in every
 block; there the ratio of each block is the geometric mean over its domains of the domain's
-ratio (``stats.blocked_ratio_t_over``), so a fast domain weighs no more than a slow one,
+ratio (``block_t.blocked_ratio_t_over``), so a fast domain weighs no more than a slow one,
 and ``domain_summaries`` gives each domain's own speedup and acceptance."""
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
+from specschema.block_bootstrap import blocked_ratio
+from specschema.block_ratios import Block, BlockedEstimate, block_drift
+from specschema.block_t import blocked_ratio_t, blocked_ratio_t_over
 from specschema.blocks import decode_rates, has_blocks, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
 from specschema.protocol import find_protocol, interval_of
 from specschema.stats import (
-    Block,
-    BlockedEstimate,
-    block_drift,
-    blocked_ratio,
-    blocked_ratio_t,
-    blocked_ratio_t_over,
     median,
     median_of_sorted,
     ratio_of_medians,

@@ -10,9 +10,11 @@ from datetime import UTC, datetime
 import pytest
 
 from specschema import ProtocolError, get_protocol, summarize, summarize_configs
+from specschema.block_bootstrap import blocked_ratio
+from specschema.block_ratios import Block
+from specschema.block_t import T_975, blocked_ratio_t, t_975
 from specschema.examples import example_submission
 from specschema.protocol import all_protocols, interval_of, load_protocol_bytes
-from specschema.stats import T_975, Block, blocked_ratio, blocked_ratio_t, t_975
 
 CREATED = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -8,11 +8,13 @@ from datetime import UTC, datetime
 import pytest
 
 from specschema import submission_verdicts, summarize
+from specschema.block_bootstrap import blocked_ratio
+from specschema.block_ratios import Block
 from specschema.blocks import MAX_BASELINE_DRIFT, baseline_drift
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
 from specschema.protocol import all_protocols
-from specschema.stats import Block, _SplitMix64, blocked_ratio, median, percentile
+from specschema.stats import SplitMix64, median, percentile
 
 CREATED = datetime(2026, 11, 30, tzinfo=UTC)
 # The first bracketed design (2 blocks per draft, the block bootstrap): its results keep
@@ -29,7 +31,7 @@ def _llama(**kwargs: object):  # type: ignore[no-untyped-def]
 def _reference(num: list[Block], den: list[Block], resamples: int = 2000,
                seed: int = 0x5BEC_BE4C) -> tuple[float, float]:
     """The documented draw order, written out plainly (a re-implementation would do this)."""
-    rng = _SplitMix64(seed)
+    rng = SplitMix64(seed)
     den = sorted(den, key=lambda b: b.centre)
     estimates = []
     for _ in range(resamples):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specschema import stats
-from specschema.stats import Block, _block_ratios
+from specschema import block_bootstrap as stats
+from specschema.block_ratios import Block, block_ratios
 
 rates = st.sampled_from([5.0, 7.5, 10.0, 10.0, 12.25, 20.0]) | st.floats(1.0, 500.0)
 
@@ -27,7 +27,7 @@ def runs(draw: st.DrawFn) -> tuple[list[Block], list[Block]]:
 
 
 def _both(num: list[Block], den: list[Block], resamples: int) -> tuple[object, object]:
-    found = _block_ratios(num, den)
+    found = block_ratios(num, den)
     plan = (tuple(len(b.values) for b in found.den), tuple(len(b.values) for b in found.num),
             resamples, stats.BOOTSTRAP_SEED)
     den_values = [b.values for b in found.den]

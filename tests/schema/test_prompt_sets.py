@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 from specschema import ProtocolError, get_protocol
+from specschema.block_ratios import Block
+from specschema.block_t import blocked_ratio_t, blocked_ratio_t_over
 from specschema.breakdown import acceptance_of, domain_results
 from specschema.capability import counter_problems
 from specschema.domains import DOMAINS
 from specschema.examples import example_submission
 from specschema.models import ConfigResult, Submission, Trial, TrialCounters
 from specschema.protocol import load_protocol_bytes
-from specschema.stats import Block, blocked_ratio_t, blocked_ratio_t_over
 from specschema.summary import summarize, summarize_configs
 
 MAP = get_protocol("llamacpp-map")

@@ -29,7 +29,7 @@ engine is told of), and the rounds only ever shrink:
 
 **What it can show** (``resolvable``): the smallest speedup that the run's interval can
 tell from none, with K blocks per config: ``exp(t(K-1) * s / sqrt(K)) - 1``, Student's t
-as the ``block_t`` interval uses it (``specschema.stats.t_975``) and ``s`` an assumed
+as the ``block_t`` interval uses it (``specschema.block_t.t_975``) and ``s`` an assumed
 spread of the block ratios' logarithms from block to block. Measured on this project's
 2-core machine (BENCHMARKS.md, "Interval calibration": 4 blocks per draft, llama-server):
 0.005-0.026 with a switching load on an otherwise quiet machine, 0.035-0.47 (median 0.15)
@@ -45,7 +45,7 @@ from datetime import datetime, timedelta
 from itertools import groupby
 
 from specschema import Protocol, find_protocol
-from specschema.stats import t_975
+from specschema.block_t import t_975
 from specsubmit.engines import Generation
 
 __all__ = ["BUSY_SPREAD", "QUIET_SPREAD", "Estimate", "Measured", "Plan", "decide",
