@@ -1,0 +1,224 @@
+"""The crowd's inputs to a prediction, as data (pure): acceptance profiles per candidate and
+kind of work, cost curves per machine, and how contributors are counted.
+
+A *candidate* is one way to speculate for a target (a draft model, an n-gram drafter, MTP)
+with its engine family and speculative settings (type and the depth its runs used). Its
+*profile* per kind of work is one acceptance-per-position vector per contributor
+(``Profile.units``): each contributor's rows summed (their a_i), then a cohort's members
+reduced to one median, and every key still on probation folded into one more unit, as the
+board counts voices (``contributor_units``). A profile with fewer units than the minimum
+is not predicted from.
+
+A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
+(``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
+A *draft cost unit* is a draft model's own decoding step on a machine like it (that model
+probed as a target there).
+
+``specschema.forecast`` turns these into predictions; the server sends them in ``/v1/predict``
+beside its answer (``inputs_json``), so that a client can predict again with its own probe
+and get what the server would have said for that probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any
+
+from specschema.probe import CostProbe
+
+__all__ = ["ALL_DOMAINS", "Candidate", "CostUnit", "CrowdInputs", "Measured", "Profile",
+           "contributor_units", "cost_unit", "inputs_from_json", "inputs_json",
+           "median_vector"]
+
+ALL_DOMAINS = "all"  # a profile over every kind of work the runs had
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to speculate for the target, as the store keys it."""
+
+    engine: str  # the engine family (the wire's engine.name)
+    mechanism: str
+    spec_type: str | None  # llama-server's --spec-type; None: the engine's own
+    depth: int | None  # the most tokens a round drafted in the runs; None: not set (adaptive)
+    draft: str | None = None  # the draft model's name, for a candidate with one
+    draft_digest: str | None = None
+    adaptive: bool = False  # the engine picks its depth as it goes: measured rows only
+
+    @property
+    def kind(self) -> str:
+        """``ngram-simple``, ``draft-simple with gemma-3-270m-trunc6``: what to switch on."""
+        kind = self.spec_type or self.mechanism
+        return f"{kind} with {self.draft}" if self.draft else kind
+
+    @property
+    def label(self) -> str:
+        """The kind and the depth its runs used (two candidates may differ by that only)."""
+        return f"{self.kind}, runs at depth {self.depth}" if self.depth else self.kind
+
+    def json(self) -> dict[str, Any]:
+        return {"label": self.label, "kind": self.kind, "engine": self.engine,
+                "mechanism": self.mechanism, "spec_type": self.spec_type, "depth": self.depth,
+                "draft": self.draft, "draft_digest": self.draft_digest, "adaptive": self.adaptive}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Candidate:
+        return cls(str(data["engine"]), str(data["mechanism"]), _opt_str(data["spec_type"]),
+                   _opt_int(data["depth"]), _opt_str(data["draft"]),
+                   _opt_str(data["draft_digest"]), bool(data["adaptive"]))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A speedup measured for the candidate on machines like the one asked about: the
+    median across contributors of their medians, at the depth those runs used."""
+
+    chip: str | None
+    memory_gb: int | None
+    depth: int | None
+    speedup: float
+    contributors: int
+
+    def json(self) -> dict[str, Any]:
+        return {"chip": self.chip, "memory_gb": self.memory_gb, "depth": self.depth,
+                "speedup": self.speedup, "contributors": self.contributors}
+
+
+@dataclass(frozen=True)
+class CostUnit:
+    """One contributor's seconds per sample for a forward pass over k new tokens (k = 1: a
+    plain decoding step)."""
+
+    samples: Mapping[int, tuple[float, ...]]
+
+    def json(self) -> dict[str, list[float]]:
+        return {str(k): list(v) for k, v in sorted(self.samples.items())}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A candidate's acceptance per draft position for one kind of work, one vector per
+    contributor unit (sorted: the order never depends on the store's)."""
+
+    candidate: Candidate
+    domain: str
+    units: tuple[tuple[float, ...], ...]
+    new_keys: int = 0  # keys on probation, folded into one of the units
+    measured: tuple[Measured, ...] = ()
+    draft_cost: tuple[CostUnit, ...] = ()  # the draft model's step on machines like it
+
+
+@dataclass(frozen=True)
+class CrowdInputs:
+    target_digest: str
+    target_name: str | None
+    chip: str
+    memory_gb: int | None
+    engine: str
+    min_contributors: int
+    profiles: tuple[Profile, ...]
+    cost: tuple[CostUnit, ...] = ()  # the crowd's cost curves for this machine and target
+    cost_contributors: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def median_vector(vectors: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Per position, the median of the vectors that reach it."""
+    longest = max((len(v) for v in vectors), default=0)
+    out: list[float] = []
+    for i in range(longest):
+        column = sorted(v[i] for v in vectors if len(v) > i)
+        mid = len(column) // 2
+        out.append(column[mid] if len(column) % 2 else (column[mid - 1] + column[mid]) / 2)
+    return tuple(out)
+
+
+def contributor_units(by_key: Mapping[str, Sequence[float]], cohort_of: Mapping[str, str],
+                      new: AbstractSet[str], *, unknown_is_new: bool = False
+                      ) -> tuple[tuple[tuple[float, ...], ...], int]:
+    """The board's way of counting voices over per-key profiles: a cohort's keys are one
+    unit (the median of theirs), and every cohort on probation together is one more unit
+    (the median of those cohorts'). A key no cohort knows is its own cohort, on probation
+    when ``unknown_is_new``. Returns the units, sorted, and the keys folded as new."""
+    cohorts: dict[str, list[Sequence[float]]] = {}
+    fresh: set[str] = set()
+    for key, vector in by_key.items():
+        cohort = cohort_of.get(key)
+        if cohort is None:
+            cohort = key
+            if unknown_is_new:
+                fresh.add(cohort)
+        elif cohort in new:
+            fresh.add(cohort)
+        cohorts.setdefault(cohort, []).append(vector)
+    units = [median_vector(v) for c, v in cohorts.items() if c not in fresh]
+    folded = [median_vector(cohorts[c]) for c in sorted(fresh)]
+    if folded:
+        units.append(median_vector(folded))
+    new_keys = sum(len(cohorts[c]) for c in fresh)
+    return tuple(sorted(units)), new_keys
+
+
+def cost_unit(probe: CostProbe) -> CostUnit:
+    """A probe as a cost unit: its samples per k, k = 1 being its decoding steps."""
+    samples: dict[int, tuple[float, ...]] = {
+        p.tokens: tuple(p.samples) for p in probe.points if p.tokens > 1}
+    samples[1] = tuple(probe.decode_samples)
+    return CostUnit(samples)
+
+
+def merge_cost_units(units: Iterable[CostUnit]) -> CostUnit:
+    """One contributor's several probes as one unit: their samples together."""
+    merged: dict[int, list[float]] = {}
+    for unit in units:
+        for k, values in unit.samples.items():
+            merged.setdefault(k, []).extend(values)
+    return CostUnit({k: tuple(v) for k, v in sorted(merged.items())})
+
+
+# --- JSON, as /v1/predict sends the inputs -------------------------------------------------
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _cost_from_json(data: Mapping[str, Sequence[float]]) -> CostUnit:
+    return CostUnit({int(k): tuple(float(x) for x in v) for k, v in data.items()})
+
+
+def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
+    return {
+        "target_digest": inputs.target_digest, "target_name": inputs.target_name,
+        "chip": inputs.chip, "memory_gb": inputs.memory_gb, "engine": inputs.engine,
+        "min_contributors": inputs.min_contributors,
+        "cost": [u.json() for u in inputs.cost], "cost_contributors": inputs.cost_contributors,
+        "profiles": [{"candidate": p.candidate.json(), "domain": p.domain,
+                      "units": [list(u) for u in p.units], "new_keys": p.new_keys,
+                      "measured": [m.json() for m in p.measured],
+                      "draft_cost": [u.json() for u in p.draft_cost]}
+                     for p in inputs.profiles],
+    }
+
+
+def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
+    """The inverse of ``inputs_json``; ValueError, KeyError or TypeError on another shape."""
+    profiles = tuple(
+        Profile(Candidate.from_json(p["candidate"]), str(p["domain"]),
+                tuple(tuple(float(x) for x in u) for u in p["units"]), int(p["new_keys"]),
+                tuple(Measured(_opt_str(m["chip"]), _opt_int(m["memory_gb"]),
+                               _opt_int(m["depth"]), float(m["speedup"]),
+                               int(m["contributors"])) for m in p["measured"]),
+                tuple(_cost_from_json(u) for u in p["draft_cost"]))
+        for p in data["profiles"])
+    return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
+                       str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),
+                       int(data["min_contributors"]), profiles,
+                       tuple(_cost_from_json(u) for u in data["cost"]),
+                       int(data["cost_contributors"]))

@@ -1,0 +1,225 @@
+"""Predicted speedups for one machine from the crowd's acceptance and a cost curve (pure).
+
+``forecast`` is the one answer ``GET /v1/predict`` gives and ``specsubmit advise --server``
+prints: per candidate and kind of work, S at each depth up to the one its runs used
+(``specschema.predict``: S(g) = T_t(1) E[N](g) / (g T_d + T_t(g + 1) + o)), with the
+median across contributors' profiles and cost units as the point, and an interval from
+resampling both (``DRAWS`` bootstrap draws: contributor units with replacement; within a
+cost unit, its samples with replacement). Beside each, the speedups measured on machines
+like the one asked about, and one line that answers.
+
+Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
+its measured rows stand), a pair with fewer contributor units than the minimum (what is
+missing is said), a draft model whose own step was never probed on this chip, and any
+candidate when there is no cost curve for this machine and target.
+
+Deterministic: every random draw comes from a generator seeded by the inputs' names, so
+a client predicting again from the server's inputs and the same cost gets the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specschema.crowd import (
+    ALL_DOMAINS,
+    CostUnit,
+    CrowdInputs,
+    Profile,
+    median_vector,
+)
+from specschema.predict import CostCurve, non_decreasing, predicted_speedup
+
+__all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "forecast", "recommendation"]
+
+DRAWS = 200
+LEVEL = 0.90  # the interval's nominal coverage
+MARGIN = 1.05  # a predicted gain below 5 % is not worth a recommendation
+DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+DIGITS = 4
+
+
+@dataclass(frozen=True)
+class Row:
+    depth: int
+    predicted: float
+    low: float
+    high: float
+
+    def json(self) -> dict[str, Any]:
+        return {"depth": self.depth, "predicted": round(self.predicted, DIGITS),
+                "low": round(self.low, DIGITS), "high": round(self.high, DIGITS)}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _unit_medians(samples: Mapping[int, Sequence[float]]) -> dict[int, float]:
+    """A unit's curve as ``CostProbe.curve`` makes it: the medians, non-decreasing in k
+    for k > 1 (a dip is load), k = 1 the decoding step."""
+    sizes = sorted(k for k in samples if k > 1)
+    smooth = non_decreasing([_median(samples[k]) for k in sizes])
+    out = dict(zip(sizes, smooth, strict=True))
+    if 1 in samples:
+        out[1] = _median(samples[1])
+    return out
+
+
+def cost_curve(units: Sequence[CostUnit]) -> CostCurve:
+    """Per k, the median across units of each unit's median."""
+    per_unit = [_unit_medians(u.samples) for u in units]
+    sizes = sorted({k for curve in per_unit for k in curve})
+    return CostCurve({k: _median([c[k] for c in per_unit if k in c]) for k in sizes})
+
+
+def _resampled(units: Sequence[CostUnit], rng: random.Random) -> list[CostUnit]:
+    chosen = [units[rng.randrange(len(units))] for _ in units]
+    return [CostUnit({k: tuple(v[rng.randrange(len(v))] for _ in v)
+                      for k, v in u.samples.items()}) for u in chosen]
+
+
+def _step(units: Sequence[CostUnit]) -> float:
+    """A draft model's seconds per token: the median of its units' decoding steps."""
+    return _median([_median(u.samples[1]) for u in units if 1 in u.samples])
+
+
+def _rng(*parts: str) -> random.Random:
+    seed = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return random.Random(int.from_bytes(seed[:8], "big"))
+
+
+def _depths(run_depth: int) -> list[int]:
+    return sorted({d for d in DEPTHS if d <= run_depth} | {run_depth})
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _why_not(profile: Profile, inputs: CrowdInputs, have_cost: bool) -> str | None:
+    candidate = profile.candidate
+    if candidate.adaptive or candidate.depth is None:
+        return ("the engine picks its depth as it runs, which no fixed-depth model "
+                "describes: only measured speedups are shown")
+    have = len(profile.units)
+    if have < inputs.min_contributors:
+        folded = (f", the {profile.new_keys} keys still new counted as one"
+                  if profile.new_keys > 1 else "")
+        return (f"needs acceptance from {inputs.min_contributors} contributors for this "
+                f"pair; has {have}{folded}: {inputs.min_contributors - have} more needed")
+    if not have_cost:
+        return ("no cost curve of this target on a machine like this: run `specsubmit "
+                "probe` with it")
+    if candidate.draft is not None and not profile.draft_cost:
+        return (f"the draft {candidate.draft} was never probed on this chip: its time per "
+                "token is unknown")
+    return None
+
+
+def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
+             draft_steps: Sequence[float] | None, salt: str) -> list[Row]:
+    assert profile.candidate.depth is not None
+    depths = _depths(profile.candidate.depth)
+    point_profile = median_vector(profile.units)
+    point_draft = draft_steps[0] if draft_steps else 0.0
+    rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
+               profile.candidate.draft_digest or "", profile.domain)
+    units = profile.units
+    draws: dict[int, list[float]] = {d: [] for d in depths}
+    for b, drawn_curve in enumerate(curves):
+        drawn = median_vector([units[rng.randrange(len(units))] for _ in units])
+        t_d = draft_steps[b + 1] if draft_steps else 0.0
+        for d in depths:
+            draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d))
+    rows = []
+    for d in depths:
+        ordered = sorted(draws[d])
+        tail = (1 - LEVEL) / 2
+        rows.append(Row(d, predicted_speedup(point_profile, d, curve, point_draft),
+                        _quantile(ordered, tail), _quantile(ordered, 1 - tail)))
+    return rows
+
+
+def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
+             domain: str | None = None) -> dict[str, Any]:
+    """The answer (module docstring) as JSON-ready data; ``cost``: the units of the cost
+    curve to predict with (the crowd's for this machine, or the asker's own probe), named
+    by ``cost_source``; ``domain``: one kind of work only (else every one the runs had)."""
+    salt = inputs.target_digest
+    have_cost = bool(cost)
+    curve = cost_curve(cost) if have_cost else None
+    cost_rng = _rng(salt, "cost")
+    curves = [cost_curve(_resampled(cost, cost_rng)) for _ in range(DRAWS)] if have_cost else []
+    draft_steps: dict[str, list[float]] = {}
+    candidates: list[dict[str, Any]] = []
+    for profile in inputs.profiles:
+        if domain is not None and profile.domain not in (domain, ALL_DOMAINS):
+            continue
+        why = _why_not(profile, inputs, have_cost)
+        rows: list[Row] = []
+        if why is None:
+            assert curve is not None
+            steps = None
+            if profile.candidate.draft is not None:
+                key = profile.candidate.draft_digest or profile.candidate.draft
+                if key not in draft_steps:
+                    draft_rng = _rng(salt, "draft", key)
+                    draft_steps[key] = [_step(profile.draft_cost)] + [
+                        _step(_resampled(profile.draft_cost, draft_rng)) for _ in range(DRAWS)]
+                steps = draft_steps[key]
+            rows = _predict(profile, curve, curves, steps, salt)
+        candidates.append({
+            "candidate": profile.candidate.json(), "domain": profile.domain,
+            "contributors": len(profile.units), "new_keys": profile.new_keys,
+            "predictions": [r.json() for r in rows],
+            "measured": [m.json() for m in profile.measured], "why_not_predicted": why})
+    answer: dict[str, Any] = {
+        "target": {"digest": inputs.target_digest, "name": inputs.target_name},
+        "machine": {"chip": inputs.chip, "memory_gb": inputs.memory_gb,
+                    "engine": inputs.engine},
+        "cost": ({"source": cost_source, "contributors": len(cost),
+                  "seconds": {str(k): round(v, 6) for k, v in sorted(curve.seconds.items())}}
+                 if curve is not None else None),
+        "min_contributors": inputs.min_contributors,
+        "interval": LEVEL, "draws": DRAWS,
+        "domain": domain,
+        "candidates": candidates,
+    }
+    answer["recommendation"] = recommendation(candidates, domain or ALL_DOMAINS)
+    return answer
+
+
+def recommendation(candidates: Sequence[Mapping[str, Any]], domain: str) -> str:
+    """One line: the candidate and depth predicted fastest for ``domain``, when predicted to
+    help by more than ``MARGIN``; else to leave speculation off; else what is missing."""
+    best: tuple[float, Mapping[str, Any], Mapping[str, Any]] | None = None
+    for entry in candidates:
+        if entry["domain"] != domain:
+            continue
+        for row in entry["predictions"]:
+            if best is None or row["predicted"] > best[0]:
+                best = (row["predicted"], entry, row)
+    where = "" if domain == ALL_DOMAINS else f" for {domain}"
+    if best is None:
+        reasons = [e["why_not_predicted"] for e in candidates if e["why_not_predicted"]]
+        return ("nothing can be predicted" + where
+                + (f" yet: {reasons[0]}" if reasons else ": no candidate has a profile"))
+    speed, entry, row = best
+    label = entry["candidate"]["kind"]
+    span = f"{speed:.2f}x ({row['low']:.2f}-{row['high']:.2f})"
+    if speed < MARGIN or row["high"] < 1.0:
+        return (f"leave speculation off{where}: the best predicted is {label} at depth "
+                f"{row['depth']}, {span}")
+    risk = (f"; it may also slow this machine down (the interval reaches {row['low']:.2f}x)"
+            if row["low"] < 1.0 else "")
+    return f"use {label} at depth {row['depth']}{where}: predicted {span}{risk}"

@@ -1,0 +1,138 @@
+"""The crowd's inputs and the forecast from them (specschema.crowd, specschema.forecast):
+how voices are counted, what is refused and why, the interval, and that the inputs make
+the same answer after a JSON round trip (what a client predicting again relies on)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specschema.crowd import (
+    Candidate,
+    CostUnit,
+    CrowdInputs,
+    Measured,
+    Profile,
+    contributor_units,
+    inputs_from_json,
+    inputs_json,
+    median_vector,
+)
+from specschema.forecast import cost_curve, forecast, recommendation
+from specschema.predict import predicted_speedup
+
+NGRAM = Candidate("llama-server", "server_launch", "ngram-simple", 8)
+DRAFT = Candidate("llama-server", "server_launch", "draft-simple", 4, draft="small",
+                  draft_digest="d" * 64)
+# A CPU-like machine: checking k tokens costs more than one step.
+CPU = CostUnit({1: (0.010, 0.011, 0.010), 2: (0.013, 0.012), 4: (0.017, 0.018),
+                8: (0.024, 0.026), 9: (0.026, 0.027)})
+# A machine where checking is nearly free.
+GPU = CostUnit({1: (0.010, 0.010), 2: (0.0102,), 4: (0.0104,), 8: (0.0108,), 9: (0.0109,)})
+GOOD = ((0.9, 0.85, 0.8, 0.8, 0.75, 0.7, 0.7, 0.6), (0.92, 0.88, 0.8, 0.78, 0.7, 0.7, 0.65,
+        0.6), (0.88, 0.8, 0.75, 0.7, 0.7, 0.6, 0.6, 0.5))
+
+
+def inputs(*profiles: Profile, cost: tuple[CostUnit, ...] = (CPU,), minimum: int = 3
+           ) -> CrowdInputs:
+    return CrowdInputs("a" * 64, "target", "Apple M2", 24, "llama-server", minimum,
+                       profiles, cost, len(cost))
+
+
+def test_voices_are_counted_as_the_board_counts_them() -> None:
+    by_key = {"k1": (0.9, 0.5), "k2": (0.7, 0.3), "k3": (0.1, 0.1), "n1": (0.2, 0.0),
+              "n2": (0.4, 0.2), "n3": (0.3,)}
+    # k1 and k2 are one cohort; n1..n3 are new (n3 unknown to any cohort)
+    cohort_of = {"k1": "k1", "k2": "k1", "k3": "k3", "n1": "n1", "n2": "n2"}
+    units, new_keys = contributor_units(by_key, cohort_of, {"n1", "n2"}, unknown_is_new=True)
+    assert new_keys == 3
+    assert units == tuple(sorted([(0.8, 0.4), (0.1, 0.1), (0.3, 0.1)]))
+    # without probation every cohort is a voice; an unknown key is its own cohort
+    units, new_keys = contributor_units(by_key, cohort_of, set())
+    assert new_keys == 0 and len(units) == 5
+    assert median_vector([(1.0, 0.5), (0.0,), (0.5, 0.1)]) == (0.5, 0.3)
+
+
+def test_a_pair_below_the_minimum_is_refused_with_what_is_missing() -> None:
+    few = Profile(NGRAM, "all", GOOD[:1], new_keys=4)
+    answer = forecast(inputs(few), (CPU,), "crowd")
+    entry = answer["candidates"][0]
+    assert entry["predictions"] == []
+    assert "needs acceptance from 3 contributors" in entry["why_not_predicted"]
+    assert "has 1, the 4 keys still new counted as one: 2 more needed" in \
+        entry["why_not_predicted"]
+    assert answer["recommendation"].startswith("nothing can be predicted yet: needs")
+    # a maintainer's lower minimum lets it through
+    assert forecast(inputs(few, minimum=1), (CPU,), "crowd")["candidates"][0]["predictions"]
+
+
+def test_adaptive_engines_and_unprobed_drafts_are_not_predicted() -> None:
+    adaptive = Candidate("ollama", "draft_num_predict", None, None, adaptive=True)
+    measured = (Measured("Apple M2", 24, None, 1.4, 3),)
+    answer = forecast(inputs(Profile(adaptive, "all", GOOD, measured=measured),
+                             Profile(DRAFT, "all", GOOD)), (CPU,), "crowd")
+    first, second = answer["candidates"]
+    assert first["predictions"] == [] and "picks its depth" in first["why_not_predicted"]
+    assert first["measured"] == [measured[0].json()]
+    assert second["predictions"] == [] and "never probed on this chip" in \
+        second["why_not_predicted"]
+    no_cost = forecast(inputs(Profile(NGRAM, "all", GOOD), cost=()), (), "crowd")
+    assert no_cost["cost"] is None
+    assert "no cost curve" in no_cost["candidates"][0]["why_not_predicted"]
+
+
+def test_the_point_is_the_model_over_the_medians_and_the_interval_holds_it() -> None:
+    answer = forecast(inputs(Profile(NGRAM, "all", GOOD)), (CPU,), "crowd")
+    rows = {r["depth"]: r for r in answer["candidates"][0]["predictions"]}
+    assert sorted(rows) == [1, 2, 3, 4, 6, 8]
+    expected = predicted_speedup(median_vector(GOOD), 8, cost_curve((CPU,)))
+    assert rows[8]["predicted"] == pytest.approx(expected, abs=1e-4)
+    for row in rows.values():
+        assert row["low"] <= row["predicted"] <= row["high"]
+    assert rows[8]["high"] - rows[8]["low"] > 0.01  # three contributors do not agree exactly
+    # the same acceptance pays more where checking is cheap: the machine decides
+    gpu = forecast(inputs(Profile(NGRAM, "all", GOOD), cost=(GPU,)), (GPU,), "crowd")
+    assert gpu["candidates"][0]["predictions"][-1]["predicted"] > rows[8]["predicted"] * 1.5
+    assert answer["recommendation"].startswith("use ngram-simple at depth ")
+
+
+def test_a_draft_model_pays_its_probed_step() -> None:
+    slow_draft = (CostUnit({1: (0.008, 0.008)}),)
+    profile = Profile(DRAFT, "all", GOOD, draft_cost=slow_draft)
+    answer = forecast(inputs(profile, cost=(GPU,)), (GPU,), "crowd")
+    rows = {r["depth"]: r for r in answer["candidates"][0]["predictions"]}
+    curve = cost_curve((GPU,))
+    assert rows[4]["predicted"] == pytest.approx(
+        predicted_speedup(median_vector(GOOD), 4, curve, 0.008), abs=1e-4)
+    assert rows[4]["predicted"] < 1.0  # a draft almost as slow as the target
+    assert answer["recommendation"].startswith("leave speculation off: the best predicted is "
+                                               "draft-simple with small at depth 1")
+
+
+def test_the_answer_is_the_same_from_the_inputs_sent_as_json() -> None:
+    crowd = inputs(Profile(NGRAM, "all", GOOD, new_keys=0,
+                           measured=(Measured("Apple M2", 24, 8, 1.3, 2),)),
+                   Profile(NGRAM, "code_edit", GOOD[1:] + GOOD[:1]),
+                   Profile(DRAFT, "all", GOOD, draft_cost=(CostUnit({1: (0.001,)}),)),
+                   cost=(CPU, GPU))
+    again = inputs_from_json(json.loads(json.dumps(inputs_json(crowd))))
+    assert again == crowd
+    assert forecast(again, again.cost, "crowd") == forecast(crowd, crowd.cost, "crowd")
+    only = forecast(crowd, crowd.cost, "crowd", domain="code_edit")
+    assert {c["domain"] for c in only["candidates"]} == {"all", "code_edit"}
+    assert "for code_edit" in only["recommendation"]
+
+
+def test_the_cost_curve_is_the_median_of_the_units_medians_made_non_decreasing() -> None:
+    dip = CostUnit({1: (0.01,), 2: (0.03,), 4: (0.02,)})
+    curve = cost_curve((dip, CostUnit({1: (0.03,), 2: (0.05,), 4: (0.05,)})))
+    assert curve.seconds == pytest.approx({1: 0.02, 2: 0.0375, 4: 0.0375})
+
+
+def test_recommendation_reads_the_rows() -> None:
+    rows = [{"domain": "all", "candidate": {"kind": "ngram-mod"}, "why_not_predicted": None,
+             "predictions": [{"depth": 4, "predicted": 1.3, "low": 0.9, "high": 1.6}]}]
+    assert recommendation(rows, "all") == ("use ngram-mod at depth 4: predicted 1.30x "
+                                           "(0.90-1.60); it may also slow this machine down "
+                                           "(the interval reaches 0.90x)")
