@@ -5,7 +5,11 @@
     ├── SignatureInvalid       the signature does not verify over the exact payload bytes
     ├── PayloadParseError      the payload bytes are not strict JSON (duplicate keys, NaN, ...)
     ├── PayloadSchemaError     the JSON does not match the wire models; carries failing paths
-    └── ProtocolError          a protocol definition is unknown or invalid
+    ├── ProtocolError          a protocol definition is unknown or invalid
+    └── LogError               transparency log data does not check out (``specschema.tlog``)
+        ├── ProofInvalid       an inclusion or consistency proof does not verify
+        ├── NoteInvalid        a signed note or checkpoint is malformed or not signed by the key
+        └── TileInvalid        a tile path or tile's bytes are malformed
 
 Each error has a stable ``code`` so that both the CLI and the API can report it.
 """
@@ -42,3 +46,19 @@ class PayloadSchemaError(SpecSchemaError):
 
 class ProtocolError(SpecSchemaError):
     code = "protocol_error"
+
+
+class LogError(SpecSchemaError):
+    code = "log_invalid"
+
+
+class ProofInvalid(LogError):
+    code = "bad_proof"
+
+
+class NoteInvalid(LogError):
+    code = "bad_note"
+
+
+class TileInvalid(LogError):
+    code = "bad_tile"

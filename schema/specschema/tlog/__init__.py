@@ -1,0 +1,81 @@
+"""A transparency log's verifying half, shared by the server that keeps the log and the
+clients that check it: RFC 6962 / 9162 Merkle hashing and proofs (``merkle``), C2SP
+tlog-tiles paths and reading a tree from tiles (``tiles``), C2SP signed notes and
+checkpoints with Ed25519 (``note``). Pure: no I/O; fetching is passed in.
+"""
+
+from specschema.tlog.merkle import (
+    EMPTY_ROOT,
+    HASH_SIZE,
+    MemoryTree,
+    NodeReader,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    node_hash,
+    range_hash,
+    root_from_inclusion,
+    subtree_root,
+    verify_consistency,
+    verify_inclusion,
+)
+from specschema.tlog.note import (
+    Checkpoint,
+    Signer,
+    Verifier,
+    key_id,
+    open_checkpoint,
+    open_note,
+    parse_checkpoint,
+    parse_vkey,
+    sign_checkpoint,
+)
+from specschema.tlog.tiles import (
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    TileFetcher,
+    TileNodeReader,
+    TileRef,
+    decode_entries,
+    encode_entries,
+    encode_index,
+    parse_tile_path,
+    split_hashes,
+    tile_width,
+)
+
+__all__ = [
+    "EMPTY_ROOT",
+    "HASH_SIZE",
+    "TILE_HEIGHT",
+    "TILE_WIDTH",
+    "Checkpoint",
+    "MemoryTree",
+    "NodeReader",
+    "Signer",
+    "TileFetcher",
+    "TileNodeReader",
+    "TileRef",
+    "Verifier",
+    "consistency_proof",
+    "decode_entries",
+    "encode_entries",
+    "encode_index",
+    "inclusion_proof",
+    "key_id",
+    "leaf_hash",
+    "node_hash",
+    "open_checkpoint",
+    "open_note",
+    "parse_checkpoint",
+    "parse_tile_path",
+    "parse_vkey",
+    "range_hash",
+    "root_from_inclusion",
+    "sign_checkpoint",
+    "split_hashes",
+    "subtree_root",
+    "tile_width",
+    "verify_consistency",
+    "verify_inclusion",
+]
