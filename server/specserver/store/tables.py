@@ -283,6 +283,31 @@ summaries = Table(
     PrimaryKeyConstraint("submission_id", "config_name").ddl_if(dialect=CHILD_KEY_DIALECT),
 )
 
+# Store version 15: a draft config's result per kind of work (``specschema.domains``), one
+# row per submission, draft config and domain of its protocol's prompt set, computed at
+# ingest from the signed trials (``store.domainrows``). The board's ``domain`` dimension
+# reads these in place of the config's overall figures; a result whose protocol has no
+# prompt set has no rows here (its domain reads "unspecified").
+domain_results = Table(
+    "domain_results",
+    metadata,
+    Column("submission_id", String(36), nullable=False),
+    Column("config_name", String(120), nullable=False),
+    Column("domain", String(32), nullable=False),
+    Column("trials", Integer, nullable=False),
+    Column("speedup_tps", Double, nullable=True),
+    Column("speedup_tps_ci_low", Double, nullable=True),
+    Column("speedup_tps_ci_high", Double, nullable=True),
+    Column("baseline_tps", Double, nullable=True),  # the baseline's median on the domain
+    Column("drafted", BigInteger, nullable=True),
+    Column("accepted", BigInteger, nullable=True),
+    Column("rounds", BigInteger, nullable=True),
+    Column("accepted_per_position", Text, nullable=True),
+    Column("id_digest", BigInteger, nullable=False, default=_digest_of_row),
+    PrimaryKeyConstraint("submission_id", "config_name", "domain"
+                         ).ddl_if(dialect=CHILD_KEY_DIALECT),
+)
+
 # Store version 5: the secrets of the origin hashes, one per rotation epoch, shared by
 # replicas through the store; an epoch's secret is deleted once past its retention, after
 # which nobody can tell which address range a stored hash came from (docs/server.md).
