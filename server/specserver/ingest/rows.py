@@ -29,7 +29,7 @@ from specserver.ingest.names import (
     canonical_model_optional,
     canonical_optional,
 )
-from specserver.store import Row, RowSet, id_digest, positions_text, verdicts
+from specserver.store import Row, RowSet, domain_rows, id_digest, positions_text, verdicts
 
 # A trial's columns in tables.trials' order, read from the model's ``__dict__`` in one C
 # call each (attribute reads on pydantic models cost ~10 us per submission here).
@@ -188,5 +188,7 @@ def submission_rows(checked: Checked, received_at: datetime) -> RowSet:
             + keys[m.name]
             for m in checked.summaries
         ],
+        # Store version 15: per domain of the protocol's prompt set ([] without one).
+        "domain_results": domain_rows(sub, sid, digest_of_id),
     }
     return RowSet(rows)

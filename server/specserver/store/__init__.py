@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         field_column,
         submission_clauses,
     )
+    from specserver.store.domainrows import UNSPECIFIED, domain_rows
     from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
     from specserver.store.migrations import current_version
     from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
@@ -50,9 +51,11 @@ _LAZY: dict[str, str] = {
     "RowSet": "specserver.store.rowset",
     "STORE_DOWN_RETRY_AFTER_S": "specserver.store.outage",
     "Store": "specserver.store.database",
+    "UNSPECIFIED": "specserver.store.domainrows",
     "VERDICTS": "specserver.store.dimensions",
     "current_version": "specserver.store.migrations",
     "display_url": "specserver.store.database",
+    "domain_rows": "specserver.store.domainrows",
     "draft_clauses": "specserver.store.dimensions",
     "field_column": "specserver.store.dimensions",
     "id_digest": "specserver.store.rowset",
@@ -83,12 +86,14 @@ __all__ = [
     "RowSet",
     "STORE_DOWN_RETRY_AFTER_S",
     "Store",
+    "UNSPECIFIED",
     "VERDICTS",
     "adhoc",
     "changes",
     "current_version",
     "dimensions",
     "display_url",
+    "domain_rows",
     "draft_clauses",
     "exporting",
     "field_column",
@@ -99,6 +104,7 @@ __all__ = [
     "origins",
     "positions_of",
     "positions_text",
+    "probes",
     "queries",
     "redact_view",
     "redaction",

@@ -41,6 +41,7 @@ from sqlalchemy import (
 from specschema import evidence, speculation
 from specserver.errors import SpecServerError
 from specserver.store import changes, queries, tables
+from specserver.store.domainmigration import add_domain_results
 from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
@@ -390,6 +391,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "trials.rounds and accepted_per_position; summaries.spec_type and depth "
                   "(filled from the stored request options) and the trials' rounds and "
                   "per-position counts summed", _speculation_keys),
+    Migration(15, "domain_results: a draft config's result per domain of its protocol's "
+                  "prompt set (filled from the stored envelopes)", add_domain_results),
 )
 LATEST = MIGRATIONS[-1].version
 

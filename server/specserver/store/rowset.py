@@ -15,7 +15,7 @@ from typing import Any
 
 # The tables one submission writes, in insertion order (``store.tables.INGEST_TABLES``).
 INGEST_TABLE_NAMES = ("submissions", "envelopes", "fingerprints", "configs", "trials",
-                      "summaries")
+                      "summaries", "domain_results")
 # How a quarantined submission's ``hidden_reason`` begins (ingest.plausibility writes it,
 # store.moderation lists and rejects by it).
 QUARANTINE_PREFIX = "quarantined: "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import statistics
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Table
 
+from specschema.breakdown import domain_results
 from specschema.evidence import config_evidence
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import (
@@ -34,7 +36,7 @@ from specschema.models import (
     Submission,
     TrialCounters,
 )
-from specschema.protocol import get_protocol
+from specschema.protocol import find_protocol, get_protocol
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import (
@@ -171,7 +173,39 @@ def reference_rows(checked: Checked, received_at: datetime) -> dict[str, list[tu
                                  if draft and draft.quantization else None)
         values.update(_speculation_keys(configs[summary.name]))
         out["summaries"].append(_row(tables.summaries, values))
+    out["domain_results"] = _domain_rows(checked.submission, sid, digest_of_id)
     return out
+
+
+def _domain_rows(sub: Submission, sid: str, digest_of_id: int) -> list[tuple[Any, ...]]:
+    """Store version 15: per draft config and domain of the prompt set (none without one),
+    by column name: the page's per-domain result, the baseline's median decode tok/s on
+    the domain, the counters' totals and the per-position counts summed."""
+    protocol = find_protocol(sub.protocol.id, sub.protocol.version, sub.protocol.sha256)
+    if protocol is None or not protocol.prompts:
+        return []
+    domains = [p.domain for p in protocol.prompts]
+    baseline = next(c for c in sub.configs if c.role == "baseline")
+    rows = []
+    for config in (c for c in sub.configs if c.role == "draft"):
+        for result in domain_results(sub, config):
+            def mine(c: ConfigResult, domain: str = result.domain) -> list[Any]:
+                return [t for t in c.trials if domains[t.index % len(domains)] == domain]
+            rates = sorted(t.eval_count / t.eval_duration_ns * 1e9 for t in mine(baseline)
+                           if t.eval_duration_ns > 0)
+            counted = [t.counters for t in mine(config) if t.counters is not None]
+            summed = _speculation_keys(config.model_copy(update={"trials": mine(config)}))
+            rows.append(_row(tables.domain_results, {
+                "submission_id": sid, "config_name": config.name, "domain": result.domain,
+                "trials": len(mine(config)), "speedup_tps": result.speedup_tps,
+                "speedup_tps_ci_low": result.ci_low, "speedup_tps_ci_high": result.ci_high,
+                "baseline_tps": statistics.median(rates) if rates else None,
+                "drafted": sum(c.drafted for c in counted) if counted else None,
+                "accepted": sum(c.accepted for c in counted) if counted else None,
+                "rounds": summed["rounds"],
+                "accepted_per_position": summed["accepted_per_position"],
+                "id_digest": digest_of_id}))
+    return rows
 
 
 def _speculation_keys(config: ConfigResult) -> dict[str, Any]:
