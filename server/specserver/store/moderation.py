@@ -21,9 +21,9 @@ from sqlalchemy import Connection, delete, insert, select, update
 from specserver.errors import Conflict, Invalid, NotFound
 from specserver.store import changes, tables
 from specserver.store.adhoc import audit_target
+from specserver.store.appenders import core_insert
 from specserver.store.rowset import QUARANTINE_PREFIX, RowSet
 from specserver.store.tables import INGEST_TABLES
-from specserver.store.writer import core_insert
 
 KEY_ID = re.compile(r"^[0-9a-f]{64}$")
 

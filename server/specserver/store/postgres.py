@@ -45,10 +45,10 @@ from sqlalchemy import (
 
 from specserver.errors import Unavailable
 from specserver.store import changes, tables
+from specserver.store.appenders import BulkInsert
 from specserver.store.tables import INGEST_TABLES
 from specserver.store.writer import (
     RETRY_AFTER_S,
-    BulkInsert,
     GroupCommitWriter,
     Status,
     WriteOutcome,

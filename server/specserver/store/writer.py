@@ -30,8 +30,9 @@ concurrent replica on PostgreSQL), the batch is rolled back and each request is 
 alone with an explicit lookup: same id and same bytes -> ``duplicate`` (200 with the
 original receipt), other bytes -> ``conflict`` (409), still failing -> ``Unavailable``.
 
-Bulk appends per dialect: DuckDB's native appender; PostgreSQL's binary COPY
-(``store/postgres.py``, a writer of its own); anything else SQLAlchemy Core ``insert()``.
+Bulk appends per dialect (``store/appenders.py``): DuckDB's native appender; PostgreSQL's
+binary COPY (``store/postgres.py``, a writer of its own); anything else SQLAlchemy Core
+``insert()``.
 """
 
 from __future__ import annotations
@@ -47,18 +48,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-import duckdb
-from sqlalchemy import Connection, Engine, RootTransaction, Table, select
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import Connection, Engine, RootTransaction, select
+from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import SpecServerError, Unavailable
 from specserver.store import changes, tables
+from specserver.store.appenders import BulkInsert, DuckDBAppenders, bulk_insert_for, is_conflict
+from specserver.store.appenders import duckdb_append as duckdb_append  # migrations use it
 from specserver.store.tables import INGEST_TABLES, RowSet
 
 log = logging.getLogger("specserver.store.writer")
 
 Status = Literal["created", "duplicate", "conflict"]
-BulkInsert = Callable[[Connection, Table, list[tuple[Any, ...]]], None]
 RETRY_AFTER_S = 5.0
 MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
 # Gather for this many times the last commit's duration (BENCHMARKS.md, "Ingest": 3 gave
@@ -117,89 +118,6 @@ class WriteJob:
 
 _STOP = object()
 _NOTHING_MORE = object()
-
-
-# --- bulk appends per dialect -------------------------------------------------------------
-
-
-def duckdb_append(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-    raw: Any = conn.connection.driver_connection
-    appender = raw.appender(table.name, columns=[c.name for c in table.columns])
-    appender.append_rows(rows)
-    appender.flush()
-
-
-class DuckDBAppenders:
-    """``duckdb_append`` with appenders kept for the writer's connection: creating an
-    appender costs about half as much as appending a batch. ``reset()`` after any failure
-    (a failed flush may leave rows buffered) or a new connection."""
-
-    def __init__(self) -> None:
-        self._raw: Any = None
-        self._appenders: dict[str, Any] = {}
-
-    def discard(self) -> None:
-        """Drop the rows the appenders still buffer (a failed staging)."""
-        for appender in self._appenders.values():
-            try:
-                appender.clear()
-            except duckdb.Error:  # a closed or broken connection: nothing left to discard
-                pass
-
-    def reset(self) -> None:
-        self.discard()
-        self._raw = None
-        self._appenders = {}
-
-    def __call__(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-        """Append ``rows`` and flush them into the transaction open on ``conn``."""
-        self._append(conn, table, rows).flush()
-
-    def stage(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-        """Append ``rows`` without flushing: they reach the table at ``flush_all`` (or when
-        the appender's buffer fills), inside the transaction open on ``conn``."""
-        self._append(conn, table, rows)
-
-    def flush_all(self) -> None:
-        for appender in self._appenders.values():
-            appender.flush()
-
-    def _append(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> Any:
-        raw: Any = conn.connection.driver_connection
-        if raw is not self._raw:
-            self.reset()
-            self._raw = raw
-        appender = self._appenders.get(table.name)
-        if appender is None:
-            appender = raw.appender(table.name, columns=[c.name for c in table.columns])
-            self._appenders[table.name] = appender
-        try:
-            appender.append_rows(rows)
-        except duckdb.Error:
-            appender.clear()  # a value the column cannot take: nothing of this call stays buffered
-            raise
-        return appender
-
-
-def core_insert(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
-    names = [c.name for c in table.columns]
-    conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
-
-
-def bulk_insert_for(dialect_name: str) -> BulkInsert:
-    """DuckDB's appenders; anything else Core inserts. PostgreSQL's binary COPY comes with
-    its own writer (``store/postgres.py``, chosen by ``database.make_writer``)."""
-    if dialect_name == "duckdb":
-        return DuckDBAppenders()
-    return core_insert
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """A uniqueness refusal (duplicate submission id), on any dialect."""
-    if isinstance(exc, IntegrityError):
-        return True
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & {"ConstraintException", "UniqueViolation", "IntegrityError"})
 
 
 # --- the writer thread --------------------------------------------------------------------

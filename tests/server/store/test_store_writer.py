@@ -25,7 +25,7 @@ from specschema.summary import summarize
 from specserver.ingest.checks import Checked
 from specserver.ingest.rows import submission_rows
 from specserver.store import migrations, tables
-from specserver.store.writer import DuckDBAppenders, duckdb_append
+from specserver.store.appenders import DuckDBAppenders, duckdb_append
 
 BIGINT_LIMIT = 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
