@@ -48,6 +48,13 @@ class Candidate:
     adaptive: bool = False  # the engine picks its depth as it goes: measured rows only
 
     @property
+    def costless(self) -> bool:
+        """Whether drafting costs next to nothing beside the target's pass: an n-gram
+        lookup in the text so far. A draft model's step, or the target's own draft layers
+        (MTP, EAGLE), is a cost of its own."""
+        return self.draft is None and (self.spec_type or "").startswith("ngram-")
+
+    @property
     def kind(self) -> str:
         """``ngram-simple``, ``draft-simple with gemma-3-270m-trunc6``: what to switch on."""
         kind = self.spec_type or self.mechanism

@@ -10,8 +10,10 @@ like the one asked about, and one line that answers.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
-missing is said), a draft model whose own step was never probed on this chip, and any
-candidate when there is no cost curve for this machine and target.
+missing is said), a draft model whose own step was never probed on this chip, a drafter
+that runs the target's own draft layers (MTP: their cost is not probed yet), and any
+candidate when there is no cost curve for this machine and target. Only n-gram drafters
+are taken as costless (T_d = 0).
 
 Deterministic: every random draw comes from a generator seeded by the inputs' names, so
 a client predicting again from the server's inputs and the same cost gets the same numbers.
@@ -123,6 +125,9 @@ def _why_not(profile: Profile, inputs: CrowdInputs, have_cost: bool) -> str | No
     if candidate.draft is not None and not profile.draft_cost:
         return (f"the draft {candidate.draft} was never probed on this chip: its time per "
                 "token is unknown")
+    if candidate.draft is None and not candidate.costless:
+        return ("its drafting runs the target's own draft layers, whose cost no probe "
+                "measures yet: only measured speedups are shown")
     return None
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
+from specschema.errors import PayloadSchemaError
 from specschema.models import (
     ClientInfo,
     Engine,
@@ -29,8 +30,12 @@ from specschema.models import (
 )
 from specschema.predict import CostCurve, non_decreasing
 from specschema.stats import median
+from specschema.strictjson import loads_strict
 
 PROBE_SCHEMA_VERSION: Literal[1] = 1
+# A probe is signed into a DSSE envelope of its own type, so that neither kind's signature
+# can be replayed as the other's.
+PROBE_PAYLOAD_TYPE = "application/vnd.specbench.cost-probe.v1+json"
 Seconds = Annotated[float, Field(gt=0, le=3600)]
 
 
@@ -63,3 +68,20 @@ class CostProbe(WireModel):
         seconds = {k: s for (k, _), s in zip(measured, smooth, strict=True)}
         seconds[1] = median(self.decode_samples)
         return CostCurve(seconds)
+
+
+def probe_bytes(probe: CostProbe) -> bytes:
+    """The payload bytes a client signs (compact JSON, UTF-8)."""
+    return probe.model_dump_json().encode("utf-8")
+
+
+def parse_probe(payload: bytes) -> CostProbe:
+    """Strict JSON first (PayloadParseError), then the wire model (PayloadSchemaError)."""
+    loads_strict(payload)
+    try:
+        return CostProbe.model_validate_json(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "$"
+        raise PayloadSchemaError(f"probe does not match the schema: {where}: {first['msg']}",
+                                 details=[{"path": where, "message": first["msg"]}]) from None

@@ -77,6 +77,9 @@ def test_adaptive_engines_and_unprobed_drafts_are_not_predicted() -> None:
     assert first["measured"] == [measured[0].json()]
     assert second["predictions"] == [] and "never probed on this chip" in \
         second["why_not_predicted"]
+    mtp = Candidate("llama-server", "server_launch", "draft-mtp", 3)
+    entry = forecast(inputs(Profile(mtp, "all", GOOD)), (CPU,), "crowd")["candidates"][0]
+    assert entry["predictions"] == [] and "draft layers" in entry["why_not_predicted"]
     no_cost = forecast(inputs(Profile(NGRAM, "all", GOOD), cost=()), (), "crowd")
     assert no_cost["cost"] is None
     assert "no cost curve" in no_cost["candidates"][0]["why_not_predicted"]

@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from specserver import __version__
 from specserver.board import ReadService
-from specserver.http import admin, public, submissions
+from specserver.http import admin, predict, probes, public, submissions
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.ingest import CheckPool
@@ -116,6 +116,7 @@ def create_app(
     app.state.clock = clock or _wall_clock
     install_error_handlers(app)
     app.include_router(submissions.router)
+    app.include_router(probes.router)  # POST /v1/probes
 
     # --- read side: public API, web page, admin API ------------------------------------
     # Reads use ``store.engine``; admin writes go through ``store.awrite`` (the one writer).
@@ -127,6 +128,7 @@ def create_app(
                         cohort_window_hours=settings.cohort_window_hours,
                         graduations_per_day=settings.range_graduations_per_day)
     public.install(app, reads)  # /v1 reads, CORS for GET
+    predict.install(app)  # GET /v1/predict
     app.include_router(page_routes.router)  # the HTML page
     admin.install(app)  # /admin/v1, bearer token from settings.admin_token
     # --- end of read side -------------------------------------------------------------

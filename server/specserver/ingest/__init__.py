@@ -9,8 +9,9 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
-    from specserver.ingest.names import canonical_model_optional, chip_is_known
+    from specserver.ingest.names import canonical_chip, canonical_model_optional, chip_is_known
     from specserver.ingest.plausibility import target_unsized_reason
+    from specserver.ingest.probes import check_probe
     from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
     from specserver.ingest.workers import CheckPool
 
@@ -18,6 +19,8 @@ _LAZY: dict[str, str] = {
     "CheckLimits": "specserver.ingest.prepare",
     "CheckPool": "specserver.ingest.workers",
     "Prepared": "specserver.ingest.prepare",
+    "canonical_chip": "specserver.ingest.names",
+    "check_probe": "specserver.ingest.probes",
     "canonical_model_optional": "specserver.ingest.names",
     "chip_is_known": "specserver.ingest.names",
     "prepare_submission": "specserver.ingest.prepare",
@@ -29,7 +32,9 @@ __all__ = [
     "CheckLimits",
     "CheckPool",
     "Prepared",
+    "canonical_chip",
     "canonical_model_optional",
+    "check_probe",
     "chip_is_known",
     "hardnumbers",
     "prepare_submission",

@@ -42,6 +42,7 @@ from specschema import evidence, speculation
 from specserver.errors import SpecServerError
 from specserver.store import changes, queries, tables
 from specserver.store.domainmigration import add_domain_results
+from specserver.store.probes import add_probes
 from specserver.store.writer import duckdb_append
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
@@ -393,6 +394,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "per-position counts summed", _speculation_keys),
     Migration(15, "domain_results: a draft config's result per domain of its protocol's "
                   "prompt set (filled from the stored envelopes)", add_domain_results),
+    Migration(16, "probes: signed cost probes (a machine's cost of checking k tokens at "
+                  "once), for predictions", add_probes),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -363,6 +363,51 @@ board_changes = Table(
 )
 Index("ix_board_changes_seq", board_changes.c.seq).ddl_if(dialect="postgresql")
 
+# Store version "probes": one signed cost probe per row (``store/probes.py``): what one
+# machine's engine takes to check k tokens at once with the target alone. Its own kind, apart
+# from submissions: no board reads it; ``GET /v1/predict`` does (``specserver.crowd``).
+probes = Table(
+    "probes",
+    metadata,
+    Column("probe_id", String(36), primary_key=True),
+    Column("key_id", String(64), nullable=False),
+    Column("received_at", DateTime, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("envelope_sha256", String(64), nullable=False),
+    Column("envelope", LargeBinary, nullable=False),  # the exact bytes, to verify again
+    Column("origin_hash", String(64), nullable=True),
+    Column("chip", String(200), nullable=True),
+    Column("memory_gb", Integer, nullable=True),
+    Column("os_name", String(16), nullable=True),
+    Column("engine_name", String(32), nullable=False),
+    Column("engine_version", String(40), nullable=False),
+    Column("engine_build", String(200), nullable=True),
+    Column("backend", String(200), nullable=True),
+    Column("target_model", String(120), nullable=False),
+    Column("target_digest", String(64), nullable=True),
+    Column("target_quant", String(200), nullable=True),
+    Column("target_size_bytes", BigInteger, nullable=True),
+    Column("threads", Integer, nullable=True),
+    Column("context_tokens", Integer, nullable=False),
+    Column("samples", Text, nullable=False),  # seconds per sample per k, JSON (probes.py)
+    Column("hidden", Boolean, nullable=False),
+)
+Index("ix_probes_target_chip", probes.c.target_digest, probes.c.chip
+      ).ddl_if(dialect="postgresql")
+
+# The transparency log (``store/logentries.py``): one row per leaf, numbered from 0 without
+# gaps in the transaction that stores what the entry names; ``entry`` is the leaf's bytes (a
+# type byte and a SHA-256), ``submission_id`` the stored submission it names.
+log_entries = Table(
+    "log_entries",
+    metadata,
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("entry", LargeBinary, nullable=False),
+    Column("submission_id", String(36), nullable=True),
+    Column("logged_at", DateTime, nullable=False),
+)
+Index("ix_log_entries_submission", log_entries.c.submission_id).ddl_if(dialect="postgresql")
+
 # The tables one submission writes, in insertion order (their names are ``rowset``'s,
 # which the check workers import without SQLAlchemy).
 INGEST_TABLES: tuple[Table, ...] = tuple(metadata.tables[name] for name in INGEST_TABLE_NAMES)

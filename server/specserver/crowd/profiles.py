@@ -1,0 +1,230 @@
+"""The crowd's inputs to a prediction for one machine, read from the store
+(``specschema.crowd.CrowdInputs``), with the board's way of counting voices.
+
+What counts, as on the speedup board: complete, visible results from keys that are not
+banned, draft configs whose verdict is ``confirmed`` with corroborated counters (a config
+that cannot be shown to have speculated teaches nothing about acceptance). A candidate's
+acceptance profile comes from the rows that recorded draft rounds and per-position counts
+(llama-server's), on any machine: acceptance travels between machines. Per kind of work,
+from the trials of the protocol's prompt set. Each key's rows are summed into its a_i, a
+cohort's keys are one voice and the keys on probation one more (``board.newkeys``; the
+settings ``min_contributors`` and ``new_key_probation_days`` apply here as on the board).
+
+Measured speedups beside them come from the same rows on the asker's chip only ("measured on
+machines like yours"), per contributor then across. Cost curves are the probes of the target
+on that chip and engine family (and memory, when given): a probe is one machine's own
+measurement, so no minimum applies, but a cohort's probes are one unit and the new keys'
+probes one more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import Connection, func, select
+
+from specschema.breakdown import position_rates, position_totals
+from specschema.crowd import (
+    ALL_DOMAINS,
+    Candidate,
+    CostUnit,
+    CrowdInputs,
+    Measured,
+    Profile,
+    contributor_units,
+    merge_cost_units,
+)
+from specschema.protocol import find_protocol
+from specserver.board import newkeys
+from specserver.errors import Invalid, NotFound
+from specserver.store import positions_of, probes, queries, tables, visible_clause
+
+__all__ = ["Asked", "crowd_inputs", "resolve_target"]
+
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The machine a prediction is for."""
+
+    target: str  # a sha256 digest, or a model name that one stored digest goes by
+    chip: str
+    engine: str
+    memory_gb: int | None = None
+
+
+def resolve_target(conn: Connection, target: str) -> tuple[str, str | None]:
+    """(digest, name): a digest stands for itself; a name must name exactly one stored
+    digest (a name is anyone's to choose: two files under one name are not mixed)."""
+    sub = tables.submissions
+    if DIGEST.match(target):
+        name = conn.execute(select(sub.c.target_model).where(sub.c.target_digest == target)
+                            .limit(1)).scalar()
+        return target, name
+    found = sorted({str(d) for d in conn.execute(
+        select(sub.c.target_digest).where(sub.c.target_model == target,
+                                          sub.c.target_digest.is_not(None), visible_clause())
+        .distinct()).scalars()})
+    if not found:
+        raise NotFound(f"no result names the target {target!r}: pass its sha256 digest",
+                       code="not_found")
+    if len(found) > 1:
+        raise Invalid(f"{len(found)} different model files are named {target!r}: pass the "
+                      "sha256 digest of yours", {"digests": found[:20]},
+                      code="invalid_request")
+    return found[0], target
+
+
+@dataclass(frozen=True)
+class _Row:
+    key: str
+    candidate: Candidate
+    chip: str | None
+    speedup: float | None
+    rounds: int | None
+    positions: list[int] | None
+    submission_id: str
+    config_name: str
+    protocol: tuple[str, int, str]
+
+
+def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
+    sub, sm = tables.submissions, tables.summaries
+    engine_name = func.coalesce(sub.c.engine_name, "ollama")  # v1 knew no other engine
+    found = conn.execute(select(
+        sub.c.key_id, sub.c.submission_id, sub.c.chip, sub.c.engine_name, sub.c.engine_runtime,
+        sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sm.c.config_name,
+        sm.c.mechanism, sm.c.spec_type, sm.c.depth, sm.c.draft_model, sm.c.draft_digest,
+        sm.c.speedup_tps, sm.c.rounds, sm.c.accepted_per_position,
+    ).join(sm, sm.c.submission_id == sub.c.submission_id).where(
+        sub.c.target_digest == digest, visible_clause(), sm.c.role == "draft",
+        sm.c.observed == "confirmed", queries.on_board_clause(sm),
+        engine_name == engine,
+    ).order_by(sub.c.submission_id, sm.c.config_name)).all()
+    rows = []
+    for r in found:
+        adaptive = r.depth is None or r.engine_runtime == "mlx"
+        rows.append(_Row(
+            r.key_id or f"imported:{r.submission_id}",
+            Candidate(engine, r.mechanism, r.spec_type, r.depth, r.draft_model,
+                      r.draft_digest, adaptive),
+            r.chip, r.speedup_tps, r.rounds, positions_of(r.accepted_per_position),
+            r.submission_id, r.config_name,
+            (r.protocol_id, r.protocol_version, r.protocol_sha256)))
+    return rows
+
+
+def _domain_totals(conn: Connection, rows: Sequence[_Row]
+                   ) -> dict[tuple[str, str], dict[str, list[tuple[int, list[int]]]]]:
+    """Per (submission, config), the trials' (rounds, per-position counts) per domain of
+    its protocol's prompt set (none for a protocol without one)."""
+    domains = {}
+    for row in rows:
+        protocol = find_protocol(*row.protocol)
+        if protocol is not None and protocol.prompts and row.rounds is not None:
+            domains[(row.submission_id, row.config_name)] = [p.domain for p in protocol.prompts]
+    if not domains:
+        return {}
+    tr = tables.trials
+    found: dict[tuple[str, str], dict[str, list[tuple[int, list[int]]]]] = defaultdict(
+        lambda: defaultdict(list))
+    ids = sorted({s for s, _ in domains})
+    for r in conn.execute(select(tr.c.submission_id, tr.c.config_name, tr.c.trial_index,
+                                 tr.c.rounds, tr.c.accepted_per_position)
+                          .where(tr.c.submission_id.in_(ids), tr.c.rounds.is_not(None),
+                                 tr.c.accepted_per_position.is_not(None))):
+        labels = domains.get((r.submission_id, r.config_name))
+        counts = positions_of(r.accepted_per_position)
+        if labels is None or counts is None:
+            continue
+        found[(r.submission_id, r.config_name)][labels[r.trial_index % len(labels)]].append(
+            (int(r.rounds), counts))
+    return found
+
+
+def _rates(units: Iterable[tuple[int | None, Sequence[int] | None]]) -> tuple[float, ...] | None:
+    totals = position_totals(units)
+    return None if totals is None else position_rates(*totals)
+
+
+def _cost_units(found: Sequence[probes.StoredProbe], cohort_of: Mapping[str, str],
+                new: AbstractSet[str], unknown_is_new: bool) -> tuple[CostUnit, ...]:
+    """One unit per cohort (its probes' samples together), the new keys' one more; a key
+    known by its probes only is its own cohort, new while probation is on."""
+    by_cohort: dict[str, list[CostUnit]] = defaultdict(list)
+    fresh: list[CostUnit] = []
+    for probe in found:
+        cohort = cohort_of.get(probe.key_id)
+        unit = CostUnit(probe.samples)
+        if (cohort is None and unknown_is_new) or cohort in new:
+            fresh.append(unit)
+        else:
+            by_cohort[cohort or probe.key_id].append(unit)
+    units = [merge_cost_units(by_cohort[c]) for c in sorted(by_cohort)]
+    if fresh:
+        units.append(merge_cost_units(fresh))
+    return tuple(units)
+
+
+def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
+                 min_contributors: int) -> CrowdInputs:
+    digest, name = resolve_target(conn, asked.target)
+    rows = _rows(conn, digest, asked.engine)
+    standing = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn), rules)
+    cohort_of, new = standing.cohort_of, standing.new
+    unknown_is_new = rules.probation > timedelta(0)
+
+    def folded(by_key: Mapping[str, Sequence[float]]) -> tuple[tuple[tuple[float, ...], ...],
+                                                                int]:
+        return contributor_units(by_key, cohort_of, new)
+
+    per_domain = _domain_totals(conn, rows)
+    candidates = sorted({r.candidate for r in rows}, key=lambda c: (
+        c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
+    out: list[Profile] = []
+    for candidate in candidates:
+        mine = [r for r in rows if r.candidate == candidate]
+        by_key: dict[str, list[tuple[int | None, Sequence[int] | None]]] = defaultdict(list)
+        speed: dict[str, list[float]] = defaultdict(list)
+        for r in mine:
+            if r.rounds is not None and r.positions is not None:
+                by_key[r.key].append((r.rounds, r.positions))
+            if r.chip == asked.chip and r.speedup is not None:
+                speed[r.key].append(r.speedup)
+        measured: tuple[Measured, ...] = ()
+        if speed:
+            units, _ = folded({k: (sorted(v)[len(v) // 2],) for k, v in speed.items()})
+            values = sorted(u[0] for u in units)
+            mid = len(values) // 2
+            middle = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+            measured = (Measured(asked.chip, asked.memory_gb, candidate.depth, middle,
+                                 len(units)),)
+        draft_cost: tuple[CostUnit, ...] = ()
+        if candidate.draft_digest is not None:
+            draft_cost = _cost_units(probes.probes_for(
+                conn, target_digests=[candidate.draft_digest], chip=asked.chip,
+                engine=asked.engine), cohort_of, new, unknown_is_new)
+        profile_by_key = {k: p for k, v in by_key.items() if (p := _rates(v)) is not None}
+        units, new_keys = folded(profile_by_key)
+        out.append(Profile(candidate, ALL_DOMAINS, units, new_keys, measured, draft_cost))
+        domain_keys: dict[str, dict[str, list[tuple[int | None, Sequence[int] | None]]]] = \
+            defaultdict(lambda: defaultdict(list))
+        for r in mine:
+            for domain, counts in per_domain.get((r.submission_id, r.config_name), {}).items():
+                domain_keys[domain][r.key].extend(counts)
+        for domain in sorted(domain_keys):
+            rated = {k: p for k, v in domain_keys[domain].items()
+                     if (p := _rates(v)) is not None}
+            units, new_keys = folded(rated)
+            out.append(Profile(candidate, domain, units, new_keys, (), draft_cost))
+    cost = _cost_units(probes.probes_for(conn, target_digests=[digest], chip=asked.chip,
+                                         engine=asked.engine, memory_gb=asked.memory_gb),
+                       cohort_of, new, unknown_is_new)
+    return CrowdInputs(digest, name, asked.chip, asked.memory_gb, asked.engine,
+                       min_contributors, tuple(out), cost, len(cost))

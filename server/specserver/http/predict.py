@@ -1,0 +1,146 @@
+"""GET /v1/predict: what speculation would do for one machine, before anything is downloaded.
+
+Parses the query by hand (unknown names and values are 422 in the one error shape), reads
+the crowd's inputs for the target on that machine (``specserver.crowd``, the board's rules
+for counting voices) and answers ``specschema.forecast.forecast`` over them with the
+crowd's cost curves, plus the inputs themselves (``inputs``), from which a client predicts
+again with its own probe and gets what this would say for it. An answer is kept for the
+same query while neither the store's data version nor its probes change.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sqlalchemy import Connection, func, select
+from starlette.concurrency import run_in_threadpool
+
+from specschema.crowd import inputs_json
+from specschema.domains import DOMAINS
+from specschema.engines import ENGINES
+from specschema.forecast import forecast
+from specserver.board import newkeys
+from specserver.crowd import Asked, crowd_inputs
+from specserver.http import params
+from specserver.http.errors import error_doc
+from specserver.ingest import canonical_chip, canonical_model_optional
+from specserver.settings import ServerSettings
+from specserver.store import Store, queries, tables
+
+router = APIRouter(tags=["public"])
+PREDICT_PATH = "/v1/predict"
+ALLOWED = ("target", "chip", "memory_gb", "engine", "domain")
+KEPT_ANSWERS = 256
+
+
+class _Answers:
+    """The last answers by query, each with the store version it was computed at."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kept: OrderedDict[tuple[str, ...], tuple[str, bytes]] = OrderedDict()
+
+    def get(self, key: tuple[str, ...], version: str) -> bytes | None:
+        with self.lock:
+            found = self.kept.get(key)
+            return found[1] if found is not None and found[0] == version else None
+
+    def put(self, key: tuple[str, ...], version: str, body: bytes) -> None:
+        with self.lock:
+            self.kept[key] = (version, body)
+            self.kept.move_to_end(key)
+            while len(self.kept) > KEPT_ANSWERS:
+                self.kept.popitem(last=False)
+
+
+def _version(conn: Connection) -> str:
+    probes = tables.probes
+    row = conn.execute(select(func.count(), func.max(probes.c.received_at))).one()
+    return f"{queries.data_version(conn)}|{row[0]}|{row[1]}"
+
+
+def parse_asked(request: Request) -> tuple[Asked, str | None]:
+    given = params.query_params(request, ALLOWED)
+    target = params.one(given, "target")
+    chip = params.one(given, "chip")
+    missing = [n for n, v in (("target", target), ("chip", chip)) if v is None]
+    if missing:
+        raise params.QueryRejected(
+            "missing_parameter", f"missing query parameter(s): {', '.join(missing)}",
+            {"missing": missing, "allowed": list(ALLOWED)})
+    assert target is not None and chip is not None
+    engine = params.choice(params.one(given, "engine"), "engine", ENGINES) or "llama-server"
+    domain = params.choice(params.one(given, "domain"), "domain", DOMAINS)
+    memory = params.integer(params.one(given, "memory_gb"), "memory_gb", 1, 65536)
+    named = target if len(target) == 64 else canonical_model_optional(target) or target
+    return Asked(named, canonical_chip(chip) or chip, engine, memory), domain
+
+
+def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
+                   domain: str | None) -> dict[str, Any]:
+    """The answer's data (the route's body), on one connection."""
+    rules = newkeys.CohortRules.of(settings.new_key_probation_days,
+                                   settings.cohort_window_hours,
+                                   settings.range_graduations_per_day)
+    with store.engine.connect() as conn:
+        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors)
+    answer = forecast(inputs, inputs.cost, "crowd", domain)
+    answer["inputs"] = inputs_json(inputs)
+    return answer
+
+
+@router.get(
+    PREDICT_PATH,
+    summary="Predicted speedups of each way to speculate, for one machine and target",
+    description=(
+        "Per candidate (draft models, n-gram drafters, MTP), depth and kind of work: the "
+        "decode speedup predicted from the crowd's acceptance per draft position (which "
+        "travels between machines) and the crowd's cost curves for this chip, engine and "
+        "target (what checking k tokens at once costs there), with a 90 % interval from "
+        "resampling both; the speedups measured on this chip beside it; and one line that "
+        "answers. A pair with fewer contributors than the server's minimum is not "
+        "predicted (why_not_predicted says what is missing), nor an engine that picks its "
+        "depth as it runs (only its measured rows). `inputs` holds what the prediction "
+        "was made from, so that a client can predict again with its own probe."),
+    responses={
+        404: error_doc("no result names this target"),
+        422: error_doc("a missing, unknown or invalid query parameter, or a name shared by "
+                       "several model files (details list them)"),
+    },
+)
+async def predict(request: Request, target: str | None = None, chip: str | None = None,
+                  memory_gb: str | None = None, engine: str | None = None,
+                  domain: str | None = None) -> Response:
+    # The declared parameters document the route; they are parsed by hand (parse_asked),
+    # so that a bad value gets the one error shape with the allowed values.
+    del target, chip, memory_gb, engine, domain
+    asked, chosen = parse_asked(request)
+    state: Any = request.app.state
+    store: Store = state.store
+    answers: _Answers = state.predict_answers
+    key = (asked.target, asked.chip, asked.engine, str(asked.memory_gb), chosen or "")
+
+    def compute() -> bytes:
+        with store.engine.connect() as conn:
+            version = _version(conn)
+        kept = answers.get(key, version)
+        if kept is not None:
+            return kept
+        body = json.dumps(predict_answer(store, state.settings, asked, chosen),
+                          separators=(",", ":")).encode()
+        answers.put(key, version, body)
+        return body
+
+    body = await run_in_threadpool(compute)
+    return Response(body, media_type="application/json",
+                    headers={"Cache-Control": "no-cache"})
+
+
+def install(app: Any) -> None:
+    app.state.predict_answers = _Answers()
+    app.include_router(router)

@@ -1,0 +1,156 @@
+"""POST /v1/probes and GET /v1/predict through the app: a probe is taken like a submission
+(its own envelope type, idempotent by id, refused in the one error shape), and a prediction
+for one machine is made from other machines' acceptance and this machine's probes, with
+the board's rules for counting contributors (the minimum, new keys on probation, lowered
+by settings for a small deployment)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specschema.crowd import inputs_from_json
+from specschema.envelope import PAYLOAD_TYPE
+from specschema.forecast import forecast
+from tests.support.crowd import (
+    M2,
+    M3_PRO,
+    RADEON,
+    RTX,
+    cost_probe,
+    map_result,
+    signed_probe,
+    signed_result,
+    target_of,
+)
+from tests.support.served import Served, error_of, settings_for
+
+TARGET = target_of(map_result(0, M2))
+SMALL = {"new_key_probation_days": 0, "cohort_window_hours": 0}  # a small deployment
+
+
+def _post_results(served: Served, machines: list[dict[str, object]]) -> None:
+    for seed, machine in enumerate(machines):
+        peer = (f"198.51.{100 + seed}.7", 40000)  # each its own address range
+        response = served.client.post("/v1/submissions",
+                                      content=signed_result(seed, machine, seed), peer=peer)
+        assert response.status_code == 201, response.text
+
+
+def _predict(served: Served, **query: Any) -> Any:
+    return served.get("/v1/predict", params={"target": TARGET.digest, "chip": "Apple M2",
+                                             **query})
+
+
+@pytest.fixture()
+def small(tmp_path: Path) -> Any:
+    with Served(settings_for(tmp_path, **SMALL)) as served:
+        yield served
+
+
+def test_a_probe_is_stored_once_and_refused_in_the_one_shape(small: Served) -> None:
+    probe = cost_probe(TARGET, M2)
+    body = signed_probe(probe, key_seed=7)
+    first = small.client.post("/v1/probes", content=body)
+    assert first.status_code == 201, first.text
+    assert first.json()["probe_id"] == str(probe.probe_id)
+    assert first.json()["chip"] == "Apple M2"
+    assert small.client.post("/v1/probes", content=body).status_code == 200
+    other = signed_probe(cost_probe(TARGET, M2, step_s=0.03, probe_id=probe.probe_id), 7)
+    assert error_of(small.client.post("/v1/probes", content=other))["code"] == \
+        "submission_conflict"
+    # a submission's envelope type is not a probe's: no signature crosses kinds
+    crossed = signed_probe(probe, 7, payload_type=PAYLOAD_TYPE)
+    refused = small.client.post("/v1/probes", content=crossed)
+    assert refused.status_code == 400 and "payloadType" in error_of(refused)["message"]
+    assert small.client.post("/v1/probes", content=b"{").status_code == 400
+    assert small.counts()["probes"] == 1
+
+
+def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
+        small: Served) -> None:
+    _post_results(small, [RTX, M3_PRO, RADEON, M2])
+    small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
+    response = _predict(small, memory_gb="24")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["cost"]["source"] == "crowd" and answer["cost"]["contributors"] == 1
+    overall = {c["candidate"]["spec_type"]: c for c in answer["candidates"]
+               if c["domain"] == "all"}
+    assert set(overall) == {"ngram-simple", "ngram-mod", "draft-mtp"}
+    ngram = overall["ngram-simple"]
+    assert ngram["contributors"] == 4 and ngram["why_not_predicted"] is None
+    assert [r["depth"] for r in ngram["predictions"]] == [1, 2, 3, 4, 6, 8]
+    assert all(r["low"] <= r["predicted"] <= r["high"] for r in ngram["predictions"])
+    # measured on machines like this one: the M2's own result only
+    assert [(m["chip"], m["contributors"]) for m in ngram["measured"]] == [("Apple M2", 1)]
+    # per kind of work, from the trials of the protocol's prompt set
+    assert {c["domain"] for c in answer["candidates"]} - {"all"}
+    assert "draft layers" in overall["draft-mtp"]["why_not_predicted"]
+    assert overall["draft-mtp"]["measured"][0]["chip"] == "Apple M2"
+    assert answer["recommendation"].startswith("use ngram-")
+    # the inputs sent along give the same answer with the same cost (what a client does)
+    inputs = inputs_from_json(answer["inputs"])
+    again = forecast(inputs, inputs.cost, "crowd")
+    assert again["candidates"] == answer["candidates"]
+    assert again["recommendation"] == answer["recommendation"]
+
+
+def test_a_pair_with_too_few_contributors_or_only_new_keys_is_refused(tmp_path: Path) -> None:
+    with Served(settings_for(tmp_path)) as served:  # probation on, minimum 3
+        _post_results(served, [RTX, M3_PRO, RADEON])
+        served.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
+        answer = _predict(served).json()
+        entry = next(c for c in answer["candidates"] if c["domain"] == "all")
+        assert entry["predictions"] == [] and entry["contributors"] == 1
+        assert entry["new_keys"] == 3
+        assert entry["why_not_predicted"] == (
+            "needs acceptance from 3 contributors for this pair; has 1, the 3 keys still "
+            "new counted as one: 2 more needed")
+        assert answer["recommendation"].startswith("nothing can be predicted yet: needs")
+
+
+def test_without_a_probe_of_this_machine_nothing_is_predicted(small: Served) -> None:
+    _post_results(small, [RTX, M3_PRO, RADEON])
+    small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, RTX), 9))
+    answer = _predict(small).json()
+    assert answer["cost"] is None
+    assert all("no cost curve" in c["why_not_predicted"] for c in answer["candidates"])
+    # the RTX's probe answers for the RTX
+    rtx = _predict(small, chip="NVIDIA GeForce RTX 4090").json()
+    assert rtx["cost"]["contributors"] == 1
+
+
+@pytest.mark.parametrize(("query", "status", "code"), [
+    ({"chip": None}, 422, "missing_parameter"),
+    ({"colour": "red"}, 422, "unknown_parameter"),
+    ({"engine": "vllm"}, 422, "unknown_engine"),
+    ({"domain": "poetry"}, 422, "unknown_domain"),
+    ({"memory_gb": "lots"}, 422, "bad_parameter"),
+    ({"target": "no-such-model"}, 404, "not_found"),
+])
+def test_bad_queries_get_the_one_error_shape(small: Served, query: dict[str, Any],
+                                             status: int, code: str) -> None:
+    given = {"target": TARGET.digest, "chip": "Apple M2", **query}
+    response = small.get("/v1/predict", params={k: v for k, v in given.items()
+                                                if v is not None})
+    assert response.status_code == status, response.text
+    assert error_of(response)["code"] == code
+
+
+def test_a_target_name_stands_for_its_one_file(small: Served) -> None:
+    _post_results(small, [RTX])
+    by_name = _predict(small, target=TARGET.name).json()
+    assert by_name["target"] == {"digest": TARGET.digest, "name": TARGET.name}
+
+
+def test_the_routes_are_documented(small: Served) -> None:
+    spec = json.loads(small.get("/openapi.json").text)
+    predict = spec["paths"]["/v1/predict"]["get"]
+    assert {p["name"] for p in predict["parameters"]} == {"target", "chip", "memory_gb",
+                                                          "engine", "domain"}
+    assert {"404", "422"} <= set(predict["responses"])
+    assert "post" in spec["paths"]["/v1/probes"]

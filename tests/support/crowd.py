@@ -1,0 +1,86 @@
+"""Results and probes for the prediction tests: llamacpp-map results whose trials carry
+llama-server's draft rounds and per-position counts (as its /metrics gives them), each
+from its own "machine" and key, and signed cost probes.
+
+The counts are invented within the client's rules (they sum to the accepted tokens, never
+grow with the position, the first is at most the rounds); nothing real can stand for many
+contributors' machines here.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from specschema import Submission, TrialCounters, get_protocol, submission_bytes
+from specschema.envelope import envelope_bytes, sign_envelope
+from specschema.examples import EXAMPLE_MACHINES, example_fingerprint, example_submission
+from specschema.models import ClientInfo, Engine, ModelInfo
+from specschema.probe import PROBE_PAYLOAD_TYPE, CostPoint, CostProbe, probe_bytes
+from tests.support.signed import sign_dict, signer
+
+RUN = get_protocol("llamacpp-map").for_run({})  # no draft model: n-gram, MTP, baseline
+M2, M3_PRO, RTX, RADEON = EXAMPLE_MACHINES
+# Per contributor (by seed): rounds and per-position counts of 64 drafted, 48 accepted.
+SHAPES = ((16, [16, 16, 10, 6]), (20, [20, 14, 10, 4]), (24, [20, 16, 12]),
+          (18, [18, 14, 10, 6]))
+
+
+def map_result(seed: int, machine: dict[str, object]) -> Submission:
+    """A llamacpp-map result on ``machine`` whose n-gram and MTP configs' trials carry
+    rounds and per-position counts (the seed picks the contributor's shape)."""
+    sub = example_submission(RUN, seed=seed, engine_version="b6000", schema_version=2,
+                             runtime="ggml", counters_seen=True, blocks=True,
+                             created_at=datetime.now().astimezone(), machine=machine,
+                             draft_speedups={"ngram_simple_m8": 1.4, "ngram_mod_16": 1.3,
+                                             "mtp_n3": 1.2})
+    rounds, positions = SHAPES[seed % len(SHAPES)]
+    configs = []
+    for config in sub.configs:
+        if config.role == "baseline":
+            configs.append(config)
+            continue
+        trials = [t.model_copy(update={"counters": TrialCounters(
+            drafted=64, accepted=48, source="engine_api", rounds=rounds,
+            accepted_per_position=positions)}) for t in config.trials]
+        spec = config.speculation.model_copy(update={
+            "drafted_tokens": 64 * len(trials), "accepted_tokens": 48 * len(trials),
+            "counters_source": "engine_api"})
+        configs.append(config.model_copy(update={"trials": trials, "speculation": spec}))
+    return sub.model_copy(update={
+        "configs": configs, "engine": sub.engine.model_copy(update={
+            "name": "llama-server", "build": "0.5.0-dev (build 6000, commit 0c1e570)"})})
+
+
+def signed_result(seed: int, machine: dict[str, object], key_seed: int) -> bytes:
+    return sign_dict(json.loads(submission_bytes(map_result(seed, machine))), key_seed)
+
+
+def target_of(sub: Submission) -> ModelInfo:
+    return sub.models[0]
+
+
+def cost_probe(target: ModelInfo, machine: dict[str, object], *, step_s: float = 0.02,
+               per_token_s: float = 0.004, probe_id: uuid.UUID | None = None) -> CostProbe:
+    """A probe whose pass over k new tokens costs ``step_s + per_token_s (k - 1)``."""
+    return CostProbe(
+        probe_id=probe_id or uuid.uuid4(), created_at=datetime.now().astimezone(),
+        client=ClientInfo(name="specsubmit", version="0.1.0"),
+        fingerprint=example_fingerprint(machine),
+        engine=Engine(name="llama-server", version="b6000", runtime="ggml"),
+        target=target, threads=4, context_tokens=512,
+        points=[CostPoint(tokens=k, samples=[step_s + per_token_s * (k - 1)] * 3)
+                for k in range(2, 17)],
+        decode_samples=[step_s, step_s * 1.01, step_s * 0.99])
+
+
+def signed_probe(probe: CostProbe, key_seed: int, payload_type: str = PROBE_PAYLOAD_TYPE
+                 ) -> bytes:
+    return envelope_bytes(sign_envelope(probe_bytes(probe), signer(key_seed), payload_type))
+
+
+def probe_dict(probe: CostProbe) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(probe_bytes(probe))
+    return data
