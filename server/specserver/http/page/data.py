@@ -37,6 +37,12 @@ MENUS = {name: spec.menu for name, spec in dimensions.FILTERS.items() if spec.me
 DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
+# The candidates' measured speedups per kind of work (the first screen): the speedup board
+# split by the domain dimension as well, where the store's dimension table has one.
+DOMAIN = "domain"
+# "Your machine" is chosen (a chip and a target) before the page splits by kind of work: a
+# board of one target on one chip is small, the whole board by domain would not be.
+DOMAIN_NEEDS = ("chip", "target")
 RECENT = 15  # submissions in the page's recent list
 
 
@@ -52,6 +58,7 @@ class PageData:
     menus_version: str  # the data version of the state the menus were read from
     recent: list[dict[str, Any]]
     newest: datetime | None  # the newest stored submission's receipt: how recent the page is
+    domains: Board | None = None  # confirmed groups per kind of work (``by_domain``)
 
 
 @dataclass(frozen=True)
@@ -128,7 +135,17 @@ def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: s
         menus_version=menus_version,
         recent=reuse.recent(conn, filters, RECENT),
         newest=newkeys.newest_receipt(conn),
+        domains=by_domain(reads, conn, version, filters),
     )
+
+
+def by_domain(reads: ReadService, conn: Connection, version: str, filters: queries.Filters
+              ) -> Board | None:
+    """The confirmed groups per kind of work once a machine and a target are chosen; None
+    before, or while the dimension table has no kind-of-work dimension."""
+    if DOMAIN not in aggregate.DIMENSIONS or any(filters.get(n) is None for n in DOMAIN_NEEDS):
+        return None
+    return reads.compute_board(conn, version, filters, [*SPEED_DIMENSIONS, DOMAIN], "speedup")
 
 
 def page_version(version: str, data: PageData) -> str:

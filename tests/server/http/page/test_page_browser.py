@@ -131,7 +131,8 @@ def test_page_renders_offline_without_console_errors(page, site):
     tab, problems, off_site = page
     response = tab.goto(site + "/")
     assert response.status == 200
-    assert tab.locator("h1").inner_text() == "Speculative decoding leaderboard"
+    assert tab.locator("h1").inner_text() == "Will speculative decoding speed up your machine?"
+    assert tab.locator("h2#leaderboard").inner_text() == "Speculative decoding leaderboard"
     assert tab.locator("section.protocol").count() == 2
     assert problems == []
     assert off_site == []  # no CDN, nothing outside the server

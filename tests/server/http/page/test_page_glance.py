@@ -17,7 +17,7 @@ import pytest
 from specschema.examples import example_submission
 from specserver.http.app import create_app
 from specserver.http.page import charts
-from specserver.http.page.routes import new_keys_note
+from specserver.http.page.board import new_keys_note
 from specserver.settings import ServerSettings
 from tests.server.http.page.test_page_browser import CHROMIUM_ARGS, _chromium
 from tests.support.boardfill import insert_submission, key, new_engine

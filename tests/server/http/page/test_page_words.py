@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from specschema import summarize
 from specschema.examples import example_submission
-from specserver.http.page import result, routes
+from specserver.http.page import board, result, submission
 from specserver.store.redaction import REDACTED_SUBMISSION_FIELDS, redact_row
 
 
@@ -35,20 +35,20 @@ def test_a_run_without_a_log_never_reads_no_counters_found_on_the_page() -> None
 
 def test_the_interval_note_counts_this_runs_trials() -> None:
     six = [s.model_copy(update={"trials": 6}) for s in summarize(_v2("read"))]
-    assert routes._few_trials(six) == "wide with 6 trials"
+    assert submission.few_trials(six) == "wide with 6 trials"
     five = summarize(example_submission("hardnumbers-m2"))
-    assert routes._few_trials(five) == "wide with 5 trials"
+    assert submission.few_trials(five) == "wide with 5 trials"
     mixed = [six[0], six[1].model_copy(update={"trials": 2})]
-    assert routes._few_trials(mixed) == "wide with 2–6 trials per config"
+    assert submission.few_trials(mixed) == "wide with 2–6 trials per config"
 
 
 def test_a_hidden_submission_says_its_client_name_is_redacted() -> None:
     row = {"client_name": "specsubmit", "client_version": "0.1.0", "hidden": True}
-    assert routes._client(row) == "specsubmit 0.1.0"
+    assert submission.client_words(row) == "specsubmit 0.1.0"
     hidden = redact_row(row, REDACTED_SUBMISSION_FIELDS)
     assert hidden["client_name"] is None
-    assert routes._client(hidden) == "0.1.0 (name redacted: hidden submission)"
-    assert "None" not in routes._client(hidden)
+    assert submission.client_words(hidden) == "0.1.0 (name redacted: hidden submission)"
+    assert "None" not in submission.client_words(hidden)
 
 
 def test_an_unverified_row_says_whether_it_had_counters() -> None:
@@ -63,9 +63,9 @@ def test_an_unverified_row_says_whether_it_had_counters() -> None:
                               max_speedup=None, median_speedup_wall=None,
                               median_baseline_tps=None, few_results=False, verdicts=verdicts)
 
-    assert routes._outcome_words(group({"unstable": 3}), "unverified") == (
+    assert board.outcome_words(group({"unstable": 3}), "unverified") == (
         "unverified: unstable (baseline blocks disagree)")
-    assert routes._outcome_words(group({"not_observed": 2}), "unverified") == (
+    assert board.outcome_words(group({"not_observed": 2}), "unverified") == (
         "unverified: no counters reported")
-    assert "unstable" in routes._outcome_words(group({"not_observed": 1, "unstable": 2}),
+    assert "unstable" in board.outcome_words(group({"not_observed": 1, "unstable": 2}),
                                                "unverified")
