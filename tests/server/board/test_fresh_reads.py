@@ -138,7 +138,7 @@ def test_a_read_during_a_recomputation_serves_the_last_board_at_once(served, eng
 @pytest.mark.parametrize(("path", "renderer"), [
     ("/v1/leaderboard?sort=key", (public, "board_json")),
     ("/v1/aggregates?group_by=chip", (public, "board_json")),
-    ("/", (page_routes, "render_page")),
+    ("/", (page_routes, "page_response")),
 ])
 def test_the_refresher_renders_a_read_body_before_its_board_is_served(
         served, engine, monkeypatch, path, renderer):
