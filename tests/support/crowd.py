@@ -28,9 +28,11 @@ SHAPES = ((16, [16, 16, 10, 6]), (20, [20, 14, 10, 4]), (24, [20, 16, 12]),
           (18, [18, 14, 10, 6]))
 
 
-def map_result(seed: int, machine: dict[str, object]) -> Submission:
+def map_result(seed: int, machine: dict[str, object], target: ModelInfo | None = None
+               ) -> Submission:
     """A llamacpp-map result on ``machine`` whose n-gram and MTP configs' trials carry
-    rounds and per-position counts (the seed picks the contributor's shape)."""
+    rounds and per-position counts (the seed picks the contributor's shape); ``target``:
+    another target model in place of the protocol's."""
     sub = example_submission(RUN, seed=seed, engine_version="b6000", schema_version=2,
                              runtime="ggml", counters_seen=True, blocks=True,
                              created_at=datetime.now().astimezone(), machine=machine,
@@ -49,13 +51,19 @@ def map_result(seed: int, machine: dict[str, object]) -> Submission:
             "drafted_tokens": 64 * len(trials), "accepted_tokens": 48 * len(trials),
             "counters_source": "engine_api"})
         configs.append(config.model_copy(update={"trials": trials, "speculation": spec}))
+    if target is not None:
+        configs = [c.model_copy(update={"model": target.name}) for c in configs]
     return sub.model_copy(update={
+        "models": [target] if target is not None else sub.models,
+        "protocol": sub.protocol if target is None else sub.protocol.model_copy(
+            update={"parameters": {**sub.protocol.parameters, "target": target.name}}),
         "configs": configs, "engine": sub.engine.model_copy(update={
             "name": "llama-server", "build": "0.5.0-dev (build 6000, commit 0c1e570)"})})
 
 
-def signed_result(seed: int, machine: dict[str, object], key_seed: int) -> bytes:
-    return sign_dict(json.loads(submission_bytes(map_result(seed, machine))), key_seed)
+def signed_result(seed: int, machine: dict[str, object], key_seed: int,
+                  target: ModelInfo | None = None) -> bytes:
+    return sign_dict(json.loads(submission_bytes(map_result(seed, machine, target))), key_seed)
 
 
 def target_of(sub: Submission) -> ModelInfo:

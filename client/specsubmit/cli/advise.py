@@ -1,12 +1,11 @@
 """`specsubmit probe` and `specsubmit advise`: this machine's cost of checking several
-tokens at once, and the speedups it predicts from a result's acceptance.
+tokens at once, and the speedups it predicts.
 
-A probe measures with the target alone (``specschema.probe``); ``advise`` combines the
-newest probe of a result's target with that result's acceptance per draft position
-(``specschema.advice``) and prints, per config and depth, the prediction beside what the
-run measured, and one line that answers. Predictions from the crowd's acceptance (other
-machines' results for the same pair) need the server's profiles, which it does not serve
-yet: for now the acceptance is the result's own.
+A probe measures with the target alone (``specschema.probe``) and, with ``--server``, is
+signed and sent like a result (``send.probe``: the same key and consent). ``advise
+--result FILE`` combines the newest probe of a result's target with that result's own
+acceptance per draft position (``specschema.advice``); ``advise --target NAME --server
+URL`` asks the server for the crowd's prediction for this machine (``cli.prediction``).
 """
 
 from __future__ import annotations
@@ -40,12 +39,27 @@ class _Phases(RunListener):
         self.console.print(f"warning: {message}", highlight=False, markup=False)
 
 
-def probe_command(*, target: str, engine: str, llama_server: Path | None,
+def send_probe_command(*, saved: Path, server: str | None, assume_yes: bool) -> None:
+    from specsubmit.local import load_probe
+    from specsubmit.send import offer_probe, resolve_server
+
+    if resolve_server(server) is None:
+        raise UsageError("--send needs a server: pass --server URL or set SPECSUBMIT_SERVER")
+    offer_probe(load_probe(saved.expanduser()), saved, assume_yes=assume_yes,
+                no_submit=False, server=server)
+
+
+def probe_command(*, target: str | None, engine: str, llama_server: Path | None,
                   ollama_models: Path | None, llama_threads: int | None,
-                  json_out: bool) -> None:
+                  json_out: bool, server: str | None = None, assume_yes: bool = False,
+                  no_submit: bool = False) -> None:
     from specschema import get_protocol
     from specsubmit.local import check_state_home, engine_lock, save_probe
     from specsubmit.run import default_fingerprint
+    from specsubmit.send import offer_probe, resolve_server
+
+    if target is None:
+        raise UsageError("--target is needed to measure a probe (or --send FILE to send one)")
 
     chosen = adapter(engine)
     if chosen.probe is None:
@@ -68,6 +82,8 @@ def probe_command(*, target: str, engine: str, llama_server: Path | None,
     else:
         _show_probe(probe, report_console())
     err.print(f"probe saved to {path}", soft_wrap=True, highlight=False, markup=False)
+    if resolve_server(server) is not None or no_submit:
+        offer_probe(probe, path, assume_yes=assume_yes, no_submit=no_submit, server=server)
 
 
 def _show_probe(probe: CostProbe, console: Console) -> None:
@@ -134,8 +150,8 @@ def advise_command(*, result: Path, probe_file: Path | None, json_out: bool) -> 
 def register(app: typer.Typer) -> None:
     @app.command("probe")
     def probe(
-        target: Annotated[str, typer.Option("--target", help="The target model: an Ollama "
-                                            "name or a GGUF file.")],
+        target: Annotated[str | None, typer.Option("--target", help="The target model: an "
+                                                   "Ollama name or a GGUF file.")] = None,
         engine: Annotated[str, typer.Option("--engine", envvar="SPECSUBMIT_ENGINE",
                                             help="The engine to probe.")] = "llama-server",
         llama_server: Annotated[Path | None, typer.Option(
@@ -148,20 +164,53 @@ def register(app: typer.Typer) -> None:
             help="llama-server --threads.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print the probe as JSON.")]
         = False,
+        server: Annotated[str | None, typer.Option(
+            "--server", envvar="SPECSUBMIT_SERVER",
+            help="Send the probe there, after showing what it holds.")] = None,
+        assume_yes: Annotated[bool, typer.Option("--yes", help="Send without asking.")]
+        = False,
+        no_submit: Annotated[bool, typer.Option("--no-submit", help="Never send.")] = False,
+        send: Annotated[Path | None, typer.Option(
+            "--send", help="Send a saved probe instead of measuring one.")] = None,
     ) -> None:
         """Measure this machine's cost of checking several tokens at once (target only)."""
+        if send is not None:
+            send_probe_command(saved=send, server=server, assume_yes=assume_yes)
+            return
         probe_command(target=target, engine=engine, llama_server=llama_server,
                       ollama_models=ollama_models, llama_threads=llama_threads,
-                      json_out=json_out)
+                      json_out=json_out, server=server, assume_yes=assume_yes,
+                      no_submit=no_submit)
 
     @app.command("advise")
     def advise(
-        result: Annotated[Path, typer.Option("--result", help="A saved result with "
-                                             "acceptance per draft position.")],
+        result: Annotated[Path | None, typer.Option(
+            "--result", help="A saved result with acceptance per draft position.")] = None,
+        target: Annotated[str | None, typer.Option(
+            "--target", help="The target model (a name, a sha256 digest or a GGUF file): "
+                             "predict from the crowd's acceptance on --server.")] = None,
+        server: Annotated[str | None, typer.Option(
+            "--server", envvar="SPECSUBMIT_SERVER", help="The server to ask.")] = None,
+        domain: Annotated[str | None, typer.Option(
+            "--domain", help="One kind of work only (code, code_edit, chat, summary, math, "
+                             "translation).")] = None,
         probe_file: Annotated[Path | None, typer.Option(
-            "--probe", help="A saved probe (default: the newest of the result's target).")]
-        = None,
+            "--probe", help="A saved probe (default: the newest of the target).")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     ) -> None:
         """Predict each mechanism's speedup at each depth on this machine."""
-        advise_command(result=result, probe_file=probe_file, json_out=json_out)
+        if (result is None) == (target is None):
+            raise UsageError("pass either --result FILE or --target NAME (with --server)")
+        if result is not None:
+            advise_command(result=result, probe_file=probe_file, json_out=json_out)
+            return
+        from specsubmit.cli.prediction import advise_server_command
+        from specsubmit.send import resolve_server
+
+        chosen = resolve_server(server)
+        if chosen is None:
+            raise UsageError("--target asks a server: pass --server URL or set "
+                             "SPECSUBMIT_SERVER")
+        assert target is not None
+        advise_server_command(target=target, server=chosen, domain=domain,
+                              probe_file=probe_file, json_out=json_out)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from specsubmit.local.enginelock import engine_lock
     from specsubmit.local.index import list_results
     from specsubmit.local.paths import check_state_home
-    from specsubmit.local.probes import load_probe, newest_probe, save_probe
+    from specsubmit.local.probes import load_probe, newest_probe, newest_probe_named, save_probe
     from specsubmit.local.results import load_result, save_result, write_result
 
 _LAZY: dict[str, str] = {
@@ -21,6 +21,7 @@ _LAZY: dict[str, str] = {
     "list_results": "specsubmit.local.index",
     "load_probe": "specsubmit.local.probes",
     "newest_probe": "specsubmit.local.probes",
+    "newest_probe_named": "specsubmit.local.probes",
     "save_probe": "specsubmit.local.probes",
     "load_result": "specsubmit.local.results",
     "save_result": "specsubmit.local.results",
@@ -35,6 +36,7 @@ __all__ = [
     "load_probe",
     "load_result",
     "newest_probe",
+    "newest_probe_named",
     "outbox",
     "save_probe",
     "save_result",

@@ -53,3 +53,16 @@ def newest_probe(target_digest: str | None) -> CostProbe | None:
         if target_digest is not None and probe.target.digest == target_digest:
             found.append(probe)
     return max(found, key=lambda p: p.created_at, default=None)
+
+
+def newest_probe_named(names: set[str]) -> CostProbe | None:
+    """The newest saved probe whose target's name or digest is one of ``names``."""
+    found = []
+    for path in probes_dir().glob("*.json"):
+        try:
+            probe = load_probe(path)
+        except ResultFileError:
+            continue
+        if probe.target.name in names or probe.target.digest in names:
+            found.append(probe)
+    return max(found, key=lambda p: p.created_at, default=None)

@@ -11,12 +11,16 @@ from specsubmit.frontdoor import lazy_names
 if TYPE_CHECKING:
     from specsubmit.send.consent import cpu_gpu_line, machine_line
     from specsubmit.send.delivery import check_server
+    from specsubmit.send.predictions import fetch_prediction
+    from specsubmit.send.probe import offer_probe
     from specsubmit.send.submit import offer_submission, resolve_server
 
 _LAZY: dict[str, str] = {
     "check_server": "specsubmit.send.delivery",
     "cpu_gpu_line": "specsubmit.send.consent",
+    "fetch_prediction": "specsubmit.send.predictions",
     "machine_line": "specsubmit.send.consent",
+    "offer_probe": "specsubmit.send.probe",
     "offer_submission": "specsubmit.send.submit",
     "resolve_server": "specsubmit.send.submit",
 }
@@ -24,7 +28,9 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "check_server",
     "cpu_gpu_line",
+    "fetch_prediction",
     "machine_line",
+    "offer_probe",
     "offer_submission",
     "resolve_server",
     "submit",

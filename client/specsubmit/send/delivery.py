@@ -165,7 +165,8 @@ class NotAReceipt(Exception):
     """A 200/201 whose body is not a complete, valid receipt (never shown as delivered)."""
 
 
-def valid_receipt(body: bytes, status: int, server: str, submission_id: str) -> Receipt:
+def valid_receipt(body: bytes, status: int, server: str, submission_id: str,
+                  id_field: str = "submission_id") -> Receipt:
     """The receipt in a 200/201 body; NotAReceipt unless it is complete JSON naming the
     submission that was sent, with an http(s) URL that prints as it is."""
     try:
@@ -175,9 +176,10 @@ def valid_receipt(body: bytes, status: int, server: str, submission_id: str) -> 
                           f"({len(body):,} bytes read)") from None
     if not isinstance(data, dict):
         raise NotAReceipt(f"the {status} answer is not a receipt object")
-    receipt_id = data.get("submission_id")
+    receipt_id = data.get(id_field)
     if receipt_id != submission_id:
-        raise NotAReceipt(f"the {status} answer names submission {visible(receipt_id, 80)}, "
+        kind = id_field.removesuffix("_id")
+        raise NotAReceipt(f"the {status} answer names {kind} {visible(receipt_id, 80)}, "
                           f"not {submission_id}")
     url = data.get("url")
     if url is not None and not (isinstance(url, str) and is_plain(url, MAX_URL_CHARS)
@@ -215,10 +217,15 @@ def post_envelope(
     submission_id: str,
     policy: RetryPolicy | None = None,
     transport: httpx.BaseTransport | None = None,
+    *,
+    path: str = SUBMISSIONS_PATH,
+    id_field: str = "submission_id",
 ) -> Receipt:
-    """Deliver or raise SubmissionRejected (final) / SubmissionUndelivered (retry later)."""
+    """Deliver or raise SubmissionRejected (final) / SubmissionUndelivered (retry later).
+    ``path`` and ``id_field``: where another kind (a cost probe) goes, and the field of its
+    receipt that names it."""
     policy = policy or retry_policy_from_env()
-    url = f"{server}{SUBMISSIONS_PATH}"
+    url = f"{server}{path}"
     headers = {"Content-Type": "application/json",
                "User-Agent": f"specsubmit/{__version__}"}
     last_problem = "no attempt made"
@@ -238,7 +245,7 @@ def post_envelope(
                 status = response.status_code
                 if status in (200, 201):
                     try:
-                        return valid_receipt(body, status, server, submission_id)
+                        return valid_receipt(body, status, server, submission_id, id_field)
                     except NotAReceipt as exc:
                         last_problem = str(exc)
                 elif 300 <= status < 400:

@@ -52,8 +52,10 @@ def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
 @pytest.fixture()
 def env(tmp_path: Path) -> dict[str, str]:
     found = {k: v for k, v in os.environ.items() if not k.startswith("SPECSUBMIT_")}
+    # the engine lock in tmp too: a run of llama-server elsewhere on the machine holds
+    # the shared one (local/enginelock.py)
     found.update(SPECSUBMIT_HOME=str(tmp_path / "state"), HOME=str(tmp_path / "home"),
-                 COLUMNS="160")
+                 SPECSUBMIT_LOCKS=str(tmp_path / "locks"), COLUMNS="160")
     return found
 
 
