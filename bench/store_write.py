@@ -33,7 +33,7 @@ from ingest import generate
 from specserver.ingest.checks import Checked, check_submission
 from specserver.ingest.rows import submission_rows
 from specserver.store.database import Store
-from specserver.store.writer import WriteRequest
+from specserver.store.writes import WriteRequest
 
 
 def requests(checked: list[Checked]) -> list[WriteRequest]:

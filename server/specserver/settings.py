@@ -259,6 +259,20 @@ class ServerSettings(BaseSettings):
         default=120.0, gt=0, le=3600,
         description="writing an export file is stopped (503) after this time (DuckDB)",
     )
+    log_origin: str = Field(
+        default="",
+        description="the transparency log's origin: its checkpoints' first line and its "
+                    "key's name; empty = the public base URL without its scheme, plus /log",
+    )
+    log_key_file: str = Field(
+        default="",
+        description="the log's Ed25519 signing key (created 0600 when missing); empty = "
+                    "log-key in the data folder",
+    )
+    log_checkpoint_s: float = Field(
+        default=2.0, gt=0, le=60,
+        description="while the log grows, a new checkpoint is signed at most this often",
+    )
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -283,6 +297,18 @@ class ServerSettings(BaseSettings):
 
     def proxy_networks(self) -> list[IPv4Network | IPv6Network]:
         return [ip_network(entry, strict=False) for entry in self.trusted_proxies]
+
+    @property
+    def resolved_log_origin(self) -> str:
+        if self.log_origin:
+            return self.log_origin
+        return self.public_base_url.partition("://")[2].rstrip("/") + "/log"
+
+    @property
+    def resolved_log_key_file(self) -> Path:
+        if self.log_key_file:
+            return Path(self.log_key_file).expanduser()
+        return _data_folder() / "log-key"
 
     def public_url(self, submission_id: str) -> str:
         return f"{self.public_base_url.rstrip('/')}/submissions/{submission_id}"

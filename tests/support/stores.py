@@ -8,7 +8,7 @@ from datetime import datetime
 from specserver.ingest.checks import Checked
 from specserver.ingest.rows import submission_rows
 from specserver.store.database import Store
-from specserver.store.writer import WriteOutcome
+from specserver.store.writes import WriteOutcome
 
 
 def submit_checked(store: Store, checked: Checked, received_at: datetime) -> Future[WriteOutcome]:

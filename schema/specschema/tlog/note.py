@@ -64,7 +64,7 @@ class Verifier:
 
 
 def parse_vkey(vkey: str) -> Verifier:
-    parts = vkey.split("+")
+    parts = vkey.split("+", 2)  # the base64 key may hold "+" itself
     if len(parts) != 3:
         raise NoteInvalid("a verifier key is <name>+<hex key id>+<base64 key>")
     name, hex_id, material_b64 = parts

@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from specserver import __version__
 from specserver.board import ReadService
-from specserver.http import admin, predict, probes, public, submissions
+from specserver.http import admin, log, predict, probes, public, submissions
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes
 from specserver.ingest import CheckPool
@@ -131,6 +131,7 @@ def create_app(
     predict.install(app)  # GET /v1/predict
     app.include_router(page_routes.router)  # the HTML page
     admin.install(app)  # /admin/v1, bearer token from settings.admin_token
+    log.install(app, settings, store.engine)  # /log/: checkpoints and tiles
     # --- end of read side -------------------------------------------------------------
 
     return app

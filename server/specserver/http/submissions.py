@@ -53,14 +53,24 @@ router = APIRouter()
 SUBMISSIONS_PATH = "/v1/submissions"
 
 
+class LogEntry(BaseModel):
+    """Where the submission's envelope is in the transparency log (``/log/``): its index and
+    its RFC 6962 leaf hash, SHA-256(0x00 || 0x01 || SHA-256(the envelope's bytes))."""
+
+    index: int
+    leaf_hash: str  # base64
+
+
 class Receipt(BaseModel):
-    """What the server answers for an accepted submission (201, or 200 when repeated)."""
+    """What the server answers for an accepted submission (201, or 200 when repeated);
+    ``log`` is null only when the server keeps no store."""
 
     submission_id: str
     key_id: str
     received_at: datetime
     url: str
     summary: list[ConfigSummary]
+    log: LogEntry | None = None
 
 
 class Health(BaseModel):
@@ -235,7 +245,12 @@ async def accept_submission(
     if outcome.status == "conflict":
         raise await _conflict(store, prepared.submission_id)
     status = 201 if outcome.status == "created" else 200
-    return Answer(status, receipt_json(prepared, outcome.received_at, url), {"Location": url})
+    entry = outcome.log
+    if entry is None:  # stored before: its entry is read, off the event loop (rare)
+        entry = await asyncio.to_thread(store.log_receipt, prepared.submission_id)
+    log = None if entry is None else (entry.index, entry.leaf_hash)
+    return Answer(status, receipt_json(prepared, outcome.received_at, url, log),
+                  {"Location": url})
 
 
 async def _conflict(store: Store, submission_id: str) -> Conflict:

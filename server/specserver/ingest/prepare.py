@@ -8,6 +8,7 @@ no pydantic model is pickled.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -70,10 +71,15 @@ def _utc_iso(value: datetime) -> str:
 _receipt_head = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-def receipt_json(prepared: Prepared, received_at: datetime, url: str) -> bytes:
+def receipt_json(prepared: Prepared, received_at: datetime, url: str,
+                 log: tuple[int, bytes] | None = None) -> bytes:
     """The receipt body, byte for byte what ``ingest_api.Receipt.model_dump_json`` gives
-    (a test holds them equal), without building the model for every submission."""
+    (a test holds them equal), without building the model for every submission. ``log``:
+    the submission's index in the transparency log and its leaf hash, once stored."""
     head = _receipt_head(
         {"submission_id": prepared.submission_id, "key_id": prepared.key_id,
          "received_at": _utc_iso(received_at), "url": url})
-    return head[:-1].encode() + b',"summary":' + prepared.summary_json + b"}"
+    entry = b"null" if log is None else b'{"index":%d,"leaf_hash":"%s"}' % (
+        log[0], base64.b64encode(log[1]))
+    return (head[:-1].encode() + b',"summary":' + prepared.summary_json + b',"log":' + entry
+            + b"}")

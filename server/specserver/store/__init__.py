@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     )
     from specserver.store.domainrows import UNSPECIFIED, domain_rows
     from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
+    from specserver.store.logentries import LogReceipt
+    from specserver.store.logtree import LogGap, LogTree
     from specserver.store.migrations import current_version
     from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
     from specserver.store.positions import (
@@ -48,6 +50,9 @@ _LAZY: dict[str, str] = {
     "OS_NAMES": "specserver.store.queries",
     "QUARANTINE_PREFIX": "specserver.store.rowset",
     "Row": "specserver.store.rowset",
+    "LogGap": "specserver.store.logtree",
+    "LogReceipt": "specserver.store.logentries",
+    "LogTree": "specserver.store.logtree",
     "RowSet": "specserver.store.rowset",
     "STORE_DOWN_RETRY_AFTER_S": "specserver.store.outage",
     "Store": "specserver.store.database",
@@ -82,6 +87,9 @@ __all__ = [
     "Filters",
     "OS_NAMES",
     "QUARANTINE_PREFIX",
+    "LogGap",
+    "LogReceipt",
+    "LogTree",
     "Row",
     "RowSet",
     "STORE_DOWN_RETRY_AFTER_S",

@@ -14,7 +14,8 @@ API for the rest of the server (docs/server.md, "Store API"):
   instead of gathering longer.
 - ``store.write(fn)`` / ``await store.awrite(fn)``: run ``fn(conn)`` on the writer thread in
   its own transaction (moderation, imports): all writes go through the one writer.
-- ``store.get_submission(id)``: the public view of one stored submission, or None.
+- ``store.get_submission(id)``: the public view of one stored submission, or None;
+  ``store.log_receipt(id)``: its entry in the transparency log, or None.
 - ``await store.check_banned(key_id)``: the ban gate of the event loop (cached
   ``ban_cache_s``, reloaded in a thread, never blocks the loop; fails open to the last set);
   ``store.is_banned(key_id)`` the blocking twin; ``store.invalidate_bans()``.
@@ -52,9 +53,11 @@ from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
 from specserver.store import origins, queries, tables
+from specserver.store.logentries import LogReceipt, receipt_of
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
-from specserver.store.writer import GroupCommitWriter, WriteOutcome, WriteRequest
+from specserver.store.writer import GroupCommitWriter
+from specserver.store.writes import WriteOutcome, WriteRequest
 
 T = TypeVar("T")
 # DuckDB settings of the store's database (global to it). A checkpoint runs inside the
@@ -358,5 +361,13 @@ class Store:
         try:
             with self.engine.connect() as conn:
                 return queries.submission_view(conn, submission_id)
+        except Exception as exc:
+            raise Unavailable("the store cannot be read right now", retry_after=5) from exc
+
+    def log_receipt(self, submission_id: str) -> LogReceipt | None:
+        """A stored submission's entry in the transparency log (``store/logentries.py``)."""
+        try:
+            with self.engine.connect() as conn:
+                return receipt_of(conn, submission_id)
         except Exception as exc:
             raise Unavailable("the store cannot be read right now", retry_after=5) from exc

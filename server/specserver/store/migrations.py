@@ -42,6 +42,7 @@ from specschema import evidence, speculation
 from specserver.errors import SpecServerError
 from specserver.store import changes, queries, tables
 from specserver.store.domainmigration import add_domain_results
+from specserver.store.logentries import create_log
 from specserver.store.probes import add_probes
 from specserver.store.writer import duckdb_append
 
@@ -396,6 +397,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "prompt set (filled from the stored envelopes)", add_domain_results),
     Migration(16, "probes: signed cost probes (a machine's cost of checking k tokens at "
                   "once), for predictions", add_probes),
+    Migration(17, "log_entries: the transparency log, with an entry for every signed "
+                  "submission already stored, oldest first", create_log),
 )
 LATEST = MIGRATIONS[-1].version
 

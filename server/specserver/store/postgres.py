@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -46,14 +47,10 @@ from sqlalchemy import (
 from specserver.errors import Unavailable
 from specserver.store import changes, tables
 from specserver.store.appenders import BulkInsert
+from specserver.store.logentries import LogReceipt, Sequencer
 from specserver.store.tables import INGEST_TABLES
-from specserver.store.writer import (
-    RETRY_AFTER_S,
-    GroupCommitWriter,
-    Status,
-    WriteOutcome,
-    WriteRequest,
-)
+from specserver.store.writer import RETRY_AFTER_S, GroupCommitWriter
+from specserver.store.writes import Status, WriteOutcome, WriteRequest
 
 log = logging.getLogger("specserver.store.postgres")
 
@@ -119,7 +116,7 @@ def _binary_types(table: Table) -> list[str]:
     return names
 
 
-_COPY_TYPES = {t.name: _binary_types(t) for t in INGEST_TABLES}
+_COPY_TYPES = {t.name: _binary_types(t) for t in (*INGEST_TABLES, tables.log_entries)}
 
 
 def _copy_binary(conn: Connection, target: str, columns: str, types: list[str],
@@ -166,9 +163,12 @@ def _insert_new(conn: Connection, rows: list[tuple[Any, ...]]) -> set[str]:
 
 
 def insert_batch(
-    conn: Connection, batch: list[WriteRequest], bulk_insert: BulkInsert
+    conn: Connection, batch: list[WriteRequest], bulk_insert: BulkInsert,
+    sequencer: Sequencer | None = None,
 ) -> list[WriteOutcome]:
-    """Store a batch inside the caller's transaction; one outcome per request, in order."""
+    """Store a batch inside the caller's transaction; one outcome per request, in order.
+    The inserted ones are logged (``store/logentries.py``) after the change log has taken
+    the clock's row lock, which orders the replicas' log numbers by commit."""
     first: dict[str, WriteRequest] = {}
     for request in batch:
         first.setdefault(request.submission_id, request)
@@ -192,15 +192,20 @@ def insert_batch(
         ]
         if rows:
             bulk_insert(conn, table, rows)
-    if inserted:  # the last step before the commit: the clock's row lock orders replicas
+    logged: dict[str, LogReceipt] = {}
+    if inserted:  # the last steps before the commit: the clock's row lock orders replicas
         changes.mark(conn, changes.stored_contributors(
             first[sid].rows.rows[_SUB.name][0] for sid in ordered if sid in inserted))
+        named = [(sid, first[sid].body_sha256) for sid in ordered if sid in inserted]
+        receipts = (sequencer or Sequencer(keeps_count=False)).append(
+            conn, named, datetime.now(UTC).replace(tzinfo=None), bulk_insert)
+        logged = dict(zip((sid for sid, _ in named), receipts, strict=True))
     outcomes: list[WriteOutcome] = []
     for request in batch:
         sid = request.submission_id
         if sid in inserted:
             if first[sid] is request:
-                outcomes.append(WriteOutcome("created", request.received_at))
+                outcomes.append(WriteOutcome("created", request.received_at, logged[sid]))
                 continue
             digest, received_at = first[sid].body_sha256, first[sid].received_at
         else:
@@ -222,7 +227,7 @@ class PostgresWriter(GroupCommitWriter):
     def _write_batch(self, batch: list[WriteRequest]) -> list[WriteOutcome]:
         conn = self._connection()
         with conn.begin():
-            return insert_batch(conn, batch, self.bulk_insert)
+            return insert_batch(conn, batch, self.bulk_insert, self.sequencer)
 
     def _write_one(self, request: WriteRequest) -> WriteOutcome:
         return self._write_batch([request])[0]

@@ -395,6 +395,19 @@ probes = Table(
 Index("ix_probes_target_chip", probes.c.target_digest, probes.c.chip
       ).ddl_if(dialect="postgresql")
 
+# The transparency log (``store/logentries.py``): one row per leaf, numbered from 0 without
+# gaps in the transaction that stores what the entry names; ``entry`` is the leaf's bytes (a
+# type byte and a SHA-256), ``submission_id`` the stored submission it names.
+log_entries = Table(
+    "log_entries",
+    metadata,
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("entry", LargeBinary, nullable=False),
+    Column("submission_id", String(36), nullable=True),
+    Column("logged_at", DateTime, nullable=False),
+)
+Index("ix_log_entries_submission", log_entries.c.submission_id).ddl_if(dialect="postgresql")
+
 # The tables one submission writes, in insertion order (their names are ``rowset``'s,
 # which the check workers import without SQLAlchemy).
 INGEST_TABLES: tuple[Table, ...] = tuple(metadata.tables[name] for name in INGEST_TABLE_NAMES)

@@ -41,25 +41,25 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Connection, Engine, RootTransaction, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import SpecServerError, Unavailable
 from specserver.store import changes, tables
 from specserver.store.appenders import BulkInsert, DuckDBAppenders, bulk_insert_for, is_conflict
 from specserver.store.appenders import duckdb_append as duckdb_append  # migrations use it
+from specserver.store.logentries import LogReceipt, Sequencer
 from specserver.store.tables import INGEST_TABLES, RowSet
+from specserver.store.writes import Pacing, Staging, Status, WriteJob, WriteOutcome, WriteRequest
 
 log = logging.getLogger("specserver.store.writer")
 
-Status = Literal["created", "duplicate", "conflict"]
 RETRY_AFTER_S = 5.0
 MAX_WINDOW_S = 0.1  # the longest a submission waits for its batch to gather
 # Gather for this many times the last commit's duration (BENCHMARKS.md, "Ingest": 3 gave
@@ -71,53 +71,13 @@ GATHER_PER_COMMIT = 3.0
 PACE_PER_COMMIT = 4.0
 
 
-@dataclass(frozen=True)
-class WriteOutcome:
-    status: Status
-    received_at: datetime  # the original one for a duplicate
-
-
-@dataclass
-class WriteRequest:
-    submission_id: str
-    body_sha256: str
-    received_at: datetime
-    rows: RowSet
-    future: Future[WriteOutcome]
-
-
-@dataclass
-class Staging:
-    """The open transaction of a batch being gathered, and the ids appended to it."""
-
-    transaction: RootTransaction | None
-    ids: set[str]
-    failed: bool = False
-
-
-@dataclass
-class Pacing:
-    """When the next commit may start: ``per_commit`` times the last commit's CPU after it
-    ended, at most ``cap_s`` (times from ``time.monotonic``)."""
-
-    per_commit: float
-    cap_s: float
-    next_at: float = float("-inf")  # nothing committed yet: the first commit need not wait
-
-    def committed(self, ended: float, cpu_s: float) -> None:
-        self.next_at = ended + min(self.per_commit * max(cpu_s, 0.0), self.cap_s)
-
-
-@dataclass
-class WriteJob:
-    """Any other write (moderation, import), run alone in its own transaction."""
-
-    fn: Callable[[Connection], Any]
-    future: Future[Any]
-
-
 _STOP = object()
 _NOTHING_MORE = object()
+
+
+def _now() -> datetime:
+    """A log entry's time: naive UTC, as the store keeps times."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 # --- the writer thread --------------------------------------------------------------------
@@ -151,6 +111,7 @@ class GroupCommitWriter:
         self.paced = 0  # batches begun within the pacing interval: their commit waited (tests)
         self.resets = 0  # connections dropped after a failure (tests count them)
         self._staging: Staging | None = None
+        self.sequencer = Sequencer(keeps_count=engine.dialect.name == "duckdb")
 
     # public -----------------------------------------------------------------------------
 
@@ -275,6 +236,7 @@ class GroupCommitWriter:
     def _reset(self) -> None:
         """After a failed write: drop the connection (and DuckDB's instance) and reopen."""
         self.resets += 1
+        self.sequencer.forget()
         self._close_conn()
         if self.engine.dialect.name == "duckdb":
             self.engine.dispose()
@@ -298,6 +260,7 @@ class GroupCommitWriter:
         except Exception as exc:  # noqa: BLE001 - any refusal: retry one by one
             log.info("batch of %d refused (%s); retrying one by one", len(batch), exc)
             self._forget_bulk_state()
+            self.sequencer.forget()
             if not is_conflict(exc):
                 self._reset()
             outcomes = None
@@ -350,9 +313,10 @@ class GroupCommitWriter:
                 self._staging = Staging(None, ids)
             self._staging.failed = True
 
-    def _commit_staged(self, batch: list[WriteRequest], stored: Counter[str]) -> bool:
-        """Commit the staged transaction after appending the last arrivals and logging what
-        they change (``stored``: submissions per contributor); False when staging failed
+    def _commit_staged(self, batch: list[WriteRequest],
+                       finish: Callable[[Connection], None]) -> bool:
+        """Commit the staged transaction after appending the last arrivals and running
+        ``finish`` (the log entries and the change log); False when staging failed
         (rolled back, for the plain write). Raises what the commit raises."""
         if self._staging is None:
             return False
@@ -373,7 +337,7 @@ class GroupCommitWriter:
         try:
             assert self._stager is not None
             self._stager.flush_all()
-            changes.mark(self._connection(), stored)
+            finish(self._connection())
             transaction.commit()
         except BaseException:
             if transaction.is_active:
@@ -398,18 +362,27 @@ class GroupCommitWriter:
                 outcomes.append(WriteOutcome("conflict", earlier.received_at))
         stored = changes.stored_contributors(
             request.rows.rows[tables.submissions.name][0] for request in first.values())
-        if self._commit_staged(batch, stored):
-            return outcomes
-        for request in first.values():
-            rows.extend(request.rows)
-        conn = self._connection()
-        with conn.begin():
-            for table in INGEST_TABLES:
-                table_rows = rows.rows[table.name]
-                if table_rows:
-                    self.bulk_insert(conn, table, table_rows)
+        named = [(r.submission_id, r.body_sha256) for r in first.values()]
+        receipts: list[LogReceipt] = []
+
+        def finish(conn: Connection) -> None:  # the transaction's last steps
+            receipts[:] = self.sequencer.append(conn, named, _now(), self.bulk_insert)
             changes.mark(conn, stored)
-        return outcomes
+
+        if not self._commit_staged(batch, finish):
+            for request in first.values():
+                rows.extend(request.rows)
+            conn = self._connection()
+            with conn.begin():
+                for table in INGEST_TABLES:
+                    table_rows = rows.rows[table.name]
+                    if table_rows:
+                        self.bulk_insert(conn, table, table_rows)
+                finish(conn)
+        self.sequencer.committed()
+        logged = dict(zip(first, receipts, strict=True))
+        return [replace(o, log=logged[r.submission_id]) if o.status != "conflict" else o
+                for r, o in zip(batch, outcomes, strict=True)]
 
     def _write_one(self, request: WriteRequest) -> WriteOutcome:
         sub = tables.submissions
@@ -429,11 +402,16 @@ class GroupCommitWriter:
                 table_rows = request.rows.rows[table.name]
                 if table_rows:
                     self.bulk_insert(conn, table, table_rows)
+            receipt = self.sequencer.append(conn, [(request.submission_id,
+                                                    request.body_sha256)],
+                                            _now(), self.bulk_insert)[0]
             changes.mark(conn, changes.stored_contributors(
                 request.rows.rows[tables.submissions.name]))
-        return WriteOutcome("created", request.received_at)
+        self.sequencer.committed()
+        return WriteOutcome("created", request.received_at, receipt)
 
     def _run_job(self, job: WriteJob) -> None:
+        self.sequencer.forget()  # a job may log entries of its own
         try:
             conn = self._connection()
             with conn.begin():

@@ -147,3 +147,10 @@ def test_proofs_from_tiles_equal_proofs_from_the_whole_tree() -> None:
     assert len(fetched) == len(set(fetched))  # each tile fetched once
     with pytest.raises(TileInvalid):
         reader.node(0, size)  # beyond the tree
+
+
+def test_a_verifier_key_whose_base64_holds_a_plus_round_trips() -> None:
+    signers = (Signer("log.example/atlas", nacl.signing.SigningKey(bytes([i]) * 32))
+               for i in range(256))
+    signer = next(s for s in signers if "+" in s.verifier.vkey.split("+", 2)[2])
+    assert parse_vkey(signer.verifier.vkey) == signer.verifier

@@ -26,7 +26,6 @@ from tests.support.crowd import (
     signed_result,
     target_of,
 )
-from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, error_of, settings_for
 
 TARGET = target_of(map_result(0, M2))
@@ -71,16 +70,8 @@ def test_a_probe_is_stored_once_and_refused_in_the_one_shape(small: Served) -> N
     assert small.counts()["probes"] == 1
 
 
-@pytest.fixture(params=STORES)
-def small_on_each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    url = store_url_for(request.param, tmp_path, request)
-    with Served(settings_for(tmp_path, database_url=url, **SMALL)) as served:
-        yield served
-
-
 def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
-        small_on_each_store: Served) -> None:
-    small = small_on_each_store
+        small: Served) -> None:
     _post_results(small, [RTX, M3_PRO, RADEON, M2])
     small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
     response = _predict(small, memory_gb="24")

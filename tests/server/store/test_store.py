@@ -21,7 +21,8 @@ from specserver.store import migrations, tables
 from specserver.store.appenders import duckdb_append, is_conflict
 from specserver.store.database import Store
 from specserver.store.tables import INGEST_TABLES
-from specserver.store.writer import GroupCommitWriter, Pacing, WriteRequest
+from specserver.store.writer import GroupCommitWriter
+from specserver.store.writes import Pacing, WriteRequest
 from tests.support.postgres import STORES, store_url_for
 from tests.support.signed import payload_dict, sign_dict, valid_body
 from tests.support.stores import submit_checked

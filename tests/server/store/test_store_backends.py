@@ -22,7 +22,7 @@ from specserver.ingest.checks import Checked, check_submission
 from specserver.store import tables
 from specserver.store.database import Store
 from specserver.store.migrations import LATEST
-from specserver.store.writer import WriteOutcome
+from specserver.store.writes import WriteOutcome
 from tests.support.backends import (
     board_bodies,
     board_submission,
@@ -223,9 +223,11 @@ def test_postgres_batches_use_copy_and_one_insert_per_batch(postgres_url: str) -
     inserts = [s for s in inserts if s not in logged]
     assert inserts == [postgres._MOVE_NEW] * batches
     assert "ON CONFLICT (submission_id) DO NOTHING" in inserts[0]
-    # One COPY per table per batch: the staging table and the five child tables.
-    assert len(copies) == 6 * batches
+    # One COPY per table per batch: the staging table, the five child tables and the
+    # transparency log's entries.
+    assert len(copies) == 7 * batches
     assert sum(postgres.STAGE in c for c in copies) == batches
+    assert sum('"log_entries"' in c for c in copies) == batches
 
 
 def test_a_postgres_url_selects_the_replica_safe_store(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,104 @@
+"""The transparency log's entries in the store: what a leaf holds, and its numbering.
+
+An entry is a type byte and a SHA-256: ``ENVELOPE`` then the digest of the exact envelope
+bytes the server verified and stored (accepted or quarantined). Its leaf hash is RFC 6962's
+SHA-256(0x00 || entry) (``specschema.tlog``). The log holds hashes only; the bytes are
+served where the submission is public.
+
+Entries are numbered 0, 1, 2, ... without gaps, in the same transaction as the rows they
+name, so that a commit stores both or neither. One sequencer per store: on DuckDB the
+writer thread (a file admits one process), which keeps the next number in memory between
+commits and forgets it after anything that failed or that it did not write itself; on
+PostgreSQL the transaction reads the next number after ``changes.mark`` has taken the
+board clock's row lock, which every replica's storing transaction takes and holds until
+its commit, so numbers follow commit order there too. The table's primary key refuses a
+number taken twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Table, func, select
+
+from specschema.tlog import leaf_hash
+from specserver.store import tables
+from specserver.store.appenders import core_insert, duckdb_append
+
+ENVELOPE = 0x01
+
+
+@dataclass(frozen=True)
+class LogReceipt:
+    """A stored entry's place: its index and its RFC 6962 leaf hash."""
+
+    index: int
+    leaf_hash: bytes
+
+
+def envelope_entry(envelope_sha256: str) -> bytes:
+    return bytes([ENVELOPE]) + bytes.fromhex(envelope_sha256)
+
+
+def next_index(conn: Connection) -> int:
+    # fetched to the end: DuckDB refuses an appender beside an unfinished result
+    found = conn.execute(select(func.max(tables.log_entries.c.idx))).scalars().all()
+    return 0 if not found or found[0] is None else int(found[0]) + 1
+
+
+def receipt_of(conn: Connection, submission_id: str) -> LogReceipt | None:
+    """The log entry that names a stored submission (none for an import)."""
+    log = tables.log_entries
+    rows = conn.execute(select(log.c.idx, log.c.entry)
+                        .where(log.c.submission_id == submission_id)).all()
+    return None if not rows else LogReceipt(int(rows[0][0]), leaf_hash(bytes(rows[0][1])))
+
+
+class Sequencer:
+    """Numbers the entries of the writer's transactions (module doc). ``append`` inside the
+    transaction; ``committed`` after its commit; ``forget`` after anything else."""
+
+    def __init__(self, keeps_count: bool) -> None:
+        self.keeps_count = keeps_count  # DuckDB: one writer thread, the count in memory
+        self._next: int | None = None
+        self._pending: int | None = None
+
+    def append(self, conn: Connection, named: Sequence[tuple[str, str]], logged_at: datetime,
+               insert: Any) -> list[LogReceipt]:
+        """Log (submission id, envelope sha256 hex) pairs in order, with ``insert(conn,
+        table, rows)``; their receipts."""
+        if not named:
+            return []
+        start = self._next if self.keeps_count and self._next is not None else next_index(conn)
+        entries = [envelope_entry(digest) for _, digest in named]
+        table: Table = tables.log_entries
+        insert(conn, table, [(start + i, entry, sid, logged_at)
+                             for i, ((sid, _), entry) in enumerate(zip(named, entries,
+                                                                       strict=True))])
+        self._pending = start + len(named)
+        return [LogReceipt(start + i, leaf_hash(entry)) for i, entry in enumerate(entries)]
+
+    def committed(self) -> None:
+        self._next, self._pending = self._pending, None
+
+    def forget(self) -> None:
+        self._next = self._pending = None
+
+
+def create_log(conn: Connection) -> None:
+    """The store version that adds the log: its table, and an entry for every signed
+    submission already stored, oldest first, so that the log names every one of them."""
+    tables.log_entries.create(conn, checkfirst=True)
+    if next_index(conn) > 0:
+        return
+    sub = tables.submissions
+    stored = conn.execute(select(sub.c.submission_id, sub.c.envelope_sha256)
+                          .where(sub.c.source == "signed")
+                          .order_by(sub.c.received_at, sub.c.submission_id)).all()
+    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    Sequencer(keeps_count=False).append(
+        conn, [(str(r[0]), str(r[1])) for r in stored],
+        datetime.now(UTC).replace(tzinfo=None), insert)
