@@ -4,9 +4,9 @@
 prints: per candidate and kind of work, S at each depth up to the one its runs used
 (``specschema.predict``: S(g) = T_t(1) E[N](g) / (g T_d + T_t(g + 1) + o)), with the
 median across contributors' profiles and cost units as the point, and an interval from
-resampling both (``DRAWS`` bootstrap draws: contributor units with replacement; within a
-cost unit, its samples with replacement). Beside each, the speedups measured on machines
-like the one asked about, and one line that answers.
+resampling both (``DRAWS`` bootstrap draws: contributor units with replacement, at most
+``RESAMPLE_MAX`` a draw; within a cost unit, its samples with replacement). Beside each,
+the speedups measured on machines like the one asked about, and one line that answers.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
@@ -43,6 +43,10 @@ LEVEL = 0.90  # the interval's nominal coverage
 MARGIN = 1.05  # a predicted gain below 5 % is not worth a recommendation
 DEPTHS = (1, 2, 3, 4, 6, 8, 12, 16)
 DIGITS = 4
+# A draw takes at most this many contributor units (an m-out-of-n bootstrap past it): the
+# interval of a larger crowd comes out wider than it is, never narrower, and one answer
+# stays under a second of CPU however many contributed.
+RESAMPLE_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,9 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
                profile.candidate.draft_digest or "", profile.domain)
     units = profile.units
     draws: dict[int, list[float]] = {d: [] for d in depths}
+    size = min(len(units), RESAMPLE_MAX)
     for b, drawn_curve in enumerate(curves):
-        drawn = median_vector([units[rng.randrange(len(units))] for _ in units])
+        drawn = median_vector([units[rng.randrange(len(units))] for _ in range(size)])
         t_d = draft_steps[b + 1] if draft_steps else 0.0
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d))

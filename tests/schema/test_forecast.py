@@ -139,3 +139,11 @@ def test_recommendation_reads_the_rows() -> None:
     assert recommendation(rows, "all") == ("use ngram-mod at depth 4: predicted 1.30x "
                                            "(0.90-1.60); it may also slow this machine down "
                                            "(the interval reaches 0.90x)")
+
+
+def test_a_large_crowd_is_resampled_in_bounded_draws() -> None:
+    many = tuple(tuple(max(0.0, a - 0.001 * i) for a in GOOD[i % 3]) for i in range(150))
+    rows = forecast(inputs(Profile(NGRAM, "all", many)), (CPU,), "crowd")["candidates"][0][
+        "predictions"]
+    assert all(r["low"] <= r["predicted"] <= r["high"] for r in rows)
+    assert rows[-1]["high"] - rows[-1]["low"] < 0.5

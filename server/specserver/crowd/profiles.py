@@ -44,7 +44,7 @@ from specserver.board import newkeys
 from specserver.errors import Invalid, NotFound
 from specserver.store import positions_of, probes, queries, tables, visible_clause
 
-__all__ = ["Asked", "crowd_inputs", "resolve_target"]
+__all__ = ["Asked", "crowd_inputs", "resolve_target", "standing_of"]
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -172,11 +172,18 @@ def _cost_units(found: Sequence[probes.StoredProbe], cohort_of: Mapping[str, str
     return tuple(units)
 
 
+def standing_of(conn: Connection, rules: newkeys.CohortRules) -> newkeys.Standing:
+    """Every key's cohort and which cohorts are new (``board.newkeys``): one read of every
+    key's arrival, which a caller keeps while the store's data version holds."""
+    return newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn), rules)
+
+
 def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
-                 min_contributors: int) -> CrowdInputs:
+                 min_contributors: int, standing: newkeys.Standing | None = None
+                 ) -> CrowdInputs:
     digest, name = resolve_target(conn, asked.target)
     rows = _rows(conn, digest, asked.engine)
-    standing = newkeys.standing(newkeys.arrivals(conn), newkeys.newest_receipt(conn), rules)
+    standing = standing or standing_of(conn, rules)
     cohort_of, new = standing.cohort_of, standing.new
     unknown_is_new = rules.probation > timedelta(0)
 

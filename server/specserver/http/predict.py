@@ -25,7 +25,7 @@ from specschema.domains import DOMAINS
 from specschema.engines import ENGINES
 from specschema.forecast import forecast
 from specserver.board import newkeys
-from specserver.crowd import Asked, crowd_inputs
+from specserver.crowd import Asked, crowd_inputs, standing_of
 from specserver.http import params
 from specserver.http.errors import error_doc
 from specserver.ingest import canonical_chip, canonical_model_optional
@@ -39,11 +39,24 @@ KEPT_ANSWERS = 256
 
 
 class _Answers:
-    """The last answers by query, each with the store version it was computed at."""
+    """The last answers by query, each with the store version it was computed at, and the
+    keys' standing (cohorts, probation) of the last data version: reading every key's
+    arrival is the costly part of an answer, and a query of another chip or target must
+    not pay it again while the data is unchanged."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.kept: OrderedDict[tuple[str, ...], tuple[str, bytes]] = OrderedDict()
+        self.standing: tuple[str, newkeys.Standing] | None = None
+
+    def standing_at(self, version: str) -> newkeys.Standing | None:
+        with self.lock:
+            held = self.standing
+            return held[1] if held is not None and held[0] == version else None
+
+    def keep_standing(self, version: str, standing: newkeys.Standing) -> None:
+        with self.lock:
+            self.standing = (version, standing)
 
     def get(self, key: tuple[str, ...], version: str) -> bytes | None:
         with self.lock:
@@ -58,10 +71,12 @@ class _Answers:
                 self.kept.popitem(last=False)
 
 
-def _version(conn: Connection) -> str:
+def _versions(conn: Connection) -> tuple[str, str]:
+    """(the store's data version, that and its probes' version)."""
     probes = tables.probes
     row = conn.execute(select(func.count(), func.max(probes.c.received_at))).one()
-    return f"{queries.data_version(conn)}|{row[0]}|{row[1]}"
+    data = queries.data_version(conn)
+    return data, f"{data}|{row[0]}|{row[1]}"
 
 
 def parse_asked(request: Request) -> tuple[Asked, str | None]:
@@ -82,13 +97,20 @@ def parse_asked(request: Request) -> tuple[Asked, str | None]:
 
 
 def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
-                   domain: str | None) -> dict[str, Any]:
-    """The answer's data (the route's body), on one connection."""
+                   domain: str | None, answers: _Answers | None = None,
+                   data_version: str = "") -> dict[str, Any]:
+    """The answer's data (the route's body), on one connection; the keys' standing kept
+    in ``answers`` for ``data_version``."""
     rules = newkeys.CohortRules.of(settings.new_key_probation_days,
                                    settings.cohort_window_hours,
                                    settings.range_graduations_per_day)
     with store.engine.connect() as conn:
-        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors)
+        standing = answers.standing_at(data_version) if answers is not None else None
+        if standing is None:
+            standing = standing_of(conn, rules)
+            if answers is not None:
+                answers.keep_standing(data_version, standing)
+        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors, standing)
     answer = forecast(inputs, inputs.cost, "crowd", domain)
     answer["inputs"] = inputs_json(inputs)
     return answer
@@ -127,11 +149,11 @@ async def predict(request: Request, target: str | None = None, chip: str | None 
 
     def compute() -> bytes:
         with store.engine.connect() as conn:
-            version = _version(conn)
+            data, version = _versions(conn)
         kept = answers.get(key, version)
         if kept is not None:
             return kept
-        body = json.dumps(predict_answer(store, state.settings, asked, chosen),
+        body = json.dumps(predict_answer(store, state.settings, asked, chosen, answers, data),
                           separators=(",", ":")).encode()
         answers.put(key, version, body)
         return body

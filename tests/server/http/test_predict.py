@@ -7,14 +7,16 @@ by settings for a small deployment)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specschema.crowd import inputs_from_json
-from specschema.envelope import PAYLOAD_TYPE
+from specschema.envelope import PAYLOAD_TYPE, key_id_of
 from specschema.forecast import forecast
+from specserver.store import tables
 from tests.support.crowd import (
     M2,
     M3_PRO,
@@ -26,7 +28,9 @@ from tests.support.crowd import (
     signed_result,
     target_of,
 )
+from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, error_of, settings_for
+from tests.support.signed import signer
 
 TARGET = target_of(map_result(0, M2))
 SMALL = {"new_key_probation_days": 0, "cohort_window_hours": 0}  # a small deployment
@@ -70,8 +74,16 @@ def test_a_probe_is_stored_once_and_refused_in_the_one_shape(small: Served) -> N
     assert small.counts()["probes"] == 1
 
 
+@pytest.fixture(params=STORES)
+def small_on_each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    url = store_url_for(request.param, tmp_path, request)
+    with Served(settings_for(tmp_path, database_url=url, **SMALL)) as served:
+        yield served
+
+
 def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
-        small: Served) -> None:
+        small_on_each_store: Served) -> None:
+    small = small_on_each_store
     _post_results(small, [RTX, M3_PRO, RADEON, M2])
     small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
     response = _predict(small, memory_gb="24")
@@ -111,6 +123,23 @@ def test_a_pair_with_too_few_contributors_or_only_new_keys_is_refused(tmp_path: 
             "needs acceptance from 3 contributors for this pair; has 1, the 3 keys still "
             "new counted as one: 2 more needed")
         assert answer["recommendation"].startswith("nothing can be predicted yet: needs")
+
+
+def test_many_new_keys_probing_one_machine_are_one_cost_unit(tmp_path: Path) -> None:
+    with Served(settings_for(tmp_path)) as served:  # probation on
+        for key in range(5):  # five fresh keys, each claiming a slow machine
+            body = signed_probe(cost_probe(TARGET, M2, step_s=0.5), 20 + key)
+            assert served.client.post("/v1/probes", content=body).status_code == 201
+        answer = _predict(served).json()
+        assert answer["cost"]["contributors"] == 1
+        assert len(answer["inputs"]["cost"]) == 1
+        # banned keys' probes are not read
+        with served.store.engine.begin() as conn:
+            for key in range(5):
+                conn.execute(tables.bans.insert().values(
+                    key_id=key_id_of(bytes(signer(20 + key).verify_key)), reason="test",
+                    banned_at=datetime(2026, 1, 1)))
+        assert _predict(served).json()["cost"] is None
 
 
 def test_without_a_probe_of_this_machine_nothing_is_predicted(small: Served) -> None:
