@@ -19,10 +19,11 @@ table for the newest rows). ``PageReuse`` keeps what makes them cheap:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -59,6 +60,9 @@ class PageData:
     recent: list[dict[str, Any]]
     newest: datetime | None  # the newest stored submission's receipt: how recent the page is
     domains: Board | None = None  # confirmed groups per kind of work (``by_domain``)
+    # The forecast for the chosen machine per engine family (``forecasts.answers``), once
+    # a machine and a target are chosen: the first screen's predicted column.
+    forecasts: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,11 +125,16 @@ class PageReuse:
         return items
 
 
+Forecaster = Callable[[Connection, Sequence[str]], dict[str, Any]]
+
+
 def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: str,
-              filters: queries.Filters, menu_cut: int) -> PageData:
-    """The page's boards, menus and recent submissions on ``conn`` (at ``version``)."""
+              filters: queries.Filters, menu_cut: int, forecaster: Forecaster | None = None
+              ) -> PageData:
+    """The page's boards, menus and recent submissions on ``conn`` (at ``version``);
+    ``forecaster``: the chosen machine's forecast for the engines given, on ``conn``."""
     menus_version, menus = reuse.menus(conn, version, menu_cut)
-    return PageData(
+    data = PageData(
         speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
         # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
         # its own row and never in a confirmed row's median (aggregate rule 5).
@@ -137,6 +146,11 @@ def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: s
         newest=newkeys.newest_receipt(conn),
         domains=by_domain(reads, conn, version, filters),
     )
+    if forecaster is None or any(filters.get(n) is None for n in DOMAIN_NEEDS):
+        return data
+    engines = {str(g.key["engine"]["engine"])
+               for board in (data.speed, data.unverified, data.noise) for g in board.groups}
+    return dataclasses.replace(data, forecasts=forecaster(conn, sorted(engines)))
 
 
 def by_domain(reads: ReadService, conn: Connection, version: str, filters: queries.Filters

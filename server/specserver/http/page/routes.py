@@ -14,13 +14,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import Connection
 
 from specschema.conclusion import VERDICT_WORDS
 from specschema.protocol import shipped_protocols
 from specserver.board import Snapshot, aggregate
 from specserver.http.caching import board_conditional, conditional
 from specserver.http.deps import Reads
-from specserver.http.page import board, machine, submission
+from specserver.http.page import board, forecasts, machine, submission
 from specserver.http.page.data import MENUS, PageData, PageReuse, page_data, page_version
 from specserver.http.page.render import page_response
 from specserver.http.params import choice, integer, one, parse_filters, query_params
@@ -61,6 +62,7 @@ def your_machine(data: PageData, filters: queries.Filters, menu_cut: int,
     found = [] if missing else machine.candidates(
         data.speed.groups, data.unverified.groups, data.noise.groups,
         data.domains.groups if data.domains is not None else (),
+        forecasts.predictor(data.forecasts or {}),
         chosen=[name for name in machine.MACHINE if filters.get(name) is not None])
     return {"mine": mine, "others": others, "missing": missing,
             "others_chosen": any(m.chosen is not None for m in others),
@@ -91,8 +93,15 @@ def home(request: Request, reads: Reads) -> Response:
     # (http/page/data.py); the versions of both label the page.
     reuse: PageReuse = request.app.state.page_reuse
     key = ("page", filters, menu_cut)
-    snapshot = reads.latest(key, lambda conn, version: page_data(reads, reuse, conn, version,
-                                                                 filters, menu_cut))
+    chip, target, memory = (filters.get(n) for n in ("chip", "target", "memory_gb"))
+
+    def forecaster(conn: Connection, engines: Sequence[str]) -> dict[str, forecasts.Answer]:
+        return forecasts.answers(conn, settings, reads.min_contributors, str(target),
+                                 str(chip), memory if isinstance(memory, int) else None,
+                                 engines)
+
+    snapshot = reads.latest(key, lambda conn, version: page_data(
+        reads, reuse, conn, version, filters, menu_cut, forecaster))
 
     def build(of: Snapshot[PageData]) -> Response:
         data = of.value
