@@ -1,0 +1,201 @@
+"""The first screen in a real headless Chromium at 1,440 and 390 px: "your machine" chosen
+from the menus (and kept in the URL), its candidates with their measured speedups best
+first, the speedup column in view on a phone, the method one click away. Screenshots of
+the first screen go to $SPECBENCH_SCREENSHOTS (or the test's temporary folder)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specserver.http.app import create_app
+from specserver.settings import ServerSettings
+from tests.server.http.page.test_page_browser import CHROMIUM_ARGS, _chromium
+from tests.support.boardfill import insert_submission, key, new_engine
+from tests.support.liveserver import free_port, serve
+
+TARGET = "qwen3:14b"
+MINE = EXAMPLE_MACHINES[1]  # Apple M3 Pro, 36 GB
+OTHER = EXAMPLE_MACHINES[2]  # an RTX 4090: its results are not this machine's
+HOSTILE_CHIP = '<img src=x onerror="document.title=1"> Apple M3 Pro'
+CHOSEN = {"chip": MINE["chip"], "memory_gb": str(MINE["memory_gb"]), "engine": "ollama",
+          "target": TARGET}
+PHONE = {"width": 390, "height": 844}
+WHEN = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def atlas(tmp_path_factory):
+    path = tmp_path_factory.mktemp("machine") / "store.duckdb"
+    engine = new_engine(path)
+    for copy in range(3):  # three contributors: spec_4 1.6x, spec_8 1.25x, confirmed
+        sub = example_submission("ollama-draft", seed=10 + copy, engine_version="0.30.1",
+                                 target=TARGET, machine=MINE, counters_seen=True,
+                                 draft_speedups={"spec_4": 1.6, "spec_8": 1.25},
+                                 created_at=WHEN)
+        # Received weeks apart: three keys out of probation, three contributors.
+        insert_submission(engine, sub, key(300 + copy),
+                          received_at=WHEN + timedelta(days=20 * copy))
+    # The same target on another chip, much faster: never this machine's candidates.
+    fast = example_submission("ollama-draft", seed=40, engine_version="0.30.1", target=TARGET,
+                              machine=OTHER, counters_seen=True,
+                              draft_speedups={"spec_4": 2.5, "spec_8": 2.5}, created_at=WHEN)
+    insert_submission(engine, fast, key(340))
+    # Drafts Ollama 0.12.8 did not apply, for this target on this machine: noise, listed
+    # with what they are, never as a speedup.
+    noise = example_submission("hardnumbers-m2", seed=50, engine_version="0.12.8",
+                               target=TARGET, machine=MINE, created_at=WHEN)
+    insert_submission(engine, noise, key(350))
+    hostile = example_submission("ollama-draft", seed=60, engine_version="0.30.1",
+                                 target=TARGET, machine=dict(MINE, chip=HOSTILE_CHIP),
+                                 counters_seen=True, draft_speedups={"spec_4": 1.4},
+                                 created_at=WHEN)
+    insert_submission(engine, hostile, key(360))
+    engine.dispose()
+    port = free_port()
+    settings = ServerSettings(database_url=str(path), public_base_url=f"http://127.0.0.1:{port}")
+    with serve(create_app(settings), port) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = os.environ.get("SPECBENCH_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _tab(chromium, viewport: dict[str, int]):  # type: ignore[no-untyped-def]
+    context = chromium.new_context(viewport=viewport)
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: problems.append(str(e)))
+    return context, tab, problems
+
+
+def _candidates(tab) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    return tab.evaluate("""() => [...document.querySelectorAll(
+        'table.candidates tr.candidate')].map(tr => {
+            const measured = tr.querySelector('td.measured');
+            const box = measured.querySelector('.speedup, .none').getBoundingClientRect();
+            return {draft: tr.querySelector('.draft').innerText,
+                    measured: tr.dataset.measured,
+                    speedup: measured.querySelector('.speedup')
+                        ? measured.querySelector('.speedup').innerText : null,
+                    cell: measured.innerText,
+                    bars: tr.querySelectorAll('.sbar').length,
+                    predicted: tr.querySelector('td.predicted').innerText,
+                    reason: tr.querySelector('td.predicted .reason')
+                        ? tr.querySelector('td.predicted .reason').textContent : null,
+                    left: box.left, right: box.right, bottom: box.bottom};
+        })""")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, PHONE],
+                         ids=lambda v: str(v["width"]))
+def test_the_first_screen_answers_for_a_chosen_machine(chromium, atlas, shots, viewport):
+    context, tab, problems = _tab(chromium, viewport)
+    try:
+        assert tab.goto(f"{atlas}/?{urlencode(CHOSEN)}").status == 200
+        tab.screenshot(path=str(shots / f"your-machine-{viewport['width']}.png"))
+        # The menus show the machine the URL holds.
+        for name, value in CHOSEN.items():
+            assert tab.locator(f"select[name={name}]").input_value() == value
+        rows = _candidates(tab)
+        # Measured candidates first, best first, each with its bar; another chip's 2.5x
+        # and the hostile chip's rows are not this machine's.
+        measured = [r for r in rows if r["measured"] == "yes"]
+        assert [r["draft"] for r in measured] == ["spec_4", "spec_8"]
+        speeds = [float(str(r["speedup"]).rstrip("x")) for r in measured]
+        assert speeds == sorted(speeds, reverse=True) and 1.45 < speeds[0] < 1.75
+        assert all(r["bars"] == 1 and "3 contributors" in str(r["cell"]) for r in measured)
+        assert all("IQR" in str(r["cell"]) for r in measured)
+        # The drafts Ollama did not apply: listed after, as noise, no bar, no interval.
+        rest = rows[len(measured):]
+        assert {r["draft"] for r in rest} == {"draft_qwen2.5_0.5b (qwen2.5:0.5b)",
+                                             "draft_qwen2.5_1.5b (qwen2.5:1.5b)"}
+        for row in rest:
+            assert row["measured"] == "no" and row["bars"] == 0 and row["speedup"] is None
+            assert str(row["cell"]).startswith("not measured") and "noise" in str(row["cell"])
+            assert "IQR" not in str(row["cell"])
+        # No prediction here, and each cell says why: Ollama reports no acceptance per draft
+        # position (the forecast's words), and nothing predicts a config never confirmed.
+        # The reason is one tap away, so the row stays short on a phone.
+        assert all(r["predicted"] == "not predicted" and str(r["reason"]).startswith(
+            "needs acceptance from 3 contributors for this pair; has 0") for r in measured)
+        assert all(r["predicted"] == "no prediction yet" and r["reason"] is None for r in rest)
+        # The speedup column is in view on the first screen, without scrolling sideways.
+        for row in rows[:2]:
+            assert 0 <= float(row["left"]) and float(row["right"]) <= viewport["width"], row
+            assert float(row["bottom"]) <= viewport["height"], row
+        wide, visible = tab.evaluate("() => [document.documentElement.scrollWidth, "
+                                     "document.documentElement.clientWidth]")
+        assert wide <= visible, f"the page scrolls sideways: {wide} > {visible} px"
+        # The method, one click away.
+        method = tab.locator("details#method")
+        assert method.evaluate("d => d.open") is False
+        method.locator("summary").click()
+        assert "confirmed" in method.inner_text() and "specsubmit probe" in method.inner_text()
+        assert problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+def test_the_machine_is_chosen_from_the_menus_and_kept_in_the_url(chromium, atlas):
+    context, tab, problems = _tab(chromium, PHONE)
+    try:
+        tab.goto(atlas + "/")
+        assert "Choose Chip and Target model" in tab.locator("p.choose").inner_text()
+        assert tab.locator("table.candidates").count() == 0
+        for name, value in CHOSEN.items():
+            tab.select_option(f"select[name={name}]", value)
+        with tab.expect_navigation():
+            tab.click("form.filters button[type=submit]")
+        for name, value in CHOSEN.items():
+            assert urlencode({name: value}) in tab.url
+        assert [r["draft"] for r in _candidates(tab)][:2] == ["spec_4", "spec_8"]
+        tab.reload()  # the URL is the whole state
+        assert [r["draft"] for r in _candidates(tab)][:2] == ["spec_4", "spec_8"]
+        assert problems == []
+    finally:
+        context.close()
+
+
+@pytest.mark.browser
+def test_a_hostile_chip_name_is_text_on_the_first_screen(chromium, atlas):
+    context, tab, problems = _tab(chromium, PHONE)
+    try:
+        chosen = dict(CHOSEN, chip=HOSTILE_CHIP)
+        assert tab.goto(f"{atlas}/?{urlencode(chosen)}").status == 200
+        assert tab.locator("main img").count() == 0 and tab.title() != "1"
+        assert [r["draft"] for r in _candidates(tab)] == ["spec_4", "spec_8"]  # 1.4x, 1.0x
+        assert tab.locator("select[name=chip]").input_value() == HOSTILE_CHIP
+        chips = tab.locator("table.board td.machine .chip").all_inner_texts()
+        assert chips and all(chip == HOSTILE_CHIP for chip in chips)
+        # Memory left open: each candidate's line names it (the chip, chosen, is not repeated).
+        del chosen["memory_gb"]
+        tab.goto(f"{atlas}/?{urlencode(chosen)}")
+        machines = tab.locator("table.candidates td.candidate-name .machine").all_inner_texts()
+        assert machines == ["36 GB", "36 GB"]
+        assert tab.locator("main img").count() == 0 and tab.title() != "1"
+        assert problems == []
+    finally:
+        context.close()
