@@ -11,8 +11,8 @@ from specserver.frontdoor import lazy_names
 if TYPE_CHECKING:
     from specserver.ingest.names import canonical_chip, canonical_model_optional, chip_is_known
     from specserver.ingest.plausibility import target_unsized_reason
-    from specserver.ingest.probes import check_probe
     from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
+    from specserver.ingest.probes import check_probe
     from specserver.ingest.workers import CheckPool
 
 _LAZY: dict[str, str] = {
