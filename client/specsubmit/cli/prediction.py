@@ -2,10 +2,11 @@
 this machine, from the crowd's acceptance and this machine's cost of checking tokens.
 
 This machine is described by its newest probe of the target (``specsubmit probe``): its
-chip, memory and engine go into ``GET /v1/predict``. When the server holds probes of this
-target on such a machine, its answer is printed as it is (the same numbers as the API);
-otherwise, or with ``--probe FILE``, the prediction is made here from the answer's inputs
-and the local probe, by the same function the server uses (``specschema.forecast``).
+chip, memory and engine go into ``GET /v1/predict``. The prediction printed is computed
+here from the inputs the answer carries, by the function the server answers with
+(``specschema.forecast``): with the crowd's probes of this target on such a machine when
+the server holds some (the same numbers as the API), otherwise, or with ``--probe FILE``,
+with the local probe.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from specschema.crowd import ALL_DOMAINS, cost_unit, inputs_from_json
 from specschema.domains import DOMAINS, domain_label
 from specschema.forecast import LEVEL, forecast
 from specschema.probe import CostProbe
-from specsubmit.errors import UsageError
+from specsubmit.errors import SubmitError, UsageError
 from specsubmit.outside_text import visible
 
 LOCAL_SOURCE = "your probe"
@@ -50,8 +51,10 @@ def find_probe(target: str) -> CostProbe | None:
 
 def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: bool
                  ) -> dict[str, Any]:
-    """The answer to print: the server's, or the same function over its inputs and
-    ``probe`` when the server has no cost for this machine or ``own_probe`` asks for it."""
+    """The answer to print, computed here by the server's function from the inputs its
+    answer carries (so a server's words are never printed as numbers, and a broken answer
+    is said as such): with the crowd's cost units when it has some for this machine and
+    ``own_probe`` does not ask otherwise, else with ``probe``."""
     from specsubmit.send import fetch_prediction
 
     fp = probe.fingerprint
@@ -64,15 +67,14 @@ def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: b
     if domain is not None:
         query["domain"] = domain
     answer = fetch_prediction(server, query)
-    if answer.get("cost") is not None and not own_probe:
-        return answer
     try:
         inputs = inputs_from_json(answer["inputs"])
-    except (KeyError, TypeError, ValueError):
-        from specsubmit.errors import SubmitError
-
-        raise SubmitError(f"{server} sent inputs this client cannot read") from None
-    mine = forecast(inputs, (cost_unit(probe),), LOCAL_SOURCE, domain)
+        if inputs.cost and not own_probe:
+            mine = forecast(inputs, inputs.cost, "crowd", domain)
+        else:
+            mine = forecast(inputs, (cost_unit(probe),), LOCAL_SOURCE, domain)
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError):
+        raise SubmitError(f"{server} sent a prediction this client cannot read") from None
     mine["inputs"] = answer["inputs"]
     return mine
 

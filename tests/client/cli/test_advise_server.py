@@ -16,12 +16,28 @@ from pathlib import Path
 import httpx
 import pytest
 
-from specschema.crowd import cost_unit, inputs_from_json
+from specschema.crowd import (
+    Candidate,
+    CostUnit,
+    CrowdInputs,
+    Profile,
+    cost_unit,
+    inputs_from_json,
+    inputs_json,
+)
 from specschema.forecast import forecast
 from specschema.probe import CostProbe
 from tests.client.engines.llama_server.fake_llama_server import write_fake_binary
 from tests.client.submit_server import RealServer
-from tests.support.crowd import M3_PRO, RADEON, RTX, signed_result
+from tests.support.crowd import (
+    M3_PRO,
+    RADEON,
+    RTX,
+    cost_probe,
+    map_result,
+    signed_result,
+    target_of,
+)
 from tests.support.realengine.tiny_gguf import TinyModel, write_model
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
@@ -111,3 +127,24 @@ def test_advise_refuses_what_it_cannot_answer(tmp_path: Path, env: dict[str, str
     assert no_server.returncode == 2 and "pass --server URL" in no_server.stderr
     domain = _cli(env, "advise", "--target", "x", "--server", server.url, "--domain", "poems")
     assert domain.returncode == 2 and "--domain must be one of" in domain.stderr
+
+
+@pytest.mark.parametrize("inputs", [
+    {"profiles": [{"candidate": []}]},
+    {"profiles": "many"},
+    # a cost of nothing at all: no division by it
+    inputs_json(CrowdInputs("a" * 64, None, "Apple M2", 24, "llama-server", 1, (Profile(
+        Candidate("llama-server", "server_launch", "ngram-simple", 4), "all",
+        ((0.9, 0.8, 0.7, 0.6),)),), (CostUnit({1: (0.0,), 5: (0.0,)}),), 1)),
+])
+def test_an_answer_it_cannot_read_is_said_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inputs: dict[str, object]) -> None:
+    import specsubmit.send
+    from specsubmit.cli.prediction import crowd_advice
+    from specsubmit.errors import SubmitError
+
+    monkeypatch.setattr(specsubmit.send, "fetch_prediction",
+                        lambda server, query: {"candidates": [], "inputs": inputs})
+    probe = cost_probe(target_of(map_result(0, M3_PRO)), M3_PRO)
+    with pytest.raises(SubmitError, match="sent a prediction this client cannot read"):
+        crowd_advice("http://127.0.0.1:9", probe, None, own_probe=False)
