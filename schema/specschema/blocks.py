@@ -1,22 +1,13 @@
-"""A run's blocks, read from its trials (pure): the unit the interval resamples, and the
-stability rule of the baseline.
+"""A run's blocks, read from its trials (pure): the unit the interval works over.
 
 A block is a run of one config's consecutive trials after its own warm-up (and, on
 llama-server, its own engine start); ``Trial.block`` numbers them in run order. A protocol
 with an interleaved block order (``Protocol.order``) measures every config in two blocks
 or more, so the baseline's blocks are repeated measurements of the same thing at other
-moments of the run: how far they disagree says how much the machine changed under it.
-
-Rule (``unstable``): when the baseline's block medians of decode tok/s disagree by more
-than ``MAX_BASELINE_DRIFT`` (the fastest block over the slowest, minus 1), no ratio of that
-run is a measurement of speculation, whatever its counters say: the drafts' verdict is
-``unstable`` (``specschema.capability``). The bound is wide enough for an honest run on a
-shared machine whose load changes (linear drift is cancelled by the interpolation in
-``specschema.stats.blocked_ratio``) and narrow enough to catch a run whose baseline lost a
-third of its speed between blocks. It is a judgement, not calibrated: on the real
-llama-server on a busy machine it flagged 9 of 13 runs and did not pick the runs whose
-estimates were farthest from the others (BENCHMARKS.md, "Interval calibration"). It is
-shared by every protocol version, so changing it would change stored results' verdicts.
+moments of the run: whether they sit on a line says whether the machine changed under it
+in a way the design cannot correct (``specschema.stability``, the verdict ``unstable``).
+A block's place in the run is a time when every trial says when it started, else a run
+position (``trial_blocks``).
 """
 
 from __future__ import annotations
@@ -27,27 +18,59 @@ from specschema.block_ratios import Block, block_drift
 from specschema.models import ConfigResult, Trial
 from specschema.stats import median
 
-# Baseline block medians within a factor 1.5 of each other (docs/aggregation.md).
-MAX_BASELINE_DRIFT = 0.5
-
 
 def has_blocks(trials: Sequence[Trial]) -> bool:
     """Whether every trial says its block (clients before blocks leave it null)."""
     return bool(trials) and all(t.block is not None for t in trials)
 
 
-def trial_blocks(trials: Sequence[Trial], values: Sequence[float | None]) -> list[Block]:
+def timed(configs: Sequence[ConfigResult]) -> bool:
+    """Whether every trial of the run says when it started (``Trial.started_s``), the times
+    rising with the run positions: then a block's place in the run is a time, else a run
+    position (clients before times; times out of order are no clock's)."""
+    trials = sorted((t for c in configs for t in c.trials), key=lambda t: t.position)
+    times = [t.started_s for t in trials if t.started_s is not None]
+    if not trials or len(times) != len(trials):
+        return False
+    return all(a < b for a, b in zip(times, times[1:], strict=False))
+
+
+def _place(trial: Trial, by_time: bool) -> float:
+    """A trial's place in the run: the middle of its request in seconds, or its position."""
+    if by_time and trial.started_s is not None:
+        return trial.started_s + trial.wall_s / 2.0
+    return float(trial.position)
+
+
+def trial_blocks(trials: Sequence[Trial], values: Sequence[float | None],
+                 by_time: bool = False) -> list[Block]:
     """The trials' values grouped by block, in block order; ``values[i]`` belongs to
     ``trials[i]`` (None: the trial has no value, e.g. no eval time). The centre of a block
-    is the mean run position of its trials (with or without a value)."""
-    positions: dict[int, list[int]] = {}
+    is the mean place of its trials (with or without a value): the middle of each request in
+    seconds with ``by_time`` (``timed``: every trial of the run has a time), else the run
+    position, as every result before times has it (small integers add exactly as floats:
+    their numbers are unchanged)."""
+    places: dict[int, list[float]] = {}
     found: dict[int, list[float]] = {}
     for trial, value in zip(trials, values, strict=True):
         block = trial.block if trial.block is not None else -1
-        positions.setdefault(block, []).append(trial.position)
+        places.setdefault(block, []).append(_place(trial, by_time))
         if value is not None:
             found.setdefault(block, []).append(value)
-    return [Block(sum(p) / len(p), tuple(found.get(b, ()))) for b, p in sorted(positions.items())]
+    return [Block(sum(p) / len(p), tuple(found.get(b, ()))) for b, p in sorted(places.items())]
+
+
+def block_loads(trials: Sequence[Trial]) -> list[float | None]:
+    """Each block's mean 1-minute load average (``Trial.load_1m``), in block order; None for
+    a block where any trial lacks one."""
+    loads: dict[int, list[float | None]] = {}
+    for trial in trials:
+        loads.setdefault(trial.block if trial.block is not None else -1, []).append(trial.load_1m)
+    out: list[float | None] = []
+    for _, found in sorted(loads.items()):
+        present = [v for v in found if v is not None]
+        out.append(sum(present) / len(present) if len(present) == len(found) else None)
+    return out
 
 
 def decode_rates(trials: Sequence[Trial]) -> list[float | None]:
@@ -63,7 +86,3 @@ def baseline_drift(baseline: ConfigResult | None) -> float | None:
         return None
     blocks = trial_blocks(baseline.trials, decode_rates(baseline.trials))
     return block_drift([median(b.values) for b in blocks if b.values])
-
-
-def is_unstable(drift: float | None) -> bool:
-    return drift is not None and drift > MAX_BASELINE_DRIFT

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from specschema.block_t import blocked_ratio_t
-from specschema.blocks import decode_rates, has_blocks, trial_blocks
+from specschema.blocks import decode_rates, has_blocks, timed, trial_blocks
 from specschema.models import ConfigResult, Submission, Trial
 from specschema.summary import by_domain, prompt_domains
 
@@ -115,14 +115,15 @@ def domain_results(submission: Submission, config: ConfigResult) -> list[DomainR
         return []
     baseline = next((c for c in submission.configs if c.role == "baseline"), None)
     theirs = by_domain(baseline.trials, domains) if baseline is not None else {}
+    by_time = timed(submission.configs)
     found: list[DomainResult] = []
     for domain, trials in by_domain(config.trials, domains).items():
         speedup = low = high = None
         base = theirs.get(domain, [])
         if (config is not baseline and trials and base and has_blocks(trials)
                 and has_blocks(base)):
-            own = trial_blocks(trials, decode_rates(trials))
-            ref = trial_blocks(base, decode_rates(base))
+            own = trial_blocks(trials, decode_rates(trials), by_time)
+            ref = trial_blocks(base, decode_rates(base), by_time)
             if any(b.values for b in own) and any(b.values for b in ref):
                 estimate = blocked_ratio_t(own, ref)
                 speedup, low, high = estimate.ratio, estimate.ci_low, estimate.ci_high

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
-from specschema.blocks import baseline_drift, is_unstable
+from specschema.blocks import timed
 from specschema.engines import EngineDescriptor, descriptor, parse_version
 from specschema.models import (
     ConfigResult,
@@ -29,6 +29,7 @@ from specschema.models import (
     Trial,
     TrialCounters,
 )
+from specschema.stability import baseline_stability
 
 __all__ = ["CounterProblem", "TOTALS_OVER_DRAFTED", "api_counters_refused", "counter_problems",
            "decide", "engine_can_honor", "facts", "facts_of", "launch_speculates",
@@ -68,8 +69,8 @@ def verdict(
     baseline's counters are that, so MLX is named rather than baseline_speculated);
     baseline_speculated: the baseline itself speculated (counters or a launch with
     --spec-type), so no comparison against it measures speculation;
-    unstable: the baseline's repeated blocks disagree beyond the bound
-    (``specschema.blocks.MAX_BASELINE_DRIFT``): the machine changed under the run, so no
+    unstable: the baseline's repeated blocks say the machine changed under the run in a
+    way the design does not correct (``specschema.stability``), so no
     ratio against that baseline measures speculation (nor, for the noise floor, its absence);
     not_applied: the engine cannot honor the mechanism, or every engine start seen for this
     config ran without speculation (``launched_without_speculation``: also llama-server
@@ -182,7 +183,8 @@ def decide(
     unstable: bool = False,
 ) -> Observed:
     """``verdict`` for one config from its facts and the baseline's (None: no baseline);
-    ``unstable``: the baseline's blocks disagree beyond the bound (``blocks.is_unstable``)."""
+    ``unstable``: the baseline's blocks say the machine changed under the run
+    (``stability.baseline_stability``)."""
     requested = role == "draft"
     base_speculated = baseline is not None and (baseline.counters_seen or baseline.spec_launch)
     described = descriptor(engine.name)
@@ -208,8 +210,10 @@ def submission_verdicts(submission: Submission) -> list[Observed]:
         (f for c, f in zip(submission.configs, all_facts, strict=True) if c.role == "baseline"),
         None,
     )
-    unstable = is_unstable(baseline_drift(
-        next((c for c in submission.configs if c.role == "baseline"), None)))
+    stability = baseline_stability(
+        next((c for c in submission.configs if c.role == "baseline"), None),
+        timed(submission.configs))
+    unstable = stability is not None and stability.unstable
     return [
         decide(role=c.role, mechanism=c.speculation.mechanism, engine=submission.engine,
                own=f, baseline=None if c.role == "baseline" else baseline, unstable=unstable)

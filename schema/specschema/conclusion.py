@@ -12,103 +12,34 @@ Whatever its ratio, that ratio is run-to-run noise, and the text says so with th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
-from specschema.blocks import MAX_BASELINE_DRIFT
 from specschema.capability import CounterProblem
 from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
+from specschema.stability import LOAD_MOVED, MAX_BASELINE_DRIFT, OFF_LINE, OFF_LINE_WITH_LOAD
 from specschema.summary import ConfigSummary
+from specschema.verdict_words import (
+    INVALID_COMPARISONS,
+    LEVEL_BADGES,
+    LEVEL_CHECKS,
+    LEVEL_WORDS,
+    NEVER_DRAFTED,
+    OUTCOME_WORDS,
+    VERDICT_HELP,
+    VERDICT_WORDS,
+    Outcome,
+)
 
-VERDICT_WORDS = {"confirmed": "confirmed", "not_applied": "not applied (noise)",
-                 "not_observed": "not observed", "unknown": "unknown",
-                 "baseline_speculated": "baseline speculated (no comparison)",
-                 "synthetic": "synthetic acceptance (invalid)",
-                 "cannot_compare": "cannot be compared (MLX)",
-                 "unstable": "unstable (baseline blocks disagree)",
-                 "incompatible": "incompatible (not run)"}
-
-# Each verdict: what it means (its evidence), and what the contributor can do about it.
-# The CLI's conclusion, the submission page and the JSON API show these; docs/run.md
-# ("Verdicts") says the same at length. None of the last three is ever a speedup.
-VERDICT_HELP: dict[str, tuple[str, str]] = {
-    "confirmed": ("acceptance counters (drafted / accepted tokens) were reported for this "
-                  "config's trials, and none for the baseline",
-                  "nothing: this ratio is a measured effect of speculation"),
-    "not_applied": ("the engine cannot honor this config's mechanism, or every engine start "
-                    "reported for it ran without speculation (on llama-server: started with "
-                    "the draft, but no trial drafted a token)",
-                    "use an engine version and a target that can speculate (see the "
-                    "protocol's requirements)"),
-    "not_observed": ("the engine could speculate, but no counters were found for the trials",
-                     "pass the Ollama server log with --ollama-log so counters can be read"),
-    "unknown": ("the engine version could not be read and no counters were reported",
-                "rerun with an Ollama that reports its version"),
-    "baseline_speculated": ("the baseline itself speculated (counters in its trials, or an "
-                            "engine start with --spec-type), so there is no baseline without "
-                            "speculation to compare against",
-                            "use a target that does not draft by default, make sure the "
-                            "baseline sends draft_num_predict 0, or run the GGUF on "
-                            "llama-server (--engine llama-server)"),
-    "synthetic": ("synthetic acceptance was on (--spec-synth-len / LLAMA_ARG_SPEC_SYNTH_LEN "
-                  "or llama-server's 'synthetic' warning): output and timings are fake",
-                  "unset LLAMA_ARG_SPEC_SYNTH_LEN / LLAMA_ARG_SPEC_SYNTH_RATES where "
-                  "`ollama serve` runs, restart it, and run again"),
-    "cannot_compare": ("the target runs on Ollama's MLX engine, where speculation cannot be "
-                       "switched off per request: every config speculates, the baseline too",
-                       "nothing on this engine; a GGUF build of the model runs on llama-server, "
-                       "where the baseline can be measured"),
-    "unstable": ("the baseline was measured in several blocks across the run and they "
-                 "disagree by more than the bound (the fastest block more than 1.5 times the "
-                 "slowest): the machine's speed changed under the run, so no ratio against "
-                 "that baseline measures speculation",
-                 "run again on a quieter machine (close other work, keep it on AC power, "
-                 "use fewer engine threads than cores)"),
-    "incompatible": ("the engine could not run this draft config as the protocol asks (llama.cpp "
-                     "refused the draft's vocabulary for the target, the draft file is missing, "
-                     "or speculation could not be started); its trials were not run, and the "
-                     "other configs were measured as usual",
-                     "use a draft whose GGUF token list matches the target's (same tokenizer; "
-                     "the same token texts from id 5 on; at most 128 tokens more or fewer), "
-                     "ideally both converted by the same tool"),
-}
-INVALID_COMPARISONS = ("baseline_speculated", "synthetic", "cannot_compare")
-# Why a llama-server draft config is not_applied (capability.never_drafted).
-NEVER_DRAFTED = ("llama-server was started with the draft but drafted no token in any trial "
-                 "(it served without speculation)")
-
-# The server's evidence levels (specschema.evidence.LEVELS) as a reader sees them: long on a
-# submission page, short as a board's badge. Only the first two count as confirmed.
-LEVEL_WORDS = {"engine_api": "engine API counters, consistent",
-               "log": "log counters, consistent",
-               "reported": "reported only: not counted as confirmed",
-               "implausible": "implausible: not counted as confirmed",
-               "none": "no counters"}
-# The badges name the counters' source as the client's report: the server never sees an
-# engine, so no badge or word says the counters were "seen".
-LEVEL_BADGES = {"engine_api": "API counters, reported", "log": "log counters, reported",
-                "reported": "reported, not placed", "implausible": "implausible",
-                "none": "no counters"}
-# Each level: what the client reported, and what the server checked (the badges' titles,
-# the API's ``evidence_levels``).
-LEVEL_CHECKS: dict[str, tuple[str, str]] = {
-    "engine_api": ("the client reports per-trial counters from the engine's own API",
-                   "the server checked them against the trials and timings: consistent"),
-    "log": ("the client reports counters it read from the engine's log",
-            "the server checked them against the trials and timings: consistent"),
-    "reported": ("the client reports counters",
-                 "the server cannot place them (an unknown engine version, a log the client "
-                 "says it did not read, totals without trials, or sources that disagree)"),
-    "implausible": ("the client reports counters",
-                    "the server checked them: they cannot explain the measured speedup"),
-    "none": ("the client reports no counters", "nothing to check"),
-}
-
-# What a measured ratio says, by its 95 % interval: the colour and the word on the page.
-Outcome = Literal["faster", "no_clear_difference", "slower"]
-OUTCOME_WORDS: dict[str, str] = {"faster": "faster", "no_clear_difference": "no clear difference",
-                                 "slower": "slower"}
-
+# The tables are ``specschema.verdict_words``'s; they are named here too, so that a caller
+# finds every word of a result in one place.
+__all__ = [
+    "INVALID_COMPARISONS", "LEVEL_BADGES", "LEVEL_CHECKS", "LEVEL_WORDS", "NEVER_DRAFTED",
+    "OUTCOME_WORDS", "VERDICT_HELP", "VERDICT_WORDS", "Outcome", "acceptance_rate",
+    "batched_arithmetic", "capability_reason", "conclusion", "config_line", "config_sentence",
+    "drift_words", "effect", "interval_method_words", "no_counters_reason", "off_line_words",
+    "other_speedup", "outcome", "outcome_of", "problem_words", "speedup_cell", "spread",
+    "stability_words", "verdict_help", "verdict_label", "vs_baseline", "vs_baseline_wall",
+]
 
 def outcome_of(low: float | None, high: float | None) -> Outcome | None:
     """faster when the whole interval is above 1.0, slower when below, else no clear
@@ -223,6 +154,35 @@ def drift_words(baseline: ConfigSummary | None) -> str | None:
             f"slowest ({baseline.blocks} blocks)")
 
 
+def off_line_words(baseline: ConfigSummary | None) -> str | None:
+    """The baseline block farthest off the line between its neighbours, in words (None
+    unless the run is timed and has one: ``ConfigSummary.off_line``)."""
+    if baseline is None or baseline.off_line is None or baseline.off_line_block is None:
+        return None
+    how = "faster" if baseline.off_line > 0 else "slower"
+    text = (f"the baseline's block {baseline.off_line_block + 1} of {baseline.blocks} ran "
+            f"{abs(baseline.off_line):.0%} {how} than the line between its neighbours")
+    if baseline.off_line_load is not None:
+        text += (f" (its load average {abs(baseline.off_line_load):.1f} "
+                 f"{'above' if baseline.off_line_load >= 0 else 'below'} theirs)")
+    return text
+
+
+def stability_words(baseline: ConfigSummary | None) -> str | None:
+    """What the baseline's blocks say about the run, by the rule that judged it
+    (``specschema.stability``): the block off its line with the bounds, or the drift with
+    its bound; None without blocks to compare."""
+    off = off_line_words(baseline)
+    if off is not None:
+        return (f"{off}; the bounds are {OFF_LINE:.0%} off the line, or "
+                f"{OFF_LINE_WITH_LOAD:.0%} while the load average moved by {LOAD_MOVED:g} "
+                "or more (a steady drift is corrected, not counted)")
+    drift = drift_words(baseline)
+    if drift is None:
+        return None
+    return f"{drift}; the bound is {MAX_BASELINE_DRIFT:.0%}"
+
+
 def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
     if not evidence.drafted_tokens:
         return None
@@ -272,7 +232,7 @@ def effect(summary: ConfigSummary, headline: str = "decode") -> str:
         return "no trials to compare"
     if low is None or high is None:
         return f"{ratio:.2f}x the baseline's {of} (too few trials for an interval)"
-    interval = f"95% CI {low:.2f}–{high:.2f}"
+    interval = f"95% within-run CI {low:.2f}–{high:.2f}"
     found = outcome_of(low, high)
     if found == "faster":
         return f"{ratio:.2f}x faster than the baseline{what} ({interval})"
@@ -330,11 +290,10 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
                     f"{described.counters_from(evidence.counters_source)}) and {ran}{counts}")
     elif evidence.observed == "unstable":
         todo = VERDICT_HELP["unstable"][1]
-        drift = drift_words(baseline)
+        words = stability_words(baseline) or "the baseline blocks disagree"
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
-        sentence = (f"{summary.name} is unstable: {drift or 'the baseline blocks disagree'}, "
-                    f"beyond the bound of {MAX_BASELINE_DRIFT:.0%}, so {ratio} is not "
-                    f"counted as a speedup; what to do: {todo}")
+        sentence = (f"{summary.name} is unstable: {words}; so {ratio} is not counted as a "
+                    f"speedup; what to do: {todo}")
     elif evidence.observed in INVALID_COMPARISONS:
         meaning, todo = verdict_help(evidence.observed, engine)
         ratio = f"its {summary.speedup_tps:.2f}x" if summary.speedup_tps is not None else "it"
@@ -464,13 +423,18 @@ def conclusion(summaries: Sequence[ConfigSummary], evidence: Mapping[str, Specul
 def interval_method_words(interval: str, blocked: bool) -> str:
     """How the ratios to the baseline and their 95 % intervals were computed, in words:
     ``interval`` is the protocol's (``Protocol.interval``), ``blocked`` whether the trials
-    carried blocks (without, neither block method applies)."""
+    carried blocks (without, neither block method applies). Every interval is a within-run
+    interval, and the words say so: it covers how this run's trials or blocks varied, not
+    how a run at another time, under another load, would read."""
+    within = ("; a within-run interval: it covers how this run's {what} varied, not how "
+              "another run, at another time or under another load, would read")
     if not blocked:
         return ("median tok/s ÷ the baseline's, with a 95% percentile-bootstrap interval over "
-                "trials")
+                "trials" + within.format(what="trials"))
     if interval == "block_t":
         return ("each draft block ÷ the baseline at its place in the run, the geometric mean "
                 "of those block ratios, with a 95% Student t interval over the blocks (wide "
-                "when the blocks disagree or are few)")
+                "when the blocks disagree or are few)" + within.format(what="blocks"))
     return ("each draft block ÷ the baseline at its place in the run, the median of those "
-            "block ratios, with a 95% two-stage bootstrap interval over blocks and trials")
+            "block ratios, with a 95% two-stage bootstrap interval over blocks and trials"
+            + within.format(what="blocks"))

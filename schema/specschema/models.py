@@ -9,10 +9,13 @@ its published JSON Schema (``schema/jsonschema/submission.v1.schema.json``) is f
 
 What v2 adds (docs/run.md explains the verdicts):
 - verdicts ``baseline_speculated``, ``synthetic``, ``cannot_compare``, ``unstable`` (the
-  baseline's blocks disagree beyond ``specschema.blocks.MAX_BASELINE_DRIFT``) and
+  baseline's blocks disagree: ``specschema.stability``) and
   ``incompatible`` (the engine could not run the config as asked:
   ``SpeculationEvidence.refusal``): none of them is a measured speedup;
 - per-trial block numbers (``Trial.block``): the unit the confidence interval resamples;
+- per-trial times and load (``Trial.started_s``, ``load_1m``, ``client_cpu_s``): where each
+  trial sits in time and how busy the machine was, for the baseline's interpolation and
+  its stability rule (``specschema.stability``);
 - per-trial counters (``Trial.counters``) with their source;
 - what the engine actually ran with (``SpeculationEvidence.launches``), as the engine
   logged or was given it, never what was requested;
@@ -276,6 +279,19 @@ class Trial(WireModel):
         "baseline's most common token sequence (compared over the tokens both have); null "
         "when they agree or the engine gave no token ids"
     )
+    started_s: Seconds | None = Field(
+        None, description="v2: when this trial's request was sent, in seconds since the run's "
+        "first trial was sent (the client's monotonic clock; the baseline is interpolated by "
+        "time between its blocks); null when the client did not record it"
+    )
+    load_1m: Annotated[float, Field(ge=0.0, le=100_000.0)] | None = Field(
+        None, description="v2: the machine's 1-minute load average (all processes) read as "
+        "this trial ended; null when the system does not give one"
+    )
+    client_cpu_s: Seconds | None = Field(
+        None, description="v2: CPU seconds the client's own process used during this trial "
+        "(apart from the engine's); null when not recorded"
+    )
 
 
 class SpeculationEvidence(WireModel):
@@ -388,6 +404,7 @@ def v1_violations(submission: Submission) -> list[tuple[str, str]]:
                 found.append((f"configs.{ci}.trials.{ti}.counters", "a v2 field"))
             if trial.diverged_at is not None:
                 found.append((f"configs.{ci}.trials.{ti}.diverged_at", "a v2 field"))
-            if trial.block is not None:
-                found.append((f"configs.{ci}.trials.{ti}.block", "a v2 field"))
+            for field in ("block", "started_s", "load_1m", "client_cpu_s"):
+                if getattr(trial, field) is not None:
+                    found.append((f"configs.{ci}.trials.{ti}.{field}", "a v2 field"))
     return found

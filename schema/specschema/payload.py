@@ -40,21 +40,24 @@ _V2_ONLY: dict[str, Any] = {
     "models": {"__all__": {"format"}},
     "configs": {"__all__": {
         "speculation": {"mean_accepted_len", "launches", "refusal", "diverged_at"},
-        "trials": {"__all__": {"counters", "block", "diverged_at"}},
+        "trials": {"__all__": {"counters", "block", "diverged_at", "started_s", "load_1m",
+                               "client_cpu_s"}},
     }},
 }
 # Fields added to v2 later, left out of a v2 submission's bytes while none of its configs
 # uses them, so that a v2 submission made before them keeps its bytes too.
 _NO_FLAGS: dict[str, Any] = {"speculation": {"launches": {"__all__": {"flags"}}}}
 _NO_ROUNDS: set[str] = {"rounds", "accepted_per_position"}
+_LATER_TRIAL_FIELDS = ("block", "started_s", "load_1m", "client_cpu_s")
 
 
 def _later_fields_unused(submission: Submission) -> dict[str, Any] | None:
     configs = submission.configs
     unused: dict[str, Any] = {}
     trials: dict[str, Any] = {}
-    if all(t.block is None for c in configs for t in c.trials):
-        trials["block"] = True
+    for field in _LATER_TRIAL_FIELDS:
+        if all(getattr(t, field) is None for c in configs for t in c.trials):
+            trials[field] = True
     if all(t.counters is None or (t.counters.rounds is None
                                   and t.counters.accepted_per_position is None)
            for c in configs for t in c.trials):

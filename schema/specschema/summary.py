@@ -3,7 +3,8 @@ server stores. Never trusted from the wire; both sides call ``summarize``.
 
 When every trial of a config and of the baseline carries its block (``Trial.block``), the
 speedups are computed over blocks (each draft block against the baseline interpolated at
-its place in the run) by the protocol's interval method (``Protocol.interval``):
+its place in the run: in time when every trial says when it started, else by run
+position) by the protocol's interval method (``Protocol.interval``):
 ``specschema.block_t.blocked_ratio_t`` (geometric mean of block ratios, Student's t CI) for
 "block_t", ``specschema.block_bootstrap.blocked_ratio`` (median of block ratios, two-stage bootstrap
 CI) for "block_bootstrap", the method of every protocol before "block_t" and of protocols
@@ -26,9 +27,10 @@ from pydantic import BaseModel, ConfigDict
 from specschema.block_bootstrap import blocked_ratio
 from specschema.block_ratios import Block, BlockedEstimate, block_drift
 from specschema.block_t import blocked_ratio_t, blocked_ratio_t_over
-from specschema.blocks import decode_rates, has_blocks, trial_blocks
+from specschema.blocks import decode_rates, has_blocks, timed, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
 from specschema.protocol import find_protocol, interval_of
+from specschema.stability import baseline_stability
 from specschema.stats import (
     median,
     median_of_sorted,
@@ -64,6 +66,12 @@ class ConfigSummary(BaseModel):
     block_drift: float | None = None  # max / min of its block medians of tok/s, minus 1
     speedup_wall_ci_low: float | None = None
     speedup_wall_ci_high: float | None = None
+    # The baseline of a timed run only (``specschema.stability``): its interior block
+    # farthest off the line between its neighbours (its median over the line, minus 1),
+    # that block's place among the baseline's blocks (0: the first), and its load change.
+    off_line: float | None = None
+    off_line_block: int | None = None
+    off_line_load: float | None = None
 
 
 # A config's per-trial numbers, read once: decode rates in trial order (the bootstrap's
@@ -124,20 +132,20 @@ def by_domain(trials: Sequence[Trial], domains: Sequence[str]) -> dict[str, list
 
 
 def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
-              rates: Rates, domains: PromptDomains) -> BlockedEstimate | None:
-    """The protocol's estimator over blocks of ``rates``; per domain, then over domains,
-    for a prompt set. None when either side has no values."""
+              rates: Rates, domains: PromptDomains, by_time: bool) -> BlockedEstimate | None:
+    """The protocol's estimator over blocks of ``rates``, placed in time when ``by_time``;
+    per domain, then over domains, for a prompt set. None when either side has no values."""
     if not domains:
-        own = trial_blocks(config.trials, rates(config.trials))
-        base = trial_blocks(baseline.trials, rates(baseline.trials))
+        own = trial_blocks(config.trials, rates(config.trials), by_time)
+        base = trial_blocks(baseline.trials, rates(baseline.trials), by_time)
         if not any(b.values for b in own) or not any(b.values for b in base):
             return None
         return _ESTIMATORS[interval](own, base)
     if interval != "block_t":
         raise ValueError("a prompt set's results need interval block_t")
     mine, theirs = by_domain(config.trials, domains), by_domain(baseline.trials, domains)
-    parts = [(trial_blocks(mine[d], rates(mine[d])), trial_blocks(theirs[d], rates(theirs[d])))
-             for d in mine]
+    parts = [(trial_blocks(mine[d], rates(mine[d]), by_time),
+              trial_blocks(theirs[d], rates(theirs[d]), by_time)) for d in mine]
     if not all(any(b.values for b in own) and any(b.values for b in base)
                for own, base in parts):
         return None
@@ -148,13 +156,14 @@ def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
 
 
 def _blocked(config: ConfigResult, baseline: ConfigResult | None,
-             interval: Interval, domains: PromptDomains = None) -> _BlockFields:
+             interval: Interval, domains: PromptDomains = None,
+             by_time: bool = False) -> _BlockFields:
     own = trial_blocks(config.trials, decode_rates(config.trials))
     drift = block_drift([median(b.values) for b in own if b.values])
     if baseline is None or config is baseline or not any(b.values for b in own):
         return _BlockFields(len(own), drift)
-    tps = _estimate(config, baseline, interval, decode_rates, domains)
-    wall = _estimate(config, baseline, interval, _per_second, domains)
+    tps = _estimate(config, baseline, interval, decode_rates, domains, by_time)
+    wall = _estimate(config, baseline, interval, _per_second, domains, by_time)
     fields = _BlockFields(len(own), drift)
     if tps is not None:
         fields = replace(fields, speedup_tps=tps.ratio, ci_low=tps.ci_low, ci_high=tps.ci_high)
@@ -225,13 +234,21 @@ def summarize_configs(configs: Sequence[ConfigResult], *,
     samples = [_samples(c.trials) for c in configs]
     base = next((s for c, s in zip(configs, samples, strict=True) if c is baseline), None)
     base_blocks = baseline is not None and has_blocks(baseline.trials)
-    return [
+    by_time = base_blocks and timed(configs)
+    found = [
         _summarize_config(c, own, None if c is baseline else base,
-                          _blocked(c, baseline, interval, domains)
+                          _blocked(c, baseline, interval, domains, by_time)
                           if base_blocks and has_blocks(c.trials)
                           else None)
         for c, own in zip(configs, samples, strict=True)
     ]
+    stability = baseline_stability(baseline, by_time) if by_time else None
+    if stability is None or stability.worst is None:
+        return found
+    worst = stability.worst
+    return [s.model_copy(update={"off_line": worst.residual, "off_line_block": worst.block,
+                                 "off_line_load": worst.load_change})
+            if c is baseline else s for c, s in zip(configs, found, strict=True)]
 
 
 def prompt_domains(submission: Submission) -> PromptDomains:

@@ -10,10 +10,11 @@ import pytest
 from specschema import submission_verdicts, summarize
 from specschema.block_bootstrap import blocked_ratio
 from specschema.block_ratios import Block
-from specschema.blocks import MAX_BASELINE_DRIFT, baseline_drift
+from specschema.blocks import baseline_drift
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
 from specschema.protocol import all_protocols
+from specschema.stability import MAX_BASELINE_DRIFT
 from specschema.stats import SplitMix64, median, percentile
 
 CREATED = datetime(2026, 11, 30, tzinfo=UTC)

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from specschema import ConfigSummary, SpeculationEvidence, Submission, summarize
 from specschema import conclusion as wording
-from specschema.blocks import MAX_BASELINE_DRIFT
 from specschema.breakdown import (
     NO_POSITIONS,
     Acceptance,
@@ -86,8 +85,8 @@ def summary_table(submission: Submission, summaries: Sequence[ConfigSummary],
     engine = descriptor(submission.engine.name).label
     table = Table(title=f"{submission.protocol.id} v{submission.protocol.version} on {engine} "
                         f"{visible(submission.engine.version, 80)}", box=box.SIMPLE_HEAD,
-                  caption="ratios to the baseline with their 95% CI; wall time includes the "
-                          "prompt")
+                  caption="ratios to the baseline with their 95% within-run CI; wall time "
+                          "includes the prompt")
     # Both speedups side by side, the protocol's headline first.
     speedups: list[tuple[str, Callable[[ConfigSummary], str]]] = [
         ("tok/s vs baseline", speedup_cell),
@@ -115,13 +114,13 @@ def summary_table(submission: Submission, summaries: Sequence[ConfigSummary],
 
 
 def drift_line(summaries: Sequence[ConfigSummary]) -> str | None:
-    """How far the baseline's blocks disagreed (with blocks only)."""
+    """What the baseline's blocks say about the run (with blocks only): the block farthest
+    off the line between its neighbours, or (a run without times) their drift."""
     baseline = next((s for s in summaries if s.role == "baseline"), None)
-    words = wording.drift_words(baseline)
+    words = wording.stability_words(baseline)
     if words is None:
         return None
-    return (f"Stability: {words}; the bound is {MAX_BASELINE_DRIFT:.0%} "
-            "(beyond it the drafts are unstable).")
+    return f"Stability: {words} (beyond them the drafts are unstable)."
 
 
 def trial_table(submission: Submission) -> Table:

@@ -66,6 +66,7 @@ from specsubmit.run.submission import (
     run_note,
     trial_from,
 )
+from specsubmit.run.timing import TrialClock
 
 # Called before the first counted trial and when every config has run a block, with what
 # was timed; answers the rounds to run (None: as they are). ``specsubmit.run.plan``.
@@ -122,7 +123,7 @@ class _Run:
     def __init__(self, engine: RunEngine, settings: RunSettings, listener: RunListener,
                  stop: threading.Event, on_trial: Callable[[], None] | None = None,
                  refused: Mapping[str, str] | None = None,
-                 planner: Planner | None = None) -> None:
+                 planner: Planner | None = None, clock: TrialClock | None = None) -> None:
         self.engine, self.settings, self.listener, self.stop = engine, settings, listener, stop
         self.on_trial = on_trial
         self.planner = planner
@@ -138,6 +139,7 @@ class _Run:
         self.done = 0
         self.last_load: dict[str, Any] | None = None  # load-time options of the last request
         self.warmed: list[Generation] = []  # the warm-ups the planner is shown
+        self.clock = clock or TrialClock()
 
     def set_protocol(self, protocol: Protocol) -> None:
         """The protocol as the run makes it, and its schedule."""
@@ -240,10 +242,12 @@ class _Run:
         config = self.protocol.config(name)
         self.listener.trial_started(position, len(self.schedule), name, index)
         switched = self.switches_load(config)
+        self.clock.begin()
         gen = self.engine.generate(config, counted=True,
                                    prompt=self.protocol.prompt_for(index))
         trial = trial_from(gen, index=index, position=position,
-                           cold_load_ns=self.settings.cold_load_ns, block=self.blocks[position])
+                           cold_load_ns=self.settings.cold_load_ns, block=self.blocks[position],
+                           timing=self.clock.fields())
         if switched and not trial.cold:  # a reload with a small load_duration is still one
             trial = trial.model_copy(update={"cold": True})
         self.states[name].trials.append(trial)
@@ -328,6 +332,7 @@ def run_protocol(
     pre: Preflight | None = None,
     checkpoint: Callable[[Submission], None] | None = None,
     planner: Planner | None = None,
+    clock: TrialClock | None = None,
 ) -> RunOutcome:
     """Preflight (unless given), warm-ups and trials; always returns a Submission once the
     trials started, complete or not. Preflight errors propagate (nothing was measured).
@@ -338,7 +343,8 @@ def run_protocol(
 
     ``planner`` is called before the first counted trial and once more when every config
     has run a block (``_Run.plan``); the rounds it answers are the run's (the result's
-    ``protocol.parameters.rounds``).
+    ``protocol.parameters.rounds``). ``clock``: when each trial ran and the load beside it
+    (``timing.TrialClock``; the process's own clocks by default).
     """
     listener = listener or RunListener()
     stop = stop or threading.Event()
@@ -361,7 +367,7 @@ def run_protocol(
             submission_id=submission_id, refused=run.refused))
 
     run = _Run(engine, settings, listener, stop, on_trial if checkpoint else None,
-               refused=pre.refused, planner=planner)
+               refused=pre.refused, planner=planner, clock=clock)
     error: EngineError | None = None
     try:
         if engine.per_config_start or protocol.warmup_each_block:

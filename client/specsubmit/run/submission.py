@@ -69,8 +69,11 @@ def protocol_ref(protocol: Protocol, target: str | None,
 
 
 def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
-               block: int | None = None) -> Trial:
+               block: int | None = None, timing: Mapping[str, Any] | None = None) -> Trial:
+    """``timing``: the trial's ``started_s``, ``load_1m`` and ``client_cpu_s``
+    (``timing.TrialClock.fields``); v2 fields, left out when not given."""
     fields: dict[str, Any] = {} if block is None else {"block": block}
+    fields.update({k: v for k, v in (timing or {}).items() if v is not None})
     if gen.draft_n is not None:
         # The engine's own per-request counters (llama-server timings): a v2 field, so it
         # is only set when there is something to set and v1 results keep their bytes.

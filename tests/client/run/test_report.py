@@ -43,7 +43,7 @@ def test_confirmed_speedup_and_slowdown_and_no_clear_difference() -> None:
     text = conclusion(sub)
     assert ("spec_4 speculated (counters from the llama-server lines of Ollama's server log) "
             "and ran 1.") in text
-    assert "faster than the baseline (95% CI" in text
+    assert "faster than the baseline (95% within-run CI" in text
     assert "spec_8 speculated" in text and "slower than the baseline: 0." in text
     assert "1200 of 1600 drafted tokens accepted (75%)" in text  # 8 trials of 200
     summaries = summarize(sub)

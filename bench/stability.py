@@ -1,0 +1,261 @@
+"""The stability rule and the within-run interval, calibrated in simulation.
+
+    .venv/bin/python bench/stability.py [--runs 2000] [--seed 1] [--reference-rounds 100]
+
+Simulates runs of the current llamacpp-draft protocol's shape (its real schedule: the
+baseline and the three drafts llama.cpp runs, two bracketed rounds in blocks of 2 trials,
+17 blocks, 34 trials; each block after its own engine start and warm-up), with trial times
+from the rates (200 tokens), per-block noise (an engine start) and per-trial noise, and a
+1-minute load average as the kernel computes it (exponentially damped, 60 s). The drafts'
+true speedups are 1.6x, 1.9x and 1.3x on a quiet machine; under extra load the speedup
+itself shifts (``--load-shift`` per busy process: a draft pays more for a busy CPU than the
+target alone). Scenarios:
+
+- ``quiet``: nothing changes;
+- ``drift``: the machine slows steadily, by 30-60 % over the run (thermal, a battery);
+- ``switching``: one busy process switching on and off every 0.5-4 s (bench/calibration.py's
+  load): fast against a block, so it averages out;
+- ``between``: a constant extra load per run (0-3 busy processes), drawn per run;
+- ``step``: the load steps up or down by 1-3 busy processes once, in the middle 80 % of the
+  run: what a bracketed design cannot correct.
+
+Per scenario it prints how often each rule calls a run ``unstable`` (the older block-drift
+rule, max / min > 1.5, and the off-line rule of ``specschema.stability``), and the coverage
+of the 95 % ``block_t`` interval with the baseline interpolated by run position (before) and
+by time (now): against the run's own truth (its trials' average speedup: what a within-run
+interval is about) and against a long reference measurement (``--reference-rounds``
+bracketed rounds on a quiet machine: what a reader wants). For the reference, "a correct
+interval" is the run's estimate -/+ 1.96 times the estimate's true spread under that run's
+conditions (found by simulating the same conditions again): what no within-run interval can
+beat when the load changes the speedup between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specschema import get_protocol  # noqa: E402
+from specschema.block_ratios import Block, block_drift  # noqa: E402
+from specschema.block_t import blocked_ratio_t  # noqa: E402
+from specschema.stability import MAX_BASELINE_DRIFT, Bounds, judge, off_line_blocks  # noqa: E402
+from specschema.stats import median  # noqa: E402
+
+DRAFTS = {"draft_qwen3_0.6b_n3": 1.6, "draft_qwen3_0.6b_n8": 1.9, "draft_qwen3_1.7b_n8": 1.3}
+PROTOCOL = get_protocol("llamacpp-draft").for_run({"configs": ",".join(DRAFTS)})
+BASE_TPS = 25.0  # the target's decode rate on a quiet machine
+TOKENS = 200
+START_S = 4.0  # an engine start, and a warm-up of a few tokens
+ENGINE_LOAD = 2.0  # the engine's own threads in the load average
+SCENARIOS = ("quiet", "drift", "switching", "between", "step")
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the machine does during one run: speed factor and extra load over time."""
+
+    speed: Callable[[float], float]
+    load: Callable[[float], float]
+
+
+@dataclass(frozen=True)
+class Noise:
+    block: float = 0.04  # an engine start's own speed (log sd)
+    trial: float = 0.02
+    load_shift: float = 0.06  # the speedup's fall per extra busy process
+
+
+def conditions(scenario: str, rng: random.Random, length_s: float) -> Conditions:
+    if scenario == "quiet":
+        return Conditions(lambda t: 1.0, lambda t: 0.0)
+    if scenario == "drift":
+        fall = rng.uniform(0.3, 0.6)
+        return Conditions(lambda t: 1.0 - fall * min(t / length_s, 1.0), lambda t: 0.0)
+    if scenario == "switching":
+        edges, t, on = [], 0.0, rng.random() < 0.5
+        while t < length_s * 1.5:
+            t += rng.uniform(0.5, 4.0)
+            edges.append(t)
+
+        def busy(t: float) -> float:
+            flips = sum(1 for e in edges if e <= t)
+            return 1.0 if (flips % 2 == 0) == on else 0.0
+        return Conditions(lambda t: 1.0 / (1.0 + 0.3 * busy(t)), busy)
+    if scenario == "between":
+        extra = float(rng.randint(0, 3))
+        return Conditions(lambda t: 1.0 / (1.0 + 0.3 * extra), lambda t: extra)
+    if scenario == "step":
+        at = rng.uniform(0.1, 0.9) * length_s
+        before, after = (0.0, float(rng.randint(1, 3)))
+        if rng.random() < 0.5:
+            before, after = after, before
+
+        def extra(t: float) -> float:
+            return after if t >= at else before
+        return Conditions(lambda t: 1.0 / (1.0 + 0.3 * extra(t)), extra)
+    raise ValueError(scenario)
+
+
+@dataclass
+class Run:
+    """One simulated run's blocks: per config, (centre by time, centre by position,
+    rates) per block, the baseline's block loads, and each draft's own true speedup."""
+
+    blocks: dict[str, list[tuple[float, float, list[float]]]]
+    loads: list[float]
+    truth: dict[str, float]
+
+
+def simulate(cond: Conditions, rng: random.Random, noise: Noise, rounds: int = 2) -> Run:
+    protocol = PROTOCOL.model_copy(update={"trials_per_config": 4 * rounds})
+    schedule, numbers = protocol.schedule(), protocol.blocks()
+    t, load_avg = 0.0, ENGINE_LOAD + cond.load(0.0)
+    blocks: dict[str, list[tuple[float, float, list[float]]]] = {n: [] for n in
+                                                                  ["no_draft", *DRAFTS]}
+    times: list[float] = []
+    positions: list[int] = []
+    rates: list[float] = []
+    loads: list[float] = []
+    shifts: dict[str, list[float]] = {n: [] for n in DRAFTS}
+    current, block_noise = -1, 0.0
+
+    def close(name: str) -> None:
+        if rates:
+            blocks[name].append((sum(times) / len(times), sum(positions) / len(positions),
+                                 list(rates)))
+            if name == "no_draft":
+                loads.append(sum(load_samples) / len(load_samples))
+
+    load_samples: list[float] = []
+    name = schedule[0][0]
+    for position, ((name_now, _), number) in enumerate(zip(schedule, numbers, strict=True)):
+        if number != current:
+            if current >= 0:
+                close(name)
+            times, positions, rates, load_samples = [], [], [], []
+            current, name = number, name_now
+            block_noise = rng.gauss(0.0, noise.block)
+            t += START_S
+        extra = cond.load(t)
+        speedup = DRAFTS.get(name, 1.0)
+        if name in DRAFTS:
+            speedup *= max(0.2, 1.0 - noise.load_shift * extra)
+            shifts[name].append(speedup)
+        rate = BASE_TPS * cond.speed(t) * speedup * math.exp(block_noise
+                                                             + rng.gauss(0.0, noise.trial))
+        duration = TOKENS / rate + 0.5
+        times.append(t + duration / 2.0)
+        positions.append(position)
+        rates.append(rate)
+        t += duration
+        # the kernel's 1-minute load: damped towards the runnable processes
+        load_avg += (ENGINE_LOAD + cond.load(t) - load_avg) * (1.0 - math.exp(-duration / 60.0))
+        load_samples.append(load_avg + rng.gauss(0.0, 0.05))
+    close(name)
+    truth = {n: math.exp(statistics.fmean(math.log(v) for v in s)) for n, s in shifts.items()}
+    return Run(blocks, loads, truth)
+
+
+def run_length(rng: random.Random, noise: Noise) -> float:
+    run = simulate(Conditions(lambda t: 1.0, lambda t: 0.0), rng, noise)
+    return max(c for blocks in run.blocks.values() for c, _, _ in blocks)
+
+
+def estimates(run: Run, by_time: bool) -> dict[str, tuple[float, float | None, float | None]]:
+    pick = 0 if by_time else 1
+    base = [Block(b[pick], tuple(b[2])) for b in run.blocks["no_draft"]]
+    out = {}
+    for name in DRAFTS:
+        own = [Block(b[pick], tuple(b[2])) for b in run.blocks[name]]
+        found = blocked_ratio_t(own, base)
+        out[name] = (found.ratio, found.ci_low, found.ci_high)
+    return out
+
+
+def rules(run: Run, bounds: Bounds) -> tuple[bool, bool]:
+    base = run.blocks["no_draft"]
+    medians = [median(b[2]) for b in base]
+    drift = block_drift(medians)
+    old = drift is not None and drift > MAX_BASELINE_DRIFT
+    unstable, _ = judge(off_line_blocks([b[0] for b in base], medians, run.loads), bounds)
+    return old, unstable
+
+
+def covers(found: tuple[float, float | None, float | None], value: float) -> bool:
+    _, low, high = found
+    return low is not None and high is not None and low <= value <= high
+
+
+def reference(rng: random.Random, noise: Noise, rounds: int) -> dict[str, float]:
+    """A long measurement on a quiet machine: ``rounds`` bracketed rounds."""
+    run = simulate(Conditions(lambda t: 1.0, lambda t: 0.0), rng, noise, rounds)
+    return {name: found[0] for name, found in estimates(run, by_time=True).items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--reference-rounds", type=int, default=100)
+    parser.add_argument("--replicas", type=int, default=60,
+                        help="runs under the same conditions, for the correct interval")
+    parser.add_argument("--load-shift", type=float, default=Noise.load_shift)
+    parser.add_argument("--block-noise", type=float, default=Noise.block)
+    args = parser.parse_args()
+    noise = Noise(block=args.block_noise, load_shift=args.load_shift)
+    rng = random.Random(args.seed)
+    length = run_length(rng, noise)
+    ref = reference(rng, noise, args.reference_rounds)
+    print(f"protocol {PROTOCOL.id} v{PROTOCOL.version}, 17 blocks, {len(PROTOCOL.schedule())} "
+          f"trials, ~{length / 60:.1f} min quiet; noise: block {noise.block}, trial "
+          f"{noise.trial}, speedup -{noise.load_shift:.0%} per busy process; "
+          f"reference ({args.reference_rounds} quiet rounds): "
+          + ", ".join(f"{ref[n]:.3f}x" for n in DRAFTS))
+    print(f"{'scenario':<10} {'runs':>5} {'old rule':>9} {'off-line':>9} "
+          f"{'cover own: pos':>15} {'time':>6} {'cover ref: time':>16} {'stable only':>12} "
+          f"{'correct':>8}")
+    bounds = Bounds()
+    for scenario in SCENARIOS:
+        old = new = 0
+        own_pos = own_time = ref_time = ref_stable = stable_cells = cells = 0
+        correct = correct_cells = 0
+        for index in range(args.runs):
+            cond = conditions(scenario, rng, length)
+            run = simulate(cond, rng, noise)
+            flagged_old, flagged = rules(run, bounds)
+            old += flagged_old
+            new += flagged
+            by_pos, by_time = estimates(run, False), estimates(run, True)
+            for name in DRAFTS:
+                cells += 1
+                own_pos += covers(by_pos[name], run.truth[name])
+                own_time += covers(by_time[name], run.truth[name])
+                ref_time += covers(by_time[name], ref[name])
+                if not flagged:
+                    stable_cells += 1
+                    ref_stable += covers(by_time[name], ref[name])
+            if index < args.runs // 20:  # the correct interval: the same conditions again
+                again = [estimates(simulate(cond, rng, noise), True)
+                         for _ in range(args.replicas)]
+                for name in DRAFTS:
+                    spread = statistics.stdev(math.log(e[name][0]) for e in again)
+                    centre = math.log(by_time[name][0])
+                    correct_cells += 1
+                    correct += abs(centre - math.log(ref[name])) <= 1.96 * spread
+        print(f"{scenario:<10} {args.runs:>5} {old / args.runs:>9.1%} {new / args.runs:>9.1%} "
+              f"{own_pos / cells:>15.1%} {own_time / cells:>6.1%} {ref_time / cells:>16.1%} "
+              f"{(ref_stable / stable_cells if stable_cells else float('nan')):>12.1%} "
+              f"{correct / max(correct_cells, 1):>8.1%}")
+
+
+if __name__ == "__main__":
+    main()
