@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from specschema import Submission, envelope_bytes, sign_envelope, submission_bytes
-from specschema.blocks import baseline_drift, is_unstable
+from specschema.blocks import timed
 from specschema.breakdown import acceptance_of, domain_results
 from specschema.payload import parse_submission
+from specschema.stability import baseline_stability
 from specserver.ingest.prepare import CheckLimits, prepare_submission
 from tests.reliability.hostile import signing_key
 from tests.support.realengine.tiny_gguf import ModelSet
@@ -64,9 +65,10 @@ def test_every_mechanism_gets_its_verdict_and_refusals_say_why(
                              "draft_n3"]
     # Confirmed by its counters; on a machine whose load moved the baseline's blocks past
     # the stability bound the verdict is unstable instead, and only then.
-    drift = baseline_drift(by_name["no_spec"])
+    stability = baseline_stability(by_name["no_spec"], timed(sub.configs))
+    unstable = stability is not None and stability.unstable
     assert by_name["ngram_simple_m8"].speculation.observed == (
-        "unstable" if is_unstable(drift) else "confirmed"), drift
+        "unstable" if unstable else "confirmed"), stability
     assert (by_name["ngram_simple_m8"].speculation.drafted_tokens or 0) > 0
     assert by_name["mtp_n3"].speculation.observed == "incompatible"
     assert "has no MTP layers" in (by_name["mtp_n3"].speculation.refusal or "")
