@@ -1,6 +1,7 @@
 """The stability rule and the within-run interval, calibrated in simulation.
 
     .venv/bin/python bench/stability.py [--runs 2000] [--seed 1] [--reference-rounds 100]
+    .venv/bin/python bench/stability.py --real bench/data/calibration-2026-12-04
 
 Simulates runs of the current llamacpp-draft protocol's shape (its real schedule: the
 baseline and the three drafts llama.cpp runs, two bracketed rounds in blocks of 2 trials,
@@ -28,6 +29,11 @@ bracketed rounds on a quiet machine: what a reader wants). For the reference, "a
 interval" is the run's estimate -/+ 1.96 times the estimate's true spread under that run's
 conditions (found by simulating the same conditions again): what no within-run interval can
 beat when the load changes the speedup between runs.
+
+``--real DIR``: the saved real-engine runs under DIR (bench/calibration.py --save; made
+before trials carried times or load) judged by both rules, their trials placed in time by
+their wall times back to back (engine starts and warm-ups left out), so only the off-line
+rule's load-free bound applies.
 """
 
 from __future__ import annotations
@@ -44,9 +50,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specschema import get_protocol  # noqa: E402
+from specschema import get_protocol, summarize  # noqa: E402
 from specschema.block_ratios import Block, block_drift  # noqa: E402
 from specschema.block_t import blocked_ratio_t  # noqa: E402
+from specschema.blocks import decode_rates, trial_blocks  # noqa: E402
+from specschema.payload import parse_submission, submission_bytes  # noqa: E402
 from specschema.stability import MAX_BASELINE_DRIFT, Bounds, judge, off_line_blocks  # noqa: E402
 from specschema.stats import median  # noqa: E402
 
@@ -91,8 +99,8 @@ def conditions(scenario: str, rng: random.Random, length_s: float) -> Conditions
             return 1.0 if (flips % 2 == 0) == on else 0.0
         return Conditions(lambda t: 1.0 / (1.0 + 0.3 * busy(t)), busy)
     if scenario == "between":
-        extra = float(rng.randint(0, 3))
-        return Conditions(lambda t: 1.0 / (1.0 + 0.3 * extra), lambda t: extra)
+        steady = float(rng.randint(0, 3))
+        return Conditions(lambda t: 1.0 / (1.0 + 0.3 * steady), lambda t: steady)
     if scenario == "step":
         at = rng.uniform(0.1, 0.9) * length_s
         before, after = (0.0, float(rng.randint(1, 3)))
@@ -171,11 +179,13 @@ def run_length(rng: random.Random, noise: Noise) -> float:
 
 
 def estimates(run: Run, by_time: bool) -> dict[str, tuple[float, float | None, float | None]]:
-    pick = 0 if by_time else 1
-    base = [Block(b[pick], tuple(b[2])) for b in run.blocks["no_draft"]]
+    def place(block: tuple[float, float, list[float]]) -> Block:
+        return Block(block[0] if by_time else block[1], tuple(block[2]))
+
+    base = [place(b) for b in run.blocks["no_draft"]]
     out = {}
     for name in DRAFTS:
-        own = [Block(b[pick], tuple(b[2])) for b in run.blocks[name]]
+        own = [place(b) for b in run.blocks[name]]
         found = blocked_ratio_t(own, base)
         out[name] = (found.ratio, found.ci_low, found.ci_high)
     return out
@@ -201,8 +211,39 @@ def reference(rng: random.Random, noise: Noise, rounds: int) -> dict[str, float]
     return {name: found[0] for name, found in estimates(run, by_time=True).items()}
 
 
+def real(folders: list[Path]) -> None:
+    """The saved real runs, by both rules (see the module docstring)."""
+    import json
+
+    print(f"{'run':<48} {'drift':>6} {'old':>9} {'off line':>9} {'off-line':>9} {'draft':>8}")
+    for path in sorted(p for folder in folders for p in folder.rglob("run*.json")):
+        sub = parse_submission(path.read_bytes())
+        data = json.loads(submission_bytes(sub))
+        trials = sorted((t for c in data["configs"] for t in c["trials"]),
+                        key=lambda t: t["position"])
+        clock = 0.0
+        for trial in trials:
+            trial["started_s"] = round(clock, 3)
+            clock += trial["wall_s"]
+        timed_sub = parse_submission(json.dumps(data).encode())
+        base = timed_sub.configs[0]
+        blocks = [b for b in trial_blocks(base.trials, decode_rates(base.trials), True)
+                  if b.values]
+        medians = [median(b.values) for b in blocks]
+        drift = block_drift(medians) or 0.0
+        flagged, worst = judge(off_line_blocks([b.centre for b in blocks], medians,
+                                               [None] * len(blocks)))
+        draft = next((s for s in summarize(timed_sub) if s.role == "draft"), None)
+        print(f"{str(path.relative_to(folders[0].parent)):<48} {drift:>6.0%} "
+              f"{'unstable' if drift > MAX_BASELINE_DRIFT else 'stable':>9} "
+              f"{(worst.residual if worst else 0.0):>+9.0%} "
+              f"{'unstable' if flagged else 'stable':>9} "
+              f"{(draft.speedup_tps or 0.0) if draft else 0.0:>7.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--real", type=Path, nargs="+", default=None)
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reference-rounds", type=int, default=100)
@@ -211,6 +252,9 @@ def main() -> None:
     parser.add_argument("--load-shift", type=float, default=Noise.load_shift)
     parser.add_argument("--block-noise", type=float, default=Noise.block)
     args = parser.parse_args()
+    if args.real:
+        real(args.real)
+        return
     noise = Noise(block=args.block_noise, load_shift=args.load_shift)
     rng = random.Random(args.seed)
     length = run_length(rng, noise)
