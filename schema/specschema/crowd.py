@@ -148,16 +148,13 @@ def contributor_units(by_key: Mapping[str, Sequence[float]], cohort_of: Mapping[
     """The board's way of counting voices over per-key profiles: a cohort's keys are one
     unit (the median of theirs), and every cohort on probation together is one more unit
     (the median of those cohorts'). A key no cohort knows is its own cohort, on probation
-    when ``unknown_is_new``. Returns the units, sorted, and the keys folded as new."""
+    when ``unknown_is_new`` or named in ``new``. Returns the units, sorted, and the keys
+    folded as new."""
     cohorts: dict[str, list[Sequence[float]]] = {}
     fresh: set[str] = set()
     for key, vector in by_key.items():
-        cohort = cohort_of.get(key)
-        if cohort is None:
-            cohort = key
-            if unknown_is_new:
-                fresh.add(cohort)
-        elif cohort in new:
+        cohort = cohort_of.get(key, key)
+        if cohort in new or (unknown_is_new and key not in cohort_of):
             fresh.add(cohort)
         cohorts.setdefault(cohort, []).append(vector)
     units = [median_vector(v) for c, v in cohorts.items() if c not in fresh]

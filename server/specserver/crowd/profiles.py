@@ -47,6 +47,7 @@ from specserver.store import positions_of, probes, queries, tables, visible_clau
 __all__ = ["Asked", "crowd_inputs", "resolve_target", "standing_of"]
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
+IMPORTED = "imported:"  # an imported result's contributor: its own voice
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
     for r in found:
         adaptive = r.depth is None or r.engine_runtime == "mlx"
         rows.append(_Row(
-            r.key_id or f"imported:{r.submission_id}",
+            r.key_id or f"{IMPORTED}{r.submission_id}",
             Candidate(engine, r.mechanism, r.spec_type, r.depth, r.draft_model,
                       r.draft_digest, adaptive),
             r.chip, r.speedup_tps, r.rounds, positions_of(r.accepted_per_position),
@@ -189,7 +190,10 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
 
     def folded(by_key: Mapping[str, Sequence[float]]) -> tuple[tuple[tuple[float, ...], ...],
                                                                 int]:
-        return contributor_units(by_key, cohort_of, new)
+        # A key the standing does not know arrived after it was read: new, while probation
+        # is on (an import is its own voice, as on the board).
+        later = {k for k in by_key if k not in cohort_of and not k.startswith(IMPORTED)}
+        return contributor_units(by_key, cohort_of, new | later if unknown_is_new else new)
 
     per_domain = _domain_totals(conn, rows)
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -40,23 +42,32 @@ KEPT_ANSWERS = 256
 
 class _Answers:
     """The last answers by query, each with the store version it was computed at, and the
-    keys' standing (cohorts, probation) of the last data version: reading every key's
-    arrival is the costly part of an answer, and a query of another chip or target must
-    not pay it again while the data is unchanged."""
+    keys' standing (cohorts, probation): reading every key's arrival is the costly part
+    of an answer (~0.2 s of CPU at 100,000 submissions, BENCHMARKS.md), so it is kept for
+    every query while the data version holds, and while writes arrive for up to
+    ``fresh_s`` (``SPECSERVER_BOARD_REFRESH_S``, as the board's rules are): a key that
+    arrived since counts as new (``crowd_inputs``), and a ban applies at once (the rows
+    are read under it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fresh_s: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.lock = threading.Lock()
         self.kept: OrderedDict[tuple[str, ...], tuple[str, bytes]] = OrderedDict()
-        self.standing: tuple[str, newkeys.Standing] | None = None
+        self.standing: tuple[str, float, newkeys.Standing] | None = None
+        self.fresh_s = fresh_s
+        self.clock = clock
 
     def standing_at(self, version: str) -> newkeys.Standing | None:
         with self.lock:
             held = self.standing
-            return held[1] if held is not None and held[0] == version else None
+            if held is None:
+                return None
+            same = held[0] == version or self.clock() - held[1] < self.fresh_s
+            return held[2] if same else None
 
     def keep_standing(self, version: str, standing: newkeys.Standing) -> None:
         with self.lock:
-            self.standing = (version, standing)
+            self.standing = (version, self.clock(), standing)
 
     def get(self, key: tuple[str, ...], version: str) -> bytes | None:
         with self.lock:
@@ -164,5 +175,5 @@ async def predict(request: Request, target: str | None = None, chip: str | None 
 
 
 def install(app: Any) -> None:
-    app.state.predict_answers = _Answers()
+    app.state.predict_answers = _Answers(app.state.settings.board_refresh_s)
     app.include_router(router)

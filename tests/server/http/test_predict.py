@@ -183,3 +183,36 @@ def test_the_routes_are_documented(small: Served) -> None:
                                                           "engine", "domain"}
     assert {"404", "422"} <= set(predict["responses"])
     assert "post" in spec["paths"]["/v1/probes"]
+
+
+def test_a_key_newer_than_the_kept_standing_counts_as_new(small: Served) -> None:
+    from specserver.board import newkeys
+    from specserver.crowd import Asked, crowd_inputs, standing_of
+
+    _post_results(small, [RTX, M3_PRO, RADEON])
+    on = newkeys.CohortRules.of(7.0, 0.0, 0)
+    with small.store.engine.connect() as conn:
+        full = standing_of(conn, newkeys.CohortRules.of(0.0, 0.0, 0))
+        older = min(full.cohort_of)  # as if the standing was read before the other two
+        kept = newkeys.Standing({older: older}, frozenset(), {})
+        inputs = crowd_inputs(conn, Asked(TARGET.digest, "Apple M2", "llama-server"), on, 3,
+                              kept)
+        profile = next(p for p in inputs.profiles if p.domain == "all")
+        assert (len(profile.units), profile.new_keys) == (2, 2)
+        off = crowd_inputs(conn, Asked(TARGET.digest, "Apple M2", "llama-server"),
+                           newkeys.CohortRules.of(0.0, 0.0, 0), 3, kept)
+        assert next(p for p in off.profiles if p.domain == "all").new_keys == 0
+
+
+def test_the_standing_is_kept_while_the_data_holds_or_for_the_refresh_time() -> None:
+    from specserver.board import newkeys
+    from specserver.http.predict import _Answers
+
+    now = [100.0]
+    answers = _Answers(fresh_s=1.0, clock=lambda: now[0])
+    standing = newkeys.Standing({}, frozenset(), {})
+    answers.keep_standing("v1", standing)
+    assert answers.standing_at("v1") is standing
+    assert answers.standing_at("v2") is standing  # written since, within the refresh time
+    now[0] += 1.5
+    assert answers.standing_at("v2") is None and answers.standing_at("v1") is standing
