@@ -170,11 +170,10 @@ def candidates(confirmed: Sequence[GroupAggregate], unverified: Sequence[GroupAg
 
 def domains_of(found: Sequence[Candidate]) -> list[tuple[str, str]]:
     """The kinds of work any candidate was measured on, in the domain table's order:
-    (name, label) pairs, one column each."""
+    (name, label) pairs, one column each. Only the domain table's kinds: a result whose
+    protocol labels no prompts is in the "all prompts" column already."""
     seen = {d for c in found for d in c.by_domain}
-    ordered = [name for name in DOMAINS if name in seen]
-    ordered += sorted(seen - set(DOMAINS))
-    return [(name, domain_label(name)) for name in ordered]
+    return [(name, domain_label(name)) for name in DOMAINS if name in seen]
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,10 @@ def test_per_kind_of_work_from_a_board_split_by_domain() -> None:
         [_group("spec_4", "confirmed", 1.4)], [], [],
         [_group("spec_4", "confirmed", 2.1, domain="code_edit"),
          _group("spec_4", "confirmed", 1.1, domain="chat"),
+         _group("spec_4", "confirmed", 1.4, domain="unspecified"),  # no prompt set: no column
          _group("spec_9", "confirmed", 3.0, domain="chat")])  # no candidate of its own
-    assert {d: m.median for d, m in found[0].by_domain.items()} == {"code_edit": 2.1,
-                                                                   "chat": 1.1}
+    assert {d: m.median for d, m in found[0].by_domain.items()} == {
+        "code_edit": 2.1, "chat": 1.1, "unspecified": 1.4}
     assert len(found) == 1
     # Columns in the domain table's order, labelled as it labels them.
     assert machine.domains_of(found) == [("code_edit", "code edit"), ("chat", "chat")]
