@@ -30,9 +30,9 @@ interval" is the run's estimate -/+ 1.96 times the estimate's true spread under 
 conditions (found by simulating the same conditions again): what no within-run interval can
 beat when the load changes the speedup between runs.
 
-``--real DIR``: the saved real-engine runs under DIR (bench/calibration.py --save; made
-before trials carried times or load) judged by both rules, their trials placed in time by
-their wall times back to back (engine starts and warm-ups left out), so only the off-line
+``--real DIR``: the saved real-engine runs under DIR (bench/calibration.py --save) judged by
+both rules; a run made before trials carried times is placed in time by its wall times
+back to back (engine starts and warm-ups left out), and without loads only the off-line
 rule's load-free bound applies.
 """
 
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from specschema import get_protocol, summarize  # noqa: E402
 from specschema.block_ratios import Block, block_drift  # noqa: E402
 from specschema.block_t import blocked_ratio_t  # noqa: E402
-from specschema.blocks import decode_rates, trial_blocks  # noqa: E402
+from specschema.blocks import block_loads, decode_rates, timed, trial_blocks  # noqa: E402
 from specschema.payload import parse_submission, submission_bytes  # noqa: E402
 from specschema.stability import MAX_BASELINE_DRIFT, Bounds, judge, off_line_blocks  # noqa: E402
 from specschema.stats import median  # noqa: E402
@@ -217,28 +217,34 @@ def real(folders: list[Path]) -> None:
 
     print(f"{'run':<48} {'drift':>6} {'old':>9} {'off line':>9} {'off-line':>9} {'draft':>8}")
     for path in sorted(p for folder in folders for p in folder.rglob("run*.json")):
-        sub = parse_submission(path.read_bytes())
-        data = json.loads(submission_bytes(sub))
-        trials = sorted((t for c in data["configs"] for t in c["trials"]),
-                        key=lambda t: t["position"])
-        clock = 0.0
-        for trial in trials:
-            trial["started_s"] = round(clock, 3)
-            clock += trial["wall_s"]
-        timed_sub = parse_submission(json.dumps(data).encode())
+        timed_sub = sub = parse_submission(path.read_bytes())
+        if not timed(sub.configs):  # made before times: the wall times back to back
+            data = json.loads(submission_bytes(sub))
+            trials = sorted((t for c in data["configs"] for t in c["trials"]),
+                            key=lambda t: t["position"])
+            clock = 0.0
+            for trial in trials:
+                trial["started_s"] = round(clock, 3)
+                clock += trial["wall_s"]
+            timed_sub = parse_submission(json.dumps(data).encode())
         base = timed_sub.configs[0]
-        blocks = [b for b in trial_blocks(base.trials, decode_rates(base.trials), True)
-                  if b.values]
-        medians = [median(b.values) for b in blocks]
+        kept = [(b, load) for b, load in zip(
+            trial_blocks(base.trials, decode_rates(base.trials), True),
+            block_loads(base.trials), strict=True) if b.values]
+        medians = [median(b.values) for b, _ in kept]
         drift = block_drift(medians) or 0.0
-        flagged, worst = judge(off_line_blocks([b.centre for b in blocks], medians,
-                                               [None] * len(blocks)))
+        flagged, worst = judge(off_line_blocks([b.centre for b, _ in kept], medians,
+                                               [load for _, load in kept]))
+        loads = [load for _, load in kept if load is not None]
+        seen = f" load {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+        moved = ("" if worst is None or worst.load_change is None
+                 else f" (its load {worst.load_change:+.1f})")
         draft = next((s for s in summarize(timed_sub) if s.role == "draft"), None)
         print(f"{str(path.relative_to(folders[0].parent)):<48} {drift:>6.0%} "
               f"{'unstable' if drift > MAX_BASELINE_DRIFT else 'stable':>9} "
               f"{(worst.residual if worst else 0.0):>+9.0%} "
               f"{'unstable' if flagged else 'stable':>9} "
-              f"{(draft.speedup_tps or 0.0) if draft else 0.0:>7.2f}x")
+              f"{(draft.speedup_tps or 0.0) if draft else 0.0:>7.2f}x{moved}{seen}")
 
 
 def main() -> None:
