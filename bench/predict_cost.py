@@ -23,8 +23,6 @@ from specserver.store.migrations import migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import query  # noqa: E402  (bench/query.py: the store generator)
-
 from tests.support.crowd import (  # noqa: E402
     M2,
     M3_PRO,
@@ -37,6 +35,8 @@ from tests.support.crowd import (  # noqa: E402
     target_of,
 )
 from tests.support.served import Served, settings_for  # noqa: E402
+
+import query  # noqa: E402  (bench/query.py: the store generator)
 
 SUBMISSIONS = 100_000
 CONTRIBUTORS = 30
