@@ -6,9 +6,11 @@ banned, draft configs whose verdict is ``confirmed`` with corroborated counters 
 that cannot be shown to have speculated teaches nothing about acceptance). A candidate's
 acceptance profile comes from the rows that recorded draft rounds and per-position counts
 (llama-server's), on any machine: acceptance travels between machines. Per kind of work,
-from the trials of the protocol's prompt set. Each key's rows are summed into its a_i, a
-cohort's keys are one voice and the keys on probation one more (``board.newkeys``; the
-settings ``min_contributors`` and ``new_key_probation_days`` apply here as on the board).
+from the results per domain of the protocol's prompt set that ingestion stored
+(``domain_results``), with the measured speedups per domain beside them. Each key's rows
+are summed into its a_i, a cohort's keys are one voice and the keys on probation one more
+(``board.newkeys``; the settings ``min_contributors`` and ``new_key_probation_days`` apply
+here as on the board).
 
 Measured speedups beside them come from the same rows on the asker's chip only ("measured on
 machines like yours"), per contributor then across. Cost curves are the probes of the target
@@ -39,7 +41,6 @@ from specschema.crowd import (
     contributor_units,
     merge_cost_units,
 )
-from specschema.protocol import find_protocol
 from specserver.board import newkeys
 from specserver.errors import Invalid, NotFound
 from specserver.store import positions_of, probes, queries, tables, visible_clause
@@ -92,7 +93,6 @@ class _Row:
     positions: list[int] | None
     submission_id: str
     config_name: str
-    protocol: tuple[str, int, str]
 
 
 def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
@@ -100,9 +100,8 @@ def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
     engine_name = func.coalesce(sub.c.engine_name, "ollama")  # v1 knew no other engine
     found = conn.execute(select(
         sub.c.key_id, sub.c.submission_id, sub.c.chip, sub.c.engine_name, sub.c.engine_runtime,
-        sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sm.c.config_name,
-        sm.c.mechanism, sm.c.spec_type, sm.c.depth, sm.c.draft_model, sm.c.draft_digest,
-        sm.c.speedup_tps, sm.c.rounds, sm.c.accepted_per_position,
+        sm.c.config_name, sm.c.mechanism, sm.c.spec_type, sm.c.depth, sm.c.draft_model,
+        sm.c.draft_digest, sm.c.speedup_tps, sm.c.rounds, sm.c.accepted_per_position,
     ).join(sm, sm.c.submission_id == sub.c.submission_id).where(
         sub.c.target_digest == digest, visible_clause(), sm.c.role == "draft",
         sm.c.observed == "confirmed", queries.on_board_clause(sm),
@@ -116,37 +115,37 @@ def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
             Candidate(engine, r.mechanism, r.spec_type, r.depth, r.draft_model,
                       r.draft_digest, adaptive),
             r.chip, r.speedup_tps, r.rounds, positions_of(r.accepted_per_position),
-            r.submission_id, r.config_name,
-            (r.protocol_id, r.protocol_version, r.protocol_sha256)))
+            r.submission_id, r.config_name))
     return rows
 
 
-def _domain_totals(conn: Connection, rows: Sequence[_Row]
-                   ) -> dict[tuple[str, str], dict[str, list[tuple[int, list[int]]]]]:
-    """Per (submission, config), the trials' (rounds, per-position counts) per domain of
-    its protocol's prompt set (none for a protocol without one)."""
-    domains = {}
-    for row in rows:
-        protocol = find_protocol(*row.protocol)
-        if protocol is not None and protocol.prompts and row.rounds is not None:
-            domains[(row.submission_id, row.config_name)] = [p.domain for p in protocol.prompts]
-    if not domains:
+# Per (submission, config), per domain: (rounds, per-position counts, speedup).
+DomainRows = dict[tuple[str, str], dict[str, tuple[int | None, list[int] | None, float | None]]]
+
+
+def _per_domain(conn: Connection, digest: str, rows: Sequence[_Row]) -> DomainRows:
+    """Each row's result per domain of its protocol's prompt set, as ingestion stored it
+    (``tables.domain_results``, by ``specschema.breakdown``'s rule); none for a protocol
+    without one."""
+    wanted = {(r.submission_id, r.config_name) for r in rows}
+    if not wanted:
         return {}
-    tr = tables.trials
-    found: dict[tuple[str, str], dict[str, list[tuple[int, list[int]]]]] = defaultdict(
-        lambda: defaultdict(list))
-    ids = sorted({s for s, _ in domains})
-    for r in conn.execute(select(tr.c.submission_id, tr.c.config_name, tr.c.trial_index,
-                                 tr.c.rounds, tr.c.accepted_per_position)
-                          .where(tr.c.submission_id.in_(ids), tr.c.rounds.is_not(None),
-                                 tr.c.accepted_per_position.is_not(None))):
-        labels = domains.get((r.submission_id, r.config_name))
-        counts = positions_of(r.accepted_per_position)
-        if labels is None or counts is None:
-            continue
-        found[(r.submission_id, r.config_name)][labels[r.trial_index % len(labels)]].append(
-            (int(r.rounds), counts))
+    dr, sub = tables.domain_results, tables.submissions
+    found: DomainRows = defaultdict(dict)
+    for r in conn.execute(select(dr.c.submission_id, dr.c.config_name, dr.c.domain,
+                                 dr.c.rounds, dr.c.accepted_per_position, dr.c.speedup_tps)
+                          .join(sub, sub.c.submission_id == dr.c.submission_id)
+                          .where(sub.c.target_digest == digest)):
+        if (r.submission_id, r.config_name) in wanted:
+            found[(r.submission_id, r.config_name)][r.domain] = (
+                r.rounds, positions_of(r.accepted_per_position), r.speedup_tps)
     return found
+
+
+def _middle(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _rates(units: Iterable[tuple[int | None, Sequence[int] | None]]) -> tuple[float, ...] | None:
@@ -195,45 +194,42 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         later = {k for k in by_key if k not in cohort_of and not k.startswith(IMPORTED)}
         return contributor_units(by_key, cohort_of, new | later if unknown_is_new else new)
 
-    per_domain = _domain_totals(conn, rows)
+    per_domain = _per_domain(conn, digest, rows)
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (
         c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
+    Units = list[tuple[int | None, Sequence[int] | None]]
     out: list[Profile] = []
     for candidate in candidates:
         mine = [r for r in rows if r.candidate == candidate]
-        by_key: dict[str, list[tuple[int | None, Sequence[int] | None]]] = defaultdict(list)
-        speed: dict[str, list[float]] = defaultdict(list)
+        counts: dict[str, dict[str, Units]] = defaultdict(lambda: defaultdict(list))
+        speed: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in mine:
+            here = r.chip == asked.chip
             if r.rounds is not None and r.positions is not None:
-                by_key[r.key].append((r.rounds, r.positions))
-            if r.chip == asked.chip and r.speedup is not None:
-                speed[r.key].append(r.speedup)
-        measured: tuple[Measured, ...] = ()
-        if speed:
-            units, _ = folded({k: (sorted(v)[len(v) // 2],) for k, v in speed.items()})
-            values = sorted(u[0] for u in units)
-            mid = len(values) // 2
-            middle = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-            measured = (Measured(asked.chip, asked.memory_gb, candidate.depth, middle,
-                                 len(units)),)
+                counts[ALL_DOMAINS][r.key].append((r.rounds, r.positions))
+            if here and r.speedup is not None:
+                speed[ALL_DOMAINS][r.key].append(r.speedup)
+            for domain, (rounds, positions, speedup) in per_domain.get(
+                    (r.submission_id, r.config_name), {}).items():
+                if rounds is not None and positions is not None:
+                    counts[domain][r.key].append((rounds, positions))
+                if here and speedup is not None:
+                    speed[domain][r.key].append(speedup)
         draft_cost: tuple[CostUnit, ...] = ()
         if candidate.draft_digest is not None:
             draft_cost = _cost_units(probes.probes_for(
                 conn, target_digests=[candidate.draft_digest], chip=asked.chip,
                 engine=asked.engine), cohort_of, new, unknown_is_new)
-        profile_by_key = {k: p for k, v in by_key.items() if (p := _rates(v)) is not None}
-        units, new_keys = folded(profile_by_key)
-        out.append(Profile(candidate, ALL_DOMAINS, units, new_keys, measured, draft_cost))
-        domain_keys: dict[str, dict[str, list[tuple[int | None, Sequence[int] | None]]]] = \
-            defaultdict(lambda: defaultdict(list))
-        for r in mine:
-            for domain, counts in per_domain.get((r.submission_id, r.config_name), {}).items():
-                domain_keys[domain][r.key].extend(counts)
-        for domain in sorted(domain_keys):
-            rated = {k: p for k, v in domain_keys[domain].items()
-                     if (p := _rates(v)) is not None}
+        domains = sorted(set(counts) | set(speed), key=lambda d: (d != ALL_DOMAINS, d))
+        for domain in domains or [ALL_DOMAINS]:
+            measured: tuple[Measured, ...] = ()
+            if speed[domain]:
+                voices, _ = folded({k: (_middle(v),) for k, v in speed[domain].items()})
+                measured = (Measured(asked.chip, asked.memory_gb, candidate.depth,
+                                     _middle([u[0] for u in voices]), len(voices)),)
+            rated = {k: p for k, v in counts[domain].items() if (p := _rates(v)) is not None}
             units, new_keys = folded(rated)
-            out.append(Profile(candidate, domain, units, new_keys, (), draft_cost))
+            out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost))
     cost = _cost_units(probes.probes_for(conn, target_digests=[digest], chip=asked.chip,
                                          engine=asked.engine, memory_gb=asked.memory_gb),
                        cohort_of, new, unknown_is_new)

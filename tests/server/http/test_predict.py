@@ -99,8 +99,13 @@ def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
     assert all(r["low"] <= r["predicted"] <= r["high"] for r in ngram["predictions"])
     # measured on machines like this one: the M2's own result only
     assert [(m["chip"], m["contributors"]) for m in ngram["measured"]] == [("Apple M2", 1)]
-    # per kind of work, from the trials of the protocol's prompt set
-    assert {c["domain"] for c in answer["candidates"]} - {"all"}
+    # per kind of work, from the results per domain of the protocol's prompt set, with
+    # the M2's speedup per domain beside them
+    code = next(c for c in answer["candidates"] if c["domain"] == "code_edit"
+                and c["candidate"]["spec_type"] == "ngram-simple")
+    assert code["contributors"] == 4 and code["predictions"]
+    assert [(m["chip"], m["contributors"]) for m in code["measured"]] == [("Apple M2", 1)]
+    assert code["measured"][0]["speedup"] != ngram["measured"][0]["speedup"]
     assert "draft layers" in overall["draft-mtp"]["why_not_predicted"]
     assert overall["draft-mtp"]["measured"][0]["chip"] == "Apple M2"
     assert answer["recommendation"].startswith("use ngram-")
