@@ -184,6 +184,12 @@ class ServerSettings(BaseSettings):
         description="cohorts of one address range that may leave probation per day "
                     "(0 = no cap)",
     )
+    cohort_settle_days: float = Field(
+        default=28.0, ge=0,
+        description="a cohort that left probation less than this long ago is recent: where "
+                    "recent cohorts disagree with a group's established contributors the "
+                    "group is disputed, not taken over (0 = off)",
+    )
     address_hash_rotation_days: float = Field(
         default=30.0, gt=0,
         description="the secret of the address-range hashes is replaced this often",

@@ -25,6 +25,7 @@ from specschema.stats import (
 from specserver.board import newkeys, sql
 from specserver.board.aggregate import (
     ContributorResult,
+    Dispute,
     GroupAggregate,
     GroupKey,
     KeyValue,
@@ -224,15 +225,76 @@ def aggregate_contributors(
 
 
 
+TOLERANCE = 0.10
+
+
+def _outliers_against(values: Sequence[float], reference: Sequence[float]) -> int:
+    """Values scoring beyond OUTLIER_SCORE on the reference's median and spread."""
+    centre = median(reference)
+    spread_of = [r - centre for r in reference]
+    mad = median([abs(d) for d in spread_of])
+    rounding = 1e-12 * abs(centre)
+    if mad > rounding:
+        scores = [0.6745 * (v - centre) / mad for v in values]
+    else:
+        mean_ad = math.fsum(abs(d) for d in spread_of) / len(spread_of)
+        if not mean_ad > rounding:
+            return 0
+        scores = [0.7979 * (v - centre) / mean_ad for v in values]
+    return sum(1 for score in scores if abs(score) > OUTLIER_SCORE)
+
+
+def _speedups(items: Iterable[ContributorResult]) -> list[float]:
+    return sorted(i.speedup for i in items if i.speedup is not None)
+
+
+def _disputed(group: GroupAggregate, folded: list[ContributorResult], held: Standing,
+              min_contributors: int) -> GroupAggregate:
+    """Rule 8 (aggregate.py) on one group's folded voices: the established side (neither
+    new nor recent), the recent one; disputed when the recent median or the median of all
+    leaves the established side's band; outliers scored on the established side."""
+    established = _speedups(f for f in folded
+                            if f.contributor != NEW_KEYS and f.contributor not in held.recent)
+    recent = _speedups(f for f in folded if f.contributor in held.recent)
+    if not established or not recent:
+        return group
+    centre = median(established)
+    low = min(percentile(established, 0.25), centre * (1.0 - TOLERANCE))
+    high = max(percentile(established, 0.75), centre * (1.0 + TOLERANCE))
+    pooled = median(_speedups(folded))
+    if low <= median(recent) <= high and low <= pooled <= high:
+        published = group
+    else:
+        kept = [f for f in folded if f.contributor not in held.recent]
+        [published] = aggregate_contributors(kept, list(group.key), min_contributors)
+        published = replace(published, submissions=group.submissions,
+                            verdicts=group.verdicts, evidence=group.evidence,
+                            dispute=Dispute(centre, len(established), median(recent),
+                                            len(recent), tuple(sorted(held.recent & {
+                                                f.contributor for f in folded}))))
+    if published.few_results:
+        return published
+    values = _speedups(f for f in folded if f.contributor not in held.recent
+                       or published.dispute is None)
+    return replace(published, outlier_contributors=_outliers_against(values, established))
+
+
 def board_groups(reduced: list[ContributorResult], dimensions: Sequence[str], held: Standing,
                  window: timedelta, min_contributors: int) -> list[GroupAggregate]:
     """What the board computed from per-contributor rows, row by row: rule 5 flagged, the
-    fold, the groups' statistics (labels apart)."""
+    fold, the groups' statistics (labels apart), rule 8's disputes."""
     together = arrived_together(reduced, held, window, min_contributors)
-    groups = aggregate_contributors(fold(reduced, held), dimensions, min_contributors)
-    return [replace(g, arrived_together=True)
-            if tuple(v for part in g.key.values() for v in part.values()) in together else g
-            for g in groups]
+    folded = fold(reduced, held)
+    groups = aggregate_contributors(folded, dimensions, min_contributors)
+    by_key: dict[tuple[KeyValue, ...], list[ContributorResult]] = {}
+    for item in folded:
+        by_key.setdefault(item.key, []).append(item)
+    out = []
+    for g in groups:
+        flat = tuple(v for part in g.key.values() for v in part.values())
+        g = _disputed(g, by_key[flat], held, min_contributors)
+        out.append(replace(g, arrived_together=True) if flat in together else g)
+    return out
 
 
 def contributor_results(conn: Connection, filters: queries.Filters,

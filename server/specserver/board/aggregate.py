@@ -29,6 +29,12 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    ``specschema.stats.robust_scores``); the group reports its MAD and how many contributors
    score beyond 3.5. They stay in the group: the median does not move for them, and a
    reader (or a maintainer) sees that the group holds results far from the rest.
+8. No silent takeover (``board.groupstats``, ``newkeys`` rule 6): where the cohorts that
+   left probation recently disagree with the group's established contributors beyond the
+   established side's spread, the group is *disputed* (``Dispute``): its statistics are
+   those without the recent side, both sides' medians and counts are shown, and the
+   outlier scores keep the established side's centre and spread, until a maintainer
+   accepts or hides the recent cohorts (``specserver disputes``).
 
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
 that are not banned. The board runs the first step of rule 3 on the store's rows
@@ -120,6 +126,19 @@ class DraftResult:
 
 
 @dataclass(frozen=True)
+class Dispute:
+    """Rule 8: a group whose recent graduates disagree with its established contributors.
+    ``recent_cohorts`` (the cohorts' first key ids) is for maintainers only: the public API
+    leaves it out (it would tell which keys share an address range)."""
+
+    established_median: float
+    established_contributors: int
+    recent_median: float
+    recent_contributors: int
+    recent_cohorts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class GroupAggregate:
     key: dict[str, dict[str, KeyValue]]
     submissions: int
@@ -146,6 +165,13 @@ class GroupAggregate:
     # Dimension -> its label on this board where the plain one would be ambiguous: one
     # model name with several digests or quantizations (``distinct_labels``).
     shown: dict[str, str] = field(default_factory=dict)
+    # Rule 8: set when the group is disputed (its statistics are then the established
+    # side's, with the block of new keys).
+    dispute: Dispute | None = None
+    disputed: bool = field(init=False)  # dispute is not None (the API's flag)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "disputed", self.dispute is not None)
 
     def part_label(self, dimension: str) -> str:
         shown = self.shown.get(dimension)

@@ -10,13 +10,15 @@ step run over columns:
 - the keys' standing (``Standing``: each contributor's cohort, which cohorts are new, when
   each arrived; ``newkeys`` forms it) is one array per fact, indexed by contributor code;
 - ``group_aggregate`` applies, per group, rule 5 of ``newkeys`` (arrived together), its
-  fold (cohorts as one voice, new cohorts as one block) and ``aggregate``'s rules 3, 4 and
-  7 (medians across contributors, percentiles from ``min_contributors``, the robust spread).
+  fold (cohorts as one voice, new cohorts as one block) and ``aggregate``'s rules 3, 4, 7
+  and 8 (medians across contributors, percentiles from ``min_contributors``, the robust
+  spread, disputes: ``groupstats``).
 
 Every value is computed with the same IEEE operations in the same order as
 ``specschema.stats`` does on Python floats (a median is the middle value or the mean of the
-middle pair; a percentile interpolates linearly), so the result is the same to the last
-bit; ``tests/server/board/test_columns.py`` holds it equal to the rules written row by row.
+middle pair; a percentile interpolates linearly: ``groupstats``), so the result is the same
+to the last bit; ``tests/server/board/test_columns.py`` holds it equal to the rules written
+row by row.
 A missing value (a contributor without a speedup) is NaN here; no stored speedup is NaN.
 """
 
@@ -31,10 +33,10 @@ import numpy as np
 import numpy.typing as npt
 
 from specschema.evidence import LEVELS
-from specschema.stats import _MAD_NORMAL, _MEAN_AD_NORMAL, _ROUNDING_SPREAD, OUTLIER_SCORE
 from specserver.board.aggregate import (
     DEFAULT_MIN_CONTRIBUTORS,
     LEVEL_FIELDS,
+    Dispute,
     DraftResult,
     GroupAggregate,
     GroupKey,
@@ -44,6 +46,15 @@ from specserver.board.aggregate import (
     reduce_contributors,
     sort_groups,
 )
+from specserver.board.groupstats import (
+    Sides,
+    median_present,
+    median_sorted,
+    outliers,
+    percentile_sorted,
+    present_sorted,
+)
+from specserver.board.groupstats import segment_medians as segment_medians  # sql's
 from specserver.store import VERDICTS
 
 Floats = npt.NDArray[np.float64]
@@ -211,28 +222,6 @@ def group_numbers(keys: Iterable[KeyTuple]) -> tuple[list[KeyTuple], Ints]:
     return list(index), group
 
 
-def segment_medians(values: Floats, starts: Ints) -> Floats:
-    """Per segment of rows (``starts``: each one's first row, ascending; it ends where the
-    next starts), the median of each column's values that are not NaN (NaN when none is):
-    the middle value or the mean of the middle pair, as ``specschema.stats.median``.
-    Segments of one size are done together, a block sorted along its rows."""
-    sizes = np.diff(np.r_[starts, len(values)])
-    medians = np.full((len(starts), values.shape[1]), np.nan)
-    for size in np.unique(sizes).tolist():
-        which = np.flatnonzero(sizes == size)
-        first = starts[which]
-        if size == 1:
-            medians[which] = values[first]
-            continue
-        block = np.sort(values[first[:, None] + np.arange(size)], axis=1)  # NaN sorts last
-        present = size - np.count_nonzero(np.isnan(block), axis=1)  # [segments, columns]
-        low = np.take_along_axis(block, (np.maximum(present - 1, 0) // 2)[:, None], 1)[:, 0]
-        high = np.take_along_axis(block, np.maximum(present // 2, 0)[:, None], 1)[:, 0]
-        middle = np.where(present % 2 == 1, low, (low + high) / 2.0)
-        medians[which] = np.where(present > 0, middle, np.nan)
-    return medians
-
-
 def float_column(column: object) -> Floats:
     """A fetched numeric column (numpy, masked where NULL) as float64 with NaN for NULL."""
     if isinstance(column, np.ma.MaskedArray):
@@ -271,16 +260,21 @@ _MICROSECOND = timedelta(microseconds=1)
 @dataclass
 class Standing:
     """Each contributor's cohort (its own code when it has none: an imported row, a key
-    the rules do not know, or rules that are off), whether each cohort is new, and when
-    each arrived (``NAT``: unknown). Indexed by contributor code; ``fit`` grows them."""
+    the rules do not know, or rules that are off), whether each cohort is new or a recent
+    graduate (``newkeys`` rule 6), and when each arrived (``NAT``: unknown). Indexed by
+    contributor code; ``fit`` grows them. ``names``: the codes' names (``Codes.names``),
+    to name a dispute's recent cohorts."""
 
     cohort: Ints
     new: Bools
     arrived: Ints
+    recent: Bools
+    names: Sequence[str] = ()
 
     @classmethod
     def empty(cls) -> Standing:
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros(0, np.int64))
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.bool_), np.zeros(0, np.int64),
+                   np.zeros(0, np.bool_))
 
     def fit(self, size: int) -> None:
         """Room for ``size`` codes: a code not seen before is its own cohort, not new."""
@@ -290,47 +284,11 @@ class Standing:
         grow = max(size, 2 * have) - have
         self.cohort = np.concatenate([self.cohort, np.arange(have, have + grow)])
         self.new = np.concatenate([self.new, np.zeros(grow, np.bool_)])
+        self.recent = np.concatenate([self.recent, np.zeros(grow, np.bool_)])
         self.arrived = np.concatenate([self.arrived, np.full(grow, NAT, np.int64)])
 
 
 # --- one group: rule 5, the fold, the statistics ------------------------------------------
-
-
-def _median_sorted(ordered: Floats) -> float:
-    mid = len(ordered) // 2
-    if len(ordered) % 2:
-        return float(ordered[mid])
-    return float((ordered[mid - 1] + ordered[mid]) / 2.0)
-
-
-def _percentile_sorted(ordered: Floats, q: float) -> float:
-    pos = (len(ordered) - 1) * q
-    low, high = math.floor(pos), math.ceil(pos)
-    if low == high:
-        return float(ordered[low])
-    return float(ordered[low] + (ordered[high] - ordered[low]) * (pos - low))
-
-
-def _median_present(values: Floats) -> float:
-    """The median of the values that are not NaN (NaN when none is)."""
-    present = np.sort(values[~np.isnan(values)])
-    return _median_sorted(present) if len(present) else math.nan
-
-
-def _outliers(ordered: Floats, centre: float) -> tuple[float, int]:
-    """``median_absolute_deviation`` and how many values ``robust_scores`` puts beyond
-    ``OUTLIER_SCORE``, for values in ascending order whose median is ``centre``."""
-    deviations = ordered - centre
-    mad = _median_sorted(np.sort(np.abs(deviations)))
-    rounding = _ROUNDING_SPREAD * abs(centre)
-    if mad > rounding:
-        scores = _MAD_NORMAL * deviations / mad
-    else:
-        mean_ad = math.fsum(abs(d) for d in deviations.tolist()) / len(deviations)
-        if not mean_ad > rounding:
-            return mad, 0
-        scores = _MEAN_AD_NORMAL * deviations / mean_ad
-    return mad, int(np.count_nonzero(np.abs(scores) > OUTLIER_SCORE))
 
 
 def _merge(values: Floats, counts: Ints, slots: Ints) -> tuple[Floats, Ints]:
@@ -344,7 +302,7 @@ def _merge(values: Floats, counts: Ints, slots: Ints) -> tuple[Floats, Ints]:
     for at in np.flatnonzero(sizes > 1).tolist():
         start, size = int(starts[at]), int(sizes[at])
         for column in range(values.shape[1]):
-            merged[at, column] = _median_present(values[start:start + size, column])
+            merged[at, column] = median_present(values[start:start + size, column])
     return merged, np.add.reduceat(counts, starts, axis=0)
 
 
@@ -389,32 +347,56 @@ def fold(rows: Rows, standing: Standing, alone: bool | None = None) -> tuple[Flo
     return values, counts
 
 
+def _sides(rows: Rows, cohorts: Ints, standing: Standing, alone: bool, pooled: float
+           ) -> tuple[Sides, Bools] | None:
+    """The group's established and recent voices' speedups (``groupstats``) and which rows
+    are recent; None unless both sides have one."""
+    recent = standing.recent[cohorts]
+    established = ~recent & ~standing.new[cohorts]
+    if not recent.any() or not established.any():
+        return None
+    settled, young = (present_sorted(fold(rows.without(~side), standing, alone)[0][:, 0])
+                      for side in (established, recent))
+    return (Sides(settled, young, pooled), recent) if len(settled) and len(young) else None
+
+
 def group_aggregate(key: GroupKey, rows: Rows, standing: Standing, window_us: int,
                     min_contributors: int) -> GroupAggregate:
-    """One group of the board from its per-contributor rows (``newkeys`` rules 1, 3 and 5;
-    ``aggregate`` rules 3, 4 and 7)."""
+    """One group of the board from its per-contributor rows (``newkeys`` rules 1, 3, 5 and
+    6; ``aggregate`` rules 3, 4, 7 and 8)."""
     cohorts = standing.cohort[rows.codes]
     alone = bool((cohorts == rows.codes).all())  # a group's codes are distinct
     together = arrived_together(cohorts, standing, window_us, min_contributors, alone)
     values, counts = fold(rows, standing, alone)
-    speedups = values[:, 0]
-    per_contributor = np.sort(speedups[~np.isnan(speedups)])
-    present = len(per_contributor)
-    enough = present >= min_contributors
-    median = _median_sorted(per_contributor) if present else None
-    mad: float | None = None
-    outliers = 0
-    if enough and median is not None:
-        mad, outliers = _outliers(per_contributor, median)
-    wall, baseline = (_median_present(values[:, 1]), _median_present(values[:, 2]))
     sums = counts.sum(axis=0).tolist() if len(counts) else [0] * len(COUNT_FIELDS)
+    per_contributor = present_sorted(values[:, 0])
+    present = len(per_contributor)
+    sides = (_sides(rows, cohorts, standing, alone, median_sorted(per_contributor))
+             if present else None)
+    dispute: Dispute | None = None
+    if sides is not None and sides[0].disputed():
+        named = {standing.names[c] for c in cohorts[sides[1]].tolist()} if standing.names else ()
+        dispute = Dispute(median_sorted(sides[0].established), len(sides[0].established),
+                          median_sorted(sides[0].recent), len(sides[0].recent),
+                          tuple(sorted(named)))
+        values, _ = fold(rows.without(sides[1]), standing, alone)  # without the recent side
+        per_contributor = present_sorted(values[:, 0])
+        present = len(per_contributor)
+    enough = present >= min_contributors
+    median = median_sorted(per_contributor) if present else None
+    mad: float | None = None
+    flagged = 0
+    if enough and median is not None:
+        mad, flagged = outliers(per_contributor, median,
+                                sides[0].established if sides is not None else None)
+    wall, baseline = (median_present(values[:, 1]), median_present(values[:, 2]))
     return GroupAggregate(
         key=key,
         submissions=int(sums[0]),
         contributors=len(values),
         median_speedup=median,
-        p25_speedup=_percentile_sorted(per_contributor, 0.25) if enough else None,
-        p75_speedup=_percentile_sorted(per_contributor, 0.75) if enough else None,
+        p25_speedup=percentile_sorted(per_contributor, 0.25) if enough else None,
+        p75_speedup=percentile_sorted(per_contributor, 0.75) if enough else None,
         min_speedup=float(per_contributor[0]) if present else None,
         max_speedup=float(per_contributor[-1]) if present else None,
         median_speedup_wall=None if math.isnan(wall) else wall,
@@ -423,8 +405,9 @@ def group_aggregate(key: GroupKey, rows: Rows, standing: Standing, window_us: in
         verdicts=dict(zip(VERDICTS, sums[_VERDICT_SLICE], strict=True)),
         evidence=dict(zip(LEVELS, sums[_LEVEL_SLICE], strict=True)),
         mad_speedup=mad,
-        outlier_contributors=outliers,
+        outlier_contributors=flagged,
         arrived_together=together,
+        dispute=dispute,
     )
 
 

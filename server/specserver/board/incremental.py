@@ -99,6 +99,8 @@ class _KeyStanding:
         self.origin = np.zeros(0, np.int64)  # a range's number; -1: none; -2: not a key
         self.graduation = np.zeros(0, np.int64)  # of the cohort a code names
         self.is_cohort = np.zeros(0, np.bool_)  # the code names a cohort (its first key)
+        self.accepted = np.zeros(0, np.bool_)  # a maintainer accepted the cohort it names
+        self.arrays.names = codes.names
         self.ranges = Codes()  # address ranges (origin hashes) by number
         self.newest = int(NAT)
 
@@ -114,11 +116,20 @@ class _KeyStanding:
         self.origin = np.concatenate([self.origin, np.full(grow, -2, np.int64)])
         self.graduation = np.concatenate([self.graduation, never])
         self.is_cohort = np.concatenate([self.is_cohort, np.zeros(grow, np.bool_)])
+        self.accepted = np.concatenate([self.accepted, np.zeros(grow, np.bool_)])
 
     @staticmethod
-    def fetch(conn: Connection) -> tuple[int, newkeys.ArrivalColumns]:
-        """What ``build`` needs of the store: its clock and every key's arrival."""
-        return micros(newkeys.newest_receipt(conn)), newkeys.arrival_columns(conn)
+    def fetch(conn: Connection) -> tuple[int, newkeys.ArrivalColumns, frozenset[str]]:
+        """What ``build`` needs of the store: its clock, every key's arrival and the
+        cohorts maintainers accepted."""
+        return (micros(newkeys.newest_receipt(conn)), newkeys.arrival_columns(conn),
+                newkeys.accepted_keys(conn))
+
+    def accept(self, keys: frozenset[str]) -> None:
+        """The cohorts (first keys) maintainers accepted: every one known so far."""
+        index = self.codes.index
+        self.accepted[:] = False
+        self.accepted[[index[k] for k in keys if k in index]] = True
 
     def learn(self, found: newkeys.ArrivalColumns) -> Ints:
         """The keys' codes, their hashes learnt (``Codes.learn_hashes``)."""
@@ -127,7 +138,8 @@ class _KeyStanding:
             self.codes.learn_hashes(codes, found.key_hashes)
         return codes
 
-    def build(self, newest: int, found: newkeys.ArrivalColumns, codes: Ints) -> None:
+    def build(self, newest: int, found: newkeys.ArrivalColumns, codes: Ints,
+              accepted: frozenset[str]) -> None:
         """Every key's standing from every key's arrival (``codes``: ``learn``'s)."""
         self.newest = newest
         self.fit(len(self.codes))
@@ -135,7 +147,8 @@ class _KeyStanding:
         # Ranges (and keys without one) are independent: every one formed in one call is
         # what forming each alone gives.
         self._form(codes, found)
-        self.arrays.new = self._new_now()
+        self.accept(accepted)
+        self.arrays.new, self.arrays.recent = self._new_now(), self._recent_now()
 
     def _take(self, codes: Ints, found: newkeys.ArrivalColumns) -> Ints:
         ranged = [o is not None for o in found.origin]
@@ -160,8 +173,19 @@ class _KeyStanding:
         if self.rules.probation.total_seconds() <= 0 or self.newest == NAT:
             return np.zeros(len(self.is_cohort), np.bool_)
         ageing = self.graduation
-        new: Bools = self.is_cohort & ((ageing == NAT) | (ageing > self.newest))
+        new: Bools = (self.is_cohort & ~self.accepted
+                      & ((ageing == NAT) | (ageing > self.newest)))
         return new
+
+    def _recent_now(self) -> Bools:
+        """Rule 6: cohorts that graduated within the settle time, unless accepted."""
+        settle = micros(self.rules.settle)
+        if settle <= 0 or self.newest == NAT:
+            return np.zeros(len(self.is_cohort), np.bool_)
+        ageing = self.graduation
+        recent: Bools = (self.is_cohort & ~self.accepted & (ageing != NAT)
+                         & (ageing <= self.newest) & (ageing > self.newest - settle))
+        return recent
 
     def _keys_of(self, codes: Ints) -> newkeys.ArrivalColumns:
         return newkeys.ArrivalColumns(
@@ -169,9 +193,10 @@ class _KeyStanding:
             [None if o < 0 else self.ranges.names[o] for o in self.origin[codes].tolist()],
             self.aged_from[codes])
 
-    def update(self, conn: Connection, newest: int) -> Ints:
-        """After writes touching the keys ``conn`` is restricted to (``sql.restricted_to``):
-        the codes of the contributors whose cohort, probation or cohort arrival changed."""
+    def update(self, conn: Connection, newest: int, audited: bool) -> Ints:
+        """After writes touching the keys ``conn`` is restricted to (``sql.restricted_to``;
+        ``audited``: audit rows among them, which may accept a cohort): the codes of the
+        contributors whose cohort, probation, recency or cohort arrival changed."""
         found = newkeys.arrival_columns(conn)
         codes = self.learn(found)
         self.fit(len(self.codes))
@@ -193,9 +218,12 @@ class _KeyStanding:
         for slot in slots:
             self._form(slot, self._keys_of(slot))
         self.newest = newest
+        if audited:
+            self.accept(newkeys.accepted_keys(conn))
         was_new, now_new = self.arrays.new, self._new_now()
-        self.arrays.new = now_new
-        flipped = was_new != now_new
+        was_recent, now_recent = self.arrays.recent, self._recent_now()
+        self.arrays.new, self.arrays.recent = now_new, now_recent
+        flipped = (was_new != now_new) | (was_recent != now_recent)
         restanded = [np.flatnonzero(flipped[cohorts])] if flipped.any() else []
         status_changed = ((cohorts[affected] != before[0])
                           | (now_new[cohorts[affected]] != before[1])
@@ -368,8 +396,8 @@ class Maintainer:
             found = rows.result() if rows is not None else None
             reduced = found.reduced() if found is not None else None
             if arrivals is not None:
-                newest, arrived = arrivals.result()
-                self._standing.build(newest, arrived, self._standing.learn(arrived))
+                newest, arrived, accepted = arrivals.result()
+                self._standing.build(newest, arrived, self._standing.learn(arrived), accepted)
             self._unbuilt = False
             if reduced is not None and not (by_key_hash and self._codes.clash):
                 board = self._place(spec, reduced)
@@ -441,7 +469,8 @@ class Maintainer:
             if held.per is None:
                 held.start(self._codes, sql.contributor_tallies(conn, filters))
         with sql.restricted_to(conn, logged.contributors):
-            restanded = (self._standing.update(conn, newest) if self.rules.active
+            restanded = (self._standing.update(conn, newest, logged.audits > 0)
+                         if self.rules.active
                          else np.zeros(0, np.int64))
             tallies = {f: sql.contributor_tallies(conn, f) for f in started}
             by_key_hash = self._by_key_hash(conn)

@@ -175,6 +175,7 @@ class ReadService:
         probation_days: float = 0.0,  # off unless configured (create_app: settings)
         cohort_window_hours: float = 0.0,
         graduations_per_day: int = 0,
+        settle_days: float = 0.0,
         retry_s: float = DEFAULT_RETRY_S,
         wait_s: float = 0.0,
         check_s: float = CHECK_S,
@@ -183,7 +184,7 @@ class ReadService:
     ) -> None:
         self.engine = engine
         self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
-                                            graduations_per_day)
+                                            graduations_per_day, settle_days)
         self.min_contributors = min_contributors
         self.max_stale_s = max_stale_s
         self.refresh_s = refresh_s

@@ -29,9 +29,15 @@ every replica:
 5. **Arrived together.** A group of at least ``min_contributors`` contributors (cohorts and
    imported rows) where more than half of the cohorts arrived within one window is flagged
    (``arrived_together``): a reader sees that its voices appeared at once.
+6. **Recent graduates.** A cohort that left probation less than ``settle``
+   (``SPECSERVER_COHORT_SETTLE_DAYS``, default 28) ago is *recent*; one a maintainer
+   accepted (an ``accept_cohort`` audit row naming its first key) is neither new nor recent.
+   Where a group's recent cohorts disagree with its established contributors, the group is
+   disputed rather than taken over (``board.columns.dispute``, docs/aggregation.md).
 
 What remains possible (many ranges, documented with numbers in docs/aggregation.md): each
-range is one cohort per window, and each becomes a vote after probation.
+range is one cohort per window, and each becomes a vote after probation; a group its recent
+graduates disagree with is disputed for ``settle`` (rule 6), not taken over.
 """
 
 from __future__ import annotations
@@ -48,11 +54,13 @@ from sqlalchemy import ColumnElement, Connection, and_, func, select
 
 from specserver.board.columns import NAT, Hashes, Ints, micros, time_column, when
 from specserver.board.sql import fetch_columns
-from specserver.store import queries, tables
+from specserver.errors import NotFound
+from specserver.store import moderation, queries, tables
 
 DEFAULT_PROBATION_DAYS = 7.0
 DEFAULT_WINDOW_HOURS = 24.0
 DEFAULT_GRADUATIONS_PER_DAY = 2
+DEFAULT_SETTLE_DAYS = 28.0
 NEW_KEYS = "new-keys"  # the folded contributor's name
 _DAY = timedelta(days=1)
 _NEVER = np.iinfo(np.int64).max  # a cohort none of whose members has started to age
@@ -63,17 +71,21 @@ class CohortRules:
     probation: timedelta
     window: timedelta  # zero: no cohorts (each key its own)
     graduations_per_day: int  # 0: no cap
+    settle: timedelta = timedelta(0)  # rule 6; zero: no cohort is recent (no disputes)
 
     @property
     def active(self) -> bool:
-        """False when probation and cohorts are both off: every key is its own voice."""
-        return self.probation > timedelta(0) or self.window > timedelta(0)
+        """False when probation, cohorts and recency are all off: every key is its own
+        voice."""
+        return (self.probation > timedelta(0) or self.window > timedelta(0)
+                or self.settle > timedelta(0))
 
     @classmethod
     def of(cls, probation_days: float, window_hours: float = DEFAULT_WINDOW_HOURS,
-           graduations_per_day: int = DEFAULT_GRADUATIONS_PER_DAY) -> CohortRules:
+           graduations_per_day: int = DEFAULT_GRADUATIONS_PER_DAY,
+           settle_days: float = 0.0) -> CohortRules:
         return cls(timedelta(days=probation_days), timedelta(hours=window_hours),
-                   graduations_per_day)
+                   graduations_per_day, timedelta(days=settle_days))
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,15 @@ class Standing:
     cohort_of: Mapping[str, str]
     new: AbstractSet[str]  # cohort ids
     arrived: Mapping[str, datetime]  # cohort id -> its first member's first_seen
+    recent: AbstractSet[str] = frozenset()  # cohort ids (rule 6)
+
+
+def accepted_keys(conn: Connection) -> frozenset[str]:
+    """The key ids maintainers accepted as their cohorts' first keys (rule 6)."""
+    audit = tables.audit_log
+    return frozenset(str(t) for t in conn.execute(
+        select(audit.c.target).where(audit.c.action == moderation.ACCEPT_COHORT)
+        .distinct()).scalars())
 
 
 def newest_receipt(conn: Connection) -> datetime | None:
@@ -200,14 +221,32 @@ class Cohorts:
     graduation: dict[str, datetime | None]
 
 
-def standing(found: Iterable[Arrival], newest: datetime | None, rules: CohortRules
-             ) -> Standing:
-    """Rules 1-4 over every key's arrival (pure)."""
+def standing(found: Iterable[Arrival], newest: datetime | None, rules: CohortRules,
+             accepted: AbstractSet[str] = frozenset()) -> Standing:
+    """Rules 1-4 and 6 over every key's arrival (pure); ``accepted``: cohorts (first keys)
+    a maintainer accepted."""
     formed = cohorts(found, rules)
     new: set[str] = set()
+    recent: set[str] = set()
     if rules.probation > timedelta(0) and newest is not None:
         new = {c for c, at in formed.graduation.items() if at is None or at > newest}
-    return Standing(formed.cohort_of, frozenset(new), formed.arrived)
+    if rules.settle > timedelta(0) and newest is not None:
+        recent = {c for c, at in formed.graduation.items()
+                  if at is not None and newest - rules.settle < at <= newest}
+    return Standing(formed.cohort_of, frozenset(new - accepted), formed.arrived,
+                    frozenset(recent - accepted))
+
+
+def cohort_members(conn: Connection, rules: CohortRules, head: str) -> list[str]:
+    """The key ids of the cohort whose first key is ``head`` (rule 1), for a maintainer
+    settling a dispute; ``NotFound`` when ``head`` starts none (naming the cohort it
+    belongs to, if any)."""
+    cohort = cohorts(arrivals(conn), rules).cohort_of
+    if cohort.get(head) != head:
+        where = f": it belongs to the cohort {cohort[head]}" if head in cohort else ""
+        raise NotFound(f"no cohort starts with the key {head}{where}",
+                       {"cohort": head, "belongs_to": cohort.get(head)}, code="no_such_cohort")
+    return sorted(k for k, c in cohort.items() if c == head)
 
 
 def cohorts(found: Iterable[Arrival], rules: CohortRules) -> Cohorts:

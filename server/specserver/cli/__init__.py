@@ -28,4 +28,7 @@ def main(argv: list[str] | None = None) -> None:
     from specserver.cli import admin
 
     admin.register(app)
+    from specserver.cli import disputes
+
+    disputes.register(app)
     app(args=argv)

@@ -37,6 +37,8 @@ class Admin(Protocol):
                            ollama_version: str, os_name: str | None) -> dict[str, Any]: ...
     def stats(self) -> dict[str, Any]: ...
     def export(self, fmt: str, path: Path) -> int: ...
+    def disputes(self) -> list[dict[str, Any]]: ...
+    def settle(self, how: str, cohort: str, reason: str) -> dict[str, Any]: ...
 
 
 # --- through the running server -----------------------------------------------------------
@@ -122,6 +124,14 @@ class HttpAdmin:
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", "/admin/v1/stats").json()
         return result
+
+    def disputes(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call("GET", "/admin/v1/disputes").json()["items"]
+        return items
+
+    def settle(self, how: str, cohort: str, reason: str) -> dict[str, Any]:
+        """``how``: ``accept`` or ``hide`` the cohort whose first key is ``cohort``."""
+        return self._post(f"disputes/{how}", {"cohort": cohort, "reason": reason})
 
     def export(self, fmt: str, path: Path) -> int:
         written = 0

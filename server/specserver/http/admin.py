@@ -19,11 +19,12 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from specserver.board import GroupAggregate, ReadService, aggregate, newkeys
 from specserver.errors import NotAuthenticated, NotPermitted
 from specserver.http.errors import ErrorBody
 from specserver.ingest import hardnumbers
 from specserver.settings import ServerSettings
-from specserver.store import OS_NAMES, Store, adhoc, moderation, queries
+from specserver.store import OS_NAMES, Filters, Store, adhoc, moderation, queries
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], responses={
     400: {"model": ErrorBody, "description": "the body is not JSON"},
@@ -142,6 +143,74 @@ async def unban(body: UnbanBody, request: Request, actor: Actor) -> dict[str, An
         lambda conn: moderation.unban(conn, body.key_id, body.reason, actor))
     store.invalidate_bans()
     return result.as_dict()
+
+
+class CohortBody(_Body):
+    cohort: str = Field(pattern=r"^[0-9a-f]{64}$", description="the cohort's first key id")
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+# Disputes are listed from the public leaderboard's board: every protocol, target, draft
+# and engine, by chip and memory, in the speedup view.
+DISPUTE_DIMENSIONS = tuple(aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY))
+
+
+def disputed_groups(groups: list[GroupAggregate]) -> list[dict[str, Any]]:
+    """The disputed groups with both sides and the recent cohorts' first keys (to accept
+    or hide), the widest disagreement first."""
+    found: list[tuple[float, dict[str, Any]]] = []
+    for group in groups:
+        dispute = group.dispute
+        if dispute is None:
+            continue
+        found.append((-abs(dispute.recent_median - dispute.established_median), {
+            "label": group.label(DISPUTE_DIMENSIONS), "key": group.key,
+            "median_speedup": group.median_speedup, "contributors": group.contributors,
+            "established": {"median_speedup": dispute.established_median,
+                            "contributors": dispute.established_contributors},
+            "recent": {"median_speedup": dispute.recent_median,
+                       "contributors": dispute.recent_contributors,
+                       "cohorts": list(dispute.recent_cohorts)}}))
+    found.sort(key=lambda item: item[0])
+    return [item for _, item in found]
+
+
+@router.get("/disputes")
+async def disputes(request: Request, actor: Actor) -> dict[str, Any]:
+    """Groups whose recently graduated cohorts disagree with their established
+    contributors (docs/aggregation.md, "Disputes"); settle one with /disputes/accept or
+    /disputes/hide."""
+    reads: ReadService = request.app.state.reads
+    board = await run_in_threadpool(reads.cold_board, Filters(), DISPUTE_DIMENSIONS,
+                                    "speedup")
+    return {"items": disputed_groups(board.groups)}
+
+
+async def _cohort_keys(request: Request, cohort: str) -> list[str]:
+    reads: ReadService = request.app.state.reads
+    keys: list[str] = await run_in_threadpool(
+        _read, request, lambda conn: newkeys.cohort_members(conn, reads.rules, cohort))
+    return keys
+
+
+@router.post("/disputes/accept")
+async def accept_cohort(body: CohortBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """Count a cohort as established from now on (an audit row)."""
+    await _cohort_keys(request, body.cohort)
+    result = await _store(request).awrite(
+        lambda conn: moderation.accept_cohort(conn, body.cohort, body.reason, actor))
+    return result.as_dict()
+
+
+@router.post("/disputes/hide")
+async def hide_cohort(body: CohortBody, request: Request, actor: Actor) -> dict[str, Any]:
+    """Hide every visible submission of a cohort's keys (an audit row each; ``unhide``
+    shows one again)."""
+    keys = await _cohort_keys(request, body.cohort)
+    hidden = await _store(request).awrite(
+        lambda conn: moderation.hide_keys(conn, keys, body.reason, actor))
+    return {"action": "hide_cohort", "target": body.cohort, "changed": bool(hidden),
+            "keys": keys, "hidden": hidden}
 
 
 @router.post("/query")

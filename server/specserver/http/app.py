@@ -126,7 +126,8 @@ def create_app(
                         wait_s=settings.read_wait_s,
                         probation_days=settings.new_key_probation_days,
                         cohort_window_hours=settings.cohort_window_hours,
-                        graduations_per_day=settings.range_graduations_per_day)
+                        graduations_per_day=settings.range_graduations_per_day,
+                        settle_days=settings.cohort_settle_days)
     public.install(app, reads)  # /v1 reads, CORS for GET
     predict.install(app)  # GET /v1/predict
     app.include_router(page_routes.router)  # the HTML page

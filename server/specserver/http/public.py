@@ -61,6 +61,8 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
     data = asdict(group)
     del data["shown"]  # in the label
+    if data["dispute"] is not None:  # maintainers' only: it says which keys share a range
+        del data["dispute"]["recent_cohorts"]
     data["label"] = group.label(dimensions)
     # The bandwidth bound needs the server's size of the target (ingest/plausibility.py):
     # without it the group is shown but does not count as established.

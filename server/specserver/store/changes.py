@@ -96,9 +96,9 @@ def mark(conn: Connection, submissions: Mapping[str, int] | None = None,
 
 
 def audit_contributor(conn: Connection, action: str, target: str) -> str | None:
-    """The contributor an audit row's action touches: a ban's key, a hidden or imported
-    submission's contributor; none for an ad-hoc query."""
-    if action in ("ban", "unban"):
+    """The contributor an audit row's action touches: a ban's key, an accepted cohort's
+    first key, a hidden or imported submission's contributor; none for an ad-hoc query."""
+    if action in ("ban", "unban", "accept_cohort"):
         return target
     if action == "query":
         return None

@@ -1,5 +1,5 @@
-"""Maintainer actions on an open connection: hide, unhide, ban, unban, import, and the audit
-row of an ad-hoc query.
+"""Maintainer actions on an open connection: hide, unhide, ban, unban, import, accepting a
+cohort, hiding a set of keys' results, and the audit row of an ad-hoc query.
 
 Each action changes state and writes one ``audit_log`` row in the same transaction, so the
 history on ``GET /v1/submissions/{id}`` and on the page never misses one. An action that
@@ -144,6 +144,37 @@ def unban(conn: Connection, key_id: str, reason: str | None, actor: str) -> Acti
         return ActionResult("unban", key_id, False)
     record(conn, "unban", key_id, reason, actor)
     return ActionResult("unban", key_id, True)
+
+
+# The audit action by which a maintainer accepts a cohort (named by its first key): the
+# board counts it as established at once (board/newkeys.py, rule 6).
+ACCEPT_COHORT = "accept_cohort"
+
+
+def accept_cohort(conn: Connection, key_id: str, reason: str, actor: str) -> ActionResult:
+    """Record that a maintainer accepts the cohort whose first key is ``key_id`` (the caller
+    checked that it is one)."""
+    _check_key(key_id)
+    if not reason.strip():
+        raise Invalid("accepting a cohort needs a reason", code="reason_required")
+    audit = tables.audit_log
+    if conn.execute(select(audit.c.audit_id).where(
+            audit.c.action == ACCEPT_COHORT, audit.c.target == key_id).limit(1)).first():
+        return ActionResult(ACCEPT_COHORT, key_id, False)
+    record(conn, ACCEPT_COHORT, key_id, reason, actor)
+    return ActionResult(ACCEPT_COHORT, key_id, True)
+
+
+def hide_keys(conn: Connection, key_ids: list[str], reason: str, actor: str) -> list[str]:
+    """Hide every visible submission of these keys, each with its audit row (``hide``);
+    the ids hidden."""
+    if not reason.strip():
+        raise Invalid("hiding needs a reason", code="reason_required")
+    sub = tables.submissions
+    visible = conn.execute(select(sub.c.submission_id).where(
+        sub.c.key_id.in_(sorted(key_ids)), sub.c.hidden.is_(False))
+        .order_by(sub.c.submission_id)).scalars().all()
+    return [sid for sid in map(str, visible) if hide(conn, sid, reason, actor).changed]
 
 
 def store_import(conn: Connection, rows: RowSet, submission_id: str, source: str,

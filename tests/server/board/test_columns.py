@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specserver.board import columns, newkeys
+from specserver.board import columns, groupstats, newkeys
 from specserver.board.aggregate import ContributorResult
 from specserver.board.columns import NAT, Codes, Standing
 from tests.support import reference_rules
@@ -46,11 +46,12 @@ def groups_and_standing(draw: st.DrawFn) -> tuple[list[ContributorResult],
     for head in heads:
         cohort_of[head] = head
     new = frozenset(h for h in heads if draw(st.booleans()))
+    recent = frozenset(h for h in heads if h not in new and draw(st.booleans()))
     arrived = {h: T0 + timedelta(hours=draw(st.sampled_from([0, 1, 20, 24, 25, 60])))
                for h in heads if draw(st.integers(0, 4))}
     min_contributors = draw(st.integers(1, 4))
     window = timedelta(hours=draw(st.sampled_from([0, 1, 24])))
-    return rows, newkeys.Standing(cohort_of, new, arrived), min_contributors, window
+    return rows, newkeys.Standing(cohort_of, new, arrived, recent), min_contributors, window
 
 
 def as_columns(rows: list[ContributorResult], held: newkeys.Standing
@@ -65,6 +66,9 @@ def as_columns(rows: list[ContributorResult], held: newkeys.Standing
         standing.cohort[codes.index[key]] = codes.index[cohort]
     for cohort in held.new:
         standing.new[codes.index[cohort]] = True
+    for cohort in held.recent:
+        standing.recent[codes.index[cohort]] = True
+    standing.names = codes.names
     for cohort, at in held.arrived.items():
         standing.arrived[codes.index[cohort]] = columns.micros(at)
     values = np.array([[np.nan if v is None else v for v in r[3:6]] for r in rows])
@@ -152,12 +156,12 @@ def test_segment_medians_are_each_segments_median_to_the_last_bit(
     starts = np.cumsum([0] + [len(seg) for seg in segments[:-1]]).astype(np.int64)
     if not segments:
         starts = np.zeros(0, np.int64)
-    found = columns.segment_medians(values, starts)
+    found = groupstats.segment_medians(values, starts)
     assert found.shape == (len(segments), 2)
     at = 0
     for index, seg in enumerate(segments):
         for column in range(2):
-            expected = columns._median_present(values[at:at + len(seg), column])
+            expected = groupstats.median_present(values[at:at + len(seg), column])
             assert repr(float(found[index, column])) == repr(expected)
         at += len(seg)
 

@@ -2,7 +2,9 @@
 
 Random sequences of inserts (signed keys from a few address ranges, imports, incomplete and
 quarantined submissions, every verdict and evidence level, repeated and missing speedups),
-hides, unhides, bans, unbans and the store's clock moving past probations, on DuckDB and
+hides, unhides, bans, unbans, cohorts accepted by maintainers and the store's clock moving
+past probations and settle times (cohorts turning recent, then established: disputes), on
+DuckDB and
 PostgreSQL. After every write the maintained boards (all views, a filtered one, one by
 another grouping) must equal ``incremental.compute`` on the same snapshot, and the whole
 sequence must have been followed from the change log (one rebuild: the first read).
@@ -40,7 +42,7 @@ MERGING_CHIP = collisions.string_with_hash(collisions.string_hash(CHIPS[0].encod
 VERDICTS = ["confirmed", "confirmed", "not_observed", "unstable", "not_applied", "unknown"]
 LEVELS = ["log", "engine_api", "reported", "implausible", None]
 START = datetime(2026, 11, 1, 12, 0, 0)
-RULES = newkeys.CohortRules.of(7.0, 24.0, 1)
+RULES = newkeys.CohortRules.of(7.0, 24.0, 1, 14.0)
 MIN_CONTRIBUTORS = 2
 SPECS: list[incremental.Spec] = [
     *[(queries.Filters(), tuple(aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY,
@@ -63,7 +65,7 @@ insert_op = st.tuples(
     st.lists(draft_row, min_size=0, max_size=2, unique_by=lambda d: d[0]),
 )
 moderation_op = st.tuples(st.sampled_from(["hide", "unhide"]), st.integers(0, 30))
-key_op = st.tuples(st.sampled_from(["ban", "unban"]), st.integers(0, len(KEYS) - 1))
+key_op = st.tuples(st.sampled_from(["ban", "unban", "accept"]), st.integers(0, len(KEYS) - 1))
 clock_op = st.tuples(st.just("later"), st.sampled_from([24, 100, 170, 400]))
 operations = st.lists(st.one_of(insert_op, insert_op, moderation_op, key_op, clock_op),
                       min_size=1, max_size=14)
@@ -139,9 +141,10 @@ class Store:
                     moderation.hide(conn, sid, "test", "tester")
                 else:
                     moderation.unhide(conn, sid, "test", "tester")
-        elif name in ("ban", "unban"):
+        elif name in ("ban", "unban", "accept"):
+            action = {"ban": moderation.ban, "unban": moderation.unban,
+                      "accept": moderation.accept_cohort}[name]
             with self.engine.begin() as conn:
-                action = moderation.ban if name == "ban" else moderation.unban
                 action(conn, KEYS[op[1]], "test", "tester")
 
 
@@ -532,3 +535,44 @@ def test_rows_a_replica_of_the_version_before_wrote_count_on_postgres(postgres_s
         conn.execute(tables.submissions.update().values(id_digest=None, reaches_board=None))
         conn.execute(tables.summaries.update().values(id_digest=None))
     assert boards() == written_now
+
+
+def test_a_dispute_is_followed_from_the_log_to_its_settlement(duckdb_store: Store) -> None:
+    """Three established keys at 1.0x, three that graduated recently at 3.5x: the group is
+    disputed (its median the established side's), a maintainer accepting one recent cohort
+    moves it to the established side, and the settle time passing ends the dispute (all
+    six established: what a maintainer who never looked lets stand); the maintained board
+    equals the full computation at every step."""
+    store = duckdb_store
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS)
+    filters, dimensions, view = SPECS[0]
+
+    def spec4() -> aggregate.GroupAggregate:
+        with incremental.snapshot(store.engine) as conn:
+            maintained = maintainer.board(conn, filters, dimensions, view)
+            assert maintained == incremental.compute(conn, filters, dimensions, view, RULES,
+                                                     MIN_CONTRIBUTORS)
+        [group] = [g for g in maintained.groups if g.key["draft"]["config_name"] == "spec_4"]
+        return group
+
+    for key in range(3):
+        store.insert(key, None, 1, CHIPS[0], "complete", [("spec_4", "confirmed", "log", 1.0)])
+    store.apply(("later", 600))  # past probation (7 days) and settle time (14)
+    assert spec4().dispute is None
+    for key in range(3, 6):
+        store.insert(key, None, 1, CHIPS[0], "complete", [("spec_4", "confirmed", "log", 3.5)])
+    assert (spec4().median_speedup, spec4().contributors) == (1.0, 4)  # the block: one voice
+    store.apply(("later", 200))  # they graduated, within the settle time: recent
+    disputed = spec4()
+    assert disputed.dispute == aggregate.Dispute(1.0, 3, 3.5, 3, tuple(sorted(KEYS[3:6])))
+    assert (disputed.median_speedup, disputed.contributors) == (1.0, 3)
+    assert disputed.submissions == 6 and disputed.outlier_contributors == 0
+    store.apply(("accept", 3))
+    accepted = spec4()
+    assert accepted.dispute is not None and accepted.dispute.recent_contributors == 2
+    assert accepted.dispute.established_contributors == 4
+    store.apply(("later", 400))  # the settle time has passed for all three
+    settled = spec4()
+    assert settled.dispute is None and settled.median_speedup == 2.25
+    assert maintainer.rebuilds == 1
