@@ -15,6 +15,10 @@ table for the newest rows). ``PageReuse`` keeps what makes them cheap:
   for why the page's ETag stays exact when they lag.
 - where each recent list ended (``queries.recent_submissions``): the next computation of
   that list reads only the rows received since, and gets the same list.
+- the chosen machine's forecasts (the first screen's predicted column, ``forecasts.py``:
+  0.36-0.56 s of CPU each at 100,000 submissions, ``bench/predict_cost.py``), on the
+  menus' terms: reused for ``page_menu_reuse_s`` seconds unless a moderation action came
+  between, and named in the page's version while they lag.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ DOMAIN = "domain"
 # board of one target on one chip is small, the whole board by domain would not be.
 DOMAIN_NEEDS = ("chip", "target")
 RECENT = 15  # submissions in the page's recent list
+# The chosen machine's forecast for the engine families given, on a connection.
+Forecaster = Callable[[Connection, Sequence[str]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -63,13 +69,16 @@ class PageData:
     # The forecast for the chosen machine per engine family (``forecasts.answers``), once
     # a machine and a target are chosen: the first screen's predicted column.
     forecasts: dict[str, Any] | None = None
+    forecasts_version: str | None = None  # the data version they were computed at
 
 
 @dataclass(frozen=True)
-class _Menus:
+class _Held:
+    """Something read at data version ``version``, kept for the next computations."""
+
     version: str
     read_at: float  # PageReuse.clock() when read
-    values: dict[str, list[Any]]
+    values: Any
 
 
 class PageReuse:
@@ -81,12 +90,16 @@ class PageReuse:
         self.menu_reuse_s = menu_reuse_s
         self.keep = keep
         self.clock = clock
-        self._menus: dict[int, _Menus] = {}  # by the menus' cut
+        self._menus: dict[int, _Held] = {}  # by the menus' cut
+        # The chosen machines' forecasts, by (filters, engines): at most ``keep``.
+        self._forecasts: OrderedDict[tuple[queries.Filters, tuple[str, ...]], _Held] = (
+            OrderedDict())
         self._bounds: OrderedDict[tuple[queries.Filters, int], datetime] = OrderedDict()
         self._lock = threading.Lock()
         self.menu_reads = 0  # menus read from the store (tests count them)
+        self.forecast_reads = 0  # forecasts computed (tests count them)
 
-    def _reusable(self, held: _Menus, version: str) -> bool:
+    def _reusable(self, held: _Held, version: str) -> bool:
         if held.version == version:
             return True
         return (moderation_version(held.version) == moderation_version(version)
@@ -102,8 +115,28 @@ class PageReuse:
             return held.version, held.values
         values = queries.most_common_values(conn, list(MENUS), cut)
         with self._lock:
-            self._menus[cut] = _Menus(version, self.clock(), values)
+            self._menus[cut] = _Held(version, self.clock(), values)
             self.menu_reads += 1
+        return version, values
+
+    def forecasts(self, conn: Connection, version: str, filters: queries.Filters,
+                  engines: Sequence[str], forecaster: Forecaster
+                  ) -> tuple[str, dict[str, Any]]:
+        """The chosen machine's forecasts and the data version they were computed at:
+        those kept, on the menus' terms; else computed on ``conn`` (a forecast costs
+        about as much as the rest of the page: ``bench/predict_cost.py``)."""
+        key = (filters, tuple(engines))
+        with self._lock:
+            held = self._forecasts.get(key)
+        if held is not None and self._reusable(held, version):
+            return held.version, held.values
+        values = forecaster(conn, engines)
+        with self._lock:
+            self._forecasts[key] = _Held(version, self.clock(), values)
+            self._forecasts.move_to_end(key)
+            while len(self._forecasts) > self.keep:
+                self._forecasts.popitem(last=False)
+            self.forecast_reads += 1
         return version, values
 
     def recent(self, conn: Connection, filters: queries.Filters, limit: int
@@ -123,9 +156,6 @@ class PageReuse:
                 while len(self._bounds) > self.keep:
                     self._bounds.popitem(last=False)
         return items
-
-
-Forecaster = Callable[[Connection, Sequence[str]], dict[str, Any]]
 
 
 def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: str,
@@ -150,7 +180,9 @@ def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: s
         return data
     engines = {str(g.key["engine"]["engine"])
                for board in (data.speed, data.unverified, data.noise) for g in board.groups}
-    return dataclasses.replace(data, forecasts=forecaster(conn, sorted(engines)))
+    forecasts_version, found = reuse.forecasts(conn, version, filters, sorted(engines),
+                                               forecaster)
+    return dataclasses.replace(data, forecasts=found, forecasts_version=forecasts_version)
 
 
 def by_domain(reads: ReadService, conn: Connection, version: str, filters: queries.Filters
@@ -176,7 +208,10 @@ def page_version(version: str, data: PageData) -> str:
     add their own version to the label, and both states together fix the body on every
     replica: the menus of one state are the same everywhere (``most_common_values``
     orders ties by value). Menus read from ``version`` itself leave the label as the
-    boards' version alone, as before menus could lag."""
-    if data.menus_version == version:
-        return version
-    return f"{version} menus {data.menus_version}"
+    boards' version alone, as before menus could lag. The chosen machine's forecasts are
+    kept on the same terms, and label the page the same way when they lag."""
+    label = version if data.menus_version == version else (
+        f"{version} menus {data.menus_version}")
+    if data.forecasts_version in (None, version):
+        return label
+    return f"{label} forecasts {data.forecasts_version}"

@@ -8,9 +8,7 @@ test's temporary folder) for a person to look at."""
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +17,6 @@ from specserver.http.app import create_app
 from specserver.http.page import charts
 from specserver.http.page.board import new_keys_note
 from specserver.settings import ServerSettings
-from tests.server.http.page.test_page_browser import CHROMIUM_ARGS, _chromium
 from tests.support.boardfill import insert_submission, key, new_engine
 from tests.support.liveserver import free_port, serve
 
@@ -65,23 +62,6 @@ def glance(tmp_path_factory):
                               page_groups=50)
     with serve(create_app(settings), port) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("SPECBENCH_SCREENSHOTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _tab(chromium, width: int):  # type: ignore[no-untyped-def]

@@ -5,9 +5,7 @@ the first screen go to $SPECBENCH_SCREENSHOTS (or the test's temporary folder)."
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -15,7 +13,6 @@ import pytest
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.http.app import create_app
 from specserver.settings import ServerSettings
-from tests.server.http.page.test_page_browser import CHROMIUM_ARGS, _chromium
 from tests.support.boardfill import insert_submission, key, new_engine
 from tests.support.liveserver import free_port, serve
 
@@ -61,23 +58,6 @@ def atlas(tmp_path_factory):
     settings = ServerSettings(database_url=str(path), public_base_url=f"http://127.0.0.1:{port}")
     with serve(create_app(settings), port) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    folder = os.environ.get("SPECBENCH_SCREENSHOTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _tab(chromium, viewport: dict[str, int]):  # type: ignore[no-untyped-def]

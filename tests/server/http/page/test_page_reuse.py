@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -148,3 +149,45 @@ def test_page_data_reads_every_part_from_one_state(engine: Engine) -> None:
         data = page_data(reads, reuse, conn, queries.data_version(conn), queries.Filters(), 100)
     assert data.menus_version == version and len(data.recent) == 8
     assert page_version(version, data) == version
+
+
+def test_a_machines_forecast_is_kept_on_the_menus_terms_and_labels_the_page(
+        engine: Engine) -> None:
+    """The first screen's forecast costs as much as the rest of the page: it is computed
+    once per chosen machine and kept like the menus (never past a moderation action), and
+    a page whose forecast lags names the forecast's version."""
+    now = [1000.0]
+    reads, reuse = ReadService(engine), PageReuse(60.0, clock=lambda: now[0])
+    asked: list[tuple[str, ...]] = []
+
+    def forecaster(conn: Any, engines: Any) -> dict[str, Any]:
+        asked.append(tuple(engines))
+        return {name: f"forecast {len(asked)}" for name in engines}
+
+    machine = queries.Filters.of({"chip": "Apple M2", "target": "qwen3.5:9b-mtp"})
+
+    def data() -> tuple[str, Any]:
+        with engine.connect() as conn:
+            version = queries.data_version(conn)
+            return version, page_data(reads, reuse, conn, version, machine, 100, forecaster)
+
+    first_version, first = data()
+    assert first.forecasts == {"ollama": "forecast 1"} and asked == [("ollama",)]
+    assert page_version(first_version, first) == first_version
+    _add_new_chip(engine)
+    later_version, later = data()
+    assert later.forecasts == first.forecasts and len(asked) == 1  # kept
+    assert later.forecasts_version == first_version
+    assert page_version(later_version, later).endswith(f" forecasts {first_version}")
+    now[0] += 60.0
+    _, again = data()
+    assert again.forecasts == {"ollama": "forecast 2"}  # computed again once too old
+    with engine.connect() as conn:
+        page_data(reads, reuse, conn, queries.data_version(conn), queries.Filters(), 100,
+                  forecaster)
+    assert len(asked) == 2  # no machine chosen: no forecast
+    with engine.begin() as conn:
+        moderation.hide(conn, _add_new_chip(engine, seed=901), "a test", "test")
+    _, moderated = data()
+    assert moderated.forecasts == {"ollama": "forecast 3"}  # a moderation action: at once
+    assert reuse.forecast_reads == 3
