@@ -3,6 +3,7 @@ written atomically like results."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -42,27 +43,25 @@ def load_probe(path: Path) -> CostProbe:
                               f"{exc.errors()[0]['msg']})") from None
 
 
-def newest_probe(target_digest: str | None) -> CostProbe | None:
-    """The newest saved probe of this target (by digest); None when there is none."""
+def _newest(wanted: Callable[[CostProbe], bool]) -> CostProbe | None:
     found = []
     for path in probes_dir().glob("*.json"):
         try:
             probe = load_probe(path)
         except ResultFileError:
             continue
-        if target_digest is not None and probe.target.digest == target_digest:
+        if wanted(probe):
             found.append(probe)
     return max(found, key=lambda p: p.created_at, default=None)
+
+
+def newest_probe(target_digest: str | None) -> CostProbe | None:
+    """The newest saved probe of this target (by digest); None when there is none."""
+    if target_digest is None:
+        return None
+    return _newest(lambda probe: probe.target.digest == target_digest)
 
 
 def newest_probe_named(names: set[str]) -> CostProbe | None:
     """The newest saved probe whose target's name or digest is one of ``names``."""
-    found = []
-    for path in probes_dir().glob("*.json"):
-        try:
-            probe = load_probe(path)
-        except ResultFileError:
-            continue
-        if probe.target.name in names or probe.target.digest in names:
-            found.append(probe)
-    return max(found, key=lambda p: p.created_at, default=None)
+    return _newest(lambda probe: probe.target.name in names or probe.target.digest in names)
