@@ -9,7 +9,9 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │   │   ├── OllamaUnreachable   nothing listening at the URL
     │   │   ├── ModelMissing        404 for a model (names the --pull flag)
     │   │   ├── OllamaStreamError   an {"error": ...} line inside a 200 stream, or no `done`
-    │   │   └── OllamaTimeout
+    │   │   ├── OllamaTimeout
+    │   │   └── OllamaLogMissing    no readable server log and no --no-log: drafts could
+    │   │                           not be confirmed (said before the first request)
     │   ├── EngineUnreachable       nothing answers where an HTTP engine should listen
     │   ├── EngineModelMissing      the engine does not have a model the protocol names
     │   └── LlamaServerError        the llama-server the client starts itself
@@ -67,6 +69,10 @@ class OllamaUnreachable(OllamaError):
 
 
 class ModelMissing(OllamaError):
+    pass
+
+
+class OllamaLogMissing(OllamaError):
     pass
 
 

@@ -20,39 +20,25 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
 
 from specschema import (
     Submission,
-    Trial,
 )
 from specschema.engines import ENGINES
 from specschema.payload import submission_bytes
+from specsubmit.cli.listener import ConsoleListener
 from specsubmit.cli.protocols import for_run, shipped
 from specsubmit.engines import (
     ADAPTERS,
     DEFAULT_TIMEOUT_S,
     EngineOptions,
-    PullProgress,
     adapter,
     check_options,
 )
 from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
 from specsubmit.local import check_state_home, engine_lock, load_result, save_result, write_result
-from specsubmit.outside_text import LINE_LIMIT, visible
 from specsubmit.run import (
     Measured,
-    RunListener,
     RunSettings,
     decide,
     default_fingerprint,
@@ -63,81 +49,6 @@ from specsubmit.run import (
     run_protocol,
 )
 from specsubmit.send import check_server, offer_submission, resolve_server
-
-
-class ConsoleListener(RunListener):
-    """Progress on stderr: the config, trial i/N, elapsed and ETA; pulls in bytes."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False,
-        )
-        self.pulls = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeRemainingColumn(), console=console,
-        )
-        self.task: TaskID | None = None
-        self.pull_tasks: dict[str, TaskID] = {}
-        # The displays running now. rich's Progress.stop() prints a newline on a console that
-        # is not a terminal even when it never started: stopping only these, once, keeps
-        # blank lines from appearing before the error line of a run that failed early.
-        self._running: set[str] = set()
-
-    def _start(self, name: str, display: Progress) -> None:
-        if name not in self._running:
-            display.start()
-            self._running.add(name)
-
-    def _stop(self, name: str, display: Progress) -> None:
-        if name in self._running:
-            self._running.discard(name)
-            display.stop()
-
-    def warning(self, message: str) -> None:
-        self.console.print(f"[yellow]warning:[/] {escape(visible(message, LINE_LIMIT))}")
-
-    def phase(self, message: str) -> None:
-        if self.task is None:
-            self.console.print(f"[dim]{escape(visible(message, LINE_LIMIT))}[/]")
-        else:
-            self.progress.update(self.task, description=escape(visible(message, LINE_LIMIT)))
-
-    def launched(self, config: str, command: list[str]) -> None:
-        self.console.print(f"[dim]{escape(config)}: {escape(visible(' '.join(command), 4000))}[/]",
-                           soft_wrap=True, highlight=False)
-
-    def pull_progress(self, model: str, progress: PullProgress) -> None:
-        if model not in self.pull_tasks:
-            self._start("pulls", self.pulls)
-            self.pull_tasks[model] = self.pulls.add_task(f"pull {escape(visible(model, 120))}",
-                                                         total=None)
-        task = self.pull_tasks[model]
-        if progress.total:
-            self.pulls.update(task, total=progress.total, completed=progress.completed or 0,
-                              description=f"pull {escape(visible(model, 120))}")
-        if progress.status == "success":
-            self._stop("pulls", self.pulls)
-
-    def start_trials(self, total: int) -> None:
-        self._start("progress", self.progress)
-        self.task = self.progress.add_task("warming up", total=total)
-
-    def trial_started(self, position: int, total: int, config: str, index: int) -> None:
-        if self.task is None:
-            self.start_trials(total)
-        assert self.task is not None
-        self.progress.update(self.task, description=f"{config} trial {index + 1}")
-
-    def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=position + 1)
-
-    def stop(self) -> None:
-        self._stop("progress", self.progress)
-        self._stop("pulls", self.pulls)
 
 
 class _CtrlC:
@@ -210,6 +121,7 @@ class _CtrlC:
 def run_command(
     *, protocol_id: str | None, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
     output: Path | None, json_out: bool, yes: bool, ollama_log: str | None, timeout: float,
+    no_log: bool = False,
     print_payload: bool, server: str | None = None, engine: str = "ollama",
     llama_server: Path | None = None, ollama_models: Path | None = None,
     llama_threads: int | None = None, engine_url: str | None = None,
@@ -226,7 +138,7 @@ def run_command(
     if budget is not None and not budget > 0:
         raise UsageError("--budget must be a positive number of minutes")
     options = EngineOptions(timeout_s=timeout, url=engine_url, ollama=ollama,
-                            ollama_log=ollama_log, llama_server=llama_server,
+                            ollama_log=ollama_log, no_log=no_log, llama_server=llama_server,
                             ollama_models=ollama_models, llama_threads=llama_threads)
     check_options(chosen, options)
     check_state_home()  # before any request: the result has to be saved somewhere
@@ -350,6 +262,9 @@ def register(app: typer.Typer) -> None:
                  "%LOCALAPPDATA%\\Ollama\\server.log (Windows), journalctl -u ollama "
                  "(Linux, when readable).")]
         = None,
+        no_log: Annotated[bool, typer.Option(
+            "--no-log", help="Run even when no Ollama server log is readable: its drafts "
+                             "cannot be confirmed and read as unconfirmed.")] = False,
         timeout: Annotated[float, typer.Option(
             "--timeout", envvar="SPECSUBMIT_TIMEOUT",
             help="Seconds to wait for the engine to send anything.")] = DEFAULT_TIMEOUT_S,
@@ -393,7 +308,8 @@ def register(app: typer.Typer) -> None:
         """Run a trial protocol against a local engine and save the result."""
         run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
-                    ollama_log=ollama_log, timeout=timeout, print_payload=print_payload,
+                    ollama_log=ollama_log, no_log=no_log, timeout=timeout,
+                    print_payload=print_payload,
                     server=server, engine=engine, llama_server=llama_server,
                     ollama_models=ollama_models, llama_threads=llama_threads,
                     engine_url=engine_url, draft=draft, configs=configs, budget=budget)

@@ -241,6 +241,7 @@ class EngineOptions:
     url: str | None = None  # --engine-url: where an HTTP engine listens (its default else)
     ollama: str | None = None  # --ollama, parsed like OLLAMA_HOST
     ollama_log: str | None = None  # --ollama-log: a path or a command
+    no_log: bool = False  # --no-log: run without the server log (drafts stay unconfirmed)
     llama_server: Path | None = None  # --llama-server: the binary
     ollama_models: Path | None = None  # --ollama-models: the models folder, read-only
     llama_threads: int | None = None  # --llama-threads
@@ -249,6 +250,7 @@ class EngineOptions:
 # EngineOptions field -> the flag that sets it (for the one error that says which engine
 # takes it).
 OPTION_FLAGS = {"url": "--engine-url", "ollama": "--ollama", "ollama_log": "--ollama-log",
+                "no_log": "--no-log",
                 "llama_server": "--llama-server", "ollama_models": "--ollama-models",
                 "llama_threads": "--llama-threads"}
 # Options often set in the environment (OLLAMA_HOST, SPECSUBMIT_OLLAMA_LOG): an engine that

@@ -12,7 +12,13 @@ from specschema import Fingerprint, Protocol, find_protocol, get_protocol, summa
 from specschema.payload import parse_submission, submission_bytes
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
-from specsubmit.errors import ModelMissing, OllamaStreamError, SpecSubmitError, UsageError
+from specsubmit.errors import (
+    ModelMissing,
+    OllamaLogMissing,
+    OllamaStreamError,
+    SpecSubmitError,
+    UsageError,
+)
 from specsubmit.local.results import load_result, results_dir, save_result
 from specsubmit.run.evidence import outputs_match_baseline
 from specsubmit.run.report import conclusion, verdict_label
@@ -46,8 +52,11 @@ def _run(fake: FakeOllama, protocol: str | Protocol | None = "hardnumbers-m2", *
     assert protocol is not None
     chosen = protocol if isinstance(protocol, Protocol) else get_protocol(protocol)
     # Ollama's log settings are its adapter's (OllamaLog), the rest the run's
+    # Most runs here are about something other than the log: they run as with --no-log
+    # (a missing log is a warning); the refusal without it is tested on its own.
     log = OllamaLog(path=kw.pop("log_path", None), command=kw.pop("log_command", None),
-                    settle_s=kw.pop("log_settle_s", 0.05))
+                    settle_s=kw.pop("log_settle_s", 0.05),
+                    accept_missing=kw.pop("no_log", True))
     settings = RunSettings(protocol=chosen, **kw)
     with OllamaClient(fake.url, timeout_s=10) as client:
         return run_protocol(OllamaEngine(client, settings, log), settings,
@@ -209,12 +218,26 @@ def test_ollama_draft_without_a_readable_log_is_not_observed(tmp_path: Path) -> 
     recorder = Recorder()
     with FakeOllama(version="0.33.1", models=[FakeModel(MTP, mtp=True)]) as fake:
         outcome = _run(fake, "ollama-draft", target=MTP, listener=recorder,
-                       log_path=tmp_path / "no-such.log")
+                       log_path=tmp_path / "no-such.log", no_log=True)
     drafts = [c for c in outcome.submission.configs if c.role == "draft"]
     assert [c.speculation.observed for c in drafts] == ["not_observed"] * 2
     assert outcome.log_read is False
     assert any("cannot read the Ollama server log" in w for w in recorder.warnings)
     assert "cannot be attributed to speculation" in conclusion(outcome.submission)
+
+
+def test_ollama_draft_without_a_readable_log_is_refused_before_any_trial_unless_no_log(
+        tmp_path: Path) -> None:
+    with FakeOllama(version="0.33.1", models=[FakeModel(MTP, mtp=True)]) as fake:
+        with pytest.raises(OllamaLogMissing) as refused:
+            _run(fake, "ollama-draft", target=MTP, log_path=tmp_path / "no-such.log",
+                 no_log=False)
+        assert not [r for r in fake.requests if r[1] == "/api/generate"]
+    said = refused.value.message
+    assert f"the Ollama server log {tmp_path / 'no-such.log'} does not exist" in said
+    assert said.endswith("or pass --no-log to run without it (no draft can then be "
+                         "confirmed)")
+    assert "\n" not in said
 
 
 def test_ollama_draft_needs_a_target() -> None:

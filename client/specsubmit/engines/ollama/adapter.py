@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 
 from specsubmit.engines.base import Adapter, Engine, EngineOptions, RunSettings
@@ -18,12 +19,15 @@ def _check(options: EngineOptions) -> None:
 @contextlib.contextmanager
 def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
     with OllamaClient(parse_ollama_host(options.ollama), timeout_s=options.timeout_s) as client:
-        yield OllamaEngine(client, settings, OllamaLog.from_option(options.ollama_log))
+        log = OllamaLog.from_option(options.ollama_log)
+        if options.no_log:
+            log = dataclasses.replace(log, accept_missing=True)
+        yield OllamaEngine(client, settings, log)
 
 
 ADAPTER = Adapter(
     name="ollama", summary="ollama (the running Ollama server)",
-    accepts=frozenset({"ollama", "ollama_log"}), open=_open, check=_check,
+    accepts=frozenset({"ollama", "ollama_log", "no_log"}), open=_open, check=_check,
     default_protocol="hardnumbers-m2",
     address=lambda options: parse_ollama_host(options.ollama),
 )

@@ -41,6 +41,7 @@ from specsubmit.engines.ollama.serverlog import (
     read_requests,
     wait_for_quiet_log,
 )
+from specsubmit.errors import OllamaLogMissing
 from specsubmit.fingerprint import backend_from_ps
 
 # Ollama's load-time (Runner) options: a request that changes one restarts the runner
@@ -60,6 +61,10 @@ class OllamaLog:
     # lines that Ollama forwards late still land before the next request starts, so they
     # are attributed to the request that produced them.
     settle_s: float = 0.05
+    # --no-log: the user accepts a run whose drafts cannot be confirmed when no log is
+    # readable (else that is an error before the first request).
+    accept_missing: bool = False
+    given: bool = False  # named by --ollama-log (not found in the OS's default place)
 
     @classmethod
     def from_option(cls, option: str | None) -> OllamaLog:
@@ -68,7 +73,7 @@ class OllamaLog:
         source = logsource.parse_option(option) if option else logsource.default_source()
         if source is None:
             return cls()
-        return cls(path=source.path, command=source.command)
+        return cls(path=source.path, command=source.command, given=option is not None)
 
 
 class OllamaEngine:
@@ -98,14 +103,26 @@ class OllamaEngine:
     def preflight(self, fingerprint: Fingerprint, listener: RunListener,
                   stop: threading.Event | None = None) -> Preflight:
         pre = preflight(self.client, self.settings, fingerprint, listener, stop)
-        # The log, checked before the first trial: one line with what is missing and the fix.
-        # Needed whenever something could speculate: a draft config, or (Ollama >= 0.30, on
-        # llama-server or MLX) a model that drafts by itself, which only the log can show.
-        could_speculate = any(c.role == "draft" and pre.can_honor[c.name] is not False
-                              for c in self.protocol.configs) or engine_can_honor(
+        # The log, checked before the first request: one line with what is missing and the
+        # fix. Needed whenever something could speculate: a draft config, or (Ollama >= 0.30,
+        # on llama-server or MLX) a model that drafts by itself, which only the log can
+        # show. A run that asks to measure drafts, or names a log that is not there (a
+        # typo), stops here unless --no-log accepts unconfirmed drafts; a run that could
+        # only speculate by itself goes on with the warning (its verdicts say what is not
+        # seen).
+        drafts_honored = any(c.role == "draft" and pre.can_honor[c.name] is not False
+                             for c in self.protocol.configs)
+        could_speculate = drafts_honored or engine_can_honor(
             "draft_num_predict", pre.engine_version) is not False
         problem = logsource.check(self.log_source)
-        if problem is not None and could_speculate:
+        if problem is None or not could_speculate:
+            return pre
+        if self.log.accept_missing:
+            listener.warning(f"{problem} (--no-log: no draft can be confirmed)")
+        elif drafts_honored or self.log.given:
+            raise OllamaLogMissing(f"{problem}; or pass --no-log to run without it (no "
+                                   "draft can then be confirmed)")
+        else:
             listener.warning(problem)
         return pre
 
