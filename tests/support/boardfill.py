@@ -19,8 +19,10 @@ from specschema.evidence import submission_evidence
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.models import Submission
 from specschema.payload import submission_bytes
+from specschema.speculation import depth_of, spec_type_of
 from specschema.summary import summarize
-from specserver.store import tables, verdicts
+from specserver.store import domain_rows, id_digest, tables, verdicts
+from specserver.store.domainrows import DOMAIN_COLUMNS
 
 BASE_TIME = datetime(2026, 11, 1, 12, 0, 0)
 
@@ -123,7 +125,16 @@ def insert_submission(
             draft = reported.get(summary.draft_model) if summary.draft_model else None
             values["draft_digest"] = draft.digest if draft else None
             values["draft_quant"] = (draft.quantization or "").upper() or None if draft else None
-            conn.execute(insert(tables.summaries).values(submission_id=sid, **values))
+            # Store version 14's keys and 15's rows by ingestion's rules (ingest/rows.py).
+            config = next(c for c in submission.configs if c.name == summary.name)
+            kind = spec_type_of(summary.mechanism, config.request_options, config.draft_model)
+            values["spec_type"], values["depth"] = kind, depth_of(kind, config.request_options)
+            conn.execute(insert(tables.summaries).values(  # a summary's stored fields
+                submission_id=sid, **{k: v for k, v in values.items()
+                                      if k in tables.summaries.c}))
+        for row in domain_rows(submission, sid, id_digest(sid)):
+            conn.execute(insert(tables.domain_results).values(
+                dict(zip(DOMAIN_COLUMNS, row, strict=True))))
     return sid
 
 

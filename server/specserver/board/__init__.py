@@ -9,25 +9,31 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
+    from specserver.board.acceptance import GroupAcceptance, acceptance_words
     from specserver.board.aggregate import GroupAggregate, View
-    from specserver.board.leaderboard import Board, Freshness, ReadService, Snapshot
+    from specserver.board.leaderboard import ReadService
+    from specserver.board.snapshots import Board, Freshness, Snapshot
 
 _LAZY: dict[str, str] = {
-    "Board": "specserver.board.leaderboard",
-    "Freshness": "specserver.board.leaderboard",
+    "acceptance_words": "specserver.board.acceptance",
+    "Board": "specserver.board.snapshots",
+    "Freshness": "specserver.board.snapshots",
+    "GroupAcceptance": "specserver.board.acceptance",
     "GroupAggregate": "specserver.board.aggregate",
     "ReadService": "specserver.board.leaderboard",
-    "Snapshot": "specserver.board.leaderboard",
+    "Snapshot": "specserver.board.snapshots",
     "View": "specserver.board.aggregate",
 }
 
 __all__ = [
     "Board",
     "Freshness",
+    "GroupAcceptance",
     "GroupAggregate",
     "ReadService",
     "Snapshot",
     "View",
+    "acceptance_words",
     "aggregate",
     "newkeys",
 ]

@@ -119,6 +119,10 @@ class DraftResult:
     target_quant: str | None = None
     draft_digest: str | None = None
     draft_quant: str | None = None
+    spec_type: str | None = None
+    depth: int | None = None
+    # The kind of work: set on the per-domain rows (``store.domainview``), None otherwise.
+    domain: str | None = None
 
     @property
     def contributor(self) -> str:

@@ -22,6 +22,7 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    null,
     select,
     text,
 )
@@ -44,12 +45,16 @@ from specserver.board.columns import (
 from specserver.store import (
     VERDICTS,
     Filters,
+    by_domain,
     changes,
+    domainview,
     draft_clauses,
+    draft_rows,
     field_column,
     queries,
     submission_clauses,
     tables,
+    uses_domain,
     visible_clause,
 )
 
@@ -59,22 +64,27 @@ summ = tables.summaries
 
 def _row_columns(draft: Any) -> dict[str, Any]:
     """DraftResult field -> the column it comes from (``draft``: the draft's summary row):
-    the dimensions' fields from their table, and the rest."""
+    the dimensions' fields from their table, and the rest (the domain is null on rows that
+    are not per domain)."""
     return {
-        **{name: field_column(name, draft) for fields in DIMENSIONS.values() for name in fields},
+        **{name: field_column(name, draft) for fields in DIMENSIONS.values() for name in fields
+           if name != "domain"},
+        "domain": draft.c.domain if by_domain(draft) else null(),
         "submission_id": sub.c.submission_id, "key_id": sub.c.key_id,
         "speedup_tps": draft.c.speedup_tps, "speedup_wall": draft.c.speedup_wall,
         "baseline_tps": draft.c.baseline_tps, "evidence": draft.c.evidence,
     }
 
 
-def draft_results(conn: Connection, filters: Filters) -> list[DraftResult]:
-    """One row per visible submission x draft config, with its baseline's median tok/s."""
-    draft = summ.alias("d")
+def draft_results(conn: Connection, filters: Filters, per_domain: bool = False
+                  ) -> list[DraftResult]:
+    """One row per visible submission x draft config (x domain: ``per_domain``, or a
+    ``domain`` filter), with its baseline's median tok/s."""
+    draft = domainview.draft_rows(per_domain or uses_domain(filters))
     columns = _row_columns(draft)
     stmt = (
         select(*(columns[f.name] for f in fields(DraftResult)))
-        .select_from(_source(draft, conn.dialect.name))
+        .select_from(joined_source(draft, conn.dialect.name))
         .where(*_visible_drafts(draft, filters))
     )
     rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
@@ -115,7 +125,7 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
     counted = [v for v in VERDICTS if v in set(verdicts)]
     if conn.dialect.name == "duckdb":
         return _SortedRows(conn, filters, dimensions, counted, by_key_hash)
-    draft = summ.alias("d")
+    draft = draft_rows(filters, dimensions)
     keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
     submissions = (func.count() if "draft" in dimensions
                    else func.count(draft.c.submission_id.distinct()))
@@ -126,11 +136,12 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
     places = [0, *(1 + VERDICTS.index(v) for v in counted),
               *range(1 + len(VERDICTS), len(COUNT_FIELDS))]
     median = func.percentile_cont(literal_column("0.5")).within_group
-    contributor = _contributor()  # one expression: PostgreSQL matches GROUP BY by its text
+    contributor = contributor_of()  # one expression: PostgreSQL matches GROUP BY by its text
     stmt = (
         select(*keys, contributor, submissions, median(draft.c.speedup_tps),
                median(draft.c.speedup_wall), median(draft.c.baseline_tps), *counts)
-        .select_from(_source(draft, conn.dialect.name)).where(*_board_rows(draft, filters, counted))
+        .select_from(joined_source(draft, conn.dialect.name))
+        .where(*board_rows(draft, filters, counted))
         .group_by(*keys, contributor)
     )
     found = fetch_columns(conn, stmt)
@@ -145,11 +156,11 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
     return ContributorRows(Reduced(group_keys, group, list(found[width]), values, tallies))
 
 
-def _contributor() -> Any:
+def contributor_of() -> Any:
     return func.coalesce(sub.c.key_id, literal(changes.IMPORTED) + sub.c.submission_id)
 
 
-def _source(draft: Any, dialect: str) -> Any:
+def joined_source(draft: Any, dialect: str) -> Any:
     """The draft's summary rows joined to their submissions. On DuckDB the ids' digests
     are compared first (integers: the join took ~20 % less time at a million
     submissions), then the ids themselves (``store.id_digest``). On PostgreSQL rows written
@@ -166,7 +177,7 @@ def _visible_drafts(draft: Any, filters: Filters) -> list[Any]:
             *draft_clauses(filters, draft)]
 
 
-def _board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
+def board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
     """Those of them on a board, with one of the view's verdicts."""
     return [*_visible_drafts(draft, filters), draft.c.observed.in_(counted),
             queries.on_board_clause(draft)]
@@ -186,12 +197,12 @@ class _SortedRows(ContributorRows):
 
     def __init__(self, conn: Connection, filters: Filters, dimensions: Sequence[str],
                  counted: Sequence[str], by_key_hash: bool) -> None:
-        draft = summ.alias("d")
+        draft = draft_rows(filters, dimensions)
         self.keys = groupkeys.GroupKeys.read(conn, draft, filters, dimensions, counted)
         imported = sub.c.key_id.is_(None)
         submission_row: Any = literal_column(f"{sub.name}.rowid")
         who = ([func.hash(sub.c.key_id), func.coalesce(case((imported, submission_row)), -1)]
-               if by_key_hash else [_contributor()])
+               if by_key_hash else [contributor_of()])
         self.once = "draft" not in dimensions  # submissions counted once, by row id
         verdict = case(*((draft.c.observed == v, VERDICTS.index(v)) for v in counted),
                        else_=-1)
@@ -203,10 +214,10 @@ class _SortedRows(ContributorRows):
         tail = [*who, *once, *(func.coalesce(draft.c[name], none) for name in
                                ("speedup_tps", "speedup_wall", "baseline_tps")),
                 verdict, levels]
-        source, named = self.keys.grouped(_source(draft, "duckdb"))
+        source, named = self.keys.grouped(joined_source(draft, "duckdb"))
         self.width = len(named)
         self.found = fetch_columns(conn, select(*named, *tail).select_from(source)
-                                   .where(*_board_rows(draft, filters, counted))
+                                   .where(*board_rows(draft, filters, counted))
                                    .order_by(*named, *who[:2], *once))
         self.by_key_hash = by_key_hash
         self.imported_names: dict[int, str] = {}  # an imported row's submission row id: name
@@ -302,10 +313,10 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
     boards for their evidence included): per verdict in ``VERDICTS`` order, then per
     evidence level in ``LEVELS`` order, as one row of counts (``contributor_tallies``'
     columns, summed)."""
-    draft = summ.alias("d")
+    draft = draft_rows(filters)
     level = func.coalesce(draft.c.evidence, "none")
     stmt = (select(draft.c.observed, level, func.count())
-            .select_from(_source(draft, conn.dialect.name))
+            .select_from(joined_source(draft, conn.dialect.name))
             .where(*_visible_drafts(draft, filters))
             .group_by(draft.c.observed, level))
     totals = np.zeros(len(VERDICTS) + len(LEVELS), np.int64)
@@ -320,13 +331,13 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
 def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[str], Any]:
     """``draft_totals`` per contributor: their names, and a row of counts each (the verdicts
     in ``VERDICTS`` order, then the levels in ``LEVELS`` order)."""
-    draft = summ.alias("d")
-    who = _contributor()
+    draft = draft_rows(filters)
+    who = contributor_of()
     level = func.coalesce(draft.c.evidence, "none")
     counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
     counts += [func.count().filter(level == name) for name in LEVELS]
     stmt = (select(who, *counts)
-            .select_from(_source(draft, conn.dialect.name))
+            .select_from(joined_source(draft, conn.dialect.name))
             .where(*_visible_drafts(draft, filters))
             .group_by(who))
     found = fetch_columns(conn, stmt)
@@ -346,7 +357,8 @@ def read_columns() -> dict[str, list[str]]:
         summ.name: {"submission_id", "id_digest", "role", "observed", "evidence",
                     "speedup_tps", "speedup_wall", "baseline_tps"},
     }
-    for name in (f for named in DIMENSIONS.values() for f in named):
+    wanted[summ.name].update(domainview.BOARD_SUMMARY_COLUMNS)  # what the per-domain rows read
+    for name in (f for named in DIMENSIONS.values() for f in named if f != "domain"):
         for element in visitors.iterate(field_column(name, summ)):
             table = getattr(element, "table", None)
             if isinstance(element, ColumnClause) and table is not None and table.name in wanted:

@@ -19,7 +19,16 @@ from starlette.middleware.cors import CORSMiddleware
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specschema.protocol_text import shown_description
-from specserver.board import Board, GroupAggregate, ReadService, Snapshot, View, aggregate
+from specserver.board import (
+    Board,
+    GroupAcceptance,
+    GroupAggregate,
+    ReadService,
+    Snapshot,
+    View,
+    acceptance_words,
+    aggregate,
+)
 from specserver.errors import Gone, NotFound
 from specserver.http import caching, exports, params
 from specserver.http.deps import Reads
@@ -58,12 +67,19 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 # --- JSON shapes --------------------------------------------------------------------------
 
 
-def group_json(group: GroupAggregate, dimensions: list[str]) -> dict[str, Any]:
+def group_json(group: GroupAggregate, dimensions: list[str],
+               accepted: GroupAcceptance | None = None) -> dict[str, Any]:
     data = asdict(group)
     del data["shown"]  # in the label
     if data["dispute"] is not None:  # maintainers' only: it says which keys share a range
         del data["dispute"]["recent_cohorts"]
     data["label"] = group.label(dimensions)
+    # Acceptance per draft position (board/acceptance.py): per contributor, then the
+    # median across them at each position; null where no result of the group had counts.
+    data["acceptance_per_position"] = list(accepted.per_position) if accepted else None
+    data["acceptance_contributors"] = list(accepted.contributors) if accepted else []
+    data["acceptance_rounds"] = accepted.rounds if accepted else None
+    data["acceptance_words"] = acceptance_words(accepted)
     # The bandwidth bound needs the server's size of the target (ingest/plausibility.py):
     # without it the group is shown but does not count as established.
     unsized = target_unsized_reason(group.key.get("target"))
@@ -98,7 +114,8 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "evidence_levels": {level: {"label": LEVEL_BADGES[level], "client_reported": reported,
                                     "server_checked": checked}
                             for level, (reported, checked) in LEVEL_CHECKS.items()},
-        "groups": [group_json(g, dimensions) for g in page],
+        "groups": [group_json(g, dimensions, board.acceptance.get(aggregate.flat_key(g)))
+                   for g in page],
     }
 
 

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
         Filter,
         Filters,
         FilterValue,
+        by_domain,
         draft_clauses,
+        draft_rows,
         field_column,
         submission_clauses,
+        uses_domain,
     )
     from specserver.store.domainrows import UNSPECIFIED, domain_rows
     from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
@@ -59,9 +62,11 @@ _LAZY: dict[str, str] = {
     "UNSPECIFIED": "specserver.store.domainrows",
     "VERDICTS": "specserver.store.dimensions",
     "current_version": "specserver.store.migrations",
+    "by_domain": "specserver.store.dimensions",
     "display_url": "specserver.store.database",
     "domain_rows": "specserver.store.domainrows",
     "draft_clauses": "specserver.store.dimensions",
+    "draft_rows": "specserver.store.dimensions",
     "field_column": "specserver.store.dimensions",
     "id_digest": "specserver.store.rowset",
     "is_store_down": "specserver.store.outage",
@@ -73,6 +78,7 @@ _LAZY: dict[str, str] = {
     "stored_profile": "specserver.store.positions",
     "stored_totals": "specserver.store.positions",
     "submission_clauses": "specserver.store.dimensions",
+    "uses_domain": "specserver.store.dimensions",
     "visible_clause": "specserver.store.queries",
 }
 
@@ -97,12 +103,15 @@ __all__ = [
     "UNSPECIFIED",
     "VERDICTS",
     "adhoc",
+    "by_domain",
     "changes",
     "current_version",
     "dimensions",
     "display_url",
     "domain_rows",
+    "domainview",
     "draft_clauses",
+    "draft_rows",
     "exporting",
     "field_column",
     "id_digest",
@@ -121,6 +130,7 @@ __all__ = [
     "stored_totals",
     "submission_clauses",
     "tables",
+    "uses_domain",
     "verdicts",
     "visible_clause",
 ]

@@ -27,10 +27,12 @@ from typing import Any, Literal, get_args
 
 from sqlalchemy import ColumnElement, String, case, func, literal_column, or_
 
+from specschema.domains import DOMAINS, domain_label
 from specschema.engines import engine_names
 from specschema.models import Observed, OsInfo
 from specschema.protocol import shipped_protocols
-from specserver.store import tables
+from specserver.store import domainview, tables
+from specserver.store.domainrows import UNSPECIFIED
 
 sub = tables.submissions
 KeyValue = str | int | None
@@ -50,6 +52,9 @@ OS_NAMES: tuple[str, ...] = next(
 )
 # The wire format's engine names (``Engine.name``), the values of the ``engine`` filter.
 ENGINE_NAMES: tuple[str, ...] = engine_names()
+# The kinds of work (``specschema.domains``), and the domain of a result whose protocol
+# labels none (``store.domainview``): the values of the ``domain`` filter.
+DOMAIN_NAMES: tuple[str, ...] = (*DOMAINS, UNSPECIFIED)
 
 # The engine as a dimension. A row stored before wire v2 has no engine_name: v1 knew only
 # Ollama. The store's ``engine_version`` column holds ``engine.version`` for every row; what
@@ -96,6 +101,9 @@ class Filter:
     menu: str | None = None  # the page's menu label; None: no menu (the URL still works)
     on_page: bool = True  # the page takes it from its URL
     key: str | None = None  # its name in the API's ``filters`` object (default: the name)
+    # The clause on a plain ``summaries`` row, for a field only the per-domain rows have
+    # (``store.domainview``): the submission list and the export keep a row per config.
+    plain: Callable[[Any, FilterValue], ColumnElement[bool]] | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,18 @@ def _protocol(value: Mapping[str, KeyValue]) -> str:
 def _draft(value: Mapping[str, KeyValue]) -> str:
     model = value["draft_model"]
     return str(value["config_name"]) + (f" ({model})" if model else "")
+
+
+def _depth(value: Mapping[str, KeyValue]) -> str:
+    return "engine default" if value["depth"] is None else f"depth {value['depth']}"
+
+
+def _spec_type(value: Mapping[str, KeyValue]) -> str:
+    return "not named" if value["spec_type"] is None else str(value["spec_type"])
+
+
+def _domain(value: Mapping[str, KeyValue]) -> str:
+    return domain_label(str(value["domain"]))
 
 
 def _engine_version(value: Mapping[str, KeyValue]) -> str:
@@ -185,6 +205,28 @@ DIMENSIONS: tuple[Dimension, ...] = (
               (ENGINE, Field("engine_version", _submission(engine_version))),
               Filter("text", ("engine_version",), known=True, menu="Engine version"),
               label=_engine_version),
+    # The mechanism and its depth as the config's request sets them (specschema.speculation):
+    # across drafts, what kind of speculation and how deep pays on a machine.
+    Dimension("spec_type", "speculative type as the config requests it (llama-server's "
+                           "--spec-type: draft-simple, ngram-simple, ngram-mod, draft-mtp, "
+                           "...); null where the request names none (Ollama, LM Studio)",
+              (Field("spec_type", _summary("spec_type"), on_draft=True),),
+              Filter("text", ("spec_type",), known=True),
+              label=_spec_type),
+    Dimension("depth", "the most tokens one round may draft, as the config's options set it; "
+                       "null where they leave it to the engine",
+              (Field("depth", _summary("depth"), on_draft=True),),
+              Filter("integer", ("depth",), known=True),
+              label=_depth),
+    # A group of one kind of work holds each config's result on that domain's trials
+    # (store.domainview); a result without a prompt set is "unspecified".
+    Dimension("domain", "kind of work of the protocol's prompt set (code, code_edit, chat, "
+                        "summary, math, translation; unspecified: a protocol without one); "
+                        "a group's speedups are those on that domain's trials",
+              (Field("domain", _summary("domain"), on_draft=True),),
+              Filter("choice", ("domain",), lambda: DOMAIN_NAMES,
+                     plain=domainview.plain_clause),
+              label=_domain),
     Dimension("verdict", "the speculation verdict (filter: comma-separated verdicts)",
               (Field("verdict", _summary("observed"), on_draft=True),),
               Filter("list", ("verdict",), lambda: VERDICTS, on_page=False, key="verdicts")),
@@ -258,6 +300,9 @@ def _settled(value: FilterValue | None) -> FilterValue:
 
 
 def _clause(name: str, value: FilterValue, summary: Any) -> ColumnElement[bool]:
+    plain = FILTERS[name].plain
+    if plain is not None and summary is not None and not by_domain(summary):
+        return plain(summary, value)
     columns = filter_columns(name, summary)
     if isinstance(value, tuple):
         return or_(*(column.in_(list(value)) for column in columns))
@@ -272,6 +317,21 @@ def submission_clauses(filters: Filters) -> list[ColumnElement[bool]]:
 def draft_clauses(filters: Filters, summary: Any) -> list[ColumnElement[bool]]:
     """The filters on a draft config's summary row (``summary``: the alias joined)."""
     return [_clause(name, value, summary) for name, value in filters.values if on_draft(name)]
+
+
+def uses_domain(filters: Filters, dimensions: Sequence[str] = ()) -> bool:
+    """Whether a read of these filters and dimensions reads draft results per domain."""
+    return "domain" in dimensions or filters.get("domain") is not None
+
+
+def by_domain(summary: Any) -> bool:
+    """Whether ``summary`` is the per-domain rows (``domainview.draft_rows(True)``)."""
+    return "domain" in summary.c
+
+
+def draft_rows(filters: Filters, dimensions: Sequence[str] = ()) -> Any:
+    """The draft results a read of these filters and dimensions reads, as alias "d"."""
+    return domainview.draft_rows(uses_domain(filters, dimensions))
 
 
 def group_label(name: str, value: Mapping[str, KeyValue]) -> str:

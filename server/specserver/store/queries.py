@@ -404,12 +404,12 @@ def known_filter_values(conn: Connection) -> dict[str, list[Any]]:
             known[name] = distinct_values(conn, name)
             continue
         draft = summ.alias("d")
-        names: set[str] = set()
+        names: set[Any] = set()  # as stored: an integer filter's values are integers
         for column in dimensions.filter_columns(name, draft):
             stmt = (select(column).distinct()
                     .select_from(draft.join(sub, sub.c.submission_id == draft.c.submission_id))
                     .where(draft.c.role == "draft", column.is_not(None), visible_clause()))
-            names.update(str(r[0]) for r in conn.execute(stmt).all())
+            names.update(r[0] for r in conn.execute(stmt).all())
         known[name] = sorted(names)
     return known
 

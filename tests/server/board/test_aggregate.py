@@ -194,6 +194,7 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 def _sql_vs_pure(engine, by_key_hash=False):
     from sqlalchemy import update
 
+    from specschema.domains import DOMAINS
     from specschema.evidence import LEVELS
     from specschema.examples import EXAMPLE_MACHINES, example_submission
     from specserver.board import sql as board_sql
@@ -221,6 +222,14 @@ def _sql_vs_pure(engine, by_key_hash=False):
                                    schema_version=2, runtime="ggml", counters_seen=True)
         insert_submission(engine, llama.model_copy(update={"engine": llama.engine.model_copy(
             update={"name": "llama-server", "build": "commit 0c1e570"})}), key(2))
+    # Map results (a prompt set: one row per domain of each draft config) of two keys, so
+    # that the domain, the speculative type and the depth have groups of their own.
+    for seed in range(3):
+        mapped = example_submission("llamacpp-map", seed=600 + seed, engine_version="b1",
+                                    schema_version=2, runtime="ggml", counters_seen=True,
+                                    blocks=True, draft_speedups={"ngram_simple_m8": 1.4})
+        insert_submission(engine, mapped.model_copy(update={"engine": mapped.engine.model_copy(
+            update={"name": "llama-server", "build": "commit 0c1e570"})}), key(3 + seed % 2))
     with engine.begin() as conn:
         conn.execute(update(tables.submissions).where(
             tables.submissions.c.protocol_id == "hardnumbers-m2").values(engine_name=None))
@@ -229,10 +238,16 @@ def _sql_vs_pure(engine, by_key_hash=False):
             tables.summaries.c.config_name == "spec_8").values(observed="unstable"))
     cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
              ["os", "verdict"], ["ollama_version", "backend", "draft"], ["engine"],
-             ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], []]
+             ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], [],
+             ["spec_type", "depth"], ["domain"], ["domain", "spec_type", "chip"],
+             ["protocol", "target", "draft", "engine", "domain"]]
     named: set[str] = set()  # the contributors of every case: keys and imported rows
     with engine.connect() as conn:
         rows = board_sql.draft_results(conn, queries.Filters())
+        per_domain = board_sql.draft_results(conn, queries.Filters(), per_domain=True)
+        assert {r.domain for r in per_domain} == {*DOMAINS, "unspecified"}
+        assert {r.spec_type for r in rows} >= {"ngram-simple", "draft-mtp", None}
+        assert {r.depth for r in rows} >= {8, 16, 3, None}
         assert {r.verdict for r in rows} >= {"confirmed", "not_applied", "unknown", "unstable"}
         assert {(r.engine, r.ollama_version is None) for r in rows} == {
             ("ollama", False), ("llama-server", True)}
@@ -240,7 +255,8 @@ def _sql_vs_pure(engine, by_key_hash=False):
             for verdicts in (*VIEW_VERDICTS.values(), frozenset({"unknown"})):
                 sql = reference_rules.contributor_results(conn, queries.Filters(), dims,
                                                           verdicts, by_key_hash)
-                pure = reduce_contributors([r for r in rows if r.verdict in verdicts
+                pure = reduce_contributors([r for r in (per_domain if "domain" in dims
+                                                        else rows) if r.verdict in verdicts
                                             and on_board(r.verdict, r.evidence)], dims)
                 by_key = {(c.key, c.contributor): c for c in pure}
                 assert len(sql) == len(pure)

@@ -19,7 +19,8 @@ from sqlalchemy import Connection, Engine, create_engine
 
 from specschema.examples import example_submission
 from specserver.board import aggregate
-from specserver.board.leaderboard import Board, ReadService
+from specserver.board.leaderboard import ReadService
+from specserver.board.snapshots import Board
 from specserver.http import caching, public
 from specserver.http.errors import install_error_handlers
 from specserver.http.page import routes as page_routes

@@ -1,0 +1,104 @@
+"""A computed board and the snapshots the read service keeps (``leaderboard``): values
+computed from one state of the store, with the data version they show."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Connection
+
+from specserver.board.acceptance import GroupAcceptance, KeyTuple
+from specserver.board.aggregate import GroupAggregate, View
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+class _Lru(Generic[K, V]):
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self.items.get(key)
+        if value is not None:
+            self.items.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        self.items[key] = value
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+    def clear(self) -> None:
+        self.items.clear()
+
+
+@dataclass(frozen=True)
+class Board:
+    """One view of the leaderboard (or of /v1/aggregates) for one set of filters."""
+
+    version: str
+    view: View
+    dimensions: tuple[str, ...]
+    groups: list[GroupAggregate]  # in key order; callers sort
+    verdict_counts: dict[str, int]  # over every draft result the filters match
+    results: int  # draft results in this view
+    # Over every draft result the filters match, per specschema.evidence level: confirmed
+    # rows only "reported" or "implausible" are counted here and on no board.
+    evidence_counts: dict[str, int] = field(default_factory=dict)
+    # Each group's acceptance per draft position (``acceptance``), by its key
+    # (``aggregate.flat_key``); a group without per-position counts has none.
+    acceptance: dict[KeyTuple, GroupAcceptance] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Snapshot(Generic[T]):
+    """A value computed from one state of the store."""
+
+    version: str  # the data version of that state
+    read_at: float  # time.time() when that state was read: the value shows the data of then
+    value: T
+
+    def age_s(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.read_at)
+
+
+Compute = Callable[[Connection, str], T]
+
+
+@dataclass
+class _Entry:
+    snapshot: Snapshot[Any]
+    compute: Compute[Any]
+    computed: float  # time.monotonic() when its computation started
+    read: float  # time.monotonic() of its last read
+    failed: float = float("-inf")  # time.monotonic() of its last failed recomputation
+    wanted: bool = False  # a read found it behind the store: the refresher recomputes it
+    # The bodies read from it most recently (by URL), rendered again by the refresher for
+    # each new snapshot before it is served (``keep_warm``): URL -> (render, last read).
+    warm: OrderedDict[str, tuple[Render, float]] = field(default_factory=OrderedDict)
+
+
+# A body of one snapshot: (its key among the remembered bodies, status, bytes, media type),
+# or None when it is not to be remembered.
+Rendered = tuple[str, int, bytes, str] | None
+Render = Callable[[Snapshot[Any]], Rendered]
+WARM_BODIES = 4  # bodies of one snapshot rendered ahead, the most recently read
+WARM_FOR_S = 30.0  # a body not read for this long is no longer rendered ahead
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """How fresh a served snapshot is, for the response's headers."""
+
+    version: str
+    read_at: float
+    age_s: float
+    current: bool  # the store's data version, as last seen, is still the snapshot's
