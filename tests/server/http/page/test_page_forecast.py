@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from specschema.breakdown import domain_results
 from specschema.crowd import ALL_DOMAINS
+from specschema.domains import DOMAINS
+from specserver.board import aggregate
 from specserver.http.page import forecasts
 from specserver.http.page.machine import NO_PREDICTION
 from tests.support.crowd import (
@@ -95,3 +98,28 @@ def test_a_candidate_the_forecast_does_not_name_has_no_prediction_yet() -> None:
     assert forecasts.prediction(key, None).why == NO_PREDICTION
     refused = forecasts.prediction(key, "two model files are named 'm'")
     assert (refused.why, refused.reason) == ("not predicted", "two model files are named 'm'")
+
+
+DOMAIN_HEAD = re.compile(r'<th class="num domain" data-domain="(\w+)">')
+DOMAIN_CELL = re.compile(r'<td class="num domain[^"]*" data-domain="(\w+)">(.*?)</td>', re.S)
+
+
+def test_kinds_of_work_are_columns_where_the_board_is_split_by_them(served: Served) -> None:
+    """A column per kind of work the candidates were measured on, in the domain table's
+    order, each cell the median of the contributors' results on that domain's trials (here
+    one contributor on this chip: its own per-domain result); none where the board's
+    dimension table has no kind-of-work dimension."""
+    page = served.get("/", params={"chip": "Apple M2", "target": TARGET.name}).text
+    heads, cells = DOMAIN_HEAD.findall(page), DOMAIN_CELL.findall(page)
+    if "domain" not in aggregate.DIMENSIONS:
+        assert heads == [] and cells == []
+        return
+    mine = map_result(3, M2)  # the fixture's Apple M2 result (seed 3)
+    config = next(c for c in mine.configs if c.name == "ngram_simple_m8")
+    expected = {r.domain: r.speedup_tps for r in domain_results(mine, config)}
+    assert heads == [d for d in DOMAINS if d in expected]
+    rows = {_text(name): row for name, row in re.findall(
+        r'<tr class="candidate".*?<span class="draft">(.*?)</span>(.*?)</tr>', page, re.S)}
+    shown = {d: _text(c) for d, c in DOMAIN_CELL.findall(rows["ngram_simple_m8"])}
+    assert shown == {d: f"{v:.2f}x few results" for d, v in expected.items()
+                     if v is not None}
