@@ -14,7 +14,19 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.http.app import create_app
 from specserver.settings import ServerSettings
 from tests.support.boardfill import insert_submission, key, new_engine
+from tests.support.crowd import (
+    M2,
+    M3_PRO,
+    RADEON,
+    RTX,
+    cost_probe,
+    map_result,
+    signed_probe,
+    signed_result,
+    target_of,
+)
 from tests.support.liveserver import free_port, serve
+from tests.support.served import Served, settings_for
 
 TARGET = "qwen3:14b"
 MINE = EXAMPLE_MACHINES[1]  # Apple M3 Pro, 36 GB
@@ -24,6 +36,7 @@ CHOSEN = {"chip": MINE["chip"], "memory_gb": str(MINE["memory_gb"]), "engine": "
           "target": TARGET}
 PHONE = {"width": 390, "height": 844}
 WHEN = datetime(2026, 11, 1, tzinfo=UTC)
+MAP = target_of(map_result(0, M2))  # the llamacpp-map results' target
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +189,56 @@ def test_a_hostile_chip_name_is_text_on_the_first_screen(chromium, atlas):
         machines = tab.locator("table.candidates td.candidate-name .machine").all_inner_texts()
         assert machines == ["36 GB", "36 GB"]
         assert tab.locator("main img").count() == 0 and tab.title() != "1"
+        assert problems == []
+    finally:
+        context.close()
+
+
+# --- a machine with predictions: llama-server results with acceptance per draft position
+# from four machines, and a cost probe of this one (tests/support/crowd.py) ---------------
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("predicted")
+    small = {"new_key_probation_days": 0, "cohort_window_hours": 0}  # a small deployment
+    with Served(settings_for(folder, **small)) as app:  # each result from its own range
+        for seed, machine in enumerate([RTX, M3_PRO, RADEON, M2]):
+            response = app.client.post("/v1/submissions",
+                                       content=signed_result(seed, machine, seed),
+                                       peer=(f"198.51.{100 + seed}.7", 40000))
+            assert response.status_code == 201, response.text
+        probe = app.client.post("/v1/probes", content=signed_probe(cost_probe(MAP, M2), 9))
+        assert probe.status_code == 201, probe.text
+    port = free_port()
+    settings = settings_for(folder, **small, public_base_url=f"http://127.0.0.1:{port}")
+    with serve(create_app(settings), port) as url:
+        yield url
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, PHONE],
+                         ids=lambda v: str(v["width"]))
+def test_measured_and_predicted_side_by_side(chromium, predicted, shots, viewport):
+    context, tab, problems = _tab(chromium, viewport)
+    try:
+        chosen = {"chip": "Apple M2", "memory_gb": "24", "engine": "llama-server",
+                  "target": MAP.name}
+        assert tab.goto(f"{predicted}/?{urlencode(chosen)}").status == 200
+        tab.screenshot(path=str(shots / f"your-machine-predicted-{viewport['width']}.png"))
+        rows = {str(r["draft"]): r for r in _candidates(tab)}
+        assert set(rows) == {"ngram_simple_m8", "ngram_mod_16", "mtp_n3"}
+        assert all(r["measured"] == "yes" and r["bars"] == 1 for r in rows.values())
+        # The n-gram drafters are predicted, with an interval; MTP's cost is not probed.
+        for name in ("ngram_simple_m8", "ngram_mod_16"):
+            point, interval = str(rows[name]["predicted"]).split("\n")
+            low, high = (float(v) for v in interval.rstrip("x").split("–"))
+            assert low <= float(point.rstrip("x")) <= high, rows[name]
+        assert rows["mtp_n3"]["predicted"] == "not predicted"
+        assert "draft layers" in str(rows["mtp_n3"]["reason"])
+        for row in rows.values():  # the speedup column in view, on the first screen
+            assert 0 <= float(row["left"]) and float(row["right"]) <= viewport["width"], row
+            assert float(row["bottom"]) <= viewport["height"], row
         assert problems == []
     finally:
         context.close()
