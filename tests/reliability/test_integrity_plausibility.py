@@ -113,7 +113,9 @@ def test_the_bound_follows_the_hardware_not_a_fixed_cap() -> None:
     # The issue's M2 case: a 9B Q4 model (~6.6 GB) at most ~30 tok/s, with the slack.
     bound = plausibility.baseline_bound("apple m2", 6_600_000_000)
     assert bound is not None and 20 < bound < 40
-    assert plausibility.baseline_bound("My Homebrew NPU", 6_600_000_000) is None
+    # A chip outside the table is judged on the fastest memory there is (B200, 8 TB/s).
+    assert plausibility.baseline_bound("My Homebrew NPU", 6_600_000_000) == pytest.approx(
+        2 * 8000e9 / 6.6e9)
     assert plausibility.baseline_bound("Apple M2", None) is None
 
 
@@ -160,11 +162,13 @@ def test_the_bound_cannot_be_dodged_through_what_the_client_reports(
 
 def test_a_target_the_server_cannot_size_is_shown_but_not_established(
         client: InProcessClient) -> None:
+    # A name that states no parameter count (one that does meets the universal bound:
+    # test_unknown_chips_and_unlisted_models_meet_the_universal_bound).
     for seed in range(1, 5):
-        _post(client, seed, 500.0, target="qwen3:14b-mystery")
+        _post(client, seed, 500.0, target="qwen3:mystery")
     assert _post(client, 9, 9.5)  # a known target beside it
     groups = client.get("/v1/leaderboard").json()["groups"]
-    mystery = [g for g in groups if g["key"]["target"]["target_model"] == "qwen3:14b-mystery"]
+    mystery = [g for g in groups if g["key"]["target"]["target_model"] == "qwen3:mystery"]
     known = [g for g in groups if g["key"]["target"]["target_model"] == TARGET]
     assert mystery and known
     for group in mystery:
@@ -174,3 +178,48 @@ def test_a_target_the_server_cannot_size_is_shown_but_not_established(
     assert all(g["target_sized"] for g in known)
     page = client.get("/").text
     assert "size unknown: not checked" in page
+
+
+def test_a_model_outside_the_table_is_held_to_the_size_its_name_states() -> None:
+    """The parameter count the name states (the active one of a mixture), at 1.5 bits per
+    weight: the smallest file such a model can be. No count, no bound."""
+    stated = plausibility.stated_parameters
+    assert stated("mymodel:14b") == 14e9 and stated("gemma3:270m") == 270e6
+    assert stated("qwen3:30b-a3b") == 3e9  # what a mixture reads per token
+    assert stated("qwen2.5-coder:1.5b") == 1.5e9 and stated("yi:6b-200k") == 6e9
+    assert stated("mystery") is None and stated("mixtral:8x7b") is None
+    size = plausibility.bound_size("mymodel:14b", None, None)
+    assert size is not None and size.bytes_per_token == 14e9 * 1.5 / 8
+    # Listed models keep the table's size, whatever their name states.
+    listed = plausibility.bound_size("qwen3:14b", None, None)
+    assert listed is not None and listed.bytes_per_token == 9_300_000_000
+
+
+def _posted_view(client: InProcessClient, seed: int, baseline_tps: float, chip: str,
+                 target: str) -> dict[str, Any]:
+    machine = {**M2, "chip": chip}
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                             machine=machine, baseline_tps=baseline_tps, counters_seen=True,
+                             target=target, created_at=datetime.now(UTC) - timedelta(minutes=5))
+    body = envelope_bytes(sign_envelope(submission_bytes(sub), signing_key(seed)))
+    response = client.post(URL, content=body)
+    assert response.status_code == 201, response.text
+    view: dict[str, Any] = client.get(
+        f"{URL}/{response.json()['submission_id']}").json()["submission"]
+    return view
+
+
+def test_unknown_chips_and_unlisted_models_meet_the_universal_bound(
+        client: InProcessClient) -> None:
+    """Before, a chip outside the table or a model outside it was not judged at all: an
+    unlisted model at 500 tok/s on an M2 and 5,000 tok/s on a new chip were stored visible."""
+    unlisted = _posted_view(client, 61, 500.0, "Apple M2", "mymodel:14b")
+    assert unlisted["hidden"] is True
+    assert "14B parameters its name states" in unlisted["hidden_reason"]
+    new_chip = _posted_view(client, 62, 5000.0, "Example Accelerator X1", "qwen3:14b")
+    assert new_chip["hidden"] is True
+    assert "judged at the fastest memory there is, 8000 GB/s" in new_chip["hidden_reason"]
+    honest = _posted_view(client, 63, 20.0, "Apple M2", "mymodel:14b")  # bound ~76 tok/s
+    assert honest["hidden"] is False
+    fast_new = _posted_view(client, 64, 500.0, "Example Accelerator X1", "qwen3:14b")
+    assert fast_new["hidden"] is False  # a B200 could: the bound is generous by design

@@ -23,6 +23,15 @@ gives ``active_bytes``: what they read per token. A target the table cannot size
 judged here; the board does not count its rows as established until it can
 (``unsized_reason``, shown on the page and in the API).
 
+**Outside the tables** the bound is universal and generous: a chip the table does not list
+is judged as if it had the fastest memory any accelerator has (``FASTEST_BANDWIDTH_GBS``),
+and a model it cannot size by the parameter count its name states (``qwen3:14b``,
+``gemma3:270m``; the active ``a3b`` of ``qwen3:30b-a3b``) at the fewest bits per weight a
+GGUF quantization stores (``FEWEST_BITS_PER_WEIGHT``): the smallest file such a model can
+be. The name is what the board shows, so a result is held to what its row claims; what the
+client reports of the size is never used (it could only loosen the bound). A model whose
+name states no size is not judged (and not established, as above).
+
 An implausible submission is not refused: it is stored *quarantined* (hidden, with the
 reason) so that a maintainer can see it and release or reject it (docs/maintainers.md).
 """
@@ -30,6 +39,7 @@ reason) so that a maintainer can see it and release or reject it (docs/maintaine
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -41,6 +51,13 @@ from specserver.ingest.names import canonical_chip, canonical_model, canonical_o
 from specserver.store import QUARANTINE_PREFIX
 
 SLACK = 2.0
+# The fastest memory an accelerator reads, GB/s: NVIDIA B200's HBM3e, 8 TB/s (NVIDIA DGX
+# B200 datasheet; the H100 SXM in known_chips.json reads 3.35 TB/s).
+FASTEST_BANDWIDTH_GBS = 8000.0
+# The fewest bits per weight a GGUF quantization stores (llama.cpp's IQ1_S: 1.5625).
+FEWEST_BITS_PER_WEIGHT = 1.5
+# A parameter count in a model name: 14b, 0.6b, 270m; "a3b" is a mixture's active count.
+_PARAMETERS = re.compile(r"(?<![a-z0-9.])(a?)(\d+(?:\.\d+)?)([bm])(?![a-z0-9])")
 
 
 @dataclass(frozen=True)
@@ -94,6 +111,35 @@ def model_size(name: str | None, digest: str | None, quantization: str | None
     return _size(smallest, "name")
 
 
+def stated_parameters(name: str | None) -> float | None:
+    """The parameters a model's name says it has per token (the active count of a mixture
+    of experts when it states one, else the smallest count it states), or None."""
+    if name is None:
+        return None
+    found = [(active == "a", float(n) * (1e9 if unit == "b" else 1e6))
+             for active, n, unit in _PARAMETERS.findall(canonical_model(name))]
+    active = [n for is_active, n in found if is_active]
+    counts = active or [n for _, n in found]
+    return min(counts) if counts and min(counts) > 0 else None
+
+
+def bound_size(name: str | None, digest: str | None, quantization: str | None
+               ) -> ModelSize | None:
+    """The size the bound uses: the table's (``model_size``), else the smallest file the
+    parameter count in the name can be; None when neither says."""
+    known = model_size(name, digest, quantization)
+    if known is not None or name is None:
+        return known
+    parameters = stated_parameters(name)
+    if parameters is None:
+        return None
+    return ModelSize(canonical_model(name), None,
+                     int(parameters * FEWEST_BITS_PER_WEIGHT / 8),
+                     f"the {parameters / 1e9:g}B parameters its name states, at "
+                     f"{FEWEST_BITS_PER_WEIGHT:g} bits each (the fewest a GGUF stores)",
+                     "the model's name")
+
+
 def unsized_reason(name: str | None, digest: str | None, quantization: str | None
                    ) -> str | None:
     """Why the board cannot count results of this target as established, or None."""
@@ -112,12 +158,18 @@ def bandwidth_gbs(chip: str | None) -> float | None:
     return None
 
 
+def judged_bandwidth_gbs(chip: str | None) -> float:
+    """The table's bandwidth of the chip, else the fastest there is."""
+    known = bandwidth_gbs(chip)
+    return FASTEST_BANDWIDTH_GBS if known is None else known
+
+
 def baseline_bound(chip: str | None, model_bytes: int | None) -> float | None:
-    """The most decode tok/s a dense model of ``model_bytes`` can reach on ``chip``."""
-    bandwidth = bandwidth_gbs(chip)
-    if bandwidth is None or not model_bytes:
+    """The most decode tok/s a dense model of ``model_bytes`` can reach on ``chip`` (a
+    chip outside the table: on the fastest memory there is)."""
+    if not model_bytes:
         return None
-    return SLACK * bandwidth * 1e9 / model_bytes
+    return SLACK * judged_bandwidth_gbs(chip) * 1e9 / model_bytes
 
 
 def implausible_reason(submission: Submission) -> str | None:
@@ -126,7 +178,7 @@ def implausible_reason(submission: Submission) -> str | None:
     if baseline is None:
         return None
     reported = next((m for m in submission.models if m.name == baseline.model), None)
-    size = model_size(baseline.model, reported.digest if reported else None,
+    size = bound_size(baseline.model, reported.digest if reported else None,
                       reported.quantization if reported else None)
     if size is None:
         return None  # the board does not count it as established (unsized_reason)
@@ -140,8 +192,11 @@ def implausible_reason(submission: Submission) -> str | None:
         return None
     chip = canonical_chip(submission.fingerprint.chip)
     size_gb = size.bytes_per_token / 1e9
+    speed = (f"{bandwidth_gbs(chip):g} GB/s" if bandwidth_gbs(chip) is not None else
+             f"not in the table: judged at the fastest memory there is, "
+             f"{FASTEST_BANDWIDTH_GBS:g} GB/s")
     return (f"{QUARANTINE_PREFIX}baseline decodes {rate:.1f} tok/s; {chip} "
-            f"({bandwidth_gbs(chip):g} GB/s) reads a {size_gb:.2f} GB model at most "
+            f"({speed}) reads a {size_gb:.2f} GB model at most "
             f"{bound / SLACK:.1f} times a second (bound with slack {SLACK:g}: {bound:.1f} tok/s; "
             f"the size is the server's, for {size.name}"
             f"{' ' + size.quantization if size.quantization else ''}, matched by "
