@@ -22,9 +22,10 @@ target alone). Scenarios:
 
 Per scenario it prints how often each rule calls a run ``unstable`` (the older block-drift
 rule, max / min > 1.5, and the off-line rule of ``specschema.stability``), and the coverage
-of the 95 % ``block_t`` interval with the baseline interpolated by run position (before) and
-by time (now): against the run's own truth (its trials' average speedup: what a within-run
-interval is about) and against a long reference measurement (``--reference-rounds``
+of the 95 % ``block_t`` interval with the baseline interpolated by run position (before)
+and by time with the shared baseline blocks counted (now, as ``summary`` computes it for a
+run with times): against the run's own truth (its trials' average speedup: what a
+within-run interval is about) and against a long reference measurement (``--reference-rounds``
 bracketed rounds on a quiet machine: what a reader wants). For the reference, "a correct
 interval" is the run's estimate -/+ 1.96 times the estimate's true spread under that run's
 conditions (found by simulating the same conditions again): what no within-run interval can
@@ -186,7 +187,7 @@ def estimates(run: Run, by_time: bool) -> dict[str, tuple[float, float | None, f
     out = {}
     for name in DRAFTS:
         own = [place(b) for b in run.blocks[name]]
-        found = blocked_ratio_t(own, base)
+        found = blocked_ratio_t(own, base, shared_baseline=by_time)
         out[name] = (found.ratio, found.ci_low, found.ci_high)
     return out
 

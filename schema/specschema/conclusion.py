@@ -434,7 +434,9 @@ def interval_method_words(interval: str, blocked: bool) -> str:
     if interval == "block_t":
         return ("each draft block ÷ the baseline at its place in the run, the geometric mean "
                 "of those block ratios, with a 95% Student t interval over the blocks (wide "
-                "when the blocks disagree or are few)" + within.format(what="blocks"))
+                "when the blocks disagree or are few, and, in a run with trial times, by how "
+                "far the baseline blocks they share sit off their line)"
+                + within.format(what="blocks"))
     return ("each draft block ÷ the baseline at its place in the run, the median of those "
             "block ratios, with a 95% two-stage bootstrap interval over blocks and trials"
             + within.format(what="blocks"))

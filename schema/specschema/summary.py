@@ -140,6 +140,8 @@ def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
         base = trial_blocks(baseline.trials, rates(baseline.trials), by_time)
         if not any(b.values for b in own) or not any(b.values for b in base):
             return None
+        if interval == "block_t" and by_time:  # the shared baseline counted too
+            return blocked_ratio_t(own, base, shared_baseline=True)
         return _ESTIMATORS[interval](own, base)
     if interval != "block_t":
         raise ValueError("a prompt set's results need interval block_t")

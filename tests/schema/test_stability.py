@@ -5,6 +5,7 @@ between their neighbours, with the load beside them; one without keeps the older
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -13,7 +14,8 @@ import pytest
 
 from specschema import Submission, submission_verdicts, summarize
 from specschema.block_ratios import Block, block_ratios
-from specschema.blocks import timed, trial_blocks
+from specschema.block_t import blocked_ratio_t, shared_baseline_variance
+from specschema.blocks import decode_rates, timed, trial_blocks
 from specschema.conclusion import conclusion, interval_method_words
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
@@ -166,3 +168,33 @@ def test_every_interval_is_worded_as_a_within_run_interval() -> None:
     for interval in ("block_t", "block_bootstrap"):
         for blocked in (True, False):
             assert "a within-run interval" in interval_method_words(interval, blocked)
+
+
+def test_a_timed_runs_interval_counts_the_baseline_blocks_its_draft_blocks_share() -> None:
+    baseline = [Block(0.0, (10.0,)), Block(10.0, (11.0,)), Block(20.0, (10.0,))]
+    drafts = [Block(5.0, (21.0,)), Block(15.0, (22.0,))]
+    found = block_ratios(drafts, baseline)
+    # the middle block is log(11 / 10) off the line; each draft block leans half on it
+    variance, df = shared_baseline_variance(found)
+    expected = math.log(1.1) ** 2 / 1.5 * ((1.0 - 0.5) + 0.0 + 0.0) / 2
+    assert (round(variance, 12), df) == (round(expected, 12), 1)
+    plain, shared = blocked_ratio_t(drafts, baseline), blocked_ratio_t(drafts, baseline, True)
+    assert shared.ratio == plain.ratio
+    assert plain.ci_low is not None and plain.ci_high is not None
+    assert shared.ci_low is not None and shared.ci_high is not None
+    assert shared.ci_low < plain.ci_low and shared.ci_high > plain.ci_high
+    # a baseline exactly on its line shares nothing: the plain interval, bit for bit
+    straight = [Block(0.0, (10.0,)), Block(10.0, (11.0,)), Block(20.0, (12.0,))]
+    assert blocked_ratio_t(drafts, straight, True) == blocked_ratio_t(drafts, straight)
+
+
+def test_the_summary_of_a_timed_run_uses_the_shared_baseline_interval() -> None:
+    run = _timed(_llama(drift=0.3))
+    base = run.configs[0]
+    draft = next(c for c in run.configs if c.name == DRAFT)
+    expected = blocked_ratio_t(trial_blocks(draft.trials, decode_rates(draft.trials), True),
+                               trial_blocks(base.trials, decode_rates(base.trials), True),
+                               shared_baseline=True)
+    found = next(s for s in summarize(run) if s.name == DRAFT)
+    assert (found.speedup_tps, found.speedup_tps_ci_low, found.speedup_tps_ci_high) == (
+        expected.ratio, expected.ci_low, expected.ci_high)
