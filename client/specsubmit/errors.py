@@ -35,8 +35,15 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
         ├── ServerUnreachable       exit 69: --server does not answer as a specbench server
         │                           (checked before any trial runs)
         ├── SubmissionRejected      the server said no (4xx other than 429)
-        └── SubmissionUndelivered   exit 75: not delivered after retries; the envelope waits
-                                    in pending/ for `specsubmit submit --pending`
+        ├── SubmissionUndelivered   exit 75: not delivered after retries; the envelope waits
+        │                           in pending/ for `specsubmit submit --pending`
+        └── LogUnchecked            exit 75: a receipt could not be checked against the
+            │                       server's transparency log yet (unreachable, not yet in
+            │                       its newest checkpoint)
+            └── LogMisbehavior      exit 3: the log contradicts itself or a receipt: a
+                                    checkpoint not signed by the pinned key, a shrunk or
+                                    forked tree, a receipt's entry missing; the proof is
+                                    printed before
 
 Exit codes 69 and 75 are sysexits.h's EX_UNAVAILABLE and EX_TEMPFAIL ("try again later").
 """
@@ -167,3 +174,11 @@ class ServerUnreachable(SubmitError):
 
 class SubmissionUndelivered(SubmitError):
     exit_code = 75
+
+
+class LogUnchecked(SubmitError):
+    exit_code = 75
+
+
+class LogMisbehavior(LogUnchecked):
+    exit_code = 3

@@ -29,10 +29,19 @@ def _root() -> None:
 def _register() -> None:
     # Imported here, not at the top: `import specsubmit.cli` stays cheap for what only needs
     # `main`, and the command modules never import this one.
-    from specsubmit.cli import advise, fingerprint, keys, protocols, results, run, submit
+    from specsubmit.cli import (
+        advise,
+        fingerprint,
+        keys,
+        protocols,
+        results,
+        run,
+        submit,
+        verify,
+    )
 
     if not app.registered_commands:  # once, however often main() runs in one process
-        for group in (run, protocols, advise, fingerprint, keys, submit, results):
+        for group in (run, protocols, advise, fingerprint, keys, submit, results, verify):
             group.register(app)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "list_results",
     "load_probe",
     "load_result",
+    "logstate",
     "newest_probe",
     "newest_probe_named",
     "outbox",

@@ -2,7 +2,8 @@
 
     state_home()/pending/<submission_id>.json     the exact envelope bytes, not yet delivered
     state_home()/pending/<submission_id>.server   the server it was meant for (its URL)
-    state_home()/submitted/<submission_id>.json   {"server", "delivered_at", "status", "receipt"}
+    state_home()/submitted/<submission_id>.json   {"server", "delivered_at", "status", "receipt",
+                                                   "envelope_sha256"}
     state_home()/rejected/<submission_id>.json    {"server", "rejected_at", "status", "message"}
 
 An envelope is written to pending/ *before* the first attempt, so a crash or Ctrl-C while
@@ -101,10 +102,27 @@ def _record(name: str, submission_id: str, record: dict[str, Any], home: Path | 
 
 
 def record_submitted(
-    submission_id: str, server: str, status: int, receipt: dict[str, Any], home: Path | None = None
+    submission_id: str, server: str, status: int, receipt: dict[str, Any], home: Path | None = None,
+    envelope_sha256: str | None = None,
 ) -> Path:
-    record = {"server": server, "delivered_at": _now(), "status": status, "receipt": receipt}
+    """The receipt as the server gave it (with its transparency log entry), and the SHA-256
+    of the envelope bytes sent, from which ``specsubmit verify`` computes the log's leaf
+    itself."""
+    record: dict[str, Any] = {"server": server, "delivered_at": _now(), "status": status,
+                              "receipt": receipt}
+    if envelope_sha256 is not None:
+        record["envelope_sha256"] = envelope_sha256
     return _record(SUBMITTED, submission_id, record, home)
+
+
+def submitted_records(home: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Every delivered submission's record, by id."""
+    found = []
+    for path in sorted(folder(SUBMITTED, home).glob("*.json")):
+        record = _read_record(SUBMITTED, path.stem, home)
+        if record is not None:
+            found.append((path.stem, record))
+    return found
 
 
 def record_rejected(

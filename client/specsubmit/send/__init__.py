@@ -29,6 +29,7 @@ __all__ = [
     "check_server",
     "cpu_gpu_line",
     "fetch_prediction",
+    "logcheck",
     "machine_line",
     "offer_probe",
     "offer_submission",

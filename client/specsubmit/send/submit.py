@@ -9,6 +9,7 @@ until the server gives a receipt (recorded under submitted/) or a final refusal
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import select
 import signal
@@ -93,7 +94,8 @@ def deliver(submission_id: str, envelope: bytes, server: str,
             f"not delivered: {exc.message}; the signed result waits in "
             f"{outbox.pending_path(submission_id)}: retry with `specsubmit submit --pending`"
         ) from None
-    outbox.record_submitted(submission_id, server, receipt.status, receipt.body)
+    outbox.record_submitted(submission_id, server, receipt.status, receipt.body,
+                            envelope_sha256=hashlib.sha256(envelope).hexdigest())
     return receipt
 
 
