@@ -28,7 +28,7 @@ from specschema.engines import ENGINES
 from specschema.forecast import forecast
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs, standing_of
-from specserver.http import params
+from specserver.http import caching, params
 from specserver.http.errors import error_doc
 from specserver.ingest import canonical_chip, canonical_model_optional
 from specserver.settings import ServerSettings
@@ -141,6 +141,7 @@ def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
         "depth as it runs (only its measured rows). `inputs` holds what the prediction "
         "was made from, so that a client can predict again with its own probe."),
     responses={
+        304: {"description": "not modified (If-None-Match matched the ETag)"},
         404: error_doc("no result names this target"),
         422: error_doc("a missing, unknown or invalid query parameter, or a name shared by "
                        "several model files (details list them)"),
@@ -170,8 +171,11 @@ async def predict(request: Request, target: str | None = None, chip: str | None 
         return body
 
     body = await run_in_threadpool(compute)
-    return Response(body, media_type="application/json",
-                    headers={"Cache-Control": "no-cache"})
+    # as the other public reads: an ETag of the body, 304 when the client holds it
+    headers = {"ETag": caching.content_etag(body), "Cache-Control": caching.CACHE_CONTROL}
+    if caching.matches(request.headers.get("if-none-match"), headers["ETag"]):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def install(app: Any) -> None:

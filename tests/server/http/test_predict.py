@@ -109,6 +109,13 @@ def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
     assert "draft layers" in overall["draft-mtp"]["why_not_predicted"]
     assert overall["draft-mtp"]["measured"][0]["chip"] == "Apple M2"
     assert answer["recommendation"].startswith("use ngram-")
+    # an ETag, and 304 for a client that holds this answer
+    again = _predict(small, memory_gb="24")
+    assert again.content == response.content
+    held = small.get("/v1/predict", params={"target": TARGET.digest, "chip": "Apple M2",
+                                            "memory_gb": "24"},
+                     headers={"If-None-Match": response.headers["ETag"]})
+    assert held.status_code == 304 and held.content == b""
     # the inputs sent along give the same answer with the same cost (what a client does)
     inputs = inputs_from_json(answer["inputs"])
     again = forecast(inputs, inputs.cost, "crowd")
