@@ -118,6 +118,9 @@ def _why_not(profile: Profile, inputs: CrowdInputs, have_cost: bool) -> str | No
         return ("the engine picks its depth as it runs, which no fixed-depth model "
                 "describes: only measured speedups are shown")
     have = len(profile.units)
+    if have == 0:
+        return ("no run of it recorded acceptance per draft position (its engine does not "
+                "report one): only measured speedups are shown")
     if have < inputs.min_contributors:
         folded = (f", the {profile.new_keys} keys still new counted as one"
                   if profile.new_keys > 1 else "")

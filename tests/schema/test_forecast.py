@@ -77,6 +77,11 @@ def test_adaptive_engines_and_unprobed_drafts_are_not_predicted() -> None:
     assert first["measured"] == [measured[0].json()]
     assert second["predictions"] == [] and "never probed on this chip" in \
         second["why_not_predicted"]
+    ollama = Candidate("ollama", "draft_num_predict", None, 4)
+    entry = forecast(inputs(Profile(ollama, "all", (), measured=measured)), (CPU,),
+                     "crowd")["candidates"][0]
+    assert entry["predictions"] == [] and entry["measured"] == [measured[0].json()]
+    assert entry["why_not_predicted"].startswith("no run of it recorded acceptance per")
     mtp = Candidate("llama-server", "server_launch", "draft-mtp", 3)
     entry = forecast(inputs(Profile(mtp, "all", GOOD)), (CPU,), "crowd")["candidates"][0]
     assert entry["predictions"] == [] and "draft layers" in entry["why_not_predicted"]
