@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import duckdb
-import pyarrow.parquet as pq
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import create_engine, insert, update
@@ -25,57 +20,9 @@ from specserver.http.page import routes as page_routes
 from specserver.settings import ServerSettings
 from specserver.store import tables
 from tests.conftest import READ_WAIT_S
-from tests.support.boardfill import BASE_TIME, fill, insert_submission, key, new_engine
+from tests.server.http.public_store import COUNT, hide
+from tests.support.boardfill import BASE_TIME, fill, insert_submission, key
 from tests.support.inprocess import InProcessClient
-
-COUNT = 16  # 4 machines x 4 contributors, ollama-draft, 2 draft configs each
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    """Built once per module; each test gets its own copy of the file."""
-    path = tmp_path_factory.mktemp("template") / "store.duckdb"
-    engine = new_engine(path)
-    ids = fill(engine, COUNT)
-    # One imported Hard Numbers style reference (no key id): the noise-floor view.
-    ref = example_submission("hardnumbers-m2", seed=500, machine=EXAMPLE_MACHINES[0],
-                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
-    ids.append(insert_submission(engine, ref, None, received_at=BASE_TIME - timedelta(days=1),
-                                 source_note="imported"))
-    engine.dispose()
-    return path, ids
-
-
-@pytest.fixture
-def store(template, tmp_path):
-    path, ids = template
-    shutil.copy(path, tmp_path / "store.duckdb")
-    engine = create_engine(f"duckdb:///{tmp_path / 'store.duckdb'}")
-    yield engine, list(ids)
-    engine.dispose()
-
-
-def _client(store, settings: ServerSettings):  # type: ignore[no-untyped-def]
-    app = FastAPI()
-    app.state.settings = settings  # as create_app does: the pages read it too
-    install_error_handlers(app)
-    public.install(app, ReadService(store[0], wait_s=READ_WAIT_S))
-    app.include_router(page_routes.router)  # the HTML pages read the same service
-    try:
-        with InProcessClient(app, lifespan=False) as test_client:
-            yield test_client
-    finally:
-        app.state.export_files.clear()  # create_app's lifespan does this
-
-
-@pytest.fixture
-def client(store):
-    yield from _client(store, ServerSettings())
-
-
-@pytest.fixture
-def unreused_client(store):
-    yield from _client(store, ServerSettings(export_reuse_s=0))
 
 
 def test_leaderboard_groups_by_comparison_keys_and_default_chip_memory(client):
@@ -171,12 +118,6 @@ def test_pagination_of_groups(client):
     assert first["groups"] + second["groups"] == everything["groups"][:6]
 
 
-def _insert_one(store, seed: int = 4242) -> None:  # type: ignore[no-untyped-def]
-    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
-                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
-    insert_submission(store[0], sub, key(77), received_at=BASE_TIME + timedelta(days=2))
-
-
 @pytest.mark.parametrize("path", ["/v1/leaderboard", "/v1/aggregates", "/v1/submissions",
                                   "/v1/protocols", "/v1/stats", "/v1/export?format=jsonl"])
 def test_etag_and_304(unreused_client, store, path):
@@ -195,67 +136,11 @@ def test_etag_and_304(unreused_client, store, path):
     assert after.status_code == 200 and after.headers["etag"] != etag
 
 
-def _hide(engine, submission_id: str) -> None:  # type: ignore[no-untyped-def]
-    """Hide a submission as the moderation code does: the row and its audit row."""
-    with engine.begin() as conn:
-        conn.execute(update(tables.submissions).where(
-            tables.submissions.c.submission_id == submission_id).values(hidden=True))
-        conn.execute(insert(tables.audit_log).values(
-            audit_id="a1", at=datetime(2026, 11, 2), action="hide", target=submission_id,
-            reason="test", actor="test"))
-
-
-def _export_ids(client, **params: str) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
-    response = client.get("/v1/export", params={"format": "jsonl", **params})
-    assert response.status_code == 200, response.text
-    ids = sorted({json.loads(line)["submission_id"] for line in response.text.splitlines()})
-    return response.headers["etag"], ids
-
-
-def test_an_export_file_is_reused_across_inserts_but_never_across_moderation(client, store):
-    engine, ids = store
-    etag, before = _export_ids(client)
-    assert len(before) == COUNT + 1
-    _insert_one(store)
-    # Reused: the same rows under the same ETag (the version the file holds), and a client
-    # that has it is told so. New submissions may be export_reuse_s late.
-    assert _export_ids(client) == (etag, before)
-    assert client.get("/v1/export?format=jsonl",
-                      headers={"If-None-Match": etag}).status_code == 304
-    # Other filters or another format are another file, written now: the insert is there.
-    rows = csv.DictReader(io.StringIO(client.get("/v1/export", params={"format": "csv"}).text))
-    assert len({row["submission_id"] for row in rows}) == COUNT + 2
-    # A hide is a moderation action: the kept file is not reused, the row is gone at once.
-    _hide(engine, ids[0])
-    fresh_etag, after = _export_ids(client)
-    assert fresh_etag != etag
-    assert ids[0] not in after and len(after) == COUNT + 1  # one hidden, one inserted
-    stale = client.get("/v1/export?format=jsonl", headers={"If-None-Match": etag})
-    assert stale.status_code == 200
-
-
-def test_export_reuse_0_writes_a_new_file_after_any_insert(unreused_client, store):
-    etag, before = _export_ids(unreused_client)
-    assert _export_ids(unreused_client) == (etag, before)  # unchanged data: the same file
-    _insert_one(store)
-    fresh_etag, after = _export_ids(unreused_client)
-    assert fresh_etag != etag and len(after) == len(before) + 1
-
-
-def test_kept_export_files_are_gone_when_cleared(client):
-    for fmt in ("csv", "jsonl", "parquet"):
-        assert client.get("/v1/export", params={"format": fmt}).status_code == 200
-    kept = [Path(k.path) for k in client.app.state.export_files._kept.values()]
-    assert len(kept) == 3 and all(path.is_file() for path in kept)
-    client.app.state.export_files.clear()
-    assert not any(path.exists() for path in kept)
-
-
 def test_leaderboard_sees_hides_and_bans_at_once(client, store):
     engine, ids = store
     before = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert before["groups"][0]["submissions"] == 4
-    _hide(engine, ids[0])
+    hide(engine, ids[0])
     after = client.get("/v1/leaderboard", params={"chip": "Apple M2"}).json()
     assert after["groups"][0]["submissions"] == 3
     with engine.begin() as conn:
@@ -321,65 +206,6 @@ def test_protocols_and_stats(client):
     per_run = {p: len(get_protocol(p).schedule()) for p in ("ollama-draft", "hardnumbers-m2")}
     assert stats["trials"] == COUNT * per_run["ollama-draft"] + per_run["hardnumbers-m2"]
     assert stats["draft_verdicts"]["confirmed"] == 2 * COUNT
-
-
-def test_export_csv_one_row_per_submission_and_config(client):
-    response = client.get("/v1/export", params={"format": "csv"})
-    assert response.headers["content-type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(response.text)))
-    assert len(rows) == (COUNT + 1) * 3
-    assert {r["role"] for r in rows} == {"baseline", "draft"}
-    draft = next(r for r in rows if r["verdict"] == "confirmed")
-    assert float(draft["speedup_tps"]) > 1.0
-    filtered = client.get("/v1/export", params={"format": "csv", "chip": "Apple M2"}).text
-    assert len(list(csv.DictReader(io.StringIO(filtered)))) == (4 + 1) * 3
-
-
-def test_export_jsonl_and_parquet_agree(client, tmp_path):
-    lines = client.get("/v1/export", params={"format": "jsonl"}).text.splitlines()
-    records = [json.loads(line) for line in lines]
-    response = client.get("/v1/export", params={"format": "parquet"})
-    path = tmp_path / "export.parquet"
-    path.write_bytes(response.content)
-    table = pq.read_table(path)
-    assert table.num_rows == len(records) == (COUNT + 1) * 3
-    assert sorted(table.column("submission_id").to_pylist()) == sorted(
-        r["submission_id"] for r in records)
-    speedups = {(r["submission_id"], r["config_name"]): r["speedup_tps"] for r in records}
-    for row in table.to_pylist():
-        assert row["speedup_tps"] == speedups[(row["submission_id"], row["config_name"])]
-    unknown = client.get("/v1/export", params={"format": "xlsx"})
-    assert unknown.status_code == 422
-    assert unknown.json()["error"]["details"]["allowed"] == ["csv", "jsonl", "parquet"]
-
-
-@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
-                                     duckdb.IOException("could not write file")])
-def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failure):
-    def full_disk(conn, filters, path):
-        with open(path, "wb") as handle:
-            handle.write(b"PAR1")
-        raise failure
-
-    monkeypatch.setattr(public.exporting, "write_parquet", full_disk)
-    before = set(_tmp_parquet_files())
-    response = client.get("/v1/export", params={"format": "parquet"})
-    assert response.status_code == 503
-    assert response.headers["retry-after"] == "30"
-    assert response.json()["error"]["code"] == "store_unavailable"
-    assert set(_tmp_parquet_files()) == before  # the half-written file is gone
-    # CSV is made from the same Parquet file on DuckDB (exporting.materialize), so it is
-    # 503 too while the disk is full, and whole again once it is not.
-    assert client.get("/v1/export", params={"format": "csv"}).status_code == 503
-    monkeypatch.undo()
-    assert client.get("/v1/export", params={"format": "csv"}).status_code == 200
-
-
-def _tmp_parquet_files():
-    import glob
-    import tempfile
-
-    return glob.glob(f"{tempfile.gettempdir()}/*.parquet")
 
 
 def test_min_contributors_comes_from_settings(store):

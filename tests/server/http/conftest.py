@@ -1,0 +1,49 @@
+"""The public read API's fixtures: its store, built once per module and copied per test,
+and in-process clients with and without export reuse."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import create_engine
+
+from specschema.examples import EXAMPLE_MACHINES, example_submission
+from specserver.settings import ServerSettings
+from tests.server.http.public_store import COUNT, app_client
+from tests.support.boardfill import BASE_TIME, fill, insert_submission, new_engine
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """Built once per module; each test gets its own copy of the file."""
+    path = tmp_path_factory.mktemp("template") / "store.duckdb"
+    engine = new_engine(path)
+    ids = fill(engine, COUNT)
+    # One imported Hard Numbers style reference (no key id): the noise-floor view.
+    ref = example_submission("hardnumbers-m2", seed=500, machine=EXAMPLE_MACHINES[0],
+                             created_at=datetime(2026, 11, 1, tzinfo=UTC))
+    ids.append(insert_submission(engine, ref, None, received_at=BASE_TIME - timedelta(days=1),
+                                 source_note="imported"))
+    engine.dispose()
+    return path, ids
+
+
+@pytest.fixture
+def store(template, tmp_path):
+    path, ids = template
+    shutil.copy(path, tmp_path / "store.duckdb")
+    engine = create_engine(f"duckdb:///{tmp_path / 'store.duckdb'}")
+    yield engine, list(ids)
+    engine.dispose()
+
+
+@pytest.fixture
+def client(store):
+    yield from app_client(store, ServerSettings())
+
+
+@pytest.fixture
+def unreused_client(store):
+    yield from app_client(store, ServerSettings(export_reuse_s=0))
