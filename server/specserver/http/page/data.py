@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from specserver.board import Board, ReadService, aggregate, newkeys
+from specserver.http.page import machine
 from specserver.store import dimensions, moderation_version, queries
 
 # The filters with a menu on the page, and its label (the dimension table's).
@@ -43,11 +44,11 @@ DIMENSIONS = aggregate.leaderboard_dimensions(aggregate.DEFAULT_GROUP_BY)
 # The page's speedup board never merges confirmed and not-observed results into one median.
 SPEED_DIMENSIONS = aggregate.leaderboard_dimensions((*aggregate.DEFAULT_GROUP_BY, "verdict"))
 # The candidates' measured speedups per kind of work (the first screen): the speedup board
-# split by the domain dimension as well, where the store's dimension table has one.
-DOMAIN = "domain"
-# "Your machine" is chosen (a chip and a target) before the page splits by kind of work: a
-# board of one target on one chip is small, the whole board by domain would not be.
-DOMAIN_NEEDS = ("chip", "target")
+# split by the domain dimension as well, where the store's dimension table has one, once
+# "your machine" is chosen (a board of one target on one chip is small; the whole board by
+# domain would not be). The forecasts wait for the same choice.
+DOMAIN = machine.DOMAIN
+DOMAIN_NEEDS = machine.REQUIRED
 RECENT = 15  # submissions in the page's recent list
 # The chosen machine's forecast for the engine families given, on a connection.
 Forecaster = Callable[[Connection, Sequence[str]], dict[str, Any]]
