@@ -37,7 +37,8 @@ from specschema.summary import ConfigSummary, summarize
 from specserver.errors import Invalid, Malformed
 from specserver.ingest.plan import protocols_by_identity
 from specserver.ingest.plausibility import implausible_reason
-from specserver.ingest.rules import MAX_VIOLATIONS, RuleContext, Violation, violations
+from specserver.ingest.rulebook import MAX_VIOLATIONS
+from specserver.ingest.rules import RuleContext, Violation, violations
 
 
 class ConsistencyError(Invalid):

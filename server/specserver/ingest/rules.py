@@ -21,12 +21,11 @@ check worker process loads neither SQLAlchemy nor DuckDB.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Literal, get_args
+from typing import Any
 
 from specschema.capability import (
     TOTALS_OVER_DRAFTED,
@@ -39,7 +38,12 @@ from specschema.capability import (
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Mechanism, Submission
 from specschema.protocol import Protocol
-from specserver.ingest.names import NAME_CACHE_SIZE, name_problem
+from specserver.ingest.namefields import (
+    lookalike_fields,
+    name_fields,
+    name_problem_of,
+    name_values,
+)
 from specserver.ingest.plan import (
     HEAD_FIELDS,
     NOT_SCHEDULED,
@@ -47,70 +51,19 @@ from specserver.ingest.plan import (
     same_flat,
     same_json,
 )
-
-# --- documented bounds (docs/server.md, "Consistency rules") ------------------------------
-
-# Decode speed is bounded by memory bandwidth / bytes read per token. The fastest consumer
-# GPUs move ~1.8 TB/s and the smallest chat models weigh ~0.3 GB, i.e. ~6,000 tok/s before
-# speculation; accepted drafts can multiply that a few times at most. Anything above
-# 10,000 tok/s, or below 0.01 tok/s (200 tokens in 5.5 hours), is not a measurement.
-MAX_DECODE_TPS = 10_000.0
-MIN_DECODE_TPS = 0.01
-# Rates over a handful of tokens are noise (one token's eval_duration can be microseconds).
-RATE_MIN_TOKENS = 16
-# Engine durations come from two processes (server and runner): allow this much overlap.
-DURATION_TOLERANCE_NS = 5_000_000
-DURATION_TOLERANCE_FRACTION = 0.01
-# The client's wall clock should cover the engine's total_duration, within this tolerance.
-WALL_TOLERANCE_S = 0.05
-DONE_REASONS = ("stop", "length")
-MAX_VIOLATIONS = 20
-# Imports' submission ids are uuid5 (name-based, of the imported file); signed ones may not be.
-IMPORT_UUID_VERSION = 5
-
-RuleName = Literal[
-    "configs_match_protocol",
-    "trials_fit_schedule",
-    "eval_count_fits_num_predict",
-    "durations_coherent",
-    "decode_rate_plausible",
-    "created_at_recent",
-    "speculation_coherent",
-    "counters_consistent",
-    "names_printable",
-    "submission_id_not_reserved",
-]
-# The rules in report order (docs/server.md, "Consistency rules", says what each refuses).
-RULE_NAMES: tuple[RuleName, ...] = get_args(RuleName)
-RULES: dict[RuleName, str] = {
-    "configs_match_protocol":
-        "each config is one of the protocol's, sent exactly as the protocol says",
-    "trials_fit_schedule":
-        "trial counts and indices per config, and positions in the protocol's run order",
-    "eval_count_fits_num_predict":
-        "eval_count <= num_predict; done_reason is stop or length, and length means the limit",
-    "durations_coherent":
-        "engine durations fit inside total_duration; the client's wall time covers it",
-    "decode_rate_plausible":
-        "decode tok/s inside [MIN_DECODE_TPS, MAX_DECODE_TPS]; every trial decodes something",
-    "created_at_recent":
-        "created_at is neither in the future (beyond the skew) nor older than the max age",
-    "speculation_coherent":
-        "the evidence agrees with what the engine can honor and with its own counters; each "
-        "verdict is the one specschema.capability.submission_verdicts derives",
-    "counters_consistent":
-        "counters agree with the trials (specschema.capability.counter_problems: accepted <= "
-        "drafted, accepted <= eval_count, trial counters add up to the config's totals), and "
-        "only llama-server reports counters from its own API",
-    "names_printable":
-        "no name holds a control, format or invisible character or one outside UTS #39's "
-        "recommended set, mixes scripts or digit systems, renders like other Latin text, or "
-        "is a lookalike of a known chip or model (ingest.names; docs/aggregation.md, "
-        "\"Names\")",
-    "submission_id_not_reserved":
-        "a signed submission's id is not a version-5 (name-based) UUID: those are the "
-        "imports' (ingest.hardnumbers: uuid5 of the public file), so no key can take one first",
-}
+from specserver.ingest.rulebook import (
+    DONE_REASONS,
+    DURATION_TOLERANCE_FRACTION,
+    DURATION_TOLERANCE_NS,
+    IMPORT_UUID_VERSION,
+    MAX_DECODE_TPS,
+    MAX_VIOLATIONS,
+    MIN_DECODE_TPS,
+    RATE_MIN_TOKENS,
+    RULE_NAMES,
+    WALL_TOLERANCE_S,
+    RuleName,
+)
 
 
 @dataclass(frozen=True)
@@ -186,112 +139,9 @@ def names_printable(found: _Found, submission: Submission) -> None:
     printable = joined.isascii() and joined.isprintable()
     for path, value, kind in (lookalike_fields(submission) if printable
                               else name_fields(submission)):
-        problem = _name_problem(value, kind)
+        problem = name_problem_of(value, kind)
         if problem is not None:
             _add(found, "names_printable", path, problem)
-
-
-def name_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
-    """Every free-text name of a submission as (path, value, kind): kind is "chip" for a
-    hardware name (also compared with the known chips' lookalikes), "model" for a model
-    name (compared with the known models'), "note" for the note, else "name". Config
-    names, models and options are the protocol's (configs_match_protocol) but are listed
-    too: a name is refused for its characters before it is compared."""
-    fp = submission.fingerprint
-    cpu = fp.cpu
-    for path, value, kind in (
-        ("fingerprint.chip", fp.chip, "chip"), ("fingerprint.machine_model", fp.machine_model,
-                                                "name"),
-        ("fingerprint.cpu.brand_raw", cpu.brand_raw, "name"),
-        ("fingerprint.cpu.name", cpu.name, "chip"), ("fingerprint.cpu.arch", cpu.arch, "name"),
-        ("fingerprint.os.version", fp.os.version, "name"),
-        ("fingerprint.os.arch", fp.os.arch, "name"),
-        ("fingerprint.virtualization", fp.virtualization, "name"),
-        ("engine.backend", submission.engine.backend, "name"),
-        ("engine.build", submission.engine.build, "name"),
-        ("client.name", submission.client.name, "name"), ("note", submission.note, "note"),
-    ):
-        if value is not None:
-            yield path, value, kind
-    for gi, gpu in enumerate(fp.gpus):
-        for field, value, kind in (("name_raw", gpu.name_raw, "name"), ("name", gpu.name, "chip"),
-                                   ("driver", gpu.driver, "name"),
-                                   ("metal_family", gpu.metal_family, "name")):
-            if value is not None:
-                yield f"fingerprint.gpus.{gi}.{field}", value, kind
-    for mi, model in enumerate(submission.models):
-        for field, value, kind in (("name", model.name, "model"),
-                                   ("quantization", model.quantization, "name"),
-                                   ("parameter_size", model.parameter_size, "name"),
-                                   ("family", model.family, "name")):
-            if value is not None:
-                yield f"models.{mi}.{field}", value, kind
-    for key, value in submission.protocol.parameters.items():
-        yield f"protocol.parameters.{key}", key, "name"
-        yield f"protocol.parameters.{key}", value, "name"
-    for ci, config in enumerate(submission.configs):
-        yield f"configs.{ci}.name", config.name, "name"
-        yield f"configs.{ci}.model", config.model, "model"
-        if config.draft_model is not None:
-            yield f"configs.{ci}.draft_model", config.draft_model, "model"
-        for li, loaded in enumerate(config.speculation.models_loaded):
-            yield f"configs.{ci}.speculation.models_loaded.{li}", loaded, "name"
-
-
-def lookalike_fields(submission: Submission) -> Iterator[tuple[str, str, str]]:
-    """The "chip" and "model" entries of ``name_fields`` (the names compared with the known
-    ones even when printable ASCII); tests/server/ingest/test_ingest_fast.py holds them to
-    ``name_fields``."""
-    fp = submission.fingerprint
-    if fp.chip is not None:
-        yield "fingerprint.chip", fp.chip, "chip"
-    if fp.cpu.name is not None:
-        yield "fingerprint.cpu.name", fp.cpu.name, "chip"
-    for gi, gpu in enumerate(fp.gpus):
-        if gpu.name is not None:
-            yield f"fingerprint.gpus.{gi}.name", gpu.name, "chip"
-    for mi, model in enumerate(submission.models):
-        yield f"models.{mi}.name", model.name, "model"
-    for ci, config in enumerate(submission.configs):
-        yield f"configs.{ci}.model", config.model, "model"
-        if config.draft_model is not None:
-            yield f"configs.{ci}.draft_model", config.draft_model, "model"
-
-
-def name_values(submission: Submission) -> list[str]:
-    """The values of ``name_fields``, read from the models' ``__dict__`` (no generator, no
-    attribute hook): what ``names_printable`` tests first, walking ``name_fields`` only
-    when a name is not printable ASCII. tests/server/ingest/test_ingest_fast.py holds the
-    two to the same values."""
-    d = vars(submission)
-    fp = vars(d["fingerprint"])
-    cpu = vars(fp["cpu"])
-    os_info = vars(fp["os"])
-    found = [fp["chip"], fp["machine_model"], cpu["brand_raw"], cpu["name"], cpu["arch"],
-             os_info["version"], os_info["arch"], fp["virtualization"],
-             vars(d["engine"])["backend"], vars(d["engine"])["build"], vars(d["client"])["name"],
-             d["note"]]
-    for gpu in fp["gpus"]:
-        g = vars(gpu)
-        found += (g["name_raw"], g["name"], g["driver"], g["metal_family"])
-    for model in d["models"]:
-        m = vars(model)
-        found += (m["name"], m["quantization"], m["parameter_size"], m["family"])
-    parameters = vars(d["protocol"])["parameters"]
-    found += parameters.keys()
-    found += parameters.values()
-    for config in d["configs"]:
-        c = vars(config)
-        found += (c["name"], c["model"], c["draft_model"])
-        found += vars(c["speculation"])["models_loaded"]
-    return [v for v in found if v is not None]
-
-
-@lru_cache(maxsize=NAME_CACHE_SIZE)
-def _name_problem(value: str, kind: str) -> str | None:
-    """``name_problem`` by field kind, remembered: the chips and models of most submissions
-    are a few, and their lookalike test (two ICU skeletons) was a third of this pass."""
-    return name_problem(value, note=kind == "note", chip=kind == "chip", model=kind == "model")
 
 
 # --- the per-config rules -----------------------------------------------------------------

@@ -20,8 +20,9 @@ from specschema.capability import (
 )
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission, Trial
+from specserver.ingest.namefields import name_fields, name_problem_of
 from specserver.ingest.plan import expected_configs, identity_of, same_json
-from specserver.ingest.rules import (
+from specserver.ingest.rulebook import (
     DONE_REASONS,
     DURATION_TOLERANCE_FRACTION,
     DURATION_TOLERANCE_NS,
@@ -31,11 +32,11 @@ from specserver.ingest.rules import (
     MIN_DECODE_TPS,
     RATE_MIN_TOKENS,
     WALL_TOLERANCE_S,
+)
+from specserver.ingest.rules import (
     RuleContext,
     Violation,
-    _name_problem,
     _num_predict,
-    name_fields,
 )
 
 Rule = Callable[[Submission, RuleContext], Iterator[Violation]]
@@ -250,7 +251,7 @@ def names_printable(submission: Submission, ctx: RuleContext) -> Iterator[Violat
     """No name holds a control, format or invisible character, or mixes Latin with its
     Cyrillic or Greek lookalikes (``ingest.names``; docs/aggregation.md, "Names")."""
     for path, value, kind in name_fields(submission):
-        problem = _name_problem(value, kind)
+        problem = name_problem_of(value, kind)
         if problem is not None:
             yield Violation("names_printable", path, problem)
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from specschema.capability import submission_verdicts
 from specschema.errors import PayloadSchemaError
 from specschema.payload import parse_submission
-from specserver.ingest import rules
+from specserver.ingest import namefields, rulebook, rules
 from tests.server.ingest import consistency_reference as reference
 from tests.server.ingest.test_ingest_rules import CASES, ctx_for, fresh
 
@@ -68,8 +68,8 @@ def test_every_broken_case_leaves_the_fast_path(name: str, rule: str, breaker: A
 
 
 def test_the_rules_are_reported_in_the_reference_order() -> None:
-    assert rules.RULE_NAMES == tuple(rule.__name__ for rule in reference.RULES)
-    assert tuple(rules.RULES) == rules.RULE_NAMES
+    assert rulebook.RULE_NAMES == tuple(rule.__name__ for rule in reference.RULES)
+    assert tuple(rulebook.RULES) == rulebook.RULE_NAMES
 
 
 def test_violations_reports_the_violation_itself() -> None:
@@ -95,7 +95,7 @@ def test_several_configs_broken_report_rule_by_rule() -> None:
     found = _reported(data)
     assert found is not None
     names = [v.rule for v in found]
-    assert names == sorted(names, key=rules.RULE_NAMES.index)
+    assert names == sorted(names, key=rulebook.RULE_NAMES.index)
     durations = [v.path for v in found if v.rule == "durations_coherent"]
     assert durations == ["configs.0.trials.1.wall_s", "configs.1.trials.1.wall_s",
                          "configs.2.trials.1.wall_s", "configs.0.warmups.0",
@@ -113,7 +113,7 @@ def test_more_than_the_limit_is_cut_at_the_limit() -> None:
             trial.update(eval_count=999, wall_s=0.001, ttft_s=None)  # 15 trials, 30 violations
     found = _reported(data)
     assert found is not None
-    assert len(found) == rules.MAX_VIOLATIONS
+    assert len(found) == rulebook.MAX_VIOLATIONS
     assert [v.rule for v in found] == (["eval_count_fits_num_predict"] * 15
                                        + ["durations_coherent"] * 5)
     assert [v.path for v in found[15:]] == [f"configs.0.trials.{i}.wall_s" for i in range(5)]
@@ -166,7 +166,7 @@ def _eval_vs_total(d: dict[str, Any], value: int) -> None:
 def _parts(d: dict[str, Any], value: int) -> None:
     t = _t(d)
     total = t["total_duration_ns"]
-    slack = rules.DURATION_TOLERANCE_NS + int(total * rules.DURATION_TOLERANCE_FRACTION)
+    slack = rulebook.DURATION_TOLERANCE_NS + int(total * rulebook.DURATION_TOLERANCE_FRACTION)
     t["prompt_eval_duration_ns"] = total + slack - t["eval_duration_ns"] - t["load_duration_ns"]
     t["prompt_eval_duration_ns"] += value
 
@@ -174,8 +174,8 @@ def _parts(d: dict[str, Any], value: int) -> None:
 @_edges("wall_steps_from_floor", [-2, -1, 0, 1, 2])
 def _wall(d: dict[str, Any], value: int) -> None:
     t = _t(d)
-    wall = t["total_duration_ns"] / 1e9 * (1 - rules.DURATION_TOLERANCE_FRACTION)
-    wall -= rules.WALL_TOLERANCE_S
+    wall = t["total_duration_ns"] / 1e9 * (1 - rulebook.DURATION_TOLERANCE_FRACTION)
+    wall -= rulebook.WALL_TOLERANCE_S
     for _ in range(abs(value)):
         wall = math.nextafter(wall, math.copysign(math.inf, value))
     t["wall_s"] = wall
@@ -449,7 +449,7 @@ def test_violations_equal_the_rules_with_many_places_broken(
             continue
     found = _reported(data)
     event("schema refused" if found is None else
-          f"violations: {min(len(found), rules.MAX_VIOLATIONS) // 5 * 5}+")
+          f"violations: {min(len(found), rulebook.MAX_VIOLATIONS) // 5 * 5}+")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -465,12 +465,12 @@ def test_the_fast_name_values_are_the_rules_names(seed: int) -> None:
     data["engine"]["build"] = "b1234"
     data["protocol"]["parameters"] = {"target": data["configs"][0]["model"]}
     submission = parse_submission(json.dumps(data).encode())
-    fields = [value for _path, value, _kind in rules.name_fields(submission)]
-    assert sorted(rules.name_values(submission)) == sorted(fields)
+    fields = [value for _path, value, _kind in namefields.name_fields(submission)]
+    assert sorted(namefields.name_values(submission)) == sorted(fields)
     assert len(fields) > 25
     # the lookalike pass on ASCII names reads exactly the chip and model entries
-    assert list(rules.lookalike_fields(submission)) == [
-        f for f in rules.name_fields(submission) if f[2] in ("chip", "model")]
+    assert list(namefields.lookalike_fields(submission)) == [
+        f for f in namefields.name_fields(submission) if f[2] in ("chip", "model")]
 
 
 @pytest.mark.parametrize("broken", [False, True])
