@@ -231,3 +231,9 @@ def test_specserver_disputes_lists_and_settles_through_the_server(tmp_path: Path
         assert wrong.exit_code == 1 and "no cohort starts with the key" in wrong.output
         bad = _cli("disputes", "accept", "not-a-key", "--reason", "x", *base)
         assert bad.exit_code == 1
+    # No server now: the same command opens the store itself.
+    direct = _cli("disputes", "--json", "--database", str(tmp_path / "store.duckdb"))
+    assert direct.exit_code == 0, direct.output
+    [item] = [i for i in json.loads(direct.output[direct.output.index("["):])
+              if i["key"]["draft"]["config_name"] == "spec_4"]
+    assert item["recent"]["contributors"] == 19  # one cohort hidden above
