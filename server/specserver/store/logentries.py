@@ -1,9 +1,13 @@
 """The transparency log's entries in the store: what a leaf holds, and its numbering.
 
 An entry is a type byte and a SHA-256: ``ENVELOPE`` then the digest of the exact envelope
-bytes the server verified and stored (accepted or quarantined). Its leaf hash is RFC 6962's
-SHA-256(0x00 || entry) (``specschema.tlog``). The log holds hashes only; the bytes are
-served where the submission is public.
+bytes the server verified and stored (accepted or quarantined); ``MODERATION`` then the
+digest of a maintainer's decision (every audit row: hide, unhide, reject, ban, unban,
+import, a settled dispute, an ad-hoc query) as canonical JSON (``moderation_text``): the
+audit row as ``GET /v1/submissions/{id}`` shows it, plus ``affects``, the indexes of the
+entries it names (the submission's, or a banned key's submissions'). Its leaf hash is RFC
+6962's SHA-256(0x00 || entry) (``specschema.tlog``). The log holds hashes only; the bytes
+are served where the submission is public.
 
 Entries are numbered 0, 1, 2, ... without gaps, in the same transaction as the rows they
 name, so that a commit stores both or neither. One sequencer per store: on DuckDB the
@@ -17,6 +21,8 @@ number taken twice.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +35,7 @@ from specserver.store import tables
 from specserver.store.appenders import core_insert, duckdb_append
 
 ENVELOPE = 0x01
+MODERATION = 0x02
 
 
 @dataclass(frozen=True)
@@ -70,16 +77,20 @@ class Sequencer:
                insert: Any) -> list[LogReceipt]:
         """Log (submission id, envelope sha256 hex) pairs in order, with ``insert(conn,
         table, rows)``; their receipts."""
-        if not named:
+        return self.append_entries(conn, [(envelope_entry(digest), sid) for sid, digest in named],
+                                   logged_at, insert)
+
+    def append_entries(self, conn: Connection, entries: Sequence[tuple[bytes, str | None]],
+                       logged_at: datetime, insert: Any) -> list[LogReceipt]:
+        """Log (entry, submission id or None) pairs in order; their receipts."""
+        if not entries:
             return []
         start = self._next if self.keeps_count and self._next is not None else next_index(conn)
-        entries = [envelope_entry(digest) for _, digest in named]
         table: Table = tables.log_entries
         insert(conn, table, [(start + i, entry, sid, logged_at)
-                             for i, ((sid, _), entry) in enumerate(zip(named, entries,
-                                                                       strict=True))])
-        self._pending = start + len(named)
-        return [LogReceipt(start + i, leaf_hash(entry)) for i, entry in enumerate(entries)]
+                             for i, (entry, sid) in enumerate(entries)])
+        self._pending = start + len(entries)
+        return [LogReceipt(start + i, leaf_hash(entry)) for i, (entry, _) in enumerate(entries)]
 
     def committed(self) -> None:
         self._next, self._pending = self._pending, None
@@ -102,3 +113,30 @@ def create_log(conn: Connection) -> None:
     Sequencer(keeps_count=False).append(
         conn, [(str(r[0]), str(r[1])) for r in stored],
         datetime.now(UTC).replace(tzinfo=None), insert)
+
+
+def moderation_text(audit_row: dict[str, Any], affects: Sequence[int]) -> bytes:
+    """The decision a ``MODERATION`` entry hashes: the audit row with its time as the public
+    view writes it (ISO 8601, ``Z``) and ``affects``, as sorted, compact JSON."""
+    shown = {key: value.isoformat() + "Z" if isinstance(value, datetime) else value
+             for key, value in audit_row.items()}
+    shown["affects"] = sorted(affects)
+    return json.dumps(shown, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+
+
+def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
+    """Log a maintainer's decision, in its transaction (after ``changes.mark``: on
+    PostgreSQL the clock's row lock orders it among the replicas' entries)."""
+    log, sub = tables.log_entries, tables.submissions
+    target = str(audit_row["target"])
+    if audit_row["action"] in ("ban", "unban"):
+        named = select(log.c.idx).join(sub, sub.c.submission_id == log.c.submission_id) \
+            .where(sub.c.key_id == target)
+    else:
+        named = select(log.c.idx).where(log.c.submission_id == target)
+    affects = [int(i) for i in conn.execute(named).scalars().all()]
+    entry = bytes([MODERATION]) + hashlib.sha256(moderation_text(audit_row, affects)).digest()
+    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    return Sequencer(keeps_count=False).append_entries(
+        conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]

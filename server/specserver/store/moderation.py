@@ -22,6 +22,7 @@ from specserver.errors import Conflict, Invalid, NotFound
 from specserver.store import changes, tables
 from specserver.store.adhoc import audit_target
 from specserver.store.appenders import core_insert
+from specserver.store.logentries import log_moderation
 from specserver.store.rowset import QUARANTINE_PREFIX, RowSet
 from specserver.store.tables import INGEST_TABLES
 
@@ -43,14 +44,15 @@ def _now() -> datetime:
 
 
 def record(conn: Connection, action: str, target: str, reason: str | None, actor: str) -> None:
-    """The audit row, and the change log's entry for what the action touched (an import
-    also stored its submission)."""
-    conn.execute(insert(tables.audit_log).values(
-        audit_id=str(uuid.uuid4()), at=_now(), action=action, target=target, reason=reason,
-        actor=actor))
+    """The audit row, the change log's entry for what the action touched (an import also
+    stored its submission), and the decision's entry in the transparency log."""
+    row = {"audit_id": str(uuid.uuid4()), "at": _now(), "action": action, "target": target,
+           "reason": reason, "actor": actor}
+    conn.execute(insert(tables.audit_log).values(**row))
     who = changes.audit_contributor(conn, action, target)
     changes.mark(conn, {who: 1} if action == "import" and who is not None else None,
                  {who: 1})
+    log_moderation(conn, row)  # the transparency log's entry for the decision
 
 
 def _hidden(conn: Connection, submission_id: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,37 @@ def test_the_key_file_is_private_kept_and_bound_to_its_origin(tmp_path: Path) ->
     moved = settings_for(tmp_path, log_key_file=str(key_file), log_origin="other.example/log")
     with Served(moved) as s, pytest.raises(LogKeyError, match="not the configured origin"):
         s.app.state.log.checkpoint()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_three_results_and_a_hide_make_four_entries_each_checkable(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A maintainer's decision is an entry naming what it affects; anyone recomputes it
+    from the public moderation history (``GET /v1/submissions/{id}``)."""
+    settings = settings_for(tmp_path, database_url=store_url_for(kind, tmp_path, request),
+                            log_checkpoint_s=0.001, admin_token="t0ken",
+                            log_key_file=str(tmp_path / "log-key"))
+    with Served(settings) as s:
+        bodies = [valid_body(seed=80 + i, key_seed=i) for i in range(3)]
+        receipts = [s.post(b).json() for b in bodies]
+        hidden = receipts[1]
+        answer = s.request("POST", "/admin/v1/hide", json={
+            "submission_id": hidden["submission_id"], "reason": "a duplicate machine"},
+            headers={"Authorization": "Bearer t0ken"})
+        assert answer.status_code == 200, answer.text
+        checkpoint = checkpoint_of(s)
+        assert checkpoint.size == 4
+        entries = decode_entries(s.get("/log/tile/entries/000.p/4").content)
+        history = s.get(f"/v1/submissions/{hidden['submission_id']}").json()["moderation"]
+        assert [h["action"] for h in history] == ["hide"]
+        decision = {**history[0], "affects": [hidden["log"]["index"]]}
+        text = json.dumps(decision, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert entries[3] == b"\x02" + hashlib.sha256(text.encode()).digest()
+        assert ref_mth(entries) == checkpoint.root
+        for receipt in receipts:  # the receipts still verify after the decision
+            path = inclusion_proof(receipt["log"]["index"], 4,
+                                   TileNodeReader(4, fetch_from(s)).node)
+            verify_inclusion(receipt["log"]["index"], 4,
+                             base64.b64decode(receipt["log"]["leaf_hash"]), path,
+                             checkpoint.root)
+        assert s.post(valid_body(seed=90)).json()["log"]["index"] == 4  # numbering goes on
