@@ -1,11 +1,14 @@
 """A real `specserver serve` on a DuckDB file, SIGKILLed under concurrent load.
 
 After the restart every submission that got a 201 is there and complete, no submission is
-half stored, and re-sending the unacknowledged ones stores each exactly once.
+half stored, and re-sending the unacknowledged ones stores each exactly once; the
+transparency log holds one entry per stored envelope, without gaps, at the index each
+receipt gave.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -88,6 +91,7 @@ def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> 
     assert server.first_line.startswith(f"specserver {server.url}")
 
     acked: dict[int, int] = {}  # body index -> status (201/200)
+    logged: dict[int, int] = {}  # body index -> the log index its receipt gave
     lock = threading.Lock()
     next_index = iter(range(len(bodies)))
 
@@ -101,6 +105,7 @@ def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> 
                 if response.status_code in (200, 201):
                     with lock:
                         acked[i] = response.status_code
+                        logged[i] = response.json()["log"]["index"]
 
     threads = [threading.Thread(target=client) for _ in range(12)]
     for t in threads:
@@ -161,3 +166,15 @@ def test_sigkill_under_load_loses_no_acknowledged_submission(tmp_path: Path) -> 
             assert orphans == (0,), table
         envelopes = dict(conn.execute("SELECT submission_id, body FROM envelopes").fetchall())
     assert all(envelopes[ids[i]] == bodies[i] for i in range(len(bodies)))
+    # The transparency log moved in step: every stored envelope has exactly one entry
+    # (0x01 || SHA-256 of its bytes), numbered without gaps, and each acknowledged
+    # submission has the index its receipt gave.
+    with duckdb.connect(str(database), read_only=True) as conn:
+        entries = conn.execute(
+            "SELECT idx, entry, submission_id FROM log_entries ORDER BY idx").fetchall()
+    assert [e[0] for e in entries] == list(range(len(bodies)))
+    by_id = {e[2]: (e[0], bytes(e[1])) for e in entries}
+    assert set(by_id) == set(ids)
+    assert all(by_id[ids[i]][1] == b"\x01" + hashlib.sha256(bodies[i]).digest()
+               for i in range(len(bodies)))
+    assert all(by_id[ids[i]][0] == logged[i] for i in acknowledged)
