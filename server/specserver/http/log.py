@@ -14,10 +14,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
+from sqlalchemy import Engine
 
 from specschema.errors import TileInvalid
 from specschema.tlog import Checkpoint, Signer, parse_tile_path, sign_checkpoint
@@ -108,7 +108,7 @@ def tile(request: Request, path: str) -> Response:
     return Response(body, media_type=TILE, headers={"Cache-Control": IMMUTABLE})
 
 
-def install(app: FastAPI, settings: ServerSettings, engine: Any) -> None:
+def install(app: FastAPI, settings: ServerSettings, engine: Engine) -> None:
     """Add the log's routes to ``app``, reading the store through ``engine``."""
     app.state.log = LogService(
         LogTree(engine),

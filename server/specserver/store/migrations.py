@@ -397,8 +397,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "prompt set (filled from the stored envelopes)", add_domain_results),
     Migration(16, "probes: signed cost probes (a machine's cost of checking k tokens at "
                   "once), for predictions", add_probes),
-    Migration(17, "log_entries: the transparency log, with an entry for every signed "
-                  "submission already stored, oldest first", create_log),
+    Migration(17, "log_entries: the transparency log (stored envelopes entered)", create_log),
 )
 LATEST = MIGRATIONS[-1].version
 
