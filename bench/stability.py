@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/stability.py [--runs 2000] [--seed 1] [--reference-rounds 100]
     .venv/bin/python bench/stability.py --real bench/data/calibration-2026-12-04
+    .venv/bin/python bench/stability.py --cost
 
 Simulates runs of the current llamacpp-draft protocol's shape (its real schedule: the
 baseline and the three drafts llama.cpp runs, two bracketed rounds in blocks of 2 trials,
@@ -35,6 +36,9 @@ beat when the load changes the speedup between runs.
 both rules; a run made before trials carried times is placed in time by its wall times
 back to back (engine starts and warm-ups left out), and without loads only the off-line
 rule's load-free bound applies.
+
+``--cost``: CPU time of ``summarize`` + ``submission_verdicts`` (what ingest runs per
+submission) on one llamacpp-draft v3 example with blocks, with and without trial times.
 """
 
 from __future__ import annotations
@@ -248,6 +252,37 @@ def real(folders: list[Path]) -> None:
               f"{(draft.speedup_tps or 0.0) if draft else 0.0:>7.2f}x{moved}{seen}")
 
 
+def cost(rounds: int = 3, calls: int = 300) -> None:
+    """The summary and verdicts of one submission, untimed and timed (module docstring)."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from specschema import submission_verdicts
+    from specschema.examples import example_submission
+
+    protocol = get_protocol("llamacpp-draft")
+    plain = example_submission(protocol, seed=5, engine_version="b1", schema_version=2,
+                               runtime="ggml", counters_seen=True, blocks=True, drift=0.3,
+                               created_at=datetime(2026, 12, 1, tzinfo=UTC),
+                               draft_speedups={"draft_qwen3_0.6b_n8": 2.0})
+    data = json.loads(submission_bytes(plain))
+    clock = 0.0
+    for trial in sorted((t for c in data["configs"] for t in c["trials"]),
+                        key=lambda t: t["position"]):
+        trial["started_s"], trial["load_1m"] = round(clock, 3), 1.0
+        clock += trial["wall_s"]
+    timed_run = parse_submission(json.dumps(data).encode())
+    for round_ in range(rounds):
+        for name, sub in (("without times", plain), ("with times", timed_run)):
+            began = time.process_time()
+            for _ in range(calls):
+                summarize(sub)
+                submission_verdicts(sub)
+            spent = (time.process_time() - began) / calls * 1000
+            print(f"round {round_ + 1}: {name:<14} {spent:.3f} CPU ms per submission")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--real", type=Path, nargs="+", default=None)
@@ -258,7 +293,11 @@ def main() -> None:
                         help="runs under the same conditions, for the correct interval")
     parser.add_argument("--load-shift", type=float, default=Noise.load_shift)
     parser.add_argument("--block-noise", type=float, default=Noise.block)
+    parser.add_argument("--cost", action="store_true")
     args = parser.parse_args()
+    if args.cost:
+        cost()
+        return
     if args.real:
         real(args.real)
         return

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from specschema.block_ratios import Block, BlockedEstimate, BlockRatios, block_ratios
 from specschema.stats import median
@@ -101,15 +102,9 @@ def shared_baseline_variance(found: BlockRatios) -> tuple[float, int]:
     the degrees of freedom of its estimate (the interior baseline blocks); (0.0, 0) with
     fewer than three baseline blocks or fewer than two draft blocks."""
     den, where, blocks = found.den, found.where, len(found.ratios)
-    medians = [median(b.values) for b in den]
-    if len(den) < 3 or blocks < 2 or min(medians) <= 0:
+    spread, interior = _baseline_spread(tuple(den))
+    if not interior or blocks < 2:
         return 0.0, 0
-    scaled: list[float] = []
-    for i in range(1, len(den) - 1):
-        before, after = den[i - 1].centre, den[i + 1].centre
-        w = (den[i].centre - before) / (after - before) if after > before else 0.5
-        line = medians[i - 1] * (1.0 - w) + medians[i + 1] * w
-        scaled.append(math.log(medians[i] / line) ** 2 / (1.0 + (1.0 - w) ** 2 + w ** 2))
     weights = [[0.0, 0.0] for _ in den]  # per baseline block: sum of a_kb, sum of a_kb^2
     for i, j, w in where:
         for b, a in ((i, 1.0 - w), (j, w)):
@@ -117,7 +112,24 @@ def shared_baseline_variance(found: BlockRatios) -> tuple[float, int]:
                 weights[b][0] += a
                 weights[b][1] += a * a
     shared = math.fsum(total * total - squares for total, squares in weights)
-    return math.fsum(scaled) / len(scaled) * shared / (blocks * (blocks - 1)), len(scaled)
+    return spread * shared / (blocks * (blocks - 1)), interior
+
+
+@lru_cache(maxsize=64)
+def _baseline_spread(den: tuple[Block, ...]) -> tuple[float, int]:
+    """s_B^2 from the baseline's interior blocks (above) and how many there are; (0.0, 0)
+    with fewer than three blocks or a block that decoded nothing. Cached: every draft of a
+    run, and both of its speedups, read the same baseline."""
+    medians = [median(b.values) for b in den]
+    if len(den) < 3 or min(medians) <= 0:
+        return 0.0, 0
+    scaled: list[float] = []
+    for i in range(1, len(den) - 1):
+        before, after = den[i - 1].centre, den[i + 1].centre
+        w = (den[i].centre - before) / (after - before) if after > before else 0.5
+        line = medians[i - 1] * (1.0 - w) + medians[i + 1] * w
+        scaled.append(math.log(medians[i] / line) ** 2 / (1.0 + (1.0 - w) ** 2 + w ** 2))
+    return math.fsum(scaled) / len(scaled), len(scaled)
 
 
 def _t_over_blocks(ratios: Sequence[float],

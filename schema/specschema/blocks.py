@@ -28,18 +28,13 @@ def timed(configs: Sequence[ConfigResult]) -> bool:
     """Whether every trial of the run says when it started (``Trial.started_s``), the times
     rising with the run positions: then a block's place in the run is a time, else a run
     position (clients before times; times out of order are no clock's)."""
-    trials = sorted((t for c in configs for t in c.trials), key=lambda t: t.position)
-    times = [t.started_s for t in trials if t.started_s is not None]
-    if not trials or len(times) != len(trials):
+    first = next((c.trials[0] for c in configs if c.trials), None)
+    if first is None or first.started_s is None:  # a result from before times: at once
         return False
-    return all(a < b for a, b in zip(times, times[1:], strict=False))
-
-
-def _place(trial: Trial, by_time: bool) -> float:
-    """A trial's place in the run: the middle of its request in seconds, or its position."""
-    if by_time and trial.started_s is not None:
-        return trial.started_s + trial.wall_s / 2.0
-    return float(trial.position)
+    placed = sorted((t.position, t.started_s) for c in configs for t in c.trials)
+    if any(started is None for _, started in placed):
+        return False
+    return all(a[1] < b[1] for a, b in zip(placed, placed[1:], strict=False))  # type: ignore[operator]
 
 
 def trial_blocks(trials: Sequence[Trial], values: Sequence[float | None],
@@ -48,15 +43,20 @@ def trial_blocks(trials: Sequence[Trial], values: Sequence[float | None],
     ``trials[i]`` (None: the trial has no value, e.g. no eval time). The centre of a block
     is the mean place of its trials (with or without a value): the middle of each request in
     seconds with ``by_time`` (``timed``: every trial of the run has a time), else the run
-    position, as every result before times has it (small integers add exactly as floats:
-    their numbers are unchanged)."""
+    position, as every result before times has it."""
     places: dict[int, list[float]] = {}
     found: dict[int, list[float]] = {}
     for trial, value in zip(trials, values, strict=True):
         block = trial.block if trial.block is not None else -1
-        places.setdefault(block, []).append(_place(trial, by_time))
+        places.setdefault(block, []).append(trial.position)
         if value is not None:
             found.setdefault(block, []).append(value)
+    if by_time:  # the same blocks, each trial at the middle of its request
+        places = {}
+        for trial in trials:
+            started = trial.started_s
+            places.setdefault(trial.block if trial.block is not None else -1, []).append(
+                started + trial.wall_s / 2.0 if started is not None else trial.position)
     return [Block(sum(p) / len(p), tuple(found.get(b, ()))) for b, p in sorted(places.items())]
 
 

@@ -120,14 +120,16 @@ def baseline_stability(baseline: ConfigResult | None, by_time: bool,
     if baseline is None or not has_blocks(baseline.trials):
         return None
     blocks = trial_blocks(baseline.trials, decode_rates(baseline.trials), by_time)
+    if not by_time:
+        drift = block_drift([median(b.values) for b in blocks if b.values])
+        return (None if drift is None
+                else Stability("block_drift", drift > MAX_BASELINE_DRIFT, drift))
     loads = block_loads(baseline.trials)
     kept = [(b, load) for b, load in zip(blocks, loads, strict=True) if b.values]
     medians = [median(b.values) for b, _ in kept]
     drift = block_drift(medians)
     if drift is None:
         return None
-    if not by_time:
-        return Stability("block_drift", drift > MAX_BASELINE_DRIFT, drift)
     kept.sort(key=lambda pair: pair[0].centre)
     if min(medians) <= 0:  # a block that decoded nothing: no line to be on
         return Stability("off_line", True, drift)

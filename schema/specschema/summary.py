@@ -131,13 +131,22 @@ def by_domain(trials: Sequence[Trial], domains: Sequence[str]) -> dict[str, list
     return found
 
 
+# The baseline's blocks of each rate, read once per summary (every draft is compared with
+# the same baseline).
+BaselineBlocks = dict[Rates, list[Block]]
+
+
 def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
-              rates: Rates, domains: PromptDomains, by_time: bool) -> BlockedEstimate | None:
+              rates: Rates, domains: PromptDomains, by_time: bool,
+              baseline_blocks: BaselineBlocks) -> BlockedEstimate | None:
     """The protocol's estimator over blocks of ``rates``, placed in time when ``by_time``;
     per domain, then over domains, for a prompt set. None when either side has no values."""
     if not domains:
         own = trial_blocks(config.trials, rates(config.trials), by_time)
-        base = trial_blocks(baseline.trials, rates(baseline.trials), by_time)
+        base = baseline_blocks.get(rates)
+        if base is None:
+            base = baseline_blocks[rates] = trial_blocks(baseline.trials,
+                                                         rates(baseline.trials), by_time)
         if not any(b.values for b in own) or not any(b.values for b in base):
             return None
         if interval == "block_t" and by_time:  # the shared baseline counted too
@@ -159,13 +168,15 @@ def _estimate(config: ConfigResult, baseline: ConfigResult, interval: Interval,
 
 def _blocked(config: ConfigResult, baseline: ConfigResult | None,
              interval: Interval, domains: PromptDomains = None,
-             by_time: bool = False) -> _BlockFields:
+             by_time: bool = False, baseline_blocks: BaselineBlocks | None = None
+             ) -> _BlockFields:
     own = trial_blocks(config.trials, decode_rates(config.trials))
     drift = block_drift([median(b.values) for b in own if b.values])
     if baseline is None or config is baseline or not any(b.values for b in own):
         return _BlockFields(len(own), drift)
-    tps = _estimate(config, baseline, interval, decode_rates, domains, by_time)
-    wall = _estimate(config, baseline, interval, _per_second, domains, by_time)
+    memo = {} if baseline_blocks is None else baseline_blocks
+    tps = _estimate(config, baseline, interval, decode_rates, domains, by_time, memo)
+    wall = _estimate(config, baseline, interval, _per_second, domains, by_time, memo)
     fields = _BlockFields(len(own), drift)
     if tps is not None:
         fields = replace(fields, speedup_tps=tps.ratio, ci_low=tps.ci_low, ci_high=tps.ci_high)
@@ -237,9 +248,10 @@ def summarize_configs(configs: Sequence[ConfigResult], *,
     base = next((s for c, s in zip(configs, samples, strict=True) if c is baseline), None)
     base_blocks = baseline is not None and has_blocks(baseline.trials)
     by_time = base_blocks and timed(configs)
+    memo: BaselineBlocks = {}
     found = [
         _summarize_config(c, own, None if c is baseline else base,
-                          _blocked(c, baseline, interval, domains, by_time)
+                          _blocked(c, baseline, interval, domains, by_time, memo)
                           if base_blocks and has_blocks(c.trials)
                           else None)
         for c, own in zip(configs, samples, strict=True)
