@@ -97,7 +97,9 @@ def _candidates(tab) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
                     predicted: tr.querySelector('td.predicted').innerText,
                     reason: tr.querySelector('td.predicted .reason')
                         ? tr.querySelector('td.predicted .reason').textContent : null,
-                    left: box.left, right: box.right, bottom: box.bottom};
+                    left: box.left, right: box.right, bottom: box.bottom,
+                    predicted_right: tr.querySelector('td.predicted')
+                        .getBoundingClientRect().right};
         })""")
 
 
@@ -241,8 +243,9 @@ def test_measured_and_predicted_side_by_side(chromium, predicted, shots, viewpor
             assert low <= float(point.rstrip("x")) <= high, rows[name]
         assert rows["mtp_n3"]["predicted"] == "not predicted"
         assert "draft layers" in str(rows["mtp_n3"]["reason"])
-        for row in rows.values():  # the speedup column in view without scrolling sideways
+        for row in rows.values():  # measured and predicted in view without scrolling
             assert 0 <= float(row["left"]) and float(row["right"]) <= viewport["width"], row
+            assert float(row["predicted_right"]) <= viewport["width"], row
         best = rows["ngram_simple_m8"]  # the best measured: on the first screen
         assert float(best["bottom"]) <= viewport["height"], best
         assert problems == []
