@@ -72,10 +72,17 @@ def expected_rows(body: bytes) -> dict[str, int]:
     import json
 
     payload = json.loads(base64.b64decode(json.loads(body)["payload"]))
+    from specschema.protocol import find_protocol
+
     configs = payload["configs"]
+    ref = payload["protocol"]
+    protocol = find_protocol(ref["id"], ref["version"], ref["sha256"])
+    # store version 15: a row per draft config and domain of the protocol's prompt set
+    domains = len({p.domain for p in protocol.prompts}) if protocol and protocol.prompts else 0
     return {
         "submissions": 1, "envelopes": 1, "fingerprints": 1, "configs": len(configs),
         "trials": sum(len(c["trials"]) for c in configs), "summaries": len(configs),
+        "domain_results": domains * sum(c["role"] == "draft" for c in configs),
     }
 
 
