@@ -1,10 +1,13 @@
-"""The public read API's fixtures: its store, built once per module and copied per test,
-and in-process clients with and without export reuse."""
+"""The HTTP tests' fixtures: the public read API's store, built once per module and copied
+per test, its in-process clients with and without export reuse; and ``served``, the
+ingestion app run with checks in process and in a check worker."""
 
 from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine
@@ -13,6 +16,7 @@ from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specserver.settings import ServerSettings
 from tests.server.http.public_store import COUNT, app_client
 from tests.support.boardfill import BASE_TIME, fill, insert_submission, new_engine
+from tests.support.served import Served, settings_for
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +51,11 @@ def client(store):
 @pytest.fixture
 def unreused_client(store):
     yield from app_client(store, ServerSettings(export_reuse_s=0))
+
+
+@pytest.fixture(params=[0, 1], ids=["checks-in-process", "check-worker"])
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """Every test with this fixture runs twice: checks in the server process, and in a
+    check worker process (``checkpool``): the answers must not differ."""
+    with Served(settings_for(tmp_path, check_workers=request.param)) as s:
+        yield s
