@@ -299,7 +299,12 @@ def board_chart(groups: Sequence[GroupAggregate], board: str, title: str, noise:
     bars = []
     for group in groups:
         shown, whole = chart_label(group)
-        kind = row_kind(group, row_style(group, noise))
+        style = row_style(group, noise)
+        kind = row_kind(group, style)
+        if style == "unverified":  # its row, never a bar: not a measured speedup
+            bars.append(charts.Bar(shown, None, None, None, group.contributors, kind,
+                                   full_label=whole))
+            continue
         bars.append(charts.Bar(shown, group.median_speedup, group.p25_speedup,
                                group.p75_speedup, group.contributors,
                                None if noise else kind, full_label=whole))

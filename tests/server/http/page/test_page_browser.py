@@ -346,6 +346,15 @@ def test_the_board_separates_confirmed_unverified_and_noise(wide, site):
     assert len(unverified) == 2 and all(float(r["ratio"].rstrip("x")) > 1.4 for r in unverified)
     assert all(r["colour"] != GREEN and r["weight"] == "400" for r in unverified)
     assert all(r["outcome"] == "unverified: no counters reported" for r in unverified)
+    # Listed, never drawn as a speedup: no bar length, no whiskers, no interval.
+    widths = tab.evaluate("""() => [...document.querySelectorAll(
+        "svg.chart[data-board='speedup-ollama-draft'] rect.bar.unverified")]
+        .map(r => parseFloat(r.getAttribute('width')))""")
+    assert widths == [0.0, 0.0]
+    spreads = tab.evaluate(f"""() => [...document.querySelectorAll({speed!r})]
+        .filter(tr => tr.dataset.style === 'unverified')
+        .map(tr => tr.querySelector('td.spread').innerText)""")
+    assert spreads == ["no interval: not a measured speedup"] * 2
     assert any(r["colour"] == GREEN and r["outcome"] == "faster"
                for r in rows if r["style"] == "effect"), rows  # confirmed 1.2x: green, "faster"
     # The rule at length is one click away ("How this board is made"), the legend in view.
