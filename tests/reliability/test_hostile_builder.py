@@ -20,7 +20,8 @@ from specschema import (
     parse_submission,
     verify_envelope,
 )
-from tests.reliability.hostile import BODY_LIMIT, HostileCase, hostile_cases, valid_envelope
+from tests.reliability.hostile import BODY_LIMIT, valid_envelope
+from tests.reliability.hostile_cases import HostileCase, hostile_cases
 
 CASES = hostile_cases()
 

@@ -22,15 +22,14 @@ from specserver.http.app import create_app
 from tests.reliability.apps import STORES, app_on, make_settings
 from tests.reliability.hostile import (
     BODY_LIMIT,
-    HostileCase,
     dict_bytes,
-    hostile_cases,
     payload_dict,
     signed,
     signing_key,
     valid_envelope,
     valid_payload,
 )
+from tests.reliability.hostile_cases import HostileCase, hostile_cases
 from tests.reliability.storecount import app_engine, count_rows
 from tests.support.inprocess import InProcessClient
 
