@@ -7,5 +7,6 @@ from tests.support.realengine.fixtures import (  # noqa: F401 - pytest finds fix
     llama_server_bin,
     ollama_models_dir,
     ollama_stored_models,
+    run_models_dir,
     tiny_model_set,
 )

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,29 +23,12 @@ import pytest
 
 from specschema import Submission, get_protocol
 from specschema.payload import parse_submission
-from tests.support.realengine.ollama_store import DEFAULT_NAMES, add_model
+from tests.support.realengine.fixtures import RUN_NAMES
 from tests.support.realengine.tiny_gguf import ModelSet
 
 pytestmark = pytest.mark.realengine
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
-
-# The protocol's names over the tiny set. qwen2.5:1.5b gets the unrelated draft too: the
-# incompatible one (DEFAULT_NAMES) is recorded as incompatible and not run, which is what
-# test_incompatible_vocabularies checks on helper-1's own folder.
-NAMES = {"qwen3:14b": "target", "qwen3:0.6b": "draft_truncated",
-         "qwen3:1.7b": "draft_identical", "qwen2.5:0.5b": "draft_unrelated",
-         "qwen2.5:1.5b": "draft_unrelated"}
-
-
-@pytest.fixture(scope="module")
-def models_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_set: ModelSet) -> Path:
-    folder = tmp_path_factory.mktemp("ollama-models-run")
-    roles = tiny_model_set.by_role()
-    for name, role in NAMES.items():
-        add_model(folder, name, roles[role])
-    return folder
-
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
@@ -115,13 +96,13 @@ def _snapshot_all(folder: Path) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path,
-             models_dir: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Submission,
+             run_models_dir: Path) -> Iterator[tuple[subprocess.CompletedProcess[str], Submission,
                                                  dict[str, object], dict[str, object]]]:
     tmp_path = tmp_path_factory.mktemp("full-run")
-    before = _snapshot_all(models_dir)
+    before = _snapshot_all(run_models_dir)
     output = tmp_path / "result.json"
-    result = _run(tmp_path, _argv(llama_server_bin, models_dir, "--output", str(output)))
-    after = _snapshot_all(models_dir)
+    result = _run(tmp_path, _argv(llama_server_bin, run_models_dir, "--output", str(output)))
+    after = _snapshot_all(run_models_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     yield result, parse_submission(output.read_bytes()), before, after
 
@@ -141,7 +122,7 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     blocks = {c.name: len({t.block for t in c.trials}) for c in sub.configs}
     assert blocks == {c.name: 5 if c.role == "baseline" else 4 for c in protocol.configs}
     # Models by digest, as Ollama named them; never a path.
-    assert {m.name for m in sub.models} == set(NAMES) and all(m.digest for m in sub.models)
+    assert {m.name for m in sub.models} == set(RUN_NAMES) and all(m.digest for m in sub.models)
     assert str(sub.models) and "blobs" not in json.dumps(sub.model_dump(mode="json"))
     # The launches: the baseline without --spec-type, each draft with its n-max and digest.
     launches = {c.name: c.speculation.launches for c in sub.configs}
@@ -216,138 +197,11 @@ def test_the_ollama_models_folder_is_untouched(full_run) -> None:  # type: ignor
     assert before == after  # same files, bytes, mtimes and modes
 
 
-def test_no_llama_server_is_left_after_the_run(full_run, models_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    assert _llama_servers_using(models_dir) == []
+def test_no_llama_server_is_left_after_the_run(full_run, run_models_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    assert _llama_servers_using(run_models_dir) == []
 
 
 # --- bad input: one line, exit 1, no orphan ----------------------------------------------
-
-
-def test_no_binary_found(tmp_path: Path, models_dir: Path) -> None:
-    env = _env(tmp_path)
-    env["PATH"] = str(tmp_path / "empty-bin")  # no ollama, no llama-server
-    result = _run(tmp_path, _argv(None, models_dir), env=env)
-    assert result.returncode == 1
-    assert "no llama-server found: pass --llama-server PATH" in _one_error_line(result)
-    assert _saved(tmp_path) == []
-
-
-def test_a_model_missing_from_the_ollama_folder(tmp_path: Path, llama_server_bin: Path,
-                                                tiny_model_set: ModelSet) -> None:
-    folder = tmp_path / "models"
-    add_model(folder, "qwen3:14b", tiny_model_set.target)  # the drafts were never pulled
-    before = _snapshot_all(folder)
-    result = _run(tmp_path, _argv(llama_server_bin, folder))
-    assert result.returncode == 1
-    line = _one_error_line(result)
-    assert "model 'qwen3:0.6b' is not in the Ollama models folder" in line
-    assert "ollama pull qwen3:0.6b" in line
-    assert _snapshot_all(folder) == before and _saved(tmp_path) == []
-    assert _llama_servers_using(folder) == []
-
-
-def test_incompatible_vocabularies(tmp_path: Path, llama_server_bin: Path,
-                                   ollama_models_dir: Path) -> None:
-    # helper-1's folder: qwen2.5:1.5b has another vocabulary (tiny_gguf "tiny-incompatible").
-    # That config is incompatible and never started; every other config runs.
-    assert DEFAULT_NAMES["draft_incompatible"] == "qwen2.5:1.5b"
-    result = _run(tmp_path, _argv(llama_server_bin, ollama_models_dir))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "draft_qwen2.5_1.5b_n8: qwen2.5:1.5b cannot draft for qwen3:14b" in result.stderr
-    assert "vocabularies differ (token 259" in result.stderr
-    (sub,) = _saved(tmp_path)
-    refused = next(c for c in sub.configs if c.name == "draft_qwen2.5_1.5b_n8")
-    assert refused.speculation.observed == "incompatible" and refused.trials == []
-    protocol = get_protocol("llamacpp-draft")
-    assert sub.complete and all(len(c.trials) == protocol.trials_for(c.name)
-                                for c in sub.configs if c is not refused)
-    # Never started: no launch recorded for it.
-    assert refused.speculation.launches == []
-    assert _llama_servers_using(ollama_models_dir) == []
-
-
-def test_a_gguf_that_will_not_load(tmp_path: Path, llama_server_bin: Path,
-                                   tiny_model_set: ModelSet) -> None:
-    # The header (read before any trial) is intact; the tensor data is cut off, so only
-    # llama-server's own load fails.
-    broken = tmp_path / "broken.gguf"
-    broken.write_bytes(tiny_model_set.target.read_bytes()[:200_000])
-    folder = tmp_path / "models"
-    add_model(folder, "qwen3:14b", broken)
-    roles = tiny_model_set.by_role()
-    for name, role in NAMES.items():
-        if name != "qwen3:14b":
-            add_model(folder, name, roles[role])
-    result = _run(tmp_path, _argv(llama_server_bin, folder))
-    assert result.returncode == 1
-    line = _one_error_line(result)
-    assert "llama-server did not start for no_draft (model qwen3:14b)" in line
-    assert "nothing was measured" in line
-    assert _llama_servers_using(folder) == []
-
-
-def test_a_port_in_use(tmp_path: Path, llama_server_bin: Path, models_dir: Path,
-                       monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-                       ) -> None:
-    """Every free port the client picks is taken before llama-server binds it (the race the
-    retry exists for, made permanent): after 3 tries, one line and exit 1."""
-    from specsubmit.cli import main
-    from specsubmit.engines.llama_server import process
-
-    for key, value in _env(tmp_path).items():
-        monkeypatch.setenv(key, value)
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        monkeypatch.setattr(process, "free_port", lambda: port)
-        with pytest.raises(SystemExit) as exited:
-            main(_argv(llama_server_bin, models_dir)[1:])
-    assert exited.value.code == 1
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("specsubmit: error:")]
-    assert lines == [f"specsubmit: error: llama-server could not listen on 127.0.0.1:{port}: "
-                     "the port is in use (3 ports tried) (nothing was measured)"]
-    assert process.live_processes() == [] and _llama_servers_using(models_dir) == []
-
-
-def test_the_engine_dying_mid_run(tmp_path: Path, llama_server_bin: Path,
-                                  models_dir: Path) -> None:
-    """SIGKILL the running llama-server once two trials are saved: the run stops with one
-    line, exit 1, and keeps what it measured as an incomplete result. A result is saved
-    once a block is whole (2 trials), so the kill lands in the next block's start or in its
-    requests: either way the engine died mid-run."""
-    proc = subprocess.Popen(_argv(llama_server_bin, models_dir), env=_env(tmp_path),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    killed: list[int] = []
-    try:
-        deadline = time.monotonic() + 600
-        while not killed and time.monotonic() < deadline and proc.poll() is None:
-            saved = _saved(tmp_path) if (tmp_path / "specsubmit-home" / "results").exists() \
-                else []
-            if saved and sum(len(c.trials) for c in saved[0].configs) >= 2:
-                for pid in _llama_servers_using(models_dir):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-            time.sleep(0.05)
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert killed, "the run never got to two trials"
-    assert proc.returncode == 1, stderr
-    result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    line = _one_error_line(result)
-    assert re.search(r"llama-server (exited \(code -9\) during a \S+ request|did not start "
-                     r"for \S+)", line), line
-    assert "the partial result" in line and "is saved at" in line
-    (sub,) = _saved(tmp_path)
-    kept = sum(len(c.trials) for c in sub.configs)
-    assert not sub.complete and 2 <= kept < 50 and kept % 2 == 0  # whole blocks of 2
-    assert sub.note and re.search(r"llama-server failed \((EngineDied|EngineStartFailed)\)",
-                                  sub.note)
-    assert _llama_servers_using(models_dir) == []
 
 
 # --- to a real specserver and onto its board -----------------------------------------------
@@ -390,12 +244,12 @@ def specserver(tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_result_is_accepted_and_shown_under_engine_llama_server(
-        tmp_path: Path, llama_server_bin: Path, models_dir: Path, specserver: str) -> None:
+        tmp_path: Path, llama_server_bin: Path, run_models_dir: Path, specserver: str) -> None:
     import httpx
 
     env = _env(tmp_path)
     env["SPECSUBMIT_SERVER"] = specserver
-    argv = [a for a in _argv(llama_server_bin, models_dir) if a != "--no-submit"] + ["--yes"]
+    argv = [a for a in _argv(llama_server_bin, run_models_dir) if a != "--no-submit"] + ["--yes"]
     result = _run(tmp_path, argv, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     (sub,) = _saved(tmp_path)
@@ -433,14 +287,14 @@ def test_the_result_is_accepted_and_shown_under_engine_llama_server(
 
 
 def test_a_target_given_as_a_gguf_path_is_published_by_digest(
-        tmp_path: Path, llama_server_bin: Path, models_dir: Path,
+        tmp_path: Path, llama_server_bin: Path, run_models_dir: Path,
         tiny_model_set: ModelSet) -> None:
     import hashlib
 
     target = tmp_path / "alice-private" / "my-finetune.gguf"
     target.parent.mkdir()
     target.write_bytes(tiny_model_set.target.read_bytes())
-    result = _run(tmp_path, _argv(llama_server_bin, models_dir, "--target", str(target)))
+    result = _run(tmp_path, _argv(llama_server_bin, run_models_dir, "--target", str(target)))
     assert result.returncode == 0, result.stderr[-3000:]
     (sub,) = _saved(tmp_path)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
@@ -454,20 +308,20 @@ def test_a_target_given_as_a_gguf_path_is_published_by_digest(
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_killing_specsubmit_mid_run_leaves_no_llama_server(
-        tmp_path: Path, llama_server_bin: Path, models_dir: Path, signum: int) -> None:
+        tmp_path: Path, llama_server_bin: Path, run_models_dir: Path, signum: int) -> None:
     """SIGTERM: specsubmit exits through its handler and stops the server itself; SIGKILL:
     nothing of specsubmit runs, and the kernel ends the server (PR_SET_PDEATHSIG)."""
     log = tmp_path / "stderr.txt"
     with log.open("wb") as sink:
-        proc = subprocess.Popen(_argv(llama_server_bin, models_dir), env=_env(tmp_path),
+        proc = subprocess.Popen(_argv(llama_server_bin, run_models_dir), env=_env(tmp_path),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=sink)
     try:
         deadline = time.monotonic() + 300
-        while not _llama_servers_using(models_dir) and time.monotonic() < deadline:
+        while not _llama_servers_using(run_models_dir) and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.02)
-        servers = _llama_servers_using(models_dir)
+        servers = _llama_servers_using(run_models_dir)
         assert servers, "no llama-server started"
         proc.send_signal(signum)
         proc.wait(60)
@@ -475,8 +329,8 @@ def test_killing_specsubmit_mid_run_leaves_no_llama_server(
         if proc.poll() is None:
             proc.kill()
     deadline = time.monotonic() + 10
-    while _llama_servers_using(models_dir) and time.monotonic() < deadline:
+    while _llama_servers_using(run_models_dir) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _llama_servers_using(models_dir) == []
+    assert _llama_servers_using(run_models_dir) == []
     assert proc.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 128 + signum), (
         log.read_text()[-2000:])

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from . import build, gemma
-from .ollama_store import DEFAULT_NAMES, StoredModel, store_model_set
+from .ollama_store import DEFAULT_NAMES, StoredModel, add_model, store_model_set
 from .tiny_gguf import ModelSet, write_model_set
 
 
@@ -106,3 +106,22 @@ def ollama_stored_models(
 ) -> dict[str, StoredModel]:
     """What ollama_models_dir holds, by role (manifest and blob paths, digests)."""
     return _ollama_store[1]
+
+
+# The llamacpp-draft protocol's names over the tiny set, for the `specsubmit run --engine
+# llama-server` tests. qwen2.5:1.5b gets the unrelated draft too: the incompatible one
+# (DEFAULT_NAMES) is recorded as incompatible and not run, which is what
+# test_incompatible_vocabularies checks on its own folder.
+RUN_NAMES = {"qwen3:14b": "target", "qwen3:0.6b": "draft_truncated",
+             "qwen3:1.7b": "draft_identical", "qwen2.5:0.5b": "draft_unrelated",
+             "qwen2.5:1.5b": "draft_unrelated"}
+
+
+@pytest.fixture(scope="session")
+def run_models_dir(tmp_path_factory: pytest.TempPathFactory, tiny_model_set: ModelSet) -> Path:
+    """An Ollama models folder holding ``RUN_NAMES`` (read-only for the runs)."""
+    folder = tmp_path_factory.mktemp("ollama-models-run")
+    roles = tiny_model_set.by_role()
+    for name, role in RUN_NAMES.items():
+        add_model(folder, name, roles[role])
+    return folder
