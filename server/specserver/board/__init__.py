@@ -9,7 +9,7 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
-    from specserver.board.acceptance import GroupAcceptance, acceptance_words
+    from specserver.board.acceptance import GroupAcceptance, KeyTuple, acceptance_words
     from specserver.board.aggregate import GroupAggregate, View
     from specserver.board.leaderboard import ReadService
     from specserver.board.snapshots import Board, Freshness, Snapshot
@@ -20,6 +20,7 @@ _LAZY: dict[str, str] = {
     "Freshness": "specserver.board.snapshots",
     "GroupAcceptance": "specserver.board.acceptance",
     "GroupAggregate": "specserver.board.aggregate",
+    "KeyTuple": "specserver.board.acceptance",
     "ReadService": "specserver.board.leaderboard",
     "Snapshot": "specserver.board.snapshots",
     "View": "specserver.board.aggregate",
@@ -30,6 +31,7 @@ __all__ = [
     "Freshness",
     "GroupAcceptance",
     "GroupAggregate",
+    "KeyTuple",
     "ReadService",
     "Snapshot",
     "View",

@@ -14,8 +14,9 @@ rows count (the view's verdicts, on a board: ``sql``'s clauses) and only those w
 reported both counts (llama-server's /metrics): a group without any has none, which the
 words say rather than showing zeros.
 
-One query per board computed (the rows with counts only: ~0.1 of a cold board's CPU at a
-million submissions, BENCHMARKS.md), beside the board maintained by change.
+One query and a pass in Python per board that asks for it, in full each time (not
+maintained by change): 8.4-8.8 s of CPU at a million draft results that all have counts
+(BENCHMARKS.md), so only reads that ask for it (``acceptance=true``) compute it.
 """
 
 from __future__ import annotations

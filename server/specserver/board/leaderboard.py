@@ -282,18 +282,20 @@ class ReadService:
         return Snapshot(version, read_at, value)
 
     @staticmethod
-    def board_key(filters: queries.Filters, dimensions: Sequence[str], view: View
-                  ) -> Hashable:
+    def board_key(filters: queries.Filters, dimensions: Sequence[str], view: View,
+                  with_acceptance: bool = False) -> Hashable:
         """The snapshot key of a board (``latest``, ``keep_warm``)."""
-        return ("board", filters, tuple(dimensions), view)
+        key = ("board", filters, tuple(dimensions), view)
+        return (*key, "acceptance") if with_acceptance else key
 
-    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
-              ) -> Snapshot[Board]:
-        """The last computed board for these filters, dimensions and view (``latest``)."""
+    def board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
+              with_acceptance: bool = False) -> Snapshot[Board]:
+        """The last computed board for these filters, dimensions and view (``latest``);
+        ``with_acceptance``: with each group's acceptance per draft position."""
         dims = tuple(dimensions)
-        return self.latest(self.board_key(filters, dims, view),
-                           lambda conn, version: self.compute_board(conn, version, filters,
-                                                                    dims, view))
+        return self.latest(self.board_key(filters, dims, view, with_acceptance),
+                           lambda conn, version: self.compute_board(
+                               conn, version, filters, dims, view, with_acceptance))
 
     # --- the refresher ---------------------------------------------------------------------
 
@@ -415,19 +417,21 @@ class ReadService:
                                       self._incremental_boards)
 
     def compute_board(self, conn: Connection, version: str, filters: queries.Filters,
-                      dimensions: Sequence[str], view: View) -> Board:
+                      dimensions: Sequence[str], view: View, with_acceptance: bool = False
+                      ) -> Board:
         """The board from the state of the store ``conn`` sees (whose data version is
         ``version``): the one place a board is computed, maintained by change
         (``incremental``: from the store's change log), Sybil resistance (newkeys.py)
-        included."""
+        included; ``with_acceptance``: and each group's acceptance per draft position, in
+        full each time (``acceptance``: up to ~9 s of CPU at a million results that all
+        have counts, BENCHMARKS.md), so only for the reads that ask for it."""
         dims = tuple(dimensions)
         with self._compute_lock:
             computed = self._maintainer.board(conn, filters, dims, view)
-            # Each group's acceptance per draft position: one query, in the same snapshot,
-            # its voices the keys' standing the board was just computed with.
-            accepted = acceptance.group_acceptance(conn, filters, dims,
-                                                   aggregate.VIEW_VERDICTS[view],
-                                                   acceptance.maintained_voice(self._maintainer))
+            # in the same snapshot, its voices the standing the board was just computed with
+            accepted = acceptance.group_acceptance(
+                conn, filters, dims, aggregate.VIEW_VERDICTS[view],
+                acceptance.maintained_voice(self._maintainer)) if with_acceptance else None
         return Board(
             version=version,
             view=view,

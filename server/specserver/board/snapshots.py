@@ -54,8 +54,9 @@ class Board:
     # rows only "reported" or "implausible" are counted here and on no board.
     evidence_counts: dict[str, int] = field(default_factory=dict)
     # Each group's acceptance per draft position (``acceptance``), by its key
-    # (``aggregate.flat_key``); a group without per-position counts has none.
-    acceptance: dict[KeyTuple, GroupAcceptance] = field(default_factory=dict)
+    # (``aggregate.flat_key``); a group without per-position counts has none. None: not
+    # computed (only the reads that ask for it compute it).
+    acceptance: dict[KeyTuple, GroupAcceptance] | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from specserver.board import (
     Board,
     GroupAcceptance,
     GroupAggregate,
+    KeyTuple,
     ReadService,
     Snapshot,
     View,
@@ -68,18 +69,20 @@ REFUSED: dict[int | str, dict[str, Any]] = {
 
 
 def group_json(group: GroupAggregate, dimensions: list[str],
-               accepted: GroupAcceptance | None = None) -> dict[str, Any]:
+               acceptance: dict[KeyTuple, GroupAcceptance] | None = None) -> dict[str, Any]:
     data = asdict(group)
     del data["shown"]  # in the label
     if data["dispute"] is not None:  # maintainers' only: it says which keys share a range
         del data["dispute"]["recent_cohorts"]
     data["label"] = group.label(dimensions)
-    # Acceptance per draft position (board/acceptance.py): per contributor, then the
-    # median across them at each position; null where no result of the group had counts.
-    data["acceptance_per_position"] = list(accepted.per_position) if accepted else None
-    data["acceptance_contributors"] = list(accepted.contributors) if accepted else []
-    data["acceptance_rounds"] = accepted.rounds if accepted else None
-    data["acceptance_words"] = acceptance_words(accepted)
+    if acceptance is not None:  # asked for (acceptance=true)
+        # Acceptance per draft position (board/acceptance.py): per voice, then the median
+        # across them at each position; null where no result of the group had counts.
+        accepted = acceptance.get(aggregate.flat_key(group))
+        data["acceptance_per_position"] = list(accepted.per_position) if accepted else None
+        data["acceptance_contributors"] = list(accepted.contributors) if accepted else []
+        data["acceptance_rounds"] = accepted.rounds if accepted else None
+        data["acceptance_words"] = acceptance_words(accepted)
     # The bandwidth bound needs the server's size of the target (ingest/plausibility.py):
     # without it the group is shown but does not count as established.
     unsized = target_unsized_reason(group.key.get("target"))
@@ -114,13 +117,12 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "evidence_levels": {level: {"label": LEVEL_BADGES[level], "client_reported": reported,
                                     "server_checked": checked}
                             for level, (reported, checked) in LEVEL_CHECKS.items()},
-        "groups": [group_json(g, dimensions, board.acceptance.get(aggregate.flat_key(g)))
-                   for g in page],
+        "groups": [group_json(g, dimensions, board.acceptance) for g in page],
     }
 
 
 def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> Response:
-    allowed = (*FILTER_NAMES, "group_by", "view", "sort", "limit", "offset")
+    allowed = (*FILTER_NAMES, "group_by", "view", "sort", "limit", "offset", "acceptance")
     given = params.query_params(request, allowed)
     filters = params.parse_filters(given)
     group_by = params.parse_group_by(given)
@@ -133,14 +135,17 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
     limit = params.integer(params.one(given, "limit"), "limit", 1, MAX_LIMIT) or 100
     offset = params.integer(params.one(given, "offset"), "offset", 0, 10**9) or 0
     params.check_known(reads, None, filters)
-    snapshot = reads.board(filters, dimensions, view)  # the last computed: no waiting
+    with_acceptance = params.choice(params.one(given, "acceptance"), "acceptance",
+                                    ("true", "false")) == "true"
+    # the last computed: no waiting
+    snapshot = reads.board(filters, dimensions, view, with_acceptance)
 
     def build(of: Snapshot[Board]) -> Response:
         return JSONResponse(board_json(of.value, dimensions, sort, limit, offset,
                                        filters, reads.min_contributors))
 
-    return caching.board_conditional(request, reads.board_key(filters, dimensions, view),
-                                     snapshot, build)
+    return caching.board_conditional(
+        request, reads.board_key(filters, dimensions, view, with_acceptance), snapshot, build)
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -173,6 +178,11 @@ BOARD_DOCS = FILTER_DOCS + [
     _param("limit", "groups per page (default 100)",
            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),
     _param("offset", "groups to skip", {"type": "integer", "minimum": 0}),
+    _param("acceptance", "true: each group with its acceptance per draft position "
+                         "(acceptance_per_position, acceptance_contributors, "
+                         "acceptance_rounds, acceptance_words); computed in full for each "
+                         "new state of the store, so asked for only where it is read",
+           {"type": "string", "enum": ["true", "false"]}),
 ]
 LIST_DOCS = FILTER_DOCS + [
     _param("cursor", "next_cursor of the previous page"),

@@ -85,7 +85,7 @@ def _profile(subs: list[Submission], domain: str | None) -> tuple[int, tuple[flo
 
 
 def _ngram_group(served: Served, **params: str) -> dict[str, Any]:
-    return next(g for g in _groups(served, "/v1/aggregates", **params)
+    return next(g for g in _groups(served, "/v1/aggregates", acceptance="true", **params)
                 if g["key"]["spec_type"]["spec_type"] == "ngram-simple")
 
 
@@ -163,10 +163,16 @@ def test_a_group_shows_its_acceptance_per_position(served_map: Any) -> None:
         assert group["acceptance_words"] == acceptance_words(expected)
         assert group["acceptance_words"].startswith("accepted at draft position 1st ")
     # the seed protocol's results reported no per-position counts: said so, not zeros
-    seed_group = next(g for g in _groups(served, "/v1/aggregates", group_by="protocol")
+    seed_group = next(g for g in _groups(served, "/v1/aggregates", group_by="protocol",
+                                         acceptance="true")
                       if g["key"]["protocol"]["protocol_id"] == "ollama-draft")
     assert seed_group["acceptance_per_position"] is None
     assert seed_group["acceptance_words"].startswith("no per-position counts")
+    # computed only when asked for: the default reads carry none of it
+    plain = _groups(served, "/v1/aggregates", group_by="spec_type")
+    assert plain and not any(name.startswith("acceptance") for g in plain for name in g)
+    refused = served.get("/v1/aggregates", params={"acceptance": "yes"})
+    assert refused.status_code == 422
 
 
 def test_new_keys_are_one_voice_in_the_acceptance_too(store_url: str, tmp_path: Path) -> None:

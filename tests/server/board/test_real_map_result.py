@@ -49,8 +49,10 @@ def test_a_real_map_result_shows_under_its_domains_and_mechanisms(store_url: str
         response = served.post(sign_dict(data, 7))
         assert response.status_code == 201, response.text
         board = served.get("/v1/leaderboard", params={"group_by": "domain,spec_type,depth",
-                                                      "limit": "500"}).json()
-        by_type = served.get("/v1/aggregates", params={"group_by": "spec_type"}).json()
+                                                      "limit": "500",
+                                                      "acceptance": "true"}).json()
+        by_type = served.get("/v1/aggregates", params={"group_by": "spec_type",
+                                                       "acceptance": "true"}).json()
         code_edit = served.get("/v1/leaderboard", params={"domain": "code_edit"}).json()
     groups = {(g["key"]["draft"]["config_name"], g["key"]["domain"]["domain"]): g
               for g in board["groups"]}
