@@ -88,13 +88,21 @@ def expected_tokens(per_position: Sequence[float], depth: int) -> float:
 
 
 def predicted_speedup(per_position: Sequence[float], depth: int, cost: CostCurve,
-                      draft_s_per_token: float = 0.0) -> float:
+                      draft_s_per_token: float = 0.0,
+                      plain_steps_per_round: float = 0.0) -> float:
     """S(depth) of the module docstring. ``draft_s_per_token`` is 0 for drafters that
-    cost next to nothing (n-gram lookup) and the draft model's time per token otherwise."""
+    cost next to nothing (n-gram lookup) and the draft model's time per token otherwise.
+    ``plain_steps_per_round``: the steps between rounds that drafted nothing (a lookup
+    that found no match), per round; each yields one token at one plain step's cost:
+    S = T_t(1) (E[N] + p) / (round + p T_t(1))."""
     if depth < 1:
         raise ValueError("speculation drafts at least one token per round")
+    if plain_steps_per_round < 0:
+        raise ValueError("a negative number of plain steps")
+    step = cost.at(1)
     round_s = depth * draft_s_per_token + cost.at(depth + 1) + cost.overhead_s
-    return cost.at(1) * expected_tokens(per_position, depth) / round_s
+    tokens = expected_tokens(per_position, depth) + plain_steps_per_round
+    return step * tokens / (round_s + plain_steps_per_round * step)
 
 
 def textbook_speedup(alpha: float, depth: int, cost_ratio: float) -> float:

@@ -1,15 +1,20 @@
 """A cost probe: what one machine's engine takes to check several tokens at once (wire
 model, pure).
 
-``specsubmit probe`` measures, with the target alone and no speculation, the seconds of one
-forward pass over k new tokens after a fixed context, for k = 1 ... 16, and the seconds per
-generated token of plain decoding. With a pair's acceptance per draft position (which
-travels between machines) it predicts a speedup on this machine (``specschema.predict``).
+``specsubmit probe`` measures, with the target alone, the seconds the engine spends on k
+tokens at once after a fixed context, for k = 2 ... 16, and one step of plain decoding
+(k = 1). With a pair's acceptance per draft position (which travels between machines) it
+predicts a speedup on this machine (``specschema.predict``). Two versions, told apart by
+``schema_version`` and named in ``measured``:
 
-What it measures is the prefill of k new tokens, whose output is computed for the last of
-them only, while checking k drafted tokens needs it for every one: on a model whose output
-layer dominates (a small model with a large vocabulary) the probe reads low. The result
-says so; the predictions name the probe they used.
+- 2, ``"verification"``: each point is one speculative round as the engine runs it,
+  checking k tokens (k - 1 drafted, every draft accepted): one forward pass with an output
+  for every position, the sampler run at each, and the round's own bookkeeping. That is the
+  denominator of ``predict``'s S(g) for a drafter that costs nothing, overhead included.
+- 1, ``"prefill"`` (the first probes): the prefill of k new tokens, whose output is
+  computed for the last of them only; on a model whose output layer dominates (a small
+  model with a large vocabulary) it read 2-4x below what a round costs. Still parsed and
+  kept; a reader that mixes probes should prefer version 2.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from specschema.errors import PayloadSchemaError
 from specschema.models import (
@@ -32,7 +37,9 @@ from specschema.predict import CostCurve, non_decreasing
 from specschema.stats import median
 from specschema.strictjson import loads_strict
 
-PROBE_SCHEMA_VERSION: Literal[1] = 1
+PROBE_SCHEMA_VERSION: Literal[2] = 2
+# What each version's points are (the module docstring); one entry per version.
+MEASURED_BY_VERSION = {1: "prefill", 2: "verification"}
 # A probe is signed into a DSSE envelope of its own type, so that neither kind's signature
 # can be replayed as the other's.
 PROBE_PAYLOAD_TYPE = "application/vnd.specbench.cost-probe.v1+json"
@@ -46,7 +53,12 @@ class CostPoint(WireModel):
 
 class CostProbe(WireModel):
     kind: Literal["cost_probe"] = "cost_probe"
-    schema_version: Literal[1] = PROBE_SCHEMA_VERSION
+    # 1 when absent: the probes sent before version 2 carry 1.
+    schema_version: Literal[1, 2] = 1
+    measured: Literal["prefill", "verification"] = Field(
+        default="prefill", description="what a point's samples are: one speculative round "
+        "checking k tokens (verification, version 2) or the prefill of k new tokens "
+        "(prefill, version 1)")
     probe_id: UUID
     created_at: UtcDatetime
     client: ClientInfo
@@ -58,6 +70,13 @@ class CostProbe(WireModel):
     points: Annotated[list[CostPoint], Field(min_length=1, max_length=64)]
     decode_samples: Annotated[list[Seconds], Field(min_length=1, max_length=16)] = Field(
         description="seconds per generated token of plain decoding, per sample")
+
+    @model_validator(mode="after")
+    def _version_names_what_was_measured(self) -> CostProbe:
+        if MEASURED_BY_VERSION[self.schema_version] != self.measured:
+            raise ValueError(f"schema_version {self.schema_version} measures "
+                             f"{MEASURED_BY_VERSION[self.schema_version]}, not {self.measured}")
+        return self
 
     def curve(self) -> CostCurve:
         """The medians as a cost curve, made non-decreasing in k (``predict.non_decreasing``:

@@ -90,8 +90,11 @@ def _show_probe(probe: CostProbe, console: Console) -> None:
     curve = probe.curve()
     step = curve.at(1)
     table = Table(title="The target's cost of checking k tokens at once",
-                  caption=f"k = 1: one decoding step ({step * 1000:.1f} ms); k > 1: a "
-                          "forward pass over k new tokens after the context")
+                  caption=f"k = 1: one decoding step ({step * 1000:.1f} ms); k > 1: "
+                          + ("one speculative round checking k tokens"
+                             if probe.measured == "verification" else
+                             "a prefill of k new tokens after the context (an older "
+                             "probe: it reads low)"))
     for column in ("k", "ms", "x one step"):
         table.add_column(column, justify="right")
     for k in sorted(curve.seconds):

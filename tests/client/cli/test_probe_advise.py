@@ -21,10 +21,12 @@ from specschema.predict import (
     predicted_speedup,
     textbook_speedup,
 )
+from specsubmit.engines.llama_server.probe import ROUND_SIZES
 from tests.client.engines.llama_server.fake_llama_server import write_fake_binary
 from tests.support.realengine.tiny_gguf import TinyModel, write_model
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
@@ -42,6 +44,11 @@ def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
         0.03 + 2 * 0.02 / 3)
     # a drafter that costs a step per token, at depth 2: two steps more per round
     assert predicted_speedup([1.0, 1.0], 2, flat, 0.01) == pytest.approx(3 / 3)
+    # a lookup that drafts in one step of two: each round (3 tokens) is followed by a plain
+    # step (1 token), at a step's cost each: 4 tokens in 2 steps
+    assert predicted_speedup([1.0, 1.0], 2, flat, plain_steps_per_round=1.0) == pytest.approx(2)
+    assert predicted_speedup([1.0, 1.0], 2, dear, plain_steps_per_round=1.0) < \
+        predicted_speedup([1.0, 1.0], 2, dear)
     alpha = mean_acceptance([0.9, 0.8, 0.7])
     assert sum(alpha ** k for k in range(4)) == pytest.approx(
         expected_tokens([0.9, 0.8, 0.7], 3), rel=1e-9)
@@ -69,10 +76,14 @@ def test_probe_measures_each_size_and_advise_predicts_from_a_result(
                            capture_output=True, text=True, env=env, timeout=300, check=False)
     assert probe.returncode == 0, probe.stderr
     data = json.loads(probe.stdout)
-    assert [p["tokens"] for p in data["points"]] == list(range(2, 17))
-    # the fake processes exactly the k new tokens at 1 + 0.5 k ms: the probe read that
+    # the fake has synthetic acceptance: each point is a round checking k tokens, which
+    # it spends 1 + 0.5 k ms on (a plain step: 1.5 ms); the probe read exactly those
+    assert (data["schema_version"], data["measured"]) == (2, "verification")
+    assert [p["tokens"] for p in data["points"]] == list(ROUND_SIZES)
     assert all(s == pytest.approx((1 + 0.5 * p["tokens"]) / 1000)
                for p in data["points"] for s in p["samples"])
+    assert len(data["decode_samples"]) >= 4 and all(
+        s == pytest.approx(1.5e-3) for s in data["decode_samples"])
     assert data["target"]["name"].startswith("sha256-") and str(tmp_path) not in probe.stdout
     saved = list((tmp_path / "state" / "probes").glob("*.json"))
     assert len(saved) == 1
@@ -99,6 +110,45 @@ def test_probe_measures_each_size_and_advise_predicts_from_a_result(
                            capture_output=True, text=True, env=env, timeout=60, check=False)
     assert "Predicted decode speedup on this machine" in shown.stdout
     assert found["recommendation"] in shown.stdout
+
+
+def test_a_build_without_synthetic_acceptance_is_probed_by_prefills(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    target = write_model(tmp_path / "target.gguf",
+                         TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5))
+    binary = write_fake_binary(tmp_path / "bin")
+    probe = subprocess.run([SCRIPT, "probe", "--target", str(target), "--llama-server",
+                            str(binary), "--llama-threads", "1", "--json"],
+                           capture_output=True, text=True, timeout=300, check=False,
+                           env={**env, "FAKE_LLAMA_SYNTH": "absent"})
+    assert probe.returncode == 0, probe.stderr
+    data = json.loads(probe.stdout)
+    assert (data["schema_version"], data["measured"]) == (1, "prefill")
+    assert "no synthetic acceptance" in probe.stderr
+    # the fake processes exactly the k new tokens at 1 + 0.5 k ms: the probe read that
+    assert [p["tokens"] for p in data["points"]] == list(range(2, 17))
+    assert all(s == pytest.approx((1 + 0.5 * p["tokens"]) / 1000)
+               for p in data["points"] for s in p["samples"])
+
+
+def test_probes_of_either_version_parse_and_say_what_they_measured() -> None:
+    from specschema.errors import PayloadSchemaError
+    from specschema.probe import CostPoint, parse_probe, probe_bytes
+
+    # written by `specsubmit probe --json` at commit 99e2748 (before version 2), against
+    # the fake llama-server: a probe as the first clients saved and sent them
+    saved = (FIXTURES / "probes" / "probe-v1.json").read_bytes()
+    assert b'"measured"' not in saved and json.loads(saved)["schema_version"] == 1
+    first = parse_probe(saved)
+    assert (first.schema_version, first.measured) == (1, "prefill")
+    second = first.model_copy(update={"schema_version": 2, "measured": "verification",
+                                      "points": [CostPoint(tokens=4, samples=[0.05])]})
+    assert parse_probe(probe_bytes(second)).measured == "verification"
+    for version, measured in ((2, "prefill"), (1, "verification")):
+        bad = json.loads(probe_bytes(first))
+        bad.update(schema_version=version, measured=measured)
+        with pytest.raises(PayloadSchemaError):
+            parse_probe(json.dumps(bad).encode())
 
 
 def test_advise_without_a_probe_of_that_target_says_what_to_run(

@@ -1,25 +1,42 @@
-"""The cost probe on llama-server: the target alone, no speculation, one start.
+"""The cost probe on llama-server: the target alone, one start.
 
-After a fixed context (the prompt set's prompts, tokenized by the target, cut to
-``context`` tokens) has been processed once and cached in the slot, each measurement sends
-the context plus k new tokens that differ from the last request's from their first, so the
-server processes exactly those k in one forward pass (``timings.prompt_n``, checked) and
-says how long it took (``prompt_ms``). Sizes are measured in rounds, every size once per
-round, so that a change of load falls on all of them alike. Plain decoding is timed on a
-short generation of the same context.
+What a speculative round costs is measured as the engine spends it (``measure_rounds``):
+the server runs prompt lookup (``ngram-simple``) with llama.cpp's synthetic acceptance
+(``--spec-synth-rates``, every draft accepted; the output is not valid, the costs are).
+The prompt is a context followed by the start of it again, so the lookup finds the
+continuation and drafts. A completion of ``n_predict = k + 1`` tokens is then exactly one
+round checking k tokens (the first token comes from the prompt, then k - 1 drafted and
+checked in one batch with an output at every position, the sampler run at each, plus the
+round's bookkeeping), and its ``predicted_ms`` is that round; ``n_predict = 2`` is one
+plain decoding step. Each request's counts are checked (``draft_n`` and
+``draft_n_accepted`` must be k - 1), so a round that drafted less is retried, never
+counted.
+
+A build without synthetic acceptance is probed as before (``measure``, probe version 1):
+the prefill of k new tokens after the cached context, whose output is computed for the
+last token only, which reads low where the output layer is much of the work.
+
+Sizes are measured in rounds, every size once per round (ascending, then descending), so
+that a change of load falls on all of them alike; rounds stop at ``ROUNDS`` or once the
+measuring has taken ``BUDGET_S`` (two at least), which keeps a 14B-class target near a
+minute.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specschema import ClientInfo, Fingerprint
 from specsubmit import __version__
 from specsubmit.engines.base import EngineOptions, RunListener, RunSettings
+from specsubmit.engines.llama_server import process
 from specsubmit.engines.llama_server.api import LlamaServerApi
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
 from specsubmit.errors import LlamaServerError, RunAborted
@@ -27,24 +44,111 @@ from specsubmit.errors import LlamaServerError, RunAborted
 if TYPE_CHECKING:
     from specschema.probe import CostProbe
 
-SIZES = tuple(range(2, 17))
+SIZES = tuple(range(2, 17))  # the prefill probe's sizes (cheap: no sampling, no rounds)
+ROUND_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 16)  # the verification probe's (interpolated)
 ROUNDS = 3
+BUDGET_S = 35.0
 CONTEXT = 256
 DECODE_TOKENS = 32
+SYNTH_FLAG = "--spec-synth-rates"
+LOOKUP = 3  # the n-gram the lookup matches: short enough to find the repeated context
+CUT_TRIES = 8  # places to cut the repeated context before a round counts as impossible
+
+
+def verification_args(largest: int) -> list[str]:
+    """The server's flags for rounds of up to ``largest`` checked tokens."""
+    drafted = largest - 1
+    return ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", str(LOOKUP),
+            "--spec-ngram-simple-size-m", str(drafted), "--spec-draft-n-max", str(drafted),
+            "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
+            SYNTH_FLAG, ",".join(["1"] * drafted)]
+
+
+def knows_synthetic_acceptance(binary: Path, env: Mapping[str, str] | None = None) -> bool:
+    """Whether this llama-server build has synthetic acceptance (its ``--help``)."""
+    try:
+        result = subprocess.run([str(binary), "--help"], capture_output=True, text=True,
+                                timeout=60, check=False,
+                                env=dict(env) if env is not None else None)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return SYNTH_FLAG in result.stdout + result.stderr
+
+
+def _tokens(api: LlamaServerApi, text: str, context: int, spare: int
+            ) -> tuple[list[int], int]:
+    """The text's tokens and how many of them make the context (``spare`` left after)."""
+    tokens = api.tokenize(text)
+    if len(tokens) < 8 + spare:
+        raise LlamaServerError(f"the probe's text is {len(tokens)} tokens for this target; "
+                               f"it needs {8 + spare}")
+    return tokens, min(context, len(tokens) - spare)
+
+
+def _round_s(api: LlamaServerApi, prompt: list[int], tokens: int) -> float | None:
+    """One request: a round checking ``tokens`` (> 1) or a plain step (1); its seconds, or
+    None when the server did not do exactly that (the lookup found less to draft)."""
+    generation = api.completion({"prompt": prompt, "n_predict": tokens + 1,
+                                 "cache_prompt": True, "temperature": 0.0, "stream": True,
+                                 "ignore_eos": True})
+    drafted = generation.draft_n or 0
+    if generation.eval_count != tokens + 1 or generation.eval_duration_ns <= 0:
+        return None
+    if drafted != tokens - 1 or (drafted and generation.draft_accepted != drafted):
+        return None
+    return generation.eval_duration_ns / 1e9
+
+
+def measure_rounds(api: LlamaServerApi, text: str, listener: RunListener, *,
+                   sizes: Sequence[int] = ROUND_SIZES, rounds: int = ROUNDS,
+                   budget_s: float = BUDGET_S, context: int = CONTEXT,
+                   stop: threading.Event | None = None,
+                   clock: Callable[[], float] = time.monotonic
+                   ) -> tuple[int, dict[int, list[float]], list[float]]:
+    """(the context's tokens, seconds per round per size, seconds per plain step) on a
+    server started with ``verification_args(max(sizes))``."""
+    largest = max(sizes)
+    tokens, context = _tokens(api, text, context, 2 * largest + CUT_TRIES * 8 + 16)
+    base = tokens[:context]
+    cut = min(len(base) // 2, 24)
+    found: dict[int, list[float]] = {k: [] for k in sizes}
+    steps: list[float] = []
+    started = clock()
+
+    def timed(tokens: int) -> float:
+        nonlocal cut
+        for _ in range(CUT_TRIES):
+            seconds = _round_s(api, base + base[:cut], tokens)
+            if seconds is not None:
+                return seconds
+            cut += 8  # the lookup matched something else here: cut elsewhere
+        raise LlamaServerError(
+            f"llama-server did not run a round checking {tokens} tokens in {CUT_TRIES} "
+            "tries (the prompt lookup found nothing to draft)")
+
+    timed(largest)  # a warm-up, and a place to cut where the lookup drafts in full
+    for round_ in range(rounds):
+        if round_ >= 2 and clock() - started > budget_s:
+            break
+        listener.phase(f"probe: round {round_ + 1} of {rounds}, {len(sizes)} sizes")
+        order = list(sizes) if round_ % 2 == 0 else list(reversed(sizes))
+        steps.append(timed(1))
+        for k in order:
+            if stop is not None and stop.is_set():
+                raise RunAborted("interrupted during the probe; nothing was saved")
+            found[k].append(timed(k))
+        steps.append(timed(1))
+    return len(base) + cut, found, steps
 
 
 def measure(api: LlamaServerApi, text: str, listener: RunListener, *,
             sizes: Sequence[int] = SIZES, rounds: int = ROUNDS, context: int = CONTEXT,
             stop: threading.Event | None = None
             ) -> tuple[int, dict[int, list[float]], list[float]]:
-    """(the context's tokens, seconds per size per round, seconds per decoded token per
-    round)."""
-    tokens = api.tokenize(text)
+    """The version-1 probe: (the context's tokens, seconds per prefill of k new tokens per
+    round, seconds per decoded token per round)."""
     spare = 2 * max(sizes) * (rounds * len(sizes) + 1)
-    if len(tokens) < 8 + spare:
-        raise LlamaServerError(f"the probe's text is {len(tokens)} tokens for this target; "
-                               f"it needs {8 + spare}")
-    context = min(context, len(tokens) - spare)
+    tokens, context = _tokens(api, text, context, spare)
     base, pool = tokens[:context], tokens[context:]
     api.timed_prefill(base)  # cached in the slot from now on
     found: dict[int, list[float]] = {k: [] for k in sizes}
@@ -89,18 +193,28 @@ def run_probe(settings: RunSettings, options: EngineOptions, fingerprint: Finger
                            models_dir=options.ollama_models, timeout_s=options.timeout_s,
                            threads=options.llama_threads) as engine:
         pre = engine.preflight(fingerprint, listener, stop)
+        assert engine.binary is not None
+        rounds = knows_synthetic_acceptance(
+            engine.binary.path, process.clean_env(engine.binary.library_dir))
+        if not rounds:
+            listener.phase("probe: this llama-server has no synthetic acceptance "
+                           f"({SYNTH_FLAG}); measuring prefills, which read low")
         # A sliding-window cache (Gemma 3's) is cut to its window, so a cached context is
         # not reused whole and more than the k new tokens are processed; the full cache
         # keeps it (and changes nothing for a model without sliding windows).
-        engine.extra_args = ["--swa-full"]
+        engine.extra_args = ["--swa-full"] + (verification_args(max(ROUND_SIZES)) if rounds
+                                              else [])
         baseline = protocol.baseline()
         engine.begin_config(baseline, listener)
         try:
-            context, found, decoded = measure(engine.api, text * 4, listener, stop=stop)
+            context, found, decoded = (
+                measure_rounds(engine.api, text * 4, listener, stop=stop) if rounds
+                else measure(engine.api, text * 4, listener, stop=stop))
         finally:
             engine.end_config(baseline, last=True)
         wire, _ = engine.wire_engine(pre, engine.report(pre, listener))
     return CostProbe(
+        schema_version=2 if rounds else 1, measured="verification" if rounds else "prefill",
         probe_id=uuid.uuid4(), created_at=datetime.now(UTC),
         client=ClientInfo(name="specsubmit", version=__version__), fingerprint=fingerprint,
         engine=wire, target=pre.models[0], threads=engine.threads, context_tokens=context,

@@ -24,6 +24,10 @@ The generated token ids are ``100 + i`` plus a multiple of 10,000 that depends o
 (each prompt of a prompt set has its own answer); with ``FAKE_LLAMA_DIVERGE_AT=N`` a
 speculating server emits another id from position N on (as the target's batched arithmetic
 does).
+With ``--spec-synth-rates`` (llama.cpp's synthetic acceptance, which ``--help`` lists unless
+``FAKE_LLAMA_SYNTH=absent``) a completion of ``n_predict = k + 1`` tokens is one round
+drafting k - 1 tokens, every one accepted, in 1 + 0.5 k ms (k = 1: a plain step), as the
+real build does when the prompt lookup finds the continuation (the probe's rounds).
 Run as ``python fake_llama_server.py ARGS`` (``write_fake_binary`` writes a launcher).
 """
 
@@ -89,6 +93,12 @@ def main(argv: list[str]) -> int:
     if "--version" in argv:
         sys.stderr.write(VERSION)
         return 0
+    if "--help" in argv:
+        sys.stdout.write("----- speculative params -----\n--spec-draft-n-max N\n")
+        if os.environ.get("FAKE_LLAMA_SYNTH") != "absent":
+            sys.stdout.write("--spec-synth-rates P0,P1,...   comma-separated unconditional "
+                             "per-position synthetic acceptance probabilities\n")
+        return 0
     args: dict[str, str] = {}
     for i, item in enumerate(argv):
         if item.startswith("--"):
@@ -145,6 +155,30 @@ def main(argv: list[str]) -> int:
                 "prompt_n": fresh, "prompt_ms": 1.0 + 0.5 * fresh, "predicted_n": 1,
                 "predicted_ms": 0.25, "cache_n": kept}})
 
+        def _synthetic_round(self, n: int) -> None:
+            """One round checking n - 1 tokens (n - 2 drafted, all accepted): 1 + 0.5 (n - 1)
+            ms; n = 2 is a plain step."""
+            drafted = max(n - 2, 0)
+            timings: dict[str, Any] = {"cache_n": len(cached), "prompt_n": 1,
+                                       "prompt_ms": 1.0, "predicted_n": n,
+                                       "predicted_ms": 1.0 + 0.5 * (n - 1)}
+            if drafted:
+                timings.update(draft_n=drafted, draft_n_accepted=drafted)
+                with lock:
+                    counters["rounds"] += 1
+                    counters["drafted"] += drafted
+                    counters["accepted"] += drafted
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for i in range(n):
+                chunk = {"content": f"s{i} ", "stop": False}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            final = {"content": "", "stop": True, "stop_type": "limit", "timings": timings}
+            self.wfile.write(f"data: {json.dumps(final)}\n\n".encode())
+            self.wfile.flush()
+            self.close_connection = True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path == "/health":
                 self._json({"status": "ok"})
@@ -185,6 +219,9 @@ def main(argv: list[str]) -> int:
                 self._prefill(body)
                 return
             n = int(body.get("n_predict", 16))
+            if "--spec-synth-rates" in args:
+                self._synthetic_round(n)
+                return
             answer = 10_000 * (sum(str(body.get("prompt", "")).encode()) % 97)
             ids = [answer + (100 + i if not (speculating and 0 <= diverge_at <= i) else 900 + i)
                    for i in range(n)]

@@ -1,0 +1,45 @@
+"""`specsubmit probe` on the real engine: Gemma 3 270M on the pinned llama-server, one thread.
+
+The probe's points are speculative rounds as llama-server runs them (synthetic acceptance,
+every draft accepted), so what they say about this CPU can be checked against what a CPU
+does: checking k tokens in one batch costs more than one plain step (k outputs over a
+262,144-token vocabulary, the sampler at each) and less than k steps (the weights are read
+once); and a round checking 16 costs more than one checking 2. No figure is pinned: the
+machine is shared and its load moves every time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.realengine
+
+SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
+
+
+def test_the_probe_measures_rounds_that_cost_between_one_and_k_steps(
+        tmp_path: Path, llama_server_bin: Path, gemma_model: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECSUBMIT_")}
+    env.update(SPECSUBMIT_HOME=str(tmp_path / "state"), HOME=str(tmp_path / "home"),
+               SPECSUBMIT_LOCKS=str(tmp_path / "locks"))
+    done = subprocess.run([SCRIPT, "probe", "--target", str(gemma_model), "--llama-server",
+                           str(llama_server_bin), "--llama-threads", "1", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout)
+    assert (probe["schema_version"], probe["measured"]) == (2, "verification")
+    rounds = {p["tokens"]: statistics.median(p["samples"]) for p in probe["points"]}
+    step = statistics.median(probe["decode_samples"])
+    assert min(rounds) == 2 and max(rounds) == 16
+    assert all(len(p["samples"]) >= 2 for p in probe["points"])
+    assert rounds[16] > rounds[2], rounds
+    for k in (8, 16):
+        assert step < rounds[k] < k * step, (k, rounds[k], step)
+    assert probe["context_tokens"] >= 64
