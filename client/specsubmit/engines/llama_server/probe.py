@@ -17,9 +17,12 @@ the prefill of k new tokens after the cached context, whose output is computed f
 last token only, which reads low where the output layer is much of the work.
 
 Sizes are measured in rounds, every size once per round (ascending, then descending), so
-that a change of load falls on all of them alike; rounds stop at ``ROUNDS`` or once the
-measuring has taken ``BUDGET_S`` (two at least), which keeps a 14B-class target near a
-minute.
+that a change of load falls on all of them alike; rounds stop at ``ROUNDS``, or (two at
+least) when one more, as long as the last, would end past ``BUDGET_S`` from the start.
+A round is about 50 plain steps (Gemma 3 270M on one core: the nine checks ~32 steps, the
+few tokens each request processes again and two plain steps the rest), so at 0.25 s a
+step (a 14B-class target on a CPU) two rounds take ~26 s; with loading the model and the
+context's prefill that is an estimate near a minute, not a measurement.
 """
 
 from __future__ import annotations
@@ -127,9 +130,11 @@ def measure_rounds(api: LlamaServerApi, text: str, listener: RunListener, *,
             "tries (the prompt lookup found nothing to draft)")
 
     timed(largest)  # a warm-up, and a place to cut where the lookup drafts in full
+    last_s = 0.0
     for round_ in range(rounds):
-        if round_ >= 2 and clock() - started > budget_s:
-            break
+        if round_ >= 2 and clock() - started + last_s > budget_s:
+            break  # another round would end past the budget
+        began = clock()
         listener.phase(f"probe: round {round_ + 1} of {rounds}, {len(sizes)} sizes")
         order = list(sizes) if round_ % 2 == 0 else list(reversed(sizes))
         steps.append(timed(1))
@@ -138,6 +143,7 @@ def measure_rounds(api: LlamaServerApi, text: str, listener: RunListener, *,
                 raise RunAborted("interrupted during the probe; nothing was saved")
             found[k].append(timed(k))
         steps.append(timed(1))
+        last_s = clock() - began
     return len(base) + cut, found, steps
 
 
