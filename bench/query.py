@@ -35,7 +35,8 @@ from specserver.board import aggregate, columns
 from specserver.board import sql as board_sql
 from specserver.board.leaderboard import ReadService
 from specserver.store import queries, tables
-from specserver.store.migrations import id_digest_sql, migrate
+from specserver.store.migrations import migrate
+from specserver.store.migrationsteps import id_digest_sql
 
 CHIPS = [
     "Apple M1", "Apple M1 Pro", "Apple M1 Max", "Apple M2", "Apple M2 Pro", "Apple M2 Max",

@@ -28,7 +28,7 @@ from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
 from tests.support.signed import sign_dict
 
-BEFORE = next(m.version for m in MIGRATIONS if m.apply.__name__ == "_speculation_keys") - 1
+BEFORE = next(m.version for m in MIGRATIONS if m.apply.__name__ == "speculation_keys") - 1
 RUN = get_protocol("llamacpp-map").for_run({})  # no draft model: n-gram, MTP, baseline
 # Per trial (cycled): rounds and per-position counts of 64 drafted, 48 accepted, each
 # within the client's rules (they sum to the accepted, never grow with the position, the

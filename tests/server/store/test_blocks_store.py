@@ -23,7 +23,7 @@ from tests.support.served import Served, settings_for
 from tests.support.signed import sign_dict
 
 # The store version before blocks (the migration that added them is the one after it).
-BEFORE_BLOCKS = next(m.version for m in MIGRATIONS if m.apply.__name__ == "_blocks") - 1
+BEFORE_BLOCKS = next(m.version for m in MIGRATIONS if m.apply.__name__ == "blocks") - 1
 
 
 @pytest.fixture(params=STORES)
