@@ -26,7 +26,8 @@ RUN groupadd --system --gid 10001 specserver \
 USER specserver:specserver
 VOLUME ["/data"]
 
-# The embedded default; the compose file's replicas set a PostgreSQL URL instead.
+# The embedded default; the compose file's replicas set a PostgreSQL URL instead. The file
+# keeps its name from before the rename to specatlas: existing /data volumes hold it.
 ENV SPECSERVER_DATABASE_URL=/data/specbench.duckdb
 EXPOSE 8000
 

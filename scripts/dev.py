@@ -11,7 +11,8 @@ there replaces the tier's marker expression: pytest keeps the last one).
 Before it starts, `test` says what it will download, build and need (``plan``).
 The three distributions (schema/, client/, server/) are installed editable; the development
 tools are the root pyproject's `[dependency-groups] dev`, read here with tomllib so that any
-pip works (pip learned `--group` only in 25.1). SPECBENCH_VENV overrides the venv's place.
+pip works (pip learned `--group` only in 25.1). SPECATLAS_VENV (or, from before the rename,
+SPECBENCH_VENV) overrides the venv's place.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = Path(os.environ.get("SPECBENCH_VENV", ROOT / ".venv"))
+VENV = Path(os.environ.get("SPECATLAS_VENV") or os.environ.get("SPECBENCH_VENV") or ROOT / ".venv")
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PACKAGES = ["schema/specschema", "client/specsubmit", "server/specserver"]
 # The default tier: what a newcomer can run on a laptop with nothing else installed. The
@@ -50,7 +51,7 @@ def dev_group() -> list[str]:
 
 def ensure_venv(distributions: list[str], extra: list[str]) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - the point is to say so clearly
-        sys.exit(f"specbench needs Python >= 3.11, this is {sys.version.split()[0]}")
+        sys.exit(f"specatlas needs Python >= 3.11, this is {sys.version.split()[0]}")
     if not (BIN / "python").exists() and not (BIN / "python.exe").exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
@@ -101,7 +102,7 @@ def plan(full: bool) -> list[str]:
         setup = (f"pip creates {VENV} and downloads the three distributions' dependencies "
                  "and the dev group from PyPI (about 75 packages, ~750 MB installed, all "
                  "wheels: nothing is compiled)")
-    lines = [f"specbench test: {setup}; then ruff and mypy --strict."]
+    lines = [f"specatlas test: {setup}; then ruff and mypy --strict."]
     if full:
         lines += ["Full tier: every test, also the " + ", ".join(FULL_ONLY_MARKERS) + " ones.",
                   f"  realengine: {_llama_server_state()}.",

@@ -32,7 +32,7 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     ├── KeyStoreError               the contributor key cannot be read or written
     ├── StateFolderError            the state folder (SPECSUBMIT_HOME) cannot be written
     └── SubmitError                 signing or sending failed
-        ├── ServerUnreachable       exit 69: --server does not answer as a specbench server
+        ├── ServerUnreachable       exit 69: --server does not answer as a specatlas server
         │                           (checked before any trial runs)
         ├── SubmissionRejected      the server said no (4xx other than 429)
         ├── SubmissionUndelivered   exit 75: not delivered after retries; the envelope waits

@@ -20,6 +20,8 @@ import nacl.signing
 
 from specschema.errors import EnvelopeError, SignatureInvalid
 
+# The project's name before it became specatlas stays in the wire's payload type: every
+# signature covers it (DSSE's PAE), so renaming it would orphan every signed submission.
 PAYLOAD_TYPE = "application/vnd.specbench.submission.v1+json"
 
 

@@ -18,11 +18,12 @@ from specschema.models import SCHEMA_VERSION, Submission
 
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "specbench DSSE envelope",
+    "title": "specatlas DSSE envelope",
     "type": "object",
     "additionalProperties": False,
     "required": ["payloadType", "payload", "signatures"],
     "properties": {
+        # The wire's name from before the rename to specatlas: signatures cover it.
         "payloadType": {"const": "application/vnd.specbench.submission.v1+json"},
         "payload": {"type": "string", "contentEncoding": "base64"},
         "signatures": {
@@ -48,7 +49,7 @@ def generated_files() -> dict[str, str]:
     submission = Submission.model_json_schema()
     submission["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     submission["description"] = (
-        f"specbench submission, schema_version {SCHEMA_VERSION} (version 1 is read too)"
+        f"specatlas submission, schema_version {SCHEMA_VERSION} (version 1 is read too)"
     )
     return {
         f"submission.v{SCHEMA_VERSION}.schema.json":

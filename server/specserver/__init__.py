@@ -1,3 +1,3 @@
-"""specserver: verifies, stores and aggregates specbench submissions."""
+"""specserver: verifies, stores and aggregates specatlas submissions."""
 
 __version__ = "0.1.0"

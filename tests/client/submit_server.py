@@ -45,7 +45,7 @@ class ScriptedServer:
         self.receipts: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         # GET /healthz answers like specserver's: 200 {"status": "ok", ...}, or this status
-        # with the error shape (503: store down), or a plain-text page (not a specbench server).
+        # with the error shape (503: store down), or a plain-text page (not a specatlas server).
         self.health_status = 200
         self.health_plain_text = False
         self._httpd: ThreadingHTTPServer | None = None

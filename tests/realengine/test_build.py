@@ -57,6 +57,22 @@ def test_the_cache_follows_specbench_cache(empty_cache: Path) -> None:
     assert build.cache_dir() == empty_cache / "llama-server" / build.cache_key()
 
 
+def test_the_cache_root_by_its_name_and_the_one_before_the_rename(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECBENCH_CACHE", raising=False)
+    monkeypatch.delenv("SPECATLAS_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert build.cache_root() == tmp_path / ".cache" / "specatlas"
+    (tmp_path / ".cache" / "specbench").mkdir(parents=True)  # built before the rename
+    assert build.cache_root() == tmp_path / ".cache" / "specbench"
+    (tmp_path / ".cache" / "specatlas").mkdir()
+    assert build.cache_root() == tmp_path / ".cache" / "specatlas"
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "old-variable"))
+    assert build.cache_root() == tmp_path / "old-variable"
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "new-variable"))
+    assert build.cache_root() == tmp_path / "new-variable"
+
+
 def test_a_build_is_moved_into_place_whole_and_reused(
     empty_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -74,7 +74,7 @@ def _export_files(pid: int) -> list[str]:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        if "specbench-export-" in target:
+        if "specatlas-export-" in target:
             found.append(target)
     return found
 

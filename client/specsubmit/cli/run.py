@@ -271,7 +271,7 @@ def register(app: typer.Typer) -> None:
         print_payload: Annotated[bool, typer.Option(
             "--print-payload", help="Show the exact JSON before asking to submit.")] = False,
         server: Annotated[str | None, typer.Option(
-            "--server", envvar="SPECSUBMIT_SERVER", help="specbench server to submit to.")]
+            "--server", envvar="SPECSUBMIT_SERVER", help="specatlas server to submit to.")]
         = None,
         engine: Annotated[str, typer.Option(
             "--engine", envvar="SPECSUBMIT_ENGINE",

@@ -10,7 +10,7 @@ import typer
 from specsubmit.errors import SubmissionUndelivered, SubmitError, UsageError
 
 ServerOption = Annotated[str | None, typer.Option(
-    "--server", envvar="SPECSUBMIT_SERVER", help="The specbench server, e.g. https://host.")]
+    "--server", envvar="SPECSUBMIT_SERVER", help="The specatlas server, e.g. https://host.")]
 
 
 def submit_file(path: Path, server: str | None, *, yes: bool, print_payload: bool) -> None:

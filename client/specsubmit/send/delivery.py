@@ -16,7 +16,7 @@
   ``specsubmit.outside_text.visible`` (escapes visible, at most 300 characters).
 
 ``check_server`` asks GET /healthz once, before a run spends its minutes: a URL that does
-not answer, or answers as something other than a specbench server, is said at once.
+not answer, or answers as something other than a specatlas server, is said at once.
 
 ``sleep`` and ``rand`` are passed in, so tests run the whole schedule in milliseconds.
 """
@@ -271,9 +271,9 @@ def post_envelope(
 
 def check_server(server: str, timeout_s: float = 10.0,
                  transport: httpx.BaseTransport | None = None) -> None:
-    """One GET /healthz; ServerUnreachable (one line) unless a specbench server answers.
+    """One GET /healthz; ServerUnreachable (one line) unless a specatlas server answers.
 
-    A 503 with the error shape is a specbench server whose store is down for now: it
+    A 503 with the error shape is a specatlas server whose store is down for now: it
     passes, since delivery retries and an undelivered result waits in pending/."""
     url = f"{server}{HEALTH_PATH}"
     hint = "check the URL, or run with --no-submit"
@@ -301,7 +301,7 @@ def check_server(server: str, timeout_s: float = 10.0,
         or (response.status_code == 503 and isinstance(body.get("error"), dict)))
     if not looks_like_ours:
         raise ServerUnreachable(
-            f"--server {server} is not a specbench server (GET {HEALTH_PATH} answered "
+            f"--server {server} is not a specatlas server (GET {HEALTH_PATH} answered "
             f"{response.status_code} {visible(response.reason_phrase, 80)}); {hint}")
 
 

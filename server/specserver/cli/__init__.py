@@ -9,7 +9,7 @@ import typer
 
 app = typer.Typer(
     name="specserver",
-    help="specbench's ingestion and leaderboard server.",
+    help="specatlas's ingestion and leaderboard server.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -18,7 +18,7 @@ app = typer.Typer(
 
 @app.callback()
 def _root() -> None:
-    """specbench's ingestion and leaderboard server."""
+    """specatlas's ingestion and leaderboard server."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -102,7 +102,7 @@ def create_app(
             await run_in_threadpool(store.close)
 
     app = SpecServer(
-        title="specbench server",
+        title="specatlas server",
         version=__version__,
         description="Collects signed speculative-decoding benchmark results and serves the "
                     "leaderboard.",

@@ -346,7 +346,7 @@ def export(request: Request, reads: Reads) -> Response:
             handle.close()
             return response
         headers = {**caching.cache_headers(etag),
-                   "Content-Disposition": f'attachment; filename="specbench-export.{fmt}"'}
+                   "Content-Disposition": f'attachment; filename="specatlas-export.{fmt}"'}
         response = exports.ExportFileResponse(handle, slot, media_type=FORMATS[fmt].media_type,
                                               headers=headers,
                                               send_timeout_s=settings.export_send_timeout_s)

