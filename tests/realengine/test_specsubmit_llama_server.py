@@ -244,12 +244,19 @@ def specserver(tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_result_is_accepted_and_shown_under_engine_llama_server(
-        tmp_path: Path, llama_server_bin: Path, run_models_dir: Path, specserver: str) -> None:
+        tmp_path: Path, llama_server_bin: Path, run_models_dir: Path, specserver: str,
+        tiny_model_set: ModelSet) -> None:
     import httpx
 
     env = _env(tmp_path)
     env["SPECSUBMIT_SERVER"] = specserver
-    argv = [a for a in _argv(llama_server_bin, run_models_dir) if a != "--no-submit"] + ["--yes"]
+    # The target by its own file: the tiny model under the protocol's name (qwen3:14b)
+    # decodes faster than any memory can feed a 14B model, which the server's physical
+    # bound rightly quarantines (tests/reliability/test_integrity_plausibility.py).
+    target = tmp_path / "tiny-target.gguf"
+    target.write_bytes(tiny_model_set.target.read_bytes())
+    argv = [a for a in _argv(llama_server_bin, run_models_dir, "--target", str(target))
+            if a != "--no-submit"] + ["--yes"]
     result = _run(tmp_path, argv, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     (sub,) = _saved(tmp_path)
