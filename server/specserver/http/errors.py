@@ -8,6 +8,11 @@ FastAPI's 404/405/422, and unexpected exceptions (500, without internals).
 
 A lost or unreachable database (``specserver.store.outage.is_store_down``) is 503
 ``store_unavailable`` with Retry-After, never a 500.
+
+An error quotes what it refuses (an unknown parameter's value, an envelope field), and what
+it quotes comes from the client: every answer cuts its message and each string of its
+details (``capped``), here, whatever raised it, so that a megabyte-long value is never sent
+back (it was, twice: in the message and in the details).
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ from specserver.errors import (
 from specserver.store import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
 
 log = logging.getLogger("specserver")
+
+# What one error answer quotes at most: enough to recognise a value, the rest counted.
+MESSAGE_LIMIT = 500  # characters of the message
+DETAIL_LIMIT = 200  # characters of each string (or key) in the details
+DETAIL_ITEMS = 100  # items of each list (or keys of each object) in the details
 
 # Most specific first: a subclass defined elsewhere (QueryRejected(Invalid)) finds its base.
 STATUS: tuple[tuple[type[SpecServerError], int], ...] = (
@@ -95,6 +105,30 @@ def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "details": details}}
 
 
+def capped(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a count of the rest."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\u2026 ({len(text) - limit:,} more characters)"
+
+
+def capped_details(value: Any) -> Any:
+    """JSON-ready ``details`` with every string cut (``capped``) and every list and object
+    cut to ``DETAIL_ITEMS`` (a list of strings says how many more there were)."""
+    if isinstance(value, str):
+        return capped(value, DETAIL_LIMIT)
+    if isinstance(value, dict):
+        items = list(value.items())[:DETAIL_ITEMS]
+        return {capped(str(k), DETAIL_LIMIT): capped_details(v) for k, v in items}
+    if isinstance(value, list):
+        kept = [capped_details(v) for v in value[:DETAIL_ITEMS]]
+        more = len(value) - len(kept)
+        if more > 0 and all(isinstance(v, str) for v in kept):
+            kept.append(f"\u2026 ({more:,} more)")
+        return kept
+    return value
+
+
 def error_response(
     status: int,
     code: str,
@@ -107,10 +141,9 @@ def error_response(
     all_headers = dict(headers or {})
     if retry_after is not None:
         all_headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    return JSONResponse(
-        jsonable_encoder(error_body(code, message, details)), status_code=status,
-        headers=all_headers or None,
-    )
+    body = jsonable_encoder(error_body(code, capped(message, MESSAGE_LIMIT), None))
+    body["error"]["details"] = capped_details(jsonable_encoder(details))
+    return JSONResponse(body, status_code=status, headers=all_headers or None)
 
 
 def as_server_error(exc: Exception) -> SpecServerError:
