@@ -66,8 +66,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     return found
 
 
-def test_probe_measures_each_size_and_advise_predicts_from_a_result(
-        tmp_path: Path, env: dict[str, str]) -> None:
+def _probe(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path,
+                                                          subprocess.CompletedProcess[str]]:
+    """(the tiny target, the fake llama-server, `specsubmit probe --json` of them)."""
     target = write_model(tmp_path / "target.gguf",
                          TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5))
     binary = write_fake_binary(tmp_path / "bin")
@@ -75,6 +76,12 @@ def test_probe_measures_each_size_and_advise_predicts_from_a_result(
                             str(binary), "--llama-threads", "1", "--json"],
                            capture_output=True, text=True, env=env, timeout=300, check=False)
     assert probe.returncode == 0, probe.stderr
+    return target, binary, probe
+
+
+def test_probe_measures_each_size_and_advise_predicts_from_a_result(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    target, binary, probe = _probe(tmp_path, env)
     data = json.loads(probe.stdout)
     # the fake has synthetic acceptance: each point is a round checking k tokens, which
     # it spends 1 + 0.5 k ms on (a plain step: 1.5 ms); the probe read exactly those
@@ -114,14 +121,7 @@ def test_probe_measures_each_size_and_advise_predicts_from_a_result(
 
 def test_a_build_without_synthetic_acceptance_is_probed_by_prefills(
         tmp_path: Path, env: dict[str, str]) -> None:
-    target = write_model(tmp_path / "target.gguf",
-                         TinyModel(layers=1, embd=64, ff=128, heads=2, seed=5))
-    binary = write_fake_binary(tmp_path / "bin")
-    probe = subprocess.run([SCRIPT, "probe", "--target", str(target), "--llama-server",
-                            str(binary), "--llama-threads", "1", "--json"],
-                           capture_output=True, text=True, timeout=300, check=False,
-                           env={**env, "FAKE_LLAMA_SYNTH": "absent"})
-    assert probe.returncode == 0, probe.stderr
+    _, _, probe = _probe(tmp_path, {**env, "FAKE_LLAMA_SYNTH": "absent"})
     data = json.loads(probe.stdout)
     assert (data["schema_version"], data["measured"]) == (1, "prefill")
     assert "no synthetic acceptance" in probe.stderr
