@@ -55,7 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specschema import get_protocol, summarize  # noqa: E402
+from specschema import get_protocol, summarize, summarize_configs  # noqa: E402
 from specschema.block_ratios import Block, block_drift  # noqa: E402
 from specschema.block_t import blocked_ratio_t  # noqa: E402
 from specschema.blocks import block_loads, decode_rates, timed, trial_blocks  # noqa: E402
@@ -244,7 +244,9 @@ def real(folders: list[Path]) -> None:
         seen = f" load {min(loads):.1f}-{max(loads):.1f}" if loads else ""
         moved = ("" if worst is None or worst.load_change is None
                  else f" (its load {worst.load_change:+.1f})")
-        draft = next((s for s in summarize(timed_sub) if s.role == "draft"), None)
+        # block_t, as the shipped protocols (a cut-down bench protocol is not shipped)
+        draft = next((s for s in summarize_configs(timed_sub.configs, interval="block_t")
+                      if s.role == "draft"), None)
         print(f"{str(path.relative_to(folders[0].parent)):<48} {drift:>6.0%} "
               f"{'unstable' if drift > MAX_BASELINE_DRIFT else 'stable':>9} "
               f"{(worst.residual if worst else 0.0):>+9.0%} "
