@@ -17,6 +17,11 @@ Each entry says once what every surface needs of one dimension:
 Adding a dimension is one entry here plus the code for its value: the column (or computed
 expression) its field reads and the ``DraftResult`` field it fills. ``docs/aggregation.md``
 is held to this table by a test.
+
+The ``domain`` dimension's field is a column of the per-domain draft rows only
+(``store.domainview``): ``draft_rows`` gives a read those rows when it groups or filters by
+domain, and its filter's ``plain`` clause serves the reads that keep a plain ``summaries``
+row per config (the submission list, the export).
 """
 
 from __future__ import annotations
