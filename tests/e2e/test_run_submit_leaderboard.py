@@ -77,7 +77,9 @@ def test_hardnumbers_run_lands_on_the_noise_floor_page_and_export(
 ) -> None:
     home = tmp_path / "home"
     models = [
-        FakeModel("qwen3:14b", tokens_per_s=2000.0),
+        # Fast, yet under the physical bound of a 9.3 GB qwen3:14b on the fastest memory
+        # there is (8,000 GB/s x slack 2: 1,720 tok/s); faster is rightly quarantined.
+        FakeModel("qwen3:14b", tokens_per_s=1000.0),
         FakeModel("qwen2.5:0.5b", tokens_per_s=2000.0, family="qwen2"),
         FakeModel("qwen2.5:1.5b", tokens_per_s=2000.0, family="qwen2"),
     ]
