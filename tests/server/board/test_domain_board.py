@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import statistics
 from datetime import datetime
 from pathlib import Path
@@ -15,26 +14,20 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from specschema import Submission, submission_bytes
+from specschema import Submission
 from specschema.breakdown import acceptance_of, domain_results
 from specschema.domains import DOMAINS
 from specschema.examples import example_submission
 from specserver.board.acceptance import acceptance_words, across_contributors
 from specserver.store import tables
-from tests.server.store.test_acceptance_store import map_result
+from tests.server.store.test_acceptance_store import _post, map_result
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
-from tests.support.signed import sign_dict
 
 
 @pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
-
-
-def _post(served: Served, sub: Submission, key_seed: int) -> None:
-    response = served.post(sign_dict(json.loads(submission_bytes(sub)), key_seed))
-    assert response.status_code == 201, response.text
 
 
 def _groups(served: Served, path: str, **params: str) -> list[dict[str, Any]]:

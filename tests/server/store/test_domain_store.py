@@ -5,7 +5,6 @@ version before gains the table, filled from its stored envelopes."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, delete, insert, select, text
 
-from specschema import Submission, submission_bytes
 from specschema.breakdown import domain_results
 from specschema.domains import DOMAINS
 from specschema.examples import example_submission
@@ -21,10 +19,9 @@ from specserver.store import id_digest, positions_of, tables
 from specserver.store.database import make_engine
 from specserver.store.domainrows import DOMAIN_COLUMNS, domain_rows
 from specserver.store.migrations import LATEST, MIGRATIONS, migrate
-from tests.server.store.test_acceptance_store import map_result
+from tests.server.store.test_acceptance_store import _post, map_result
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
-from tests.support.signed import sign_dict
 
 BEFORE = next(m.version for m in MIGRATIONS if m.apply.__name__ == "add_domain_results") - 1
 
@@ -32,11 +29,6 @@ BEFORE = next(m.version for m in MIGRATIONS if m.apply.__name__ == "add_domain_r
 @pytest.fixture(params=STORES)
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     return store_url_for(request.param, tmp_path, request)
-
-
-def _post(served: Served, sub: Submission, key_seed: int) -> None:
-    response = served.post(sign_dict(json.loads(submission_bytes(sub)), key_seed))
-    assert response.status_code == 201, response.text
 
 
 def _stored(engine: Engine) -> list[tuple[Any, ...]]:
