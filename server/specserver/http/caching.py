@@ -1,6 +1,10 @@
 """Conditional GETs: an ETag from the store's data version and the request's URL,
-Cache-Control, 304 on a matching If-None-Match before any work, and remembered bodies;
-and the freshness headers of a board read (``freshness_headers``)."""
+Cache-Control, 304 on an If-None-Match naming that ETag before any work, and remembered
+bodies; and the freshness headers of a board read (``freshness_headers``).
+
+``If-None-Match: *`` (RFC 9110 13.1.2) matches only when a current representation exists:
+a read that would answer 404 (no such submission) or 422 (a bad filter) answers that, and
+``*`` is a 304 only where the answer would have been 200."""
 
 from __future__ import annotations
 
@@ -44,16 +48,31 @@ def url_etag(version: str, path: str, query: str) -> str:
     return '"' + hashlib.sha256(basis).hexdigest()[:32] + '"'
 
 
-def matches(if_none_match: str | None, etag: str) -> bool:
+def _tags(if_none_match: str | None) -> list[str]:
     if not if_none_match:
-        return False
-    tags = [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+        return []
+    return [t.strip().removeprefix("W/") for t in if_none_match.split(",")]
+
+
+def matches(if_none_match: str | None, etag: str) -> bool:
+    """If-None-Match (RFC 9110 13.1.2) against a representation that exists (one about to
+    be answered 200): ``*`` matches any, a list by weak comparison."""
+    tags = _tags(if_none_match)
     return "*" in tags or etag in tags
 
 
-def not_modified(request: Request, etag: str) -> Response | None:
-    """A 304 when the client already has ``etag`` (``make_etag``), else None."""
-    if matches(request.headers.get("if-none-match"), etag):
+def names(if_none_match: str | None, etag: str) -> bool:
+    """If-None-Match names ``etag`` itself: a 304 before the representation is built. ``*``
+    does not: it matches only a current representation, so a read that would answer 404
+    or 422 answers that (``conditional`` answers ``*`` once it has a 200)."""
+    return etag in _tags(if_none_match)
+
+
+def not_modified(request: Request, etag: str, *, exists: bool = False) -> Response | None:
+    """A 304 when the client already has ``etag`` (``make_etag``), else None; ``exists``:
+    a representation with that ETag is known to exist (then ``*`` matches too)."""
+    header = request.headers.get("if-none-match")
+    if matches(header, etag) if exists else names(header, etag):
         return Response(status_code=304, headers=cache_headers(etag))
     return None
 
@@ -77,12 +96,19 @@ def conditional(request: Request, version: str, build: Callable[[], Response],
     cached = reads.cached_body(etag)
     if cached is not None:
         status, body, media_type = cached
-        return Response(body, status_code=status, media_type=media_type, headers=headers)
-    response = build()
-    if not isinstance(response, StreamingResponse) and response.status_code == 200:
-        reads.remember_body(etag, response.status_code, bytes(response.body),
-                            response.media_type or "application/octet-stream")
-    response.headers.update(headers)
+        response: Response = Response(body, status_code=status, media_type=media_type,
+                                      headers=headers)
+    else:
+        response = build()
+        if not isinstance(response, StreamingResponse) and response.status_code == 200:
+            reads.remember_body(etag, response.status_code, bytes(response.body),
+                                response.media_type or "application/octet-stream")
+        response.headers.update(headers)
+    if response.status_code == 200:  # a current representation: ``*`` matches it
+        unchanged = not_modified(request, etag, exists=True)
+        if unchanged is not None:
+            unchanged.headers.update(extra or {})
+            return unchanged
     return response
 
 

@@ -341,7 +341,7 @@ def export(request: Request, reads: Reads) -> Response:
                                               timeout_s=settings.export_build_timeout_s))
         handle, held = ready
         etag = caching.make_etag(held, request)
-        response = caching.not_modified(request, etag)
+        response = caching.not_modified(request, etag, exists=True)  # a file: ``*`` too
         if response is not None:
             handle.close()
             return response
