@@ -213,8 +213,8 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
             '<th class="num">Median eval (s)</th><th class="num">Median tok/s</th>'
-            '<th class="num">tok/s vs baseline [95% CI]</th>'
-            '<th class="num">wall vs baseline, prompt included [95% CI]</th>'
+            '<th class="num">tok/s vs baseline [95% within-run CI]</th>'
+            '<th class="num">wall vs baseline, prompt included [95% within-run CI]</th>'
             "<th>Verdict</th><th>Evidence</th></tr>")
     rows = []
     for summary in summaries:

@@ -257,8 +257,8 @@ def test_the_real_hard_numbers_result_reads_like_the_article(wide, site):
     headers = tab.evaluate("() => [...document.querySelectorAll('table.results th')]"
                            ".map(th => th.innerText)")
     assert headers[:6] == ["Config", "Median wall (s)", "Median eval (s)", "Median tok/s",
-                           "tok/s vs baseline [95% CI]",
-                           "wall vs baseline, prompt included [95% CI]"]
+                           "tok/s vs baseline [95% within-run CI]",
+                           "wall vs baseline, prompt included [95% within-run CI]"]
     rows = _rows(tab, "table.results tr.config")
     assert [r[0].split("\n")[0] for r in rows] == ["no_draft", "draft_qwen2.5_0.5b",
                                                     "draft_qwen2.5_1.5b"]
