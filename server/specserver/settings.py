@@ -279,6 +279,20 @@ class ServerSettings(BaseSettings):
         default=2.0, gt=0, le=60,
         description="while the log grows, a new checkpoint is signed at most this often",
     )
+    snapshot_dir: str = Field(
+        default="",
+        description="where the signed snapshots of the public data (Parquet and manifest) "
+                    "are kept; empty = snapshots in the data folder",
+    )
+    snapshot_interval_s: float = Field(
+        default=86400.0, ge=0,
+        description="a signed snapshot is written this often while the server runs "
+                    "(0 = only on demand: specserver snapshot)",
+    )
+    snapshot_keep: int = Field(
+        default=7, ge=1, le=1000,
+        description="how many snapshots are kept (the newest is served)",
+    )
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -315,6 +329,12 @@ class ServerSettings(BaseSettings):
         if self.log_key_file:
             return Path(self.log_key_file).expanduser()
         return _data_folder() / "log-key"
+
+    @property
+    def resolved_snapshot_dir(self) -> Path:
+        if self.snapshot_dir:
+            return Path(self.snapshot_dir).expanduser()
+        return _data_folder() / "snapshots"
 
     def public_url(self, submission_id: str) -> str:
         return f"{self.public_base_url.rstrip('/')}/submissions/{submission_id}"

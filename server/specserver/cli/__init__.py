@@ -31,4 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     from specserver.cli import disputes
 
     disputes.register(app)
+    from specserver.cli import audit
+
+    audit.register(app)
     app(args=argv)

@@ -17,10 +17,12 @@ from starlette.types import Receive, Scope, Send
 
 from specserver import __version__
 from specserver.board import ReadService
-from specserver.http import admin, log, predict, probes, public, submissions
+from specserver.http import admin, log, predict, probes, public, snapshots, submissions
 from specserver.http.errors import install_error_handlers
+from specserver.http.licenceheader import LicenceHeader
 from specserver.http.page import routes as page_routes
 from specserver.ingest import CheckPool
+from specserver.licence import LICENCE_NAME, LICENCE_URL, SENTENCE
 from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter, rejections
 from specserver.settings import ServerSettings, get_settings
 from specserver.store import Store
@@ -92,9 +94,11 @@ def create_app(
                 pool = CheckPool(settings.check_workers, submissions.check_limits(settings))
                 await pool.start()
                 app.state.check_pool = pool
+            app.state.snapshots.timer.start()
             yield
         finally:
             app.state.check_pool = None
+            await run_in_threadpool(app.state.snapshots.timer.stop)
             await run_in_threadpool(app.state.reads.close)  # before the engine goes
             if pool is not None:
                 await pool.stop()
@@ -105,7 +109,8 @@ def create_app(
         title="specatlas server",
         version=__version__,
         description="Collects signed speculative-decoding benchmark results and serves the "
-                    "leaderboard.",
+                    f"leaderboard. {SENTENCE}",
+        license_info={"name": f"the data: {LICENCE_NAME}", "url": LICENCE_URL},
         lifespan=lifespan,
     )
     app.state.settings = settings
@@ -133,6 +138,8 @@ def create_app(
     app.include_router(page_routes.router)  # the HTML page
     admin.install(app)  # /admin/v1, bearer token from settings.admin_token
     log.install(app, settings, store.engine)  # /log/: checkpoints and tiles
+    snapshots.install(app, settings, store)  # /v1/snapshots/: signed Parquet snapshots
+    app.add_middleware(LicenceHeader)  # the data's licence on every public read
     # --- end of read side -------------------------------------------------------------
 
     return app

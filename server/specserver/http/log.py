@@ -1,7 +1,9 @@
 """The transparency log over HTTP, as C2SP tlog-tiles: ``/log/checkpoint`` (a signed note,
 briefly cached), ``/log/tile/<L>/<N>[.p/<W>]`` and ``/log/tile/entries/<N>[.p/<W>]``
 (immutable: cached for a year, so a CDN or an object store can serve them), and
-``/log/key``, the verifier key of the checkpoints' signature.
+``/log/key``, the verifier key of the checkpoints' signature. ``/log/index/<N>[.p/<W>]``
+(not C2SP: this log's own) says in JSON what each entry of bundle N names, for auditors
+(``store/logindex.py``).
 
 A checkpoint is signed at most every ``log_checkpoint_s`` while the log grows; an
 unchanged log keeps its last one. A tile or bundle the log does not hold yet is 404, as a
@@ -16,16 +18,23 @@ import time
 from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 
 from specschema.errors import TileInvalid
-from specschema.tlog import Checkpoint, Signer, parse_tile_path, sign_checkpoint
+from specschema.tlog import (
+    TILE_WIDTH,
+    Checkpoint,
+    Signer,
+    parse_tile_path,
+    sign_checkpoint,
+    tile_width,
+)
 from specserver.errors import NotFound
 from specserver.http.errors import error_doc
 from specserver.http.logkey import load_or_create
 from specserver.settings import ServerSettings
-from specserver.store import LogTree
+from specserver.store import LogTree, index_of
 
 router = APIRouter(tags=["log"])
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -106,6 +115,25 @@ def tile(request: Request, path: str) -> Response:
     if body is None:
         raise NotFound("the log holds no such tile yet", {"path": ref.path})
     return Response(body, media_type=TILE, headers={"Cache-Control": IMMUTABLE})
+
+
+@router.get("/log/index/{path:path}", summary="What the entries of an entry bundle name",
+            responses={404: error_doc("no such bundle in the log (yet)")})
+def entry_index(request: Request, path: str) -> Response:
+    """For bundle N (entries 256·N ..), in order: an envelope entry's submission id, or a
+    moderation entry's decision as the public history shows it and the indexes it
+    affects (its hash recomputes from them; ``decision`` null: no audit row does)."""
+    try:
+        ref = parse_tile_path("tile/entries/" + path)
+    except TileInvalid as exc:
+        raise NotFound(f"not a bundle: {exc.message}", {"path": path[:200]}) from None
+    tree = service_of(request).tree
+    if ref.width > tile_width(0, ref.index, tree.size()):
+        raise NotFound("the log holds no such bundle yet", {"path": path[:200]})
+    start = ref.index * TILE_WIDTH
+    with tree.engine.connect() as conn:
+        items = index_of(conn, start, start + ref.width)
+    return JSONResponse({"items": items}, headers={"Cache-Control": CHECKPOINT_CACHE})
 
 
 def install(app: FastAPI, settings: ServerSettings, engine: Engine) -> None:

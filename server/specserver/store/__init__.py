@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     )
     from specserver.store.domainrows import UNSPECIFIED, domain_rows
     from specserver.store.exportformat import DEFAULT_FORMAT, FORMATS
-    from specserver.store.logentries import LogReceipt
+    from specserver.store.logentries import LogReceipt, next_index
+    from specserver.store.logindex import index_of
     from specserver.store.logtree import LogGap, LogTree
     from specserver.store.migrations import current_version
     from specserver.store.outage import STORE_DOWN_RETRY_AFTER_S, is_store_down, store_down_errors
@@ -69,8 +70,10 @@ _LAZY: dict[str, str] = {
     "draft_rows": "specserver.store.dimensions",
     "field_column": "specserver.store.dimensions",
     "id_digest": "specserver.store.rowset",
+    "index_of": "specserver.store.logindex",
     "is_store_down": "specserver.store.outage",
     "moderation_version": "specserver.store.queries",
+    "next_index": "specserver.store.logentries",
     "positions_of": "specserver.store.positions",
     "positions_text": "specserver.store.positions",
     "redact_view": "specserver.store.redaction",
@@ -115,9 +118,11 @@ __all__ = [
     "exporting",
     "field_column",
     "id_digest",
+    "index_of",
     "is_store_down",
     "moderation",
     "moderation_version",
+    "next_index",
     "origins",
     "positions_of",
     "positions_text",

@@ -40,6 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import Unavailable
+from specserver.licence import LICENCE_ID, LICENCE_URL
 from specserver.store import exportformat, queries, tables
 from specserver.store.dimensions import (
     Filters,
@@ -52,6 +53,11 @@ from specserver.store.dimensions import (
 from specserver.store.exportformat import Layout
 
 FORMATS = tuple(exportformat.FORMATS)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
 
 sub = tables.submissions
 summ = tables.summaries
@@ -125,16 +131,23 @@ def _duck_type(column: Any) -> str:
     return "VARCHAR"
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+# The licence in every Parquet file's key-value metadata (read by parquet_kv_metadata()).
+PARQUET_OPTIONS = (f"FORMAT parquet, KV_METADATA {{license: {_sql_string(LICENCE_ID)}, "
+                   f"license_url: {_sql_string(LICENCE_URL)}}}")
+
+
+def export_sql(conn: Connection, filters: Filters) -> str:
+    """The export's SELECT as this store runs it, values inline (a snapshot's manifest
+    names it)."""
+    stmt = export_select(filters)
+    return str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
 
 
 def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
     target = _sql_string(str(path))
-    stmt = export_select(filters)
     if conn.dialect.name == "duckdb":
-        sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-        conn.exec_driver_sql(f"COPY ({sql}) TO {target} (FORMAT parquet)")
+        conn.exec_driver_sql(f"COPY ({export_sql(conn, filters)}) TO {target} "
+                             f"({PARQUET_OPTIONS})")
         return
     columns = ", ".join(f'"{c.name}" {_duck_type(c)}' for c in EXPORT_COLUMNS)
     marks = ", ".join("?" for _ in EXPORT_COLUMNS)
@@ -148,7 +161,7 @@ def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
                 batch = []
         if batch:
             duck.executemany(f"INSERT INTO export VALUES ({marks})", batch)
-        duck.execute(f"COPY export TO {target} (FORMAT parquet)")
+        duck.execute(f"COPY export TO {target} ({PARQUET_OPTIONS})")
 
 
 def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path) -> int:

@@ -125,18 +125,31 @@ def moderation_text(audit_row: dict[str, Any], affects: Sequence[int]) -> bytes:
                       ensure_ascii=False).encode("utf-8")
 
 
-def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
-    """Log a maintainer's decision, in its transaction (after ``changes.mark``: on
-    PostgreSQL the clock's row lock orders it among the replicas' entries)."""
+def moderation_entry(audit_row: dict[str, Any], affects: Sequence[int]) -> bytes:
+    return bytes([MODERATION]) + hashlib.sha256(moderation_text(audit_row, affects)).digest()
+
+
+def affected_indexes(conn: Connection, action: str, target: str,
+                     below: int | None = None) -> list[int]:
+    """The indexes a decision names: the target submission's entry, or a banned key's
+    submissions' entries; with ``below``, only those numbered before it (what the decision
+    logged at ``below`` named when it was made: later entries came after it)."""
     log, sub = tables.log_entries, tables.submissions
-    target = str(audit_row["target"])
-    if audit_row["action"] in ("ban", "unban"):
+    if action in ("ban", "unban"):
         named = select(log.c.idx).join(sub, sub.c.submission_id == log.c.submission_id) \
             .where(sub.c.key_id == target)
     else:
         named = select(log.c.idx).where(log.c.submission_id == target)
-    affects = [int(i) for i in conn.execute(named).scalars().all()]
-    entry = bytes([MODERATION]) + hashlib.sha256(moderation_text(audit_row, affects)).digest()
+    if below is not None:
+        named = named.where(log.c.idx < below)
+    return sorted(int(i) for i in conn.execute(named).scalars().all())
+
+
+def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
+    """Log a maintainer's decision, in its transaction (after ``changes.mark``: on
+    PostgreSQL the clock's row lock orders it among the replicas' entries)."""
+    affects = affected_indexes(conn, str(audit_row["action"]), str(audit_row["target"]))
+    entry = moderation_entry(audit_row, affects)
     insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
     return Sequencer(keeps_count=False).append_entries(
         conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]

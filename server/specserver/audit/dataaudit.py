@@ -1,0 +1,193 @@
+"""The public data against the log: every entry accounted for, every public submission
+logged, every decision recomputed.
+
+- An envelope entry names a submission (the log's index). Its view
+  (``GET /v1/submissions/{id}``) must exist; while public, its envelope's bytes must hash to
+  the entry and their DSSE signature must verify; when hidden, the SHA-256 it shows must be
+  the entry's, and something must say why it is off the list: quarantined at ingest, or a
+  decision in the log (hide, reject, ban) naming it. A logged submission the server no
+  longer has, or whose bytes changed, is a finding with the entry's inclusion proof.
+- A submission the public list shows has an envelope entry, or (an import) a logged
+  ``import`` decision naming it.
+- A moderation entry's decision, as the index gives it, hashes to the entry (recomputed
+  here from the rule: ``0x02 || SHA-256`` of the row plus ``affects`` as sorted, compact
+  JSON), names only earlier envelope entries, the target's own where it names a
+  submission, and is in that submission's public moderation history.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from typing import Any
+
+from specschema.envelope import verify_envelope
+from specschema.errors import EnvelopeError, SignatureInvalid
+from specserver.audit.findings import AuditReport, entry_proof
+from specserver.audit.logaudit import ENVELOPE, MODERATION, LogCopy
+from specserver.audit.source import PublicSource
+
+QUARANTINED = "quarantined: "
+WITHDRAWING = ("hide", "reject", "ban")
+SUBMISSION_ACTIONS = ("hide", "unhide", "reject", "import")
+
+
+def decision_entry(decision: dict[str, Any], affects: list[int]) -> bytes:
+    """What a moderation entry holds for ``decision`` (the rule, written from its spec)."""
+    text = json.dumps({**decision, "affects": sorted(affects)}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return bytes([MODERATION]) + hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _decisions(log: LogCopy, report: AuditReport,
+               views: dict[str, dict[str, Any] | None], source: PublicSource
+               ) -> dict[int, list[dict[str, Any]]]:
+    """Check each moderation entry; the decisions naming each envelope entry."""
+    naming: dict[int, list[dict[str, Any]]] = {}
+    owners = log.by_submission()
+    for index, item in sorted(log.index.items()):
+        if item.get("kind") != "moderation":
+            continue
+        entry = log.entries[index]
+        decision, affects = item.get("decision"), item.get("affects")
+        if not isinstance(decision, dict) or not isinstance(affects, list):
+            report.fail("decision_missing", f"entry {index}", "no decision in the public "
+                        "moderation history hashes to this moderation entry",
+                        entry_proof(log.tree, index, entry, log.note))
+            continue
+        if decision_entry(decision, affects) != entry:
+            report.fail("decision_mismatch", f"entry {index}", "the decision the index gives "
+                        "does not hash to the entry", (f"decision: {json.dumps(decision)}",
+                                                       *entry_proof(log.tree, index, entry,
+                                                                    log.note)))
+            continue
+        action, target = str(decision.get("action")), str(decision.get("target"))
+        bad = [i for i in affects if not isinstance(i, int) or not 0 <= i < index
+               or log.entries[i][0] != ENVELOPE]
+        own = owners.get(target)
+        if bad or (action in SUBMISSION_ACTIONS
+                   and affects != ([own] if own is not None and own < index else [])):
+            report.fail("decision_affects", f"entry {index}", f"the {action} of {target} "
+                        f"names entries {affects}, not what it acts on",
+                        entry_proof(log.tree, index, entry, log.note))
+            continue
+        if action in SUBMISSION_ACTIONS and not _in_history(target, decision, views, source):
+            report.fail("history_mismatch", f"entry {index}", f"the {action} of submission "
+                        f"{target} is not in its public moderation history",
+                        entry_proof(log.tree, index, entry, log.note))
+            continue
+        for affected in affects:
+            naming.setdefault(affected, []).append(decision)
+        report.passed("decisions recomputed")
+    return naming
+
+
+def _view(views: dict[str, dict[str, Any] | None], source: PublicSource,
+          submission_id: str) -> dict[str, Any] | None:
+    if submission_id not in views:
+        views[submission_id] = source.submission(submission_id)
+    return views[submission_id]
+
+
+def _in_history(target: str, decision: dict[str, Any],
+                views: dict[str, dict[str, Any] | None], source: PublicSource) -> bool:
+    view = _view(views, source, target)
+    return view is not None and decision in view.get("moderation", [])
+
+
+def _envelope_bytes(view: dict[str, Any]) -> bytes | None:
+    body = view.get("envelope", {}).get("body")
+    if not isinstance(body, str):
+        return None
+    try:
+        return base64.b64decode(body, validate=True)
+    except binascii.Error:
+        return None
+
+
+def _why_withdrawn(view: dict[str, Any], decisions: list[dict[str, Any]]) -> str | None:
+    """Why a logged submission is off the public list, or None when nothing says."""
+    submission = view.get("submission", {})
+    last = decisions[-1]["action"] if decisions else None
+    if submission.get("hidden"):
+        if str(submission.get("hidden_reason") or "").startswith(QUARANTINED):
+            return "quarantined at ingest"
+        if last in ("hide", "reject", "ban"):
+            return f"hidden by a logged decision ({last})"
+        return None
+    if submission.get("key_banned") and "ban" in [d["action"] for d in decisions]:
+        return "its key is banned by a logged decision"
+    if submission.get("complete") is False:
+        return "incomplete"
+    return None
+
+
+def _check_envelope(log: LogCopy, index: int, submission_id: str, view: dict[str, Any] | None,
+                    public: set[str], decisions: list[dict[str, Any]],
+                    report: AuditReport) -> None:
+    entry = log.entries[index]
+    subject = f"submission {submission_id}"
+    if view is None:
+        report.fail("submission_missing", subject, f"logged as entry {index}, the server no "
+                    "longer has it", entry_proof(log.tree, index, entry, log.note))
+        return
+    shown = str(view.get("submission", {}).get("envelope_sha256") or "")
+    body = _envelope_bytes(view)
+    if body is not None:
+        digest = hashlib.sha256(body).hexdigest()
+        if bytes([ENVELOPE]) + bytes.fromhex(digest) != entry:
+            report.fail("envelope_mismatch", subject, f"the envelope served hashes to "
+                        f"{digest}, not to entry {index}",
+                        (f"served envelope sha256: {digest}",
+                         *entry_proof(log.tree, index, entry, log.note)))
+            return
+        try:
+            verify_envelope(json.loads(body))
+        except (ValueError, EnvelopeError, SignatureInvalid) as exc:
+            report.fail("signature_invalid", subject, f"its envelope's signature does not "
+                        f"verify: {exc}", entry_proof(log.tree, index, entry, log.note))
+            return
+        report.passed("envelopes hashed and signatures verified")
+    elif bytes([ENVELOPE]) + bytes.fromhex(shown.zfill(64)[:64]) != entry:
+        report.fail("envelope_mismatch", subject, f"its envelope is withdrawn and the "
+                    f"sha256 shown ({shown[:64]}) is not entry {index}'s",
+                    entry_proof(log.tree, index, entry, log.note))
+        return
+    else:
+        report.passed("hidden envelopes matched by their sha256")
+    if submission_id in public:
+        return
+    why = _why_withdrawn(view, decisions)
+    if why is None:
+        report.fail("withdrawn_unexplained", subject, f"logged as entry {index} but off "
+                    "the public list, and neither its view nor a logged decision says why",
+                    entry_proof(log.tree, index, entry, log.note))
+    else:
+        report.passed(f"off the list: {why}")
+
+
+def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport) -> set[str]:
+    """The checks of the module doc; the ids the public list shows."""
+    listed = {str(item["submission_id"]): item for item in source.public_submissions()}
+    public = set(listed)
+    views: dict[str, dict[str, Any] | None] = {}
+    naming = _decisions(log, report, views, source)
+    owners = log.by_submission()
+    for submission_id, index in sorted(owners.items(), key=lambda pair: pair[1]):
+        view = _view(views, source, submission_id)
+        _check_envelope(log, index, submission_id, view, public, naming.get(index, []),
+                        report)
+    imported = {str(d["decision"]["target"]) for d in log.index.values()
+                if d.get("kind") == "moderation" and isinstance(d.get("decision"), dict)
+                and d["decision"].get("action") == "import"}
+    for submission_id in sorted(public - set(owners)):
+        if submission_id in imported and listed[submission_id].get("source") != "signed":
+            report.passed("imports named by a logged decision")
+            continue
+        report.fail("unlogged_submission", f"submission {submission_id}",
+                    "the public list shows it, but no entry of the log names it",
+                    (f"log size: {log.size}",))
+    report.passed("public submissions listed", len(public))
+    return public

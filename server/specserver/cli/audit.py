@@ -1,0 +1,58 @@
+"""``specserver audit --from URL``: audit a public server from the outside.
+
+Prints one line per finding, then a summary, then each finding's proof (the server's own
+signed and served data, and what is recomputed from it). Exit 0 when everything checks
+out, 3 when anything does not, 1 when the server could not be read (no audit happened).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from specserver.audit import AuditReport, AuditUnreachable, PublicSource, audit
+
+MISBEHAVIOUR_EXIT = 3
+
+
+def print_report(report: AuditReport) -> None:
+    for finding in report.findings:
+        typer.echo(finding.line())
+    for line in report.notes:
+        typer.echo(f"note: {line}")
+    typer.echo(report.summary())
+    for number, finding in enumerate(report.findings, 1):
+        if finding.proof:
+            typer.echo(f"\nproof {number} ({finding.subject}, {finding.kind}):")
+            for line in finding.proof:
+                typer.echo(f"  {line}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("audit")
+    def audit_command(
+        url: Annotated[str, typer.Option(
+            "--from", envvar="SPECSERVER_AUDIT_URL", help="the public server's base URL")],
+        log_key: Annotated[str | None, typer.Option(
+            "--log-key", envvar="SPECSERVER_AUDIT_LOG_KEY",
+            help="the log's verifier key (name+id+key), from a source you trust; default: "
+                 "the one the server serves at /log/key")] = None,
+    ) -> None:
+        """Copy the transparency log, recompute its root and check it against the public
+        data and the newest signed snapshot."""
+        if not url.startswith(("http://", "https://")):
+            typer.echo("specserver: --from takes the server's URL (http:// or https://)",
+                       err=True)
+            raise typer.Exit(2)
+        source = PublicSource.for_url(url)
+        try:
+            report = audit(source, log_key)
+        except AuditUnreachable as exc:
+            typer.echo(f"specserver: {exc.message}", err=True)
+            raise typer.Exit(1) from None
+        finally:
+            source.close()
+        print_report(report)
+        if not report.ok:
+            raise typer.Exit(MISBEHAVIOUR_EXIT)

@@ -1,0 +1,227 @@
+"""`specserver audit --from URL` against the real specserver under uvicorn: a server that
+kept its log and its public data in step passes; a submission deleted or edited directly
+in the database, a row edited after a snapshot, a decision's row edited, or a truncated
+log is caught, with exit 3 and the proof printed (DuckDB, with the server stopped while
+the file is edited; PostgreSQL, edited beside the running server)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, delete, select, update
+
+from specschema.tlog import (
+    MemoryTree,
+    inclusion_proof,
+    leaf_hash,
+    open_checkpoint,
+    parse_vkey,
+    verify_inclusion,
+)
+from specserver.http.app import create_app
+from specserver.settings import ServerSettings
+from specserver.store import tables
+from tests.support.liveserver import serve
+from tests.support.ports import free_port
+from tests.support.postgres import STORES, store_url_for
+from tests.support.signed import valid_body
+
+ORIGIN = "audit.example/log"
+TOKEN = "t0ken"
+
+
+def run_cli(args: list[str], capsys: Any) -> tuple[int, str, str]:
+    from specserver.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+class Deployment:
+    """A store, a log key and a snapshot folder in ``tmp_path``; ``running()`` serves them
+    on one port (again after a restart)."""
+
+    def __init__(self, tmp_path: Path, url: str) -> None:
+        self.tmp_path = tmp_path
+        self.store_url = url
+        self.port = free_port()
+
+    @contextmanager
+    def running(self) -> Iterator[str]:
+        settings = ServerSettings(
+            database_url=self.store_url, public_base_url=f"http://127.0.0.1:{self.port}",
+            log_origin=ORIGIN, log_key_file=str(self.tmp_path / "log-key"),
+            log_checkpoint_s=0.001, admin_token=TOKEN,
+            snapshot_dir=str(self.tmp_path / "snapshots"), rate_key_per_minute=0,
+            rate_addr_per_minute=0, rate_reject_per_minute=0, ban_cache_s=0)
+        with serve(create_app(settings), self.port) as url:
+            yield url
+
+    def edit(self, *statements: Any) -> None:
+        """Changes made directly in the database, past the server."""
+        engine = create_engine(self.store_url)
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(statement)
+        engine.dispose()
+
+
+def admin(url: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+    response = httpx.post(f"{url}/admin/v1/{path}", json=body,
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    assert response.is_success, response.text
+    return response
+
+
+def publish(url: str) -> list[str]:
+    """Three results, one hidden, and a signed snapshot: four log entries."""
+    ids = []
+    for seed in (61, 62, 63):
+        answer = httpx.post(f"{url}/v1/submissions", content=valid_body(seed=seed,
+                                                                         key_seed=seed))
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["submission_id"])
+    admin(url, "hide", {"submission_id": ids[1], "reason": "one machine twice"})
+    assert admin(url, "snapshot").json()["log_size"] == 4
+    return ids
+
+
+@pytest.fixture(params=STORES)
+def deployment(tmp_path: Path, request: pytest.FixtureRequest) -> Deployment:
+    return Deployment(tmp_path, store_url_for(request.param, tmp_path, request))
+
+
+@contextmanager
+def edited_beside(deployment: Deployment, *statements: Any) -> Iterator[str]:
+    """The server running after ``statements`` (DuckDB: stopped while the file is edited,
+    it admits one process; PostgreSQL: edited beside the running server)."""
+    if deployment.store_url.startswith("duckdb"):
+        deployment.edit(*statements)
+        with deployment.running() as url:
+            yield url
+    else:
+        with deployment.running() as url:
+            deployment.edit(*statements)
+            yield url
+
+
+def delete_submission(submission_id: str) -> list[Any]:
+    """Every row of the submission, in every table but the log's."""
+    return [delete(t).where(t.c.submission_id == submission_id)
+            for t in reversed(tables.metadata.sorted_tables)
+            if "submission_id" in t.c and t is not tables.log_entries]
+
+
+def test_an_honest_server_passes_and_a_pinned_wrong_key_fails(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        publish(url)
+        code, out, err = run_cli(["audit", "--from", url], capsys)
+        assert code == 0, out + err
+        assert "the log and the public data check out" in out
+        assert "4 entries" in out and "1 decisions recomputed" in out
+        assert "2 envelopes hashed and signatures verified" in out
+        assert "1 off the list: hidden by a logged decision (hide)" in out
+        assert "1 snapshot rows unchanged in today's export" in out
+        key = httpx.get(f"{url}/log/key").text.strip()
+        code, out, _ = run_cli(["audit", "--from", url, "--log-key", key], capsys)
+        assert code == 0, out
+        other = f"{ORIGIN}+00000000+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
+        code, out, _ = run_cli(["audit", "--from", url, "--log-key", other], capsys)
+        assert code == 3 and "FAIL log: not a log key" in out
+
+
+def test_a_deleted_submission_is_caught_with_its_inclusion_proof(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        ids = publish(url)
+        note = httpx.get(f"{url}/log/checkpoint").content
+        key = httpx.get(f"{url}/log/key").text.strip()
+    with edited_beside(deployment, *delete_submission(ids[2])) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert f"FAIL submission {ids[2]}: logged as entry 2, the server no longer has it" in out
+    assert f"FAIL submission {ids[2]}: in the signed snapshot, the server no longer has " \
+           "it" in out
+    # The proof printed is checkable by itself: the entry, its inclusion proof and the
+    # signed checkpoint it leads to.
+    proof = out[out.index("proof 1 (submission"):]
+    entry = bytes.fromhex(proof.split("entry 2: ")[1].split("\n")[0])
+    path = [base64.b64decode(h) for h in
+            proof.split("inclusion proof (4 entries): ")[1].split("\n")[0].split()]
+    checkpoint = open_checkpoint(note, parse_vkey(key), ORIGIN)
+    verify_inclusion(2, 4, leaf_hash(entry), path, checkpoint.root)
+    assert "checkpoint | audit.example/log" in proof
+
+
+def test_an_edited_envelope_and_an_edited_row_are_caught(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        ids = publish(url)
+    envelopes, summaries = tables.envelopes, tables.summaries
+    engine = create_engine(deployment.store_url)
+    with engine.connect() as conn:
+        body = bytes(conn.execute(select(envelopes.c.body).where(
+            envelopes.c.submission_id == ids[0])).scalar_one())
+    engine.dispose()
+    forged = body.replace(b'"sig":"', b'"sig":"A', 1)
+    with edited_beside(
+            deployment,
+            update(envelopes).where(envelopes.c.submission_id == ids[0]).values(body=forged),
+            update(summaries).where(summaries.c.submission_id == ids[2])
+            .values(speedup_tps=9.5)) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    digest = hashlib.sha256(forged).hexdigest()
+    assert f"FAIL submission {ids[0]}: the envelope served hashes to {digest}, not to " \
+           "entry 0" in out
+    assert f"FAIL submission {ids[2]}: its rows in today's export differ from the signed " \
+           "snapshot's" in out
+    assert "snapshot manifest | specatlas snapshot v1" in out
+
+
+def test_a_truncated_log_is_caught_against_the_snapshot_and_the_list(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        ids = publish(url)
+    log = tables.log_entries
+    with edited_beside(deployment, delete(log).where(log.c.idx >= 2)) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert "FAIL snapshot: the snapshot was taken at 4 log entries; the log now has 2" in out
+    assert "snapshot manifest | checkpoint 4 " in out and "checkpoint now | 2" in out
+    assert f"FAIL submission {ids[2]}: the public list shows it, but no entry of the log " \
+           "names it" in out
+
+
+def test_a_decision_whose_row_was_edited_has_no_decision_behind_it(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        publish(url)
+    audit = tables.audit_log
+    with edited_beside(deployment, update(audit).values(reason="nothing to see")) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert "FAIL entry 3: no decision in the public moderation history hashes to this " \
+           "moderation entry" in out
+
+
+def test_the_proofs_printed_come_from_the_rfc_tree() -> None:
+    """The inclusion proof a finding prints is RFC 9162's, from the recomputed tree."""
+    from specserver.audit.findings import entry_proof
+
+    entries = [bytes([1]) + bytes([i]) * 32 for i in range(5)]
+    tree = MemoryTree([leaf_hash(e) for e in entries])
+    lines = entry_proof(tree, 3, entries[3], "o\n5\nroot\n\n\u2014 o sig\n".encode())
+    path = [base64.b64decode(h) for h in lines[2].split(": ")[1].split()]
+    assert path == inclusion_proof(3, 5, tree.node)
+    verify_inclusion(3, 5, leaf_hash(entries[3]), path, tree.root())
