@@ -16,8 +16,10 @@ Two steps, both documented in docs/aggregation.md ("Names"):
   plus Common/Inherited punctuation, symbols and digits; no combining mark left on a
   Latin, Greek or Cyrillic letter or a digit after NFKC; scripts within UTS #39's Highly
   Restrictive level and one digit system; no non-ASCII name whose confusable skeleton is
-  ASCII; and a chip or model name whose skeleton (``skeleton``) is a known chip's or
-  model's must be that one (``lookalike_problem``, ASCII names included). Refusing beats
+  ASCII; and a chip or model name whose skeleton (``skeleton``), or the skeleton of its
+  letters without their marks (``unmarked``: NFKC composes ``M`` + U+0323 into ``Ṃ``, which
+  leaves no mark over), is a known chip's or model's must be that one
+  (``lookalike_problem``, ASCII names included). Refusing beats
   folding here: a sender whose name carries an invisible or foreign letter learns it, and
   the stored envelope never disagrees with what the board shows.
 - ``canonical`` (applied to the stored columns, ``ingest.rows``): NFKC (NBSP and the other
@@ -98,6 +100,26 @@ def skeleton(value: str) -> str:
     return str(checker.getSkeleton(0, str(checker.getSkeleton(0, value)).casefold()))
 
 
+def unmarked(value: str) -> str:
+    """``value`` without its combining marks (NFD, then every Mn and Me dropped), composed
+    again (NFC): the letters under the accents. ``Apple M`` + U+0323 + ``2`` composes (NFKC)
+    to ``Apple Ṃ2``, a real letter, so no mark is left over and its skeleton is not Apple
+    M2's (UTS #39 keeps marks in skeletons); unmarked, it is ``Apple M2``."""
+    decomposed = unicodedata.normalize("NFD", value)
+    kept = "".join(c for c in decomposed if unicodedata.category(c) not in ("Mn", "Me"))
+    return unicodedata.normalize("NFC", kept)
+
+
+def skeletons(value: str) -> tuple[str, ...]:
+    """The skeletons a name is compared by: its own (``skeleton``) and, when it carries
+    marks, its unmarked form's (``unmarked``)."""
+    own = skeleton(value)
+    if value.isascii():  # nearly every name: no marks
+        return (own,)
+    bare = unmarked(value)
+    return (own,) if bare == value else (own, skeleton(bare))
+
+
 def _char_label(char: str, index: int) -> str:
     label = unicodedata.name(char, f"category {unicodedata.category(char)}")
     return f"U+{ord(char):04X} ({label}) at position {index}"
@@ -146,19 +168,22 @@ def name_problem(value: str, *, note: bool = False, chip: bool = False,
 
 def lookalike_problem(value: str, *, chip: bool = False, model: bool = False) -> str | None:
     """A chip or model name whose skeleton is a known chip's or model's must be that one
-    (any case, an alias) or it is refused: ``AppIe M2`` is not a new chip."""
+    (any case, an alias) or it is refused: ``AppIe M2`` is not a new chip. Skeletons are
+    taken of the composed form (NFKC) and of its letters without their marks
+    (``skeletons``): ``Apple Ṃ2`` and ``Applẹ M2``, decomposed or precomposed, are not new
+    chips either."""
     if not (chip or model):
         return None
-    name = collapse(unicodedata.normalize("NFKC", value))
-    shadow = skeleton(name)
-    if chip:
-        known = _known_chip_skeletons().get(shadow)
-        if known is not None and _known_by_folded().get(name.casefold()) != known:
-            return f"name is a lookalike of the known chip {known!r}"
-    if model:
-        known = _known_model_skeletons().get(shadow)
-        if known is not None and canonical_model(name) != known:
-            return f"name is a lookalike of the known model {known!r}"
+    name = collapse(unicodedata.normalize("NFKC", value))  # the composed form, as stored
+    for shadow in skeletons(name):
+        if chip:
+            known = _known_chip_skeletons().get(shadow)
+            if known is not None and _known_by_folded().get(name.casefold()) != known:
+                return f"name is a lookalike of the known chip {known!r}"
+        if model:
+            known = _known_model_skeletons().get(shadow)
+            if known is not None and canonical_model(name) != known:
+                return f"name is a lookalike of the known model {known!r}"
     return None
 
 
@@ -223,8 +248,9 @@ def _known_chip_skeletons() -> dict[str, str]:
     found: dict[str, str] = {}
     for entry in known_chips():
         for spelling in (entry["name"], *entry.get("aliases", ())):
-            if found.setdefault(skeleton(spelling), entry["name"]) != entry["name"]:
-                raise ValueError(f"known_chips.json: {spelling!r} looks like another chip")
+            for shadow in skeletons(spelling):
+                if found.setdefault(shadow, entry["name"]) != entry["name"]:
+                    raise ValueError(f"known_chips.json: {spelling!r} looks like another chip")
     return found
 
 
@@ -232,7 +258,8 @@ def _known_chip_skeletons() -> dict[str, str]:
 def _known_model_skeletons() -> dict[str, str]:
     """Skeleton of every model name in known_models.json -> the name."""
     raw = resources.files("specserver").joinpath("known_models.json").read_text("utf-8")
-    return {skeleton(entry["name"]): entry["name"] for entry in json.loads(raw)["models"]}
+    return {shadow: entry["name"] for entry in json.loads(raw)["models"]
+            for shadow in skeletons(entry["name"])}
 
 
 @lru_cache(maxsize=NAME_CACHE_SIZE)
