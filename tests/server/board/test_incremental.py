@@ -50,6 +50,9 @@ SPECS: list[incremental.Spec] = [
       for view in aggregate.VIEWS],
     (queries.Filters.of({"chip": "Apple M2"}), ("draft",), "speedup"),
     (queries.Filters(), ("chip",), "noise_floor"),
+    # the per-domain rows (store.domainview): every result here reads "unspecified"
+    (queries.Filters.of({"domain": "unspecified"}), ("domain", "spec_type", "depth"),
+     "speedup"),
 ]
 
 draft_row = st.tuples(st.sampled_from(["spec_4", "spec_8"]), st.sampled_from(VERDICTS),
