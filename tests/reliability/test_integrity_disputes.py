@@ -101,6 +101,16 @@ def test_twenty_ranges_posting_once_dispute_the_group_instead_of_taking_it(
         _later(client, 8, 901)  # the 20 cohorts graduate: recent for 28 days
         aged = _spec4(client)
         listed = client.get("/admin/v1/disputes", headers=ADMIN).json()["items"]
+        page = client.get("/", params={"chip": "Apple M2"}).text
+    # The page marks the group and says whose median it shows; the recent side's median is
+    # in the mark's words, never drawn as the group's result.
+    marks = [part.split('"', 1)[0] for part in page.split('<span class="disputed" title="')[1:]]
+    assert len(marks) == 2, page  # spec_4 and spec_8, both attacked
+    for mark in marks:
+        assert mark.startswith("20 recent contributors (median 3.0"), mark
+        assert "disagree with 6 established ones (median 1.1" in mark
+        assert mark.endswith("the median shown is the established contributors' until a "
+                             "maintainer settles it")
     print(f"\n[{store}] 20 /24s once each: new {new['median_speedup']:.2f}x, after probation "
           f"{aged['median_speedup']:.2f}x, dispute {aged['dispute']}")
     for group in (new, aged):
