@@ -422,9 +422,8 @@ class ReadService:
         """The board from the state of the store ``conn`` sees (whose data version is
         ``version``): the one place a board is computed, maintained by change
         (``incremental``: from the store's change log), Sybil resistance (newkeys.py)
-        included; ``with_acceptance``: and each group's acceptance per draft position, in
-        full each time (``acceptance``: up to ~9 s of CPU at a million results that all
-        have counts, BENCHMARKS.md), so only for the reads that ask for it."""
+        included; ``with_acceptance``: and each group's acceptance per draft position
+        (``acceptance``: in full each time, so only for the reads that ask for it)."""
         dims = tuple(dimensions)
         with self._compute_lock:
             computed = self._maintainer.board(conn, filters, dims, view)
