@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import statistics
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +132,11 @@ def test_the_filters_keep_a_domain_a_type_or_a_depth(served_map: Any) -> None:
     rows = list(csv.DictReader(io.StringIO(served.get(
         "/v1/export", params={"format": "csv", "domain": "unspecified"}).text)))
     assert {r["submission_id"] for r in rows} == {str(seed.submission_id)}
+    deep_rows = [json.loads(line) for line in served.get(
+        "/v1/export", params={"format": "jsonl", "depth": "16"}).text.splitlines()]
+    assert {(r["config_name"], r["spec_type"], r["depth"]) for r in deep_rows} == {
+        ("ngram_mod_16", "ngram-mod", 16)}
+    assert len(deep_rows) == len(maps)
     # values no result has, or outside the list: 422 with what there is
     for name, value in (("domain", "poetry"), ("depth", "99"), ("spec_type", "draft-eagle3")):
         refused = served.get("/v1/leaderboard", params={name: value})
