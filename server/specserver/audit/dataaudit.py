@@ -21,6 +21,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from typing import Any
 
 from specschema.envelope import verify_envelope
@@ -30,6 +31,7 @@ from specserver.audit.logaudit import ENVELOPE, MODERATION, LogCopy
 from specserver.audit.source import PublicSource
 
 QUARANTINED = "quarantined: "
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 WITHDRAWING = ("hide", "reject", "ban")
 SUBMISSION_ACTIONS = ("hide", "unhide", "reject", "import")
 
@@ -150,7 +152,7 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, view: dict[str
                         f"verify: {exc}", entry_proof(log.tree, index, entry, log.note))
             return
         report.passed("envelopes hashed and signatures verified")
-    elif bytes([ENVELOPE]) + bytes.fromhex(shown.zfill(64)[:64]) != entry:
+    elif not _HEX64.fullmatch(shown) or bytes([ENVELOPE]) + bytes.fromhex(shown) != entry:
         report.fail("envelope_mismatch", subject, f"its envelope is withdrawn and the "
                     f"sha256 shown ({shown[:64]}) is not entry {index}'s",
                     entry_proof(log.tree, index, entry, log.note))

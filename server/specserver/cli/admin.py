@@ -1,4 +1,5 @@
-"""Maintainer commands: import-hardnumbers, query, hide, unhide, ban, unban, export, stats.
+"""Maintainer commands: import-hardnumbers, query, hide, unhide, ban, unban, export,
+snapshot, stats.
 
 Two ways to reach the store (docs/maintainers.md):
 
@@ -22,8 +23,10 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from specschema.conclusion import ratio_words
 from specserver.cli.admin_client import Admin, AdminError, DirectAdmin, connect
 from specserver.errors import SpecServerError
+from specserver.licence import SENTENCE
 from specserver.settings import legacy_note
 from specserver.store import FORMATS
 
@@ -135,7 +138,10 @@ def register(app: typer.Typer) -> None:
         result = _run(work)
         typer.echo(f"imported {result['submission_id']}")
         for s in result["summary"]:
-            speedup = "" if s["speedup_tps"] is None else f"  speedup {s['speedup_tps']:.3f}x"
+            # Only a confirmed ratio is a speedup; any other is said as what it is.
+            speedup = ("" if s["speedup_tps"] is None else
+                       f"  speedup {s['speedup_tps']:.3f}x" if s["observed"] == "confirmed" else
+                       f"  ratio {ratio_words(s['observed'], s['speedup_tps'])}")
             typer.echo(f"  {s['name']:<22} median {s['median_tps']:.3f} tok/s  wall "
                        f"{s['median_wall_s']:.3f} s  {s['observed']}{speedup}")
 
@@ -266,6 +272,23 @@ def register(app: typer.Typer) -> None:
 
         written = _run(work)
         typer.echo(f"wrote {path} ({written} bytes, {chosen})")
+        typer.echo(SENTENCE, err=True)  # stdout stays the one line a script reads
+
+    @app.command("snapshot")
+    def snapshot(
+        server: ServerOpt = None, token: TokenOpt = None, database: DatabaseOpt = None,
+        actor: ActorOpt = "maintainer",
+    ) -> None:
+        """Write a signed snapshot of the public data now (Parquet and its manifest)."""
+        def work() -> dict[str, Any]:
+            with connect(server, token, database, actor) as admin:
+                _say_store(admin)
+                return admin.snapshot()
+
+        result = _run(work)
+        typer.echo(f"wrote snapshot {result['file']}: {result['rows']} rows, log size "
+                   f"{result['log_size']}, sha256 {result['parquet_sha256']} "
+                   f"({result['licence'].split()[0]})")
 
     @app.command("stats")
     def stats(

@@ -39,6 +39,7 @@ class Admin(Protocol):
     def export(self, fmt: str, path: Path) -> int: ...
     def disputes(self) -> list[dict[str, Any]]: ...
     def settle(self, how: str, cohort: str, reason: str) -> dict[str, Any]: ...
+    def snapshot(self) -> dict[str, Any]: ...
 
 
 # --- through the running server -----------------------------------------------------------
@@ -132,6 +133,10 @@ class HttpAdmin:
     def settle(self, how: str, cohort: str, reason: str) -> dict[str, Any]:
         """``how``: ``accept`` or ``hide`` the cohort whose first key is ``cohort``."""
         return self._post(f"disputes/{how}", {"cohort": cohort, "reason": reason})
+
+    def snapshot(self) -> dict[str, Any]:
+        """Write a signed snapshot of the public data now (``/v1/snapshots/latest.*``)."""
+        return self._post("snapshot", {})
 
     def export(self, fmt: str, path: Path) -> int:
         written = 0

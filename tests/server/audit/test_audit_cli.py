@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nacl.signing
 import pytest
 from sqlalchemy import create_engine, delete, select, update
 
 from specschema.tlog import (
     MemoryTree,
+    Signer,
     inclusion_proof,
     leaf_hash,
     open_checkpoint,
@@ -138,6 +140,11 @@ def test_an_honest_server_passes_and_a_pinned_wrong_key_fails(
         other = f"{ORIGIN}+00000000+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
         code, out, _ = run_cli(["audit", "--from", url, "--log-key", other], capsys)
         assert code == 3 and "FAIL log: not a log key" in out
+        forger = Signer(ORIGIN, nacl.signing.SigningKey(b"\x09" * 32)).verifier.vkey
+        code, out, _ = run_cli(["audit", "--from", url, "--log-key", forger], capsys)
+        assert code == 3
+        assert "FAIL log: the checkpoint does not open with the log key" in out
+        assert "FAIL log: the server's /log/key is not the key given" in out
 
 
 def test_a_deleted_submission_is_caught_with_its_inclusion_proof(
