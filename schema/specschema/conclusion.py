@@ -37,8 +37,8 @@ __all__ = [
     "OUTCOME_WORDS", "VERDICT_HELP", "VERDICT_WORDS", "Outcome", "acceptance_rate",
     "batched_arithmetic", "capability_reason", "conclusion", "config_line", "config_sentence",
     "drift_words", "effect", "interval_method_words", "no_counters_reason", "off_line_words",
-    "other_speedup", "outcome", "outcome_of", "problem_words", "speedup_cell", "spread",
-    "stability_words", "verdict_help", "verdict_label", "vs_baseline", "vs_baseline_wall",
+    "other_speedup", "outcome", "outcome_of", "problem_words", "ratio_words", "speedup_cell",
+    "spread", "stability_words", "verdict_help", "verdict_label", "vs_baseline", "vs_baseline_wall",
 ]
 
 def outcome_of(low: float | None, high: float | None) -> Outcome | None:
@@ -143,7 +143,12 @@ def speedup_cell(summary: ConfigSummary, wall: bool = False) -> str:
     ratio = summary.speedup_wall if wall else summary.speedup_tps
     if ratio is None:
         return "—"
-    return f"{ratio:.2f}x, {_RATIO_IS.get(summary.observed, 'not a speedup')}"
+    return ratio_words(summary.observed, ratio)
+
+
+def ratio_words(observed: str, ratio: float) -> str:
+    """A ratio whose verdict is not a measured speedup, with what it is ("0.98x, noise")."""
+    return f"{ratio:.2f}x, {_RATIO_IS.get(observed, 'not a speedup')}"
 
 
 def drift_words(baseline: ConfigSummary | None) -> str | None:
