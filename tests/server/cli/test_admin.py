@@ -90,6 +90,9 @@ def test_import_reproduces_the_files_own_medians(tmp_path):
     result = cli("import-hardnumbers", str(FIXTURE), *IMPORT_ARGS, "--database", db)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("imported ")
+    # The drafts were not applied: their ratios are said as noise, never as speedups.
+    assert "speedup" not in result.output
+    assert "not_applied  ratio 0.95x, noise" in result.output
     data = json.loads(FIXTURE.read_text())
     out = cli("query", "SELECT * FROM summaries ORDER BY config_name", "--json", "--database", db)
     assert out.exit_code == 0, out.output
