@@ -35,7 +35,7 @@ from specsubmit.engines import (
     adapter,
     check_options,
 )
-from specsubmit.errors import RunAborted, SpecSubmitError, UsageError
+from specsubmit.errors import ResultFileError, RunAborted, SpecSubmitError, UsageError
 from specsubmit.local import check_state_home, engine_lock, load_result, save_result, write_result
 from specsubmit.run import (
     Measured,
@@ -152,10 +152,20 @@ def run_command(
     saved: list[Path] = []  # where the checkpoints went (one file, rewritten per trial)
     trials_saved = 0
 
+    def surviving() -> str:
+        """What a failed save (a full disk) leaves: the checkpoint before it, untouched
+        (each save replaces the file only once the new one is whole)."""
+        if not saved:
+            return "no trial was saved"
+        return f"the last checkpoint, {trials_saved} trials, is intact at {saved[0]}"
+
     def checkpoint(partial: Submission) -> None:
         nonlocal trials_saved
         with ctrl_c.shield():
-            path = save_result(partial)
+            try:
+                path = save_result(partial)
+            except ResultFileError as exc:
+                raise ResultFileError(f"{exc.message}; {surviving()}") from None
             saved[:] = [path]
             trials_saved = sum(len(config.trials) for config in partial.configs)
 
@@ -187,7 +197,10 @@ def run_command(
             path: Path | None = None
             if outcome.trials_done or not (outcome.error or outcome.interrupted):
                 with ctrl_c.shield():  # the final result replaces the last checkpoint
-                    path = save_result(submission)
+                    try:
+                        path = save_result(submission)
+                    except ResultFileError as exc:
+                        raise ResultFileError(f"{exc.message}; {surviving()}") from None
         except KeyboardInterrupt:
             listener.stop()
             if saved:

@@ -5,16 +5,20 @@ slow engine is never silent for long on a console that rich cannot redraw."""
 from __future__ import annotations
 
 import io
+import resource
+import signal
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
 from specschema.payload import parse_submission
 from specsubmit.cli.listener import ConsoleListener, Heartbeat
-from tests.client.cli.test_run_cli import MTP, _saved, specsubmit
-from tests.fakeollama import FakeModel, FakeOllama
+from tests.client.cli.test_run_cli import MTP, SCRIPT, _env, _saved, specsubmit
+from tests.fakeollama import FakeModel, FakeOllama, default_models
 
 
 def test_a_run_that_could_speculate_without_a_readable_log_stops_before_any_request(
@@ -106,3 +110,33 @@ def test_a_console_that_is_not_a_terminal_hears_the_heartbeat_during_a_trial() -
     terminal = ConsoleListener(Console(file=io.StringIO(), force_terminal=True))
     assert terminal.heartbeat is None  # rich redraws the elapsed time there
     terminal.stop()
+
+
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    """For the child: writes past ``limit`` bytes fail (EFBIG), as on a full disk (ENOSPC)
+    for the process; SIGXFSZ ignored so that the write fails rather than the process."""
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_mid_run_names_the_checkpoint_that_survived(
+        tmp_path: Path, specsubmit_home: Path) -> None:
+    with FakeOllama(version="0.12.8", models=default_models()) as fake:
+        whole = specsubmit(tmp_path, "run", "--ollama", fake.url, "--no-submit")
+        assert whole.returncode == 0, whole.stderr
+        (complete,) = specsubmit_home.glob("results/*.json")
+        size = complete.stat().st_size
+        complete.unlink()
+        full = subprocess.run([SCRIPT, "run", "--ollama", fake.url, "--no-submit"],
+                              capture_output=True, text=True, timeout=120, env=_env(tmp_path),
+                              stdin=subprocess.DEVNULL, preexec_fn=_file_size_limit(size // 2))
+    assert full.returncode == 1, full.stderr
+    [line] = [x for x in full.stderr.splitlines() if "error:" in x]
+    (kept,) = specsubmit_home.glob("results/*.json")
+    partial = parse_submission(kept.read_bytes())
+    trials = sum(len(c.trials) for c in partial.configs)
+    assert 0 < trials < 15 and not partial.complete
+    assert line.startswith(f"specsubmit: error: cannot write the result to {kept}: ")
+    assert line.endswith(f"; the last checkpoint, {trials} trials, is intact at {kept}")
