@@ -31,6 +31,7 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     checked: Counter[str] = field(default_factory=Counter)  # what checked out, by kind
     notes: list[str] = field(default_factory=list)
+    checkpoint: bytes | None = None  # the signed checkpoint the log was copied at
 
     @property
     def ok(self) -> bool:

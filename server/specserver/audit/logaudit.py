@@ -152,6 +152,28 @@ def _read_index(source: PublicSource, log: LogCopy, report: AuditReport) -> None
                 log.index.pop(index, None)
 
 
+def check_kept(log: LogCopy, kept: bytes, report: AuditReport) -> None:
+    """The log must extend the checkpoint an earlier audit kept (Go's checksum database
+    does the same): a smaller log, or other entries below the kept size, is a fork."""
+    try:
+        old = open_checkpoint(kept, log.verifier, log.verifier.name)
+    except NoteInvalid as exc:
+        report.fail("kept_checkpoint", "log", f"the kept checkpoint does not open with the "
+                    f"log key: {exc}", note_lines("kept checkpoint", kept))
+        return
+    proof = (*note_lines("kept checkpoint", kept), *note_lines("checkpoint now", log.note))
+    if old.size > log.size:
+        report.fail("log_shrank", "log", f"the log had {old.size} entries at the last audit; "
+                    f"it now has {log.size}", proof)
+    elif log.tree.root(old.size) != old.root:
+        report.fail("log_rewritten", "log", f"the log's first {old.size} entries no longer "
+                    "hash to the root kept from the last audit",
+                    (f"recomputed root of the first {old.size}: "
+                     f"{b64(log.tree.root(old.size))}", *proof))
+    else:
+        report.passed("consistent with the kept checkpoint")
+
+
 def copy_log(source: PublicSource, log_key: str | None, report: AuditReport) -> LogCopy | None:
     """The whole log, checked against its signed checkpoint (module doc); None when it
     cannot be read far enough to check the public data against it."""

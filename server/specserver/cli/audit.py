@@ -3,10 +3,14 @@
 Prints one line per finding, then a summary, then each finding's proof (the server's own
 signed and served data, and what is recomputed from it). Exit 0 when everything checks
 out, 3 when anything does not, 1 when the server could not be read (no audit happened).
+With ``--keep FILE`` the checkpoint of the last audit that passed is kept there, and the
+next audit proves the log extends it (an auditor that keeps nothing cannot see a log
+truncated and regrown, or two histories shown at two times).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -38,6 +42,10 @@ def register(app: typer.Typer) -> None:
             "--log-key", envvar="SPECSERVER_AUDIT_LOG_KEY",
             help="the log's verifier key (name+id+key), from a source you trust; default: "
                  "the one the server serves at /log/key")] = None,
+        keep: Annotated[Path | None, typer.Option(
+            "--keep", envvar="SPECSERVER_AUDIT_KEEP",
+            help="file keeping the checkpoint of the last audit that passed; the log must "
+                 "extend it")] = None,
     ) -> None:
         """Copy the transparency log, recompute its root and check it against the public
         data and the newest signed snapshot."""
@@ -45,9 +53,14 @@ def register(app: typer.Typer) -> None:
             typer.echo("specserver: --from takes the server's URL (http:// or https://)",
                        err=True)
             raise typer.Exit(2)
+        try:
+            kept = keep.read_bytes() if keep is not None and keep.exists() else None
+        except OSError as exc:
+            typer.echo(f"specserver: cannot read {keep}: {exc.strerror}", err=True)
+            raise typer.Exit(1) from None
         source = PublicSource.for_url(url)
         try:
-            report = audit(source, log_key)
+            report = audit(source, log_key, kept)
         except AuditUnreachable as exc:
             typer.echo(f"specserver: {exc.message}", err=True)
             raise typer.Exit(1) from None
@@ -56,3 +69,7 @@ def register(app: typer.Typer) -> None:
         print_report(report)
         if not report.ok:
             raise typer.Exit(MISBEHAVIOUR_EXIT)
+        if keep is not None and report.checkpoint is not None:
+            partial = keep.with_name(keep.name + ".partial")
+            partial.write_bytes(report.checkpoint)
+            partial.replace(keep)

@@ -232,3 +232,30 @@ def test_the_proofs_printed_come_from_the_rfc_tree() -> None:
     path = [base64.b64decode(h) for h in lines[2].split(": ")[1].split()]
     assert path == inclusion_proof(3, 5, tree.node)
     verify_inclusion(3, 5, leaf_hash(entries[3]), path, tree.root())
+
+
+def test_the_kept_checkpoint_catches_a_log_rewritten_behind_the_public_data(
+        deployment: Deployment, capsys: Any, tmp_path: Path) -> None:
+    """Entry 2 and its submission deleted, then a new submission takes index 2: the public
+    data agrees with the log again, so only a checkpoint kept from before shows the fork."""
+    kept = tmp_path / "audit-checkpoint"
+    with deployment.running() as url:
+        ids = [httpx.post(f"{url}/v1/submissions", content=valid_body(seed=s, key_seed=s))
+               .json()["submission_id"] for s in (71, 72, 73)]
+        code, out, _ = run_cli(["audit", "--from", url, "--keep", str(kept)], capsys)
+        assert code == 0, out
+        before = kept.read_bytes()
+        assert before == httpx.get(f"{url}/log/checkpoint").content
+    log = tables.log_entries
+    with edited_beside(deployment, delete(log).where(log.c.idx == 2),
+                       *delete_submission(ids[2])) as url:
+        again = httpx.post(f"{url}/v1/submissions", content=valid_body(seed=74, key_seed=74))
+        assert again.json()["log"]["index"] == 2
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+        assert code == 0, out  # nothing kept: the rewritten log looks whole
+        code, out, _ = run_cli(["audit", "--from", url, "--keep", str(kept)], capsys)
+    assert code == 3
+    assert "FAIL log: the log's first 3 entries no longer hash to the root kept from the " \
+           "last audit" in out
+    assert "kept checkpoint | audit.example/log" in out and "checkpoint now | 3" in out
+    assert kept.read_bytes() == before  # a failed audit keeps the old one
