@@ -147,7 +147,7 @@ class Preflight:
     can_honor: dict[str, bool | None]
     memory_needed: int | None
     memory_available: int | None
-    engine_name: EngineName = "ollama"  # the descriptor's name (specschema.engines)
+    engine_name: EngineName  # the descriptor's name (specschema.engines): each adapter says
     build: str | None = None
     # A model given as a file path is published under this name instead (a path is
     # private: it names folders, often the user's): {path as given: public name}.

@@ -116,7 +116,8 @@ def preflight(client: OllamaClient, settings: RunSettings, fingerprint: Fingerpr
         needed = max(needed or 0, protocol.requirements.memory_bytes)
     available = available_memory(fingerprint)
     check_memory(needed, available, settings.assume_yes, listener)
-    return Preflight(version, models, can_honor, needed, available, runtime=runtime)
+    return Preflight(version, models, can_honor, needed, available, engine_name="ollama",
+                     runtime=runtime)
 
 
 def _pull_progress(listener: RunListener, model: str, progress: PullProgress, *,
