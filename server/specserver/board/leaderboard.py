@@ -131,8 +131,7 @@ class ReadService:
         self._wake = threading.Condition(self._cache_lock)
         self._refresher: threading.Thread | None = None
         self._closed = False
-        self._seen: str | None = None  # the data version the last board read found
-        self._board_checked: tuple[str, float] | None = None  # (version, monotonic)
+        self._board_checked: tuple[float, str] | None = None  # (look began, version)
         self._check_asked = False  # a board read asked the refresher to look (``_check``)
         # What the refresher did: tests and the bench read these.
         self.refreshes = 0
@@ -162,6 +161,9 @@ class ReadService:
             self._version, self._version_at = version, time.monotonic()
         return version
 
+    def _look(self) -> tuple[float, str]:  # (no later than its look began, ``version``)
+        return time.monotonic() - self.max_stale_s, self.version()  # in this order
+
     def _board_version(self) -> str:
         """``version`` for board reads, as last looked at: the store's data version is read
         at most every ``check_s`` (or ``max_stale_s``), and then by the refresher thread, not
@@ -172,31 +174,30 @@ class ReadService:
         with self._cache_lock:
             checked = self._board_checked
             if self.wait_s <= 0 and window > 0 and checked is not None:
-                if time.monotonic() - checked[1] >= window and not self._check_asked:
+                if time.monotonic() - checked[0] >= window and not self._check_asked:
                     self._check_asked = True
                     self._start_refresher()
                     self._wake.notify_all()
-                return checked[0]
-        version = self.version()
-        with self._cache_lock:
-            self._board_checked = (version, time.monotonic())
-        return version
+                return checked[1]
+        look = self._look()
+        with self._cache_lock:  # the latest look kept (by when it began)
+            self._board_checked = max(look, self._board_checked or look)
+        return look[1]
 
     def _check(self) -> None:
         """In the refresher: read the store's data version for the board reads, and ask for
         every snapshot read lately that it shows to be behind."""
         try:
-            version = self.version()
+            look: tuple[float, str] | None = self._look()
         except Exception:  # noqa: BLE001 - the reads go on with the version known before
             log.warning("reading the store's data version failed", exc_info=True)
-            version = None
+            look = None
         with self._cache_lock:
             self._check_asked = False
-            if version is None:
+            if look is None:
                 return
-            now = time.monotonic()
-            self._board_checked = (version, now)
-            self._seen = version
+            version, now = look[1], time.monotonic()
+            self._board_checked = max(look, self._board_checked or look)
             for entry in self._entries.items.values():
                 if entry.snapshot.version != version and now - entry.read < WARM_FOR_S:
                     entry.wanted = True
@@ -245,7 +246,6 @@ class ReadService:
         current = self._board_version()
         with self._cache_lock:
             entry.read = time.monotonic()
-            self._seen = current
             if entry.snapshot.version == current:
                 return entry.snapshot
             entry.wanted = True
@@ -265,14 +265,14 @@ class ReadService:
             snapshot = self._compute(compute)
             with self._cache_lock:
                 self._entries.put(key, _Entry(snapshot, compute, started, time.monotonic()))
-                self._seen = snapshot.version
+                look = (started, snapshot.version)  # read on its connection since
+                self._board_checked = max(look, self._board_checked or look)
             return snapshot
 
-    def freshness(self, snapshot: Snapshot[Any]) -> Freshness:
-        with self._cache_lock:
-            seen = self._seen
-        return Freshness(snapshot.version, snapshot.read_at, snapshot.age_s(),
-                         current=seen is None or seen == snapshot.version)
+    def freshness(self, snapshot: Snapshot[Any], asked_at: float | None = None) -> Freshness:
+        """``Freshness.of`` for a read asked at ``asked_at`` (time.monotonic(); now)."""
+        asked = time.monotonic() if asked_at is None else asked_at
+        return Freshness.of(snapshot, self._board_checked, asked, self.check_s)
 
     def _compute(self, compute: Compute[T]) -> Snapshot[T]:
         with self._compute_lock, incremental.snapshot(self.engine) as conn:

@@ -102,4 +102,15 @@ class Freshness:
     version: str
     read_at: float
     age_s: float
-    current: bool  # the store's data version, as last seen, is still the snapshot's
+    current: bool  # every write committed ``window`` before the read is in it (``of``)
+
+    @classmethod
+    def of(cls, snapshot: Snapshot[Any], look: tuple[float, str] | None, asked: float,
+           window: float) -> Freshness:
+        """``snapshot``'s freshness for a read asked at ``asked`` (time.monotonic()), from
+        the latest ``look`` at the store's data version (time.monotonic() it began,
+        version): current only when a look that began at most ``window`` before the read
+        found the snapshot's version. An older look (after a quiet spell: the refresher
+        looks only when reads ask) says nothing of the writes since."""
+        current = look is not None and look[1] == snapshot.version and look[0] >= asked - window
+        return cls(snapshot.version, snapshot.read_at, snapshot.age_s(), current)

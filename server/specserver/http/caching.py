@@ -23,7 +23,8 @@ CACHE_CONTROL = "public, max-age=5, must-revalidate"
 # A board read serves the last computed board (board/leaderboard.py); these say how fresh:
 AS_OF = "Board-As-Of"  # when the state of the store it shows was read (ISO 8601, UTC)
 AGE = "Board-Age"  # seconds since then, at this response
-CURRENT = "Board-Current"  # "true": the store had not changed since, when last checked
+# "true": every write committed 0.1 s (``ReadService.check_s``) before the request is in it
+CURRENT = "Board-Current"
 FRESHNESS_HEADERS = (AS_OF, AGE, CURRENT)
 T = TypeVar("T")
 
@@ -114,11 +115,13 @@ def conditional(request: Request, version: str, build: Callable[[], Response],
 
 def board_conditional(request: Request, key: Hashable, snapshot: Snapshot[T],
                       build: Callable[[Snapshot[T]], Response],
-                      version_of: Callable[[Snapshot[T]], str] | None = None) -> Response:
+                      version_of: Callable[[Snapshot[T]], str] | None = None,
+                      asked_at: float | None = None) -> Response:
     """``conditional`` for a read of a board snapshot (``ReadService.latest``), whose body
     the refresher also renders ahead for every new snapshot of ``key`` (``keep_warm``):
     ``build`` renders the body of any snapshot of it, ``version_of`` names that body's
-    version (default: the snapshot's data version)."""
+    version (default: the snapshot's data version); ``asked_at``: time.monotonic() when the
+    read began, before it asked for the snapshot (``ReadService.freshness``)."""
     reads = reads_of(request)
     path, query = request.url.path, request.url.query
 
@@ -134,4 +137,4 @@ def board_conditional(request: Request, key: Hashable, snapshot: Snapshot[T],
 
     reads.keep_warm(key, f"{path}?{query}", render)
     return conditional(request, version(snapshot), lambda: build(snapshot),
-                       freshness_headers(reads.freshness(snapshot)))
+                       freshness_headers(reads.freshness(snapshot, asked_at)))

@@ -9,6 +9,7 @@ group_by dimensions, verdicts, protocols, OS names, sorts and formats are refuse
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -122,6 +123,7 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
 
 
 def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> Response:
+    asked_at = time.monotonic()  # Board-Current speaks of the writes before this
     allowed = (*FILTER_NAMES, "group_by", "view", "sort", "limit", "offset", "acceptance")
     given = params.query_params(request, allowed)
     filters = params.parse_filters(given)
@@ -145,7 +147,8 @@ def _board_response(request: Request, reads: ReadService, leaderboard: bool) -> 
                                        filters, reads.min_contributors))
 
     return caching.board_conditional(
-        request, reads.board_key(filters, dimensions, view, with_acceptance), snapshot, build)
+        request, reads.board_key(filters, dimensions, view, with_acceptance), snapshot, build,
+        asked_at=asked_at)
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ ordinary GET form, and "your machine" is those filters (chip, memory, engine, ta
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,6 +74,7 @@ def your_machine(data: PageData, filters: queries.Filters, menu_cut: int,
 
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, reads: Reads) -> Response:
+    asked_at = time.monotonic()  # Board-Current speaks of the writes before this
     params = query_params(request, (*PAGE_FILTERS, "page", "sort"))
     filters = parse_filters(params)
     settings: ServerSettings = request.app.state.settings
@@ -125,7 +127,7 @@ def home(request: Request, reads: Reads) -> Response:
             "recent": recent_rows(data.recent)})
 
     return board_conditional(request, key, snapshot, build,
-                             lambda of: page_version(of.version, of.value))
+                             lambda of: page_version(of.version, of.value), asked_at)
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
