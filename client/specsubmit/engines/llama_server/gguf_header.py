@@ -43,6 +43,7 @@ _MTP_SUFFIX = ".nextn_predict_layers"
 _SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
            10: "<Q", 11: "<q", 12: "<d"}
 _MAX_STRING = 1 << 24
+_U64 = struct.Struct("<Q")
 _MAX_KV = 1 << 16  # real headers hold tens of keys
 # What one header may cost at most. The largest real ones: Gemma 3's 262,144 tokens (about
 # 6 MB of key/value section), GPT-OSS's 201,088 tokens and ~446,000 merges (~650,000 items).
@@ -86,11 +87,15 @@ class _Reader:
 
     def spend(self, size: int) -> None:
         """Account for ``size`` more bytes, refusing them before they are read."""
-        if size > self.size - self.position:
-            raise self.bad("the header ends early")
-        if self.position + size > HEADER_BYTES:
-            raise self.bad(f"its header is over {HEADER_BYTES >> 20} MiB")
+        if self.position + size > min(self.size, HEADER_BYTES):
+            raise self.past(size)
         self.position += size
+
+    def past(self, size: int) -> BadModelFile:
+        """Why ``size`` more bytes cannot be had: the file ends, or the budget does."""
+        if size > self.size - self.position:
+            return self.bad("the header ends early")
+        return self.bad(f"its header is over {HEADER_BYTES >> 20} MiB")
 
     def count(self, items: int, least_bytes: int, *, one_by_one: bool = True) -> None:
         """Account for ``items`` items of at least ``least_bytes`` each; ``one_by_one``:
@@ -142,14 +147,32 @@ class _Reader:
         return self.take(size).decode("utf-8", "replace")
 
     def strings(self, count: int, keep: bool) -> list[str]:
+        """An array's strings (``string`` unrolled: a tokenizer holds ~10^5-10^6)."""
         self.count(count, 8)  # each at least its length
         items: list[str] = []
+        read, seek, limit = self.handle.read, self.handle.seek, min(self.size, HEADER_BYTES)
         for index in range(count):
             if index % _CHECK_EVERY == 0:
                 self.on_time()
-            text = self.string(keep)
+            if self.position + 8 > limit:
+                raise self.past(8)
+            head = read(8)
+            if len(head) != 8:
+                raise self.bad("the header ends early")
+            size = _U64.unpack(head)[0]
+            if size > _MAX_STRING:
+                raise self.bad("a string in the header is implausibly long")
+            if self.position + 8 + size > limit:
+                self.position += 8
+                raise self.past(size)
+            self.position += 8 + size
             if keep:
-                items.append(text)
+                data = read(size)
+                if len(data) != size:
+                    raise self.bad("the header ends early")
+                items.append(data.decode("utf-8", "replace"))
+            else:
+                seek(size, 1)
         return items
 
     def value(self, kind: int, keep: bool) -> Value:
