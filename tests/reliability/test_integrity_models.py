@@ -11,6 +11,7 @@ attacks run through the API on DuckDB and PostgreSQL.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -129,8 +130,8 @@ def test_labels_stay_plain_where_a_name_has_one_variant() -> None:
         p75_speedup=None, min_speedup=1.0, max_speedup=1.0, median_speedup_wall=None,
         median_baseline_tps=None, few_results=True)
     assert aggregate.distinct_labels([group])[0].label(["target"]) == "m"
-    other = aggregate.GroupAggregate(**{**group.__dict__, "key": {"target": {
-        "target_model": "m", "target_digest": "a" * 63 + "b", "target_quant": "Q4_K_M"}}})
+    other = dataclasses.replace(group, key={"target": {
+        "target_model": "m", "target_digest": "a" * 63 + "b", "target_quant": "Q4_K_M"}})
     labels = [g.label(["target"]) for g in aggregate.distinct_labels([group, other])]
     assert labels == [f"m (Q4_K_M, digest {'a' * 64})", f"m (Q4_K_M, digest {'a' * 63}b)"]
 
