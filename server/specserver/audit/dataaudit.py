@@ -1,9 +1,10 @@
 """The public data against the log: every entry accounted for, every public submission
 logged, every decision recomputed.
 
-- An envelope entry names a submission (the log's index). Its view
-  (``GET /v1/submissions/{id}``) must exist; while public, its envelope's bytes must hash to
-  the entry and their DSSE signature must verify; when hidden, the SHA-256 it shows must be
+- An envelope entry names a submission (the log's index). While public, its envelope's
+  bytes (``GET /v1/submissions/{id}/envelope``) must hash to the entry and their DSSE
+  signature must verify; otherwise its view (``GET /v1/submissions/{id}``) must exist,
+  and when hidden, the SHA-256 it shows must be
   the entry's, and something must say why it is off the list: quarantined at ingest, or a
   decision in the log (hide, reject, ban) naming it. A logged submission the server no
   longer has, or whose bytes changed, is a finding with the entry's inclusion proof.
@@ -126,17 +127,19 @@ def _why_withdrawn(view: dict[str, Any], decisions: list[dict[str, Any]]) -> str
     return None
 
 
-def _check_envelope(log: LogCopy, index: int, submission_id: str, view: dict[str, Any] | None,
-                    public: set[str], decisions: list[dict[str, Any]],
-                    report: AuditReport) -> None:
+def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes | None,
+                    view: dict[str, Any] | None, public: set[str],
+                    decisions: list[dict[str, Any]], report: AuditReport) -> None:
+    """``served``: the envelope's bytes from ``/envelope`` (a public submission), else its
+    ``view`` is read (None: the server has no such submission)."""
     entry = log.entries[index]
     subject = f"submission {submission_id}"
-    if view is None:
+    if served is None and view is None:
         report.fail("submission_missing", subject, f"logged as entry {index}, the server no "
                     "longer has it", entry_proof(log.tree, index, entry, log.note))
         return
-    shown = str(view.get("submission", {}).get("envelope_sha256") or "")
-    body = _envelope_bytes(view)
+    shown = str((view or {}).get("submission", {}).get("envelope_sha256") or "")
+    body = served if served is not None else _envelope_bytes(view or {})
     if body is not None:
         digest = hashlib.sha256(body).hexdigest()
         if bytes([ENVELOPE]) + bytes.fromhex(digest) != entry:
@@ -159,7 +162,7 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, view: dict[str
         return
     else:
         report.passed("hidden envelopes matched by their sha256")
-    if submission_id in public:
+    if submission_id in public or view is None:
         return
     why = _why_withdrawn(view, decisions)
     if why is None:
@@ -178,9 +181,11 @@ def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport) -
     naming = _decisions(log, report, views, source)
     owners = log.by_submission()
     for submission_id, index in sorted(owners.items(), key=lambda pair: pair[1]):
-        view = _view(views, source, submission_id)
-        _check_envelope(log, index, submission_id, view, public, naming.get(index, []),
-                        report)
+        # A public one's bytes alone (one cheap read); any other's whole view.
+        served = source.envelope(submission_id) if submission_id in public else None
+        view = None if served is not None else _view(views, source, submission_id)
+        _check_envelope(log, index, submission_id, served, view, public,
+                        naming.get(index, []), report)
     imported = {str(d["decision"]["target"]) for d in log.index.values()
                 if d.get("kind") == "moderation" and isinstance(d.get("decision"), dict)
                 and d["decision"].get("action") == "import"}

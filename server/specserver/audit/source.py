@@ -98,6 +98,11 @@ class PublicSource:
         view: dict[str, Any] = response.json()
         return view
 
+    def envelope(self, submission_id: str) -> bytes | None:
+        """The exact bytes stored for a public submission, or None (hidden: 410, gone:
+        404): then its view says more."""
+        return self.body(f"/v1/submissions/{submission_id}/envelope")
+
     def snapshot_manifest(self) -> bytes | None:
         return self.body("/v1/snapshots/latest.manifest")
 
