@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,18 +24,10 @@ from specschema.errors import NoteInvalid
 from specserver.audit.findings import AuditReport, b64, note_lines
 from specserver.audit.logaudit import LogCopy
 from specserver.audit.source import PublicSource
-from specserver.snapshots import Manifest, ManifestInvalid, open_manifest
+from specserver.snapshots import Manifest, ManifestInvalid, file_sha256, open_manifest
 
 SNAPSHOT = "/v1/snapshots/latest.parquet"
 EXPORT = "/v1/export?format=parquet"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _literal(path: Path) -> str:
@@ -130,7 +121,7 @@ def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str],
             report.fail("snapshot_missing", "snapshot", "the manifest is served, its Parquet "
                         "file is not", note_lines("snapshot manifest", note))
             return
-        digest, size = _sha256(parquet), parquet.stat().st_size
+        digest, size = file_sha256(parquet), parquet.stat().st_size
         if (digest, size) != (manifest.parquet_sha256, manifest.parquet_bytes):
             report.fail("snapshot_file", "snapshot", f"the Parquet file served is {digest} "
                         f"({size} bytes), not the one the manifest signed",

@@ -15,13 +15,20 @@ if TYPE_CHECKING:
         parse_manifest,
         sign_manifest,
     )
-    from specserver.snapshots.writing import Snapshot, SnapshotTimer, newest, write_snapshot
+    from specserver.snapshots.writing import (
+        Snapshot,
+        SnapshotTimer,
+        file_sha256,
+        newest,
+        write_snapshot,
+    )
 
 _LAZY: dict[str, str] = {
     "Manifest": "specserver.snapshots.manifest",
     "ManifestInvalid": "specserver.snapshots.manifest",
     "Snapshot": "specserver.snapshots.writing",
     "SnapshotTimer": "specserver.snapshots.writing",
+    "file_sha256": "specserver.snapshots.writing",
     "newest": "specserver.snapshots.writing",
     "open_manifest": "specserver.snapshots.manifest",
     "parse_manifest": "specserver.snapshots.manifest",
@@ -34,6 +41,7 @@ __all__ = [
     "ManifestInvalid",
     "Snapshot",
     "SnapshotTimer",
+    "file_sha256",
     "newest",
     "open_manifest",
     "parse_manifest",

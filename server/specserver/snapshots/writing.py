@@ -46,7 +46,7 @@ class Snapshot:
     manifest: Manifest
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(1 << 20):
@@ -80,7 +80,7 @@ def write_snapshot(engine: Engine, folder: Path, scratch: Path, signer: Signer,
         stamp = now().astimezone(UTC)
         manifest = Manifest(
             origin=signer.name, checkpoint=Checkpoint(signer.name, size, root(size)),
-            parquet_sha256=_sha256(written), parquet_bytes=written.stat().st_size,
+            parquet_sha256=file_sha256(written), parquet_bytes=written.stat().st_size,
             rows=_row_count(written), schema_version=version,
             created=stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), query=query)
         note = sign_manifest(manifest, signer)
