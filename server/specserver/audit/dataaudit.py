@@ -13,7 +13,8 @@ logged, every decision recomputed.
 - A moderation entry's decision, as the index gives it, hashes to the entry (recomputed
   here from the rule: ``0x02 || SHA-256`` of the row plus ``affects`` as sorted, compact
   JSON), names only earlier envelope entries, the target's own where it names a
-  submission, and is in that submission's public moderation history.
+  submission, and is in the public moderation history of that submission (of the first
+  submission it names, for a key's ban or unban).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ QUARANTINED = "quarantined: "
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 WITHDRAWING = ("hide", "reject", "ban")
 SUBMISSION_ACTIONS = ("hide", "unhide", "reject", "import")
+KEY_ACTIONS = ("ban", "unban")
 
 
 def decision_entry(decision: dict[str, Any], affects: list[int]) -> bytes:
@@ -76,9 +78,13 @@ def _decisions(log: LogCopy, report: AuditReport,
                         f"names entries {affects}, not what it acts on",
                         entry_proof(log.tree, index, entry, log.note))
             continue
-        if action in SUBMISSION_ACTIONS and not _in_history(target, decision, views, source):
-            report.fail("history_mismatch", f"entry {index}", f"the {action} of submission "
-                        f"{target} is not in its public moderation history",
+        # A submission's history holds the decisions on it and on its key.
+        shown_on = target if action in SUBMISSION_ACTIONS else (
+            str(log.index.get(affects[0], {}).get("submission_id"))
+            if action in KEY_ACTIONS and affects else None)
+        if shown_on is not None and not _in_history(shown_on, decision, views, source):
+            report.fail("history_mismatch", f"entry {index}", f"the {action} of {target} is "
+                        f"not in the public moderation history of submission {shown_on}",
                         entry_proof(log.tree, index, entry, log.note))
             continue
         for affected in affects:

@@ -259,3 +259,22 @@ def test_the_kept_checkpoint_catches_a_log_rewritten_behind_the_public_data(
            "last audit" in out
     assert "kept checkpoint | audit.example/log" in out and "checkpoint now | 3" in out
     assert kept.read_bytes() == before  # a failed audit keeps the old one
+
+
+def test_a_ban_explains_what_is_off_the_list_and_a_silent_hide_fails(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        posted = [httpx.post(f"{url}/v1/submissions", content=valid_body(seed=s, key_seed=s))
+                  .json() for s in (81, 82)]
+        admin(url, "ban", {"key_id": posted[0]["key_id"], "reason": "fabricated"})
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+        assert code == 0, out
+        assert "1 off the list: its key is banned by a logged decision" in out
+    sub = tables.submissions
+    with edited_beside(deployment, update(sub).where(
+            sub.c.submission_id == posted[1]["submission_id"]).values(
+            hidden=True, hidden_reason="maintenance")) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert f"FAIL submission {posted[1]['submission_id']}: logged as entry 1 but off the " \
+           "public list, and neither its view nor a logged decision says why" in out
