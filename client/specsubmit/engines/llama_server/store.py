@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,7 +121,11 @@ def file_sha256(path: Path) -> str:
 def resolve_path(name: str) -> ResolvedModel:
     path = Path(name).expanduser()
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would be waited on, a device read forever
+            raise BadModelFile(f"the model file {path} is not a regular file (a pipe, socket "
+                               "or device)")
+        size = info.st_size
         digest = file_sha256(path)
     except OSError as exc:
         raise BadModelFile(f"cannot read the model file {path}: {exc.strerror}") from None

@@ -20,6 +20,7 @@ import pytest
 
 from specsubmit.engines.llama_server import gguf_header
 from specsubmit.engines.llama_server.gguf_header import read_header
+from specsubmit.engines.llama_server.store import resolve_path
 from specsubmit.errors import BadModelFile
 
 STRING, ARRAY, UINT8 = 8, 9, 0
@@ -150,3 +151,32 @@ def test_a_device_is_refused(tmp_path: Path) -> None:
         pytest.skip("no /dev/zero here")
     with pytest.raises(BadModelFile, match="not a regular file"):
         read_header(Path("/dev/zero"))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_model_path_that_is_not_a_file_is_refused_before_it_is_hashed(
+        tmp_path: Path) -> None:
+    """``--target PATH`` hashes the whole file (its digest is published): a FIFO would be
+    waited on and ``/dev/zero`` hashed forever."""
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    paths = [fifo] + ([Path("/dev/zero")] if Path("/dev/zero").exists() else [])
+    for path in paths:
+        outcome: list[BaseException | None] = []
+
+        def resolve(path: Path = path, outcome: list[BaseException | None] = outcome) -> None:
+            try:
+                resolve_path(str(path))
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=resolve, daemon=True)
+        worker.start()
+        worker.join(5)
+        if worker.is_alive():
+            if path == fifo:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            pytest.fail(f"resolving {path} did not end")
+        assert isinstance(outcome[0], BadModelFile), outcome
+        assert "not a regular file" in str(outcome[0])
