@@ -30,6 +30,7 @@ from specschema.envelope import verify_envelope
 from specschema.errors import EnvelopeError, SignatureInvalid
 from specserver.audit.findings import AuditReport, entry_proof
 from specserver.audit.logaudit import ENVELOPE, MODERATION, LogCopy
+from specserver.audit.rowsaudit import Facts, check_rows
 from specserver.audit.source import PublicSource
 
 QUARANTINED = "quarantined: "
@@ -135,7 +136,8 @@ def _why_withdrawn(view: dict[str, Any], decisions: list[dict[str, Any]]) -> str
 
 def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes | None,
                     view: dict[str, Any] | None, public: set[str],
-                    decisions: list[dict[str, Any]], report: AuditReport) -> None:
+                    decisions: list[dict[str, Any]], exported: Facts,
+                    report: AuditReport) -> None:
     """``served``: the envelope's bytes from ``/envelope`` (a public submission), else its
     ``view`` is read (None: the server has no such submission)."""
     entry = log.entries[index]
@@ -155,12 +157,14 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes 
                          *entry_proof(log.tree, index, entry, log.note)))
             return
         try:
-            verify_envelope(json.loads(body))
+            verified = verify_envelope(json.loads(body))
         except (ValueError, EnvelopeError, SignatureInvalid) as exc:
             report.fail("signature_invalid", subject, f"its envelope's signature does not "
                         f"verify: {exc}", entry_proof(log.tree, index, entry, log.note))
             return
         report.passed("envelopes hashed and signatures verified")
+        check_rows(submission_id, verified.payload, exported, report,
+                   lambda: entry_proof(log.tree, index, entry, log.note))
     elif not _HEX64.fullmatch(shown) or bytes([ENVELOPE]) + bytes.fromhex(shown) != entry:
         report.fail("envelope_mismatch", subject, f"its envelope is withdrawn and the "
                     f"sha256 shown ({shown[:64]}) is not entry {index}'s",
@@ -179,8 +183,11 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes 
         report.passed(f"off the list: {why}")
 
 
-def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport) -> set[str]:
-    """The checks of the module doc; the ids the public list shows."""
+def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport,
+                      exported: Facts) -> set[str]:
+    """The checks of the module doc, and each public submission's rows in today's export
+    (``exported``) against its signed payload (``rowsaudit``); the ids the public list
+    shows."""
     listed = {str(item["submission_id"]): item for item in source.public_submissions()}
     public = set(listed)
     views: dict[str, dict[str, Any] | None] = {}
@@ -191,7 +198,7 @@ def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport) -
         served = source.envelope(submission_id) if submission_id in public else None
         view = None if served is not None else _view(views, source, submission_id)
         _check_envelope(log, index, submission_id, served, view, public,
-                        naming.get(index, []), report)
+                        naming.get(index, []), exported, report)
     imported = {str(d["decision"]["target"]) for d in log.index.values()
                 if d.get("kind") == "moderation" and isinstance(d.get("decision"), dict)
                 and d["decision"].get("action") == "import"}

@@ -1,14 +1,21 @@
 """One audit of a public server, start to end (``specserver audit --from URL``): copy and
 check the log (``logaudit``), check the public data against it (``dataaudit``), then the
-newest signed snapshot against both (``snapshotaudit``)."""
+newest signed snapshot against both (``snapshotaudit``), each public submission's rows in
+today's export against its signed payload (``rowsaudit``)."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 from specserver.audit.dataaudit import audit_public_data
 from specserver.audit.findings import AuditReport
 from specserver.audit.logaudit import check_kept, copy_log
+from specserver.audit.rowsaudit import export_facts
 from specserver.audit.snapshotaudit import audit_snapshot
-from specserver.audit.source import PublicSource
+from specserver.audit.source import AuditUnreachable, PublicSource
+
+EXPORT = "/v1/export?format=parquet"
 
 
 def audit(source: PublicSource, log_key: str | None = None,
@@ -26,6 +33,10 @@ def audit(source: PublicSource, log_key: str | None = None,
     report.checkpoint = log.note
     if kept is not None:
         check_kept(log, kept, report)
-    public = audit_public_data(source, log, report)
-    audit_snapshot(source, log, public, report)
+    with tempfile.TemporaryDirectory(prefix="specserver-audit-") as folder:
+        export = Path(folder) / "export.parquet"
+        if not source.download(EXPORT, export):
+            raise AuditUnreachable(f"{source.url}{EXPORT} is not served")
+        public = audit_public_data(source, log, report, export_facts(export))
+        audit_snapshot(source, log, public, export, report)
     return report

@@ -27,7 +27,6 @@ from specserver.audit.source import PublicSource
 from specserver.snapshots import Manifest, ManifestInvalid, file_sha256, open_manifest
 
 SNAPSHOT = "/v1/snapshots/latest.parquet"
-EXPORT = "/v1/export?format=parquet"
 
 
 def _literal(path: Path) -> str:
@@ -58,7 +57,7 @@ def _ids(duck: Any, table: str) -> dict[str, str]:
 
 
 def _check_rows(source: PublicSource, manifest: Manifest, note: bytes, parquet: Path,
-                work: Path, log: LogCopy, public: set[str], report: AuditReport) -> None:
+                current: Path, log: LogCopy, public: set[str], report: AuditReport) -> None:
     owners = log.by_submission()
     proof = note_lines("snapshot manifest", note)
     with duckdb.connect() as duck:
@@ -84,10 +83,6 @@ def _check_rows(source: PublicSource, manifest: Manifest, note: bytes, parquet: 
             report.note(f"snapshot rows not compared with today's export: store version "
                         f"{manifest.schema_version} then, {now} now")
             return
-        current = work / "export.parquet"
-        if not source.download(EXPORT, current):
-            report.fail("export_missing", "export", "GET /v1/export?format=parquet failed")
-            return
         duck.execute(f"CREATE VIEW cur AS SELECT * FROM read_parquet({_literal(current)})")
         changed = duck.execute(
             "SELECT DISTINCT submission_id FROM (SELECT * FROM snap WHERE submission_id IN "
@@ -99,8 +94,9 @@ def _check_rows(source: PublicSource, manifest: Manifest, note: bytes, parquet: 
             report.passed("snapshot rows unchanged in today's export")
 
 
-def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str],
+def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str], export: Path,
                    report: AuditReport) -> None:
+    """``export``: today's Parquet export, downloaded by the caller."""
     note = source.snapshot_manifest()
     if note is None:
         report.note("no snapshot is served yet: nothing to compare")
@@ -128,4 +124,4 @@ def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str],
                         note_lines("snapshot manifest", note))
             return
         report.passed("snapshot file matches its manifest")
-        _check_rows(source, manifest, note, parquet, work, log, public, report)
+        _check_rows(source, manifest, note, parquet, export, log, public, report)

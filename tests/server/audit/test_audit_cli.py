@@ -193,6 +193,7 @@ def test_an_edited_envelope_and_an_edited_row_are_caught(
            "entry 0" in out
     assert f"FAIL submission {ids[2]}: its rows in today's export differ from the signed " \
            "snapshot's" in out
+    assert f"FAIL submission {ids[2]}: config " in out and "speedup_tps 9.5 (signed: " in out
     assert "snapshot manifest | specatlas snapshot v1" in out
 
 
@@ -278,3 +279,22 @@ def test_a_ban_explains_what_is_off_the_list_and_a_silent_hide_fails(
     assert code == 3
     assert f"FAIL submission {posted[1]['submission_id']}: logged as entry 1 but off the " \
            "public list, and neither its view nor a logged decision says why" in out
+
+
+def test_a_row_edited_before_any_snapshot_disagrees_with_its_signed_payload(
+        deployment: Deployment, capsys: Any) -> None:
+    with deployment.running() as url:
+        ids = [httpx.post(f"{url}/v1/submissions", content=valid_body(seed=s, key_seed=s))
+               .json()["submission_id"] for s in (91, 92)]
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+        assert code == 0, out
+        assert "2 rows recomputed from their signed envelopes" in out
+        assert "no snapshot is served yet" in out
+    summaries = tables.summaries
+    with edited_beside(deployment, update(summaries).where(
+            summaries.c.submission_id == ids[1], summaries.c.role == "baseline")
+            .values(median_tps=summaries.c.median_tps * 1.5)) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert f"FAIL submission {ids[1]}: config " in out and "median_tps " in out
+    assert "[row_edited]" in out and "inclusion proof (2 entries)" in out
