@@ -174,6 +174,11 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes 
         report.passed("hidden envelopes matched by their sha256")
     if submission_id in public or view is None:
         return
+    shown_row = view.get("submission", {})
+    if not (shown_row.get("hidden") or shown_row.get("key_banned")
+            or shown_row.get("complete") is False):
+        report.passed("public since the list was read")  # stored after it: not withdrawn
+        return
     why = _why_withdrawn(view, decisions)
     if why is None:
         report.fail("withdrawn_unexplained", subject, f"logged as entry {index} but off "
@@ -183,12 +188,24 @@ def _check_envelope(log: LogCopy, index: int, submission_id: str, served: bytes 
         report.passed(f"off the list: {why}")
 
 
+def read_public_list(source: PublicSource) -> dict[str, dict[str, Any]]:
+    """The public list by submission id. Read before the log is copied: a submission it
+    shows was committed with its entry, so the log copied after it names it."""
+    return {str(item["submission_id"]): item for item in source.public_submissions()}
+
+
+def unlogged(listed: dict[str, dict[str, Any]], log: LogCopy) -> list[str]:
+    """Signed submissions the list shows that the copied log does not name."""
+    owners = log.by_submission()
+    return [sid for sid, item in listed.items()
+            if item.get("source") == "signed" and sid not in owners]
+
+
 def audit_public_data(source: PublicSource, log: LogCopy, report: AuditReport,
-                      exported: Facts) -> set[str]:
+                      listed: dict[str, dict[str, Any]], exported: Facts) -> set[str]:
     """The checks of the module doc, and each public submission's rows in today's export
-    (``exported``) against its signed payload (``rowsaudit``); the ids the public list
-    shows."""
-    listed = {str(item["submission_id"]): item for item in source.public_submissions()}
+    (``exported``) against its signed payload (``rowsaudit``); ``listed``: the public
+    list read before the log was copied. Returns the ids it shows."""
     public = set(listed)
     views: dict[str, dict[str, Any] | None] = {}
     naming = _decisions(log, report, views, source)

@@ -46,6 +46,11 @@ def register(app: typer.Typer) -> None:
             "--keep", envvar="SPECSERVER_AUDIT_KEEP",
             help="file keeping the checkpoint of the last audit that passed; the log must "
                  "extend it")] = None,
+        settle_s: Annotated[float, typer.Option(
+            "--settle-s", envvar="SPECSERVER_AUDIT_SETTLE_S", min=0, max=600,
+            help="when the public list shows submissions the signed checkpoint does not "
+                 "hold yet, copy the log again after this long (checkpoints are signed "
+                 "every few seconds)")] = 5.0,
     ) -> None:
         """Copy the transparency log, recompute its root and check it against the public
         data and the newest signed snapshot."""
@@ -60,7 +65,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1) from None
         source = PublicSource.for_url(url)
         try:
-            report = audit(source, log_key, kept)
+            report = audit(source, log_key, kept, settle_s)
         except AuditUnreachable as exc:
             typer.echo(f"specserver: {exc.message}", err=True)
             raise typer.Exit(1) from None

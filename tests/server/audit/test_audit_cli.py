@@ -203,7 +203,7 @@ def test_a_truncated_log_is_caught_against_the_snapshot_and_the_list(
         ids = publish(url)
     log = tables.log_entries
     with edited_beside(deployment, delete(log).where(log.c.idx >= 2)) as url:
-        code, out, _ = run_cli(["audit", "--from", url], capsys)
+        code, out, _ = run_cli(["audit", "--from", url, "--settle-s", "0.1"], capsys)
     assert code == 3
     assert "FAIL snapshot: the snapshot was taken at 4 log entries; the log now has 2" in out
     assert "snapshot manifest | checkpoint 4 " in out and "checkpoint now | 2" in out
@@ -298,3 +298,22 @@ def test_a_row_edited_before_any_snapshot_disagrees_with_its_signed_payload(
     assert code == 3
     assert f"FAIL submission {ids[1]}: config " in out and "median_tps " in out
     assert "[row_edited]" in out and "inclusion proof (2 entries)" in out
+
+
+def test_a_checkpoint_behind_the_public_list_is_waited_for(tmp_path: Path,
+                                                            capsys: Any) -> None:
+    """Checkpoints are signed at most every log_checkpoint_s: a submission stored after
+    one is public before a checkpoint holds it. The audit copies the log again."""
+    deployment = Deployment(tmp_path, f"duckdb:///{tmp_path / 'store.duckdb'}")
+    settings = ServerSettings(
+        database_url=deployment.store_url, public_base_url="http://127.0.0.1",
+        log_origin=ORIGIN, log_key_file=str(tmp_path / "log-key"), log_checkpoint_s=4,
+        snapshot_dir=str(tmp_path / "snapshots"), rate_key_per_minute=0,
+        rate_addr_per_minute=0)
+    with serve(create_app(settings)) as url:
+        httpx.post(f"{url}/v1/submissions", content=valid_body(seed=95, key_seed=95))
+        assert httpx.get(f"{url}/log/checkpoint").content.split(b"\n")[1] == b"1"
+        httpx.post(f"{url}/v1/submissions", content=valid_body(seed=96, key_seed=96))
+        code, out, _ = run_cli(["audit", "--from", url, "--settle-s", "5"], capsys)
+    assert code == 0, out
+    assert "2 entries" in out and "2 public submissions listed" in out
