@@ -35,7 +35,7 @@ from specserver.audit.source import PublicSource
 
 QUARANTINED = "quarantined: "
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-WITHDRAWING = ("hide", "reject", "ban")
+WITHDRAWING = ("hide", "reject")
 SUBMISSION_ACTIONS = ("hide", "unhide", "reject", "import")
 KEY_ACTIONS = ("ban", "unban")
 
@@ -117,17 +117,25 @@ def _envelope_bytes(view: dict[str, Any]) -> bytes | None:
         return None
 
 
+def _last(decisions: list[dict[str, Any]], actions: tuple[str, ...]) -> str | None:
+    """The latest of ``decisions`` (in log order) among ``actions``."""
+    found = [d["action"] for d in decisions if d.get("action") in actions]
+    return str(found[-1]) if found else None
+
+
 def _why_withdrawn(view: dict[str, Any], decisions: list[dict[str, Any]]) -> str | None:
-    """Why a logged submission is off the public list, or None when nothing says."""
+    """Why a logged submission is off the public list, or None when nothing says:
+    ``decisions`` are the logged ones naming its entry, in log order."""
     submission = view.get("submission", {})
-    last = decisions[-1]["action"] if decisions else None
     if submission.get("hidden"):
-        if str(submission.get("hidden_reason") or "").startswith(QUARANTINED):
-            return "quarantined at ingest"
-        if last in ("hide", "reject", "ban"):
+        last = _last(decisions, SUBMISSION_ACTIONS)
+        if last in WITHDRAWING:
             return f"hidden by a logged decision ({last})"
+        if last is None and str(submission.get("hidden_reason") or "").startswith(
+                QUARANTINED):
+            return "quarantined at ingest"
         return None
-    if submission.get("key_banned") and "ban" in [d["action"] for d in decisions]:
+    if submission.get("key_banned") and _last(decisions, KEY_ACTIONS) == "ban":
         return "its key is banned by a logged decision"
     if submission.get("complete") is False:
         return "incomplete"

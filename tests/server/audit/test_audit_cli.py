@@ -10,6 +10,7 @@ import base64
 import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import nacl.signing
 import pytest
 from sqlalchemy import create_engine, delete, select, update
 
+from specschema import envelope_bytes, sign_envelope, submission_bytes
+from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.tlog import (
     MemoryTree,
     Signer,
@@ -114,6 +117,18 @@ def edited_beside(deployment: Deployment, *statements: Any) -> Iterator[str]:
         with deployment.running() as url:
             deployment.edit(*statements)
             yield url
+
+
+def post_implausible(url: str, seed: int) -> str:
+    machine = next(m for m in EXAMPLE_MACHINES if m["chip"] == "Apple M2")
+    sub = example_submission("ollama-draft", seed=seed, engine_version="0.30.1",
+                             machine=machine, baseline_tps=500.0, counters_seen=True,
+                             target="qwen3:14b",
+                             created_at=datetime.now(UTC) - timedelta(minutes=5))
+    answer = httpx.post(f"{url}/v1/submissions", content=envelope_bytes(
+        sign_envelope(submission_bytes(sub), nacl.signing.SigningKey(bytes([seed]) * 32))))
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["submission_id"])
 
 
 def delete_submission(submission_id: str) -> list[Any]:
@@ -262,15 +277,21 @@ def test_the_kept_checkpoint_catches_a_log_rewritten_behind_the_public_data(
     assert kept.read_bytes() == before  # a failed audit keeps the old one
 
 
-def test_a_ban_explains_what_is_off_the_list_and_a_silent_hide_fails(
+def test_a_ban_and_a_quarantine_explain_what_is_off_the_list_a_silent_hide_fails(
         deployment: Deployment, capsys: Any) -> None:
     with deployment.running() as url:
         posted = [httpx.post(f"{url}/v1/submissions", content=valid_body(seed=s, key_seed=s))
                   .json() for s in (81, 82)]
         admin(url, "ban", {"key_id": posted[0]["key_id"], "reason": "fabricated"})
+        # A baseline no M2 can decode (tests/server/cli/test_admin_quarantine.py): stored
+        # quarantined, with no decision; a second one rejected by a maintainer.
+        fast = [post_implausible(url, seed) for seed in (41, 42)]
+        admin(url, "reject", {"submission_id": fast[1], "reason": "invented baseline"})
         code, out, _ = run_cli(["audit", "--from", url], capsys)
         assert code == 0, out
         assert "1 off the list: its key is banned by a logged decision" in out
+        assert "1 off the list: quarantined at ingest" in out
+        assert "1 off the list: hidden by a logged decision (reject)" in out
     sub = tables.submissions
     with edited_beside(deployment, update(sub).where(
             sub.c.submission_id == posted[1]["submission_id"]).values(
