@@ -23,7 +23,7 @@ from specserver.http.errors import error_doc
 from specserver.http.log import LogService
 from specserver.licence import LICENCE_ID, LINK_HEADER
 from specserver.settings import ServerSettings
-from specserver.snapshots import Snapshot, SnapshotTimer, newest, write_snapshot
+from specserver.snapshots import Snapshot, SnapshotTimer, due_in, newest, write_snapshot
 from specserver.store import Store
 
 router = APIRouter(tags=["public"])
@@ -40,7 +40,8 @@ class SnapshotService:
         self.folder = settings.resolved_snapshot_dir
         self.keep = settings.snapshot_keep
         self._lock = threading.Lock()
-        self.timer = SnapshotTimer(self.write, settings.snapshot_interval_s)
+        self.timer = SnapshotTimer(self.write, settings.snapshot_interval_s,
+                                   lambda: due_in(self.folder, settings.snapshot_interval_s))
 
     def write(self) -> Snapshot:
         with self._lock:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from specserver.snapshots.writing import (
         Snapshot,
         SnapshotTimer,
+        due_in,
         file_sha256,
         newest,
         write_snapshot,
@@ -28,6 +29,7 @@ _LAZY: dict[str, str] = {
     "ManifestInvalid": "specserver.snapshots.manifest",
     "Snapshot": "specserver.snapshots.writing",
     "SnapshotTimer": "specserver.snapshots.writing",
+    "due_in": "specserver.snapshots.writing",
     "file_sha256": "specserver.snapshots.writing",
     "newest": "specserver.snapshots.writing",
     "open_manifest": "specserver.snapshots.manifest",
@@ -41,6 +43,7 @@ __all__ = [
     "ManifestInvalid",
     "Snapshot",
     "SnapshotTimer",
+    "due_in",
     "file_sha256",
     "newest",
     "open_manifest",

@@ -9,8 +9,9 @@ it: ``snapshot-<UTC time>-<log size>.parquet`` and ``.manifest``, the manifest l
 that a snapshot is listed (``newest``) only once both are whole. The newest ``keep``
 snapshots stay; older ones are deleted.
 
-``SnapshotTimer`` writes one every ``interval_s`` on a thread of its own; the admin API
-writes one on demand. Nothing here runs in the ingest path.
+``SnapshotTimer`` writes one every ``interval_s`` on a thread of its own, the first when
+the newest kept one is that old (``due_in``); the admin API writes one on demand.
+Nothing here runs in the ingest path.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -117,13 +119,25 @@ def newest(folder: Path) -> tuple[Path, Path] | None:
     return listed[-1], listed[-1].with_suffix(".parquet")
 
 
-class SnapshotTimer:
-    """Writes a snapshot every ``interval_s`` (the first one ``interval_s`` after start)
-    by calling ``write``; a failure is logged and tried again at the next tick."""
+def due_in(folder: Path, interval_s: float, settle_s: float = 60.0,
+           now: Callable[[], float] = time.time) -> float:
+    """Seconds until the next snapshot is due: ``interval_s`` after the newest one kept
+    (so a server restarted more often than that still writes them), at least ``settle_s``
+    after a start (not while the server warms up)."""
+    found = newest(folder)
+    age = now() - found[0].stat().st_mtime if found is not None else float("inf")
+    return max(settle_s, interval_s - age)
 
-    def __init__(self, write: Callable[[], object], interval_s: float) -> None:
+
+class SnapshotTimer:
+    """Writes a snapshot by calling ``write`` once ``first_s()`` seconds have passed, then
+    every ``interval_s``; a failure is logged and tried again at the next tick."""
+
+    def __init__(self, write: Callable[[], object], interval_s: float,
+                 first_s: Callable[[], float] | None = None) -> None:
         self.write = write
         self.interval_s = interval_s
+        self.first_s = first_s or (lambda: interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -135,11 +149,13 @@ class SnapshotTimer:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        wait = self.first_s()
+        while not self._stop.wait(wait):
             try:
                 self.write()
             except Exception:  # the next tick tries again; the server goes on serving
                 log.exception("writing the periodic snapshot failed")
+            wait = self.interval_s
 
     def stop(self) -> None:
         self._stop.set()

@@ -24,6 +24,7 @@ from specserver.snapshots import (
     Manifest,
     ManifestInvalid,
     SnapshotTimer,
+    due_in,
     open_manifest,
     parse_manifest,
     sign_manifest,
@@ -190,3 +191,29 @@ def test_the_readme_and_the_page_name_the_licence_the_code_names() -> None:
         assert f"[{LICENCE_NAME}]({LICENCE_URL})" in text or \
             f'href="{LICENCE_URL}">{LICENCE_NAME}</a>' in text
         assert f'"{ATTRIBUTION}"' in text
+
+
+def test_the_next_snapshot_is_due_an_interval_after_the_newest_kept(tmp_path: Path) -> None:
+    """A server restarted more often than the interval still writes snapshots."""
+    folder = tmp_path / "snaps"
+    assert due_in(folder, 86400, settle_s=60) == 60  # none yet: soon after the start
+    folder.mkdir()
+    manifest = folder / "snapshot-20261206T000000000000Z-3.manifest"
+    manifest.write_text("m")
+    manifest.with_suffix(".parquet").write_bytes(b"p")
+    written = manifest.stat().st_mtime
+    assert due_in(folder, 86400, now=lambda: written + 3600) == 82800
+    assert due_in(folder, 86400, now=lambda: written + 90000) == 60
+
+
+def test_the_timer_waits_for_its_first_due_time() -> None:
+    calls: list[float] = []
+    timer = SnapshotTimer(lambda: calls.append(1), 3600, lambda: 0.01)
+    timer.start()
+    deadline = threading.Event()
+    for _ in range(500):
+        if calls:
+            break
+        deadline.wait(0.01)
+    timer.stop()
+    assert calls == [1]  # the first at its due time, the next an hour later
