@@ -29,6 +29,7 @@ def test_an_identical_copy_reads_every_draft_and_the_run_keeps_its_budget(
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SPECSUBMIT_", "OLLAMA_", "LLAMA_ARG_"))}
     env.update(HOME=str(tmp_path / "home"), SPECSUBMIT_HOME=str(tmp_path / "state"),
+               SPECSUBMIT_LOCKS=str(tmp_path / "locks"),
                COLUMNS="160")
     argv = [SCRIPT, "run", "--engine", "llama-server", "--protocol", "llamacpp-map",
             "--target", str(gemma_model), "--draft", str(gemma_model), "--configs",

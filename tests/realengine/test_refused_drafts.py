@@ -144,6 +144,7 @@ def test_specsubmit_run_with_a_refused_draft(tmp_path: Path, llama_server_bin: P
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SPECSUBMIT_", "OLLAMA_", "LLAMA_ARG_"))}
     env.update(HOME=str(tmp_path / "home"), SPECSUBMIT_HOME=str(tmp_path / "state"),
+               SPECSUBMIT_LOCKS=str(tmp_path / "locks"),
                COLUMNS="160")
     output = tmp_path / "result.json"
     result = subprocess.run(

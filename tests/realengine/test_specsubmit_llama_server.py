@@ -34,6 +34,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SPECSUBMIT_", "OLLAMA_", "LLAMA_ARG_"))}
     env.update(HOME=str(tmp_path / "home"), SPECSUBMIT_HOME=str(tmp_path / "specsubmit-home"),
+               SPECSUBMIT_LOCKS=str(tmp_path / "locks"),
                COLUMNS="160")
     return env
 

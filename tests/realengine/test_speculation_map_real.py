@@ -43,6 +43,7 @@ def map_run(tmp_path_factory: pytest.TempPathFactory, llama_server_bin: Path,
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SPECSUBMIT_", "OLLAMA_", "LLAMA_ARG_"))}
     env.update(HOME=str(tmp_path / "home"), SPECSUBMIT_HOME=str(tmp_path / "state"),
+               SPECSUBMIT_LOCKS=str(tmp_path / "locks"),
                COLUMNS="160")
     # a draft llama.cpp refuses for Gemma: a 32,000-token vocabulary against 262,144
     refused_draft = tiny_model_set.by_role()["target"]
