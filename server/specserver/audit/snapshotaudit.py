@@ -95,8 +95,10 @@ def _check_rows(source: PublicSource, manifest: Manifest, note: bytes, parquet: 
 
 
 def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str], export: Path,
-                   report: AuditReport) -> None:
-    """``export``: today's Parquet export, downloaded by the caller."""
+                   report: AuditReport, retry: bool = True) -> None:
+    """``export``: today's Parquet export, downloaded by the caller. The manifest and the
+    file are two reads: when the file is not the manifest's because a newer snapshot came
+    between them (the manifest served has changed), the newer one is audited instead."""
     note = source.snapshot_manifest()
     if note is None:
         report.note("no snapshot is served yet: nothing to compare")
@@ -119,6 +121,10 @@ def audit_snapshot(source: PublicSource, log: LogCopy, public: set[str], export:
             return
         digest, size = file_sha256(parquet), parquet.stat().st_size
         if (digest, size) != (manifest.parquet_sha256, manifest.parquet_bytes):
+            if retry and source.snapshot_manifest() != note:
+                # A new snapshot was written between the two reads: audit that one.
+                audit_snapshot(source, log, public, export, report, retry=False)
+                return
             report.fail("snapshot_file", "snapshot", f"the Parquet file served is {digest} "
                         f"({size} bytes), not the one the manifest signed",
                         note_lines("snapshot manifest", note))

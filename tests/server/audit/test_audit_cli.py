@@ -338,3 +338,15 @@ def test_a_checkpoint_behind_the_public_list_is_waited_for(tmp_path: Path,
         code, out, _ = run_cli(["audit", "--from", url, "--settle-s", "5"], capsys)
     assert code == 0, out
     assert "2 entries" in out and "2 public submissions listed" in out
+
+
+def test_a_snapshot_file_replaced_after_signing_is_caught(deployment: Deployment,
+                                                          capsys: Any) -> None:
+    with deployment.running() as url:
+        publish(url)
+        parquet = next((deployment.tmp_path / "snapshots").glob("*.parquet"))
+        parquet.write_bytes(parquet.read_bytes() + b"\0")
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert "FAIL snapshot: the Parquet file served is " in out
+    assert "not the one the manifest signed [snapshot_file]" in out
