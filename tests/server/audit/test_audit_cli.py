@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import nacl.signing
 import pytest
-from sqlalchemy import create_engine, delete, select, update
+from sqlalchemy import create_engine, delete, insert, select, update
 
 from specschema import envelope_bytes, sign_envelope, submission_bytes
 from specschema.examples import EXAMPLE_MACHINES, example_submission
@@ -350,3 +350,24 @@ def test_a_snapshot_file_replaced_after_signing_is_caught(deployment: Deployment
     assert code == 3
     assert "FAIL snapshot: the Parquet file served is " in out
     assert "not the one the manifest signed [snapshot_file]" in out
+
+
+def test_a_hide_only_in_the_history_is_said_apart(deployment: Deployment,
+                                                 capsys: Any) -> None:
+    """A decision made before the log began is in the public history but not in the log:
+    the audit passes and says so, in its own words (a hide with no row at all fails)."""
+    with deployment.running() as url:
+        sid = httpx.post(f"{url}/v1/submissions", content=valid_body(seed=97, key_seed=97)
+                         ).json()["submission_id"]
+    sub, audit = tables.submissions, tables.audit_log
+    with edited_beside(
+            deployment,
+            update(sub).where(sub.c.submission_id == sid).values(hidden=True,
+                                                                  hidden_reason="spam"),
+            insert(audit).values(audit_id="00000000-0000-4000-8000-000000000001",
+                                 at=datetime(2026, 1, 1), action="hide", target=sid,
+                                 reason="spam", actor="maintainer")) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 0, out
+    assert "1 off the list: by a decision in its public history that the log does not " \
+           "hold (before the log?)" in out
