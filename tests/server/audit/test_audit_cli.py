@@ -371,3 +371,19 @@ def test_a_hide_only_in_the_history_is_said_apart(deployment: Deployment,
     assert code == 0, out
     assert "1 off the list: by a decision in its public history that the log does not " \
            "hold (before the log?)" in out
+
+
+def test_a_log_entry_edited_in_the_database_is_caught(deployment: Deployment,
+                                                      capsys: Any) -> None:
+    """The server signs whatever its table holds, so the tree holds together; the entry no
+    longer names its envelope, and the snapshot's signed root no longer matches."""
+    with deployment.running() as url:
+        ids = publish(url)
+    log = tables.log_entries
+    with edited_beside(deployment, update(log).where(log.c.idx == 0)
+                       .values(entry=b"\x01" + b"\x00" * 32)) as url:
+        code, out, _ = run_cli(["audit", "--from", url], capsys)
+    assert code == 3
+    assert f"FAIL submission {ids[0]}: the envelope served hashes to " in out
+    assert "FAIL snapshot: the log's first 4 entries do not hash to the root the snapshot's " \
+           "manifest signed [log_rewritten]" in out
