@@ -76,5 +76,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(MISBEHAVIOUR_EXIT)
         if keep is not None and report.checkpoint is not None:
             partial = keep.with_name(keep.name + ".partial")
-            partial.write_bytes(report.checkpoint)
-            partial.replace(keep)
+            try:
+                partial.write_bytes(report.checkpoint)
+                partial.replace(keep)
+            except OSError as exc:
+                typer.echo(f"specserver: the audit passed, but its checkpoint cannot be kept "
+                           f"in {keep}: {exc.strerror}", err=True)
+                raise typer.Exit(1) from None
