@@ -1,27 +1,30 @@
-"""The advisor's prediction against measurement on the real engine: Gemma 3 270M (PyPI,
-tests/support/realengine/gemma.py) on the pinned llama-server, prompt lookup
-(ngram-simple, lookup 3) at depths 2, 4 and 8 on llamacpp-map's six prompts.
+"""The advisor's validation bench on the real engine: Gemma 3 270M (PyPI,
+tests/support/realengine/gemma.py) on the pinned llama-server; "machines" stood in by
+thread counts and CPU sets; candidates prompt lookup (ngram-simple, lookup 3) at depths 3,
+5 and 8 and the truncated first-6-blocks draft (draft-simple) at depth 3; llamacpp-map's
+six prompts as six kinds of work. Every block checks that its candidate drafted.
 
-    .venv/bin/python bench/advise.py [--rounds 2] [--threads 1] [--num-predict 96]
+    .venv/bin/python bench/advise.py [--num-predict 48] [--machines m1,m2,m3]
+    .venv/bin/python bench/advise.py --analyse bench/data/advise-<stamp>.json
 
-1. Measures, in bracketed blocks (baseline, depths ascending, baseline, depths descending,
-   baseline, ... one llama-server start per block, each block the six prompts once), decode
-   tok/s per prompt; a depth's speedup per prompt is the ratio of its median to the
-   baseline's median for that prompt, overall the geometric mean over the prompts.
-2. Reads the acceptance per draft position of the depth-8 runs from /metrics.
-3. Probes the target (``specsubmit probe``'s measurement: a forward pass over k new tokens
-   after a cached context, plain decoding for k = 1).
-4. Predicts every depth from the depth-8 acceptance and the probe (``specschema.predict``),
-   and with the textbook formula, and prints prediction against measurement: the held-out
-   depths are 2 and 4 (predicted from a profile measured at 8).
-
-Prints figures; asserts nothing. The machine's load is printed at the start and the end.
+Per machine, one llama-server start per block, blocks bracketed: baseline, the
+candidates ascending, baseline, the candidates descending, baseline; each block the six
+prompts once (decode tok/s from the engine's timings, the speculative counters from
+/metrics around each request). Then the machine's probe (``specsubmit probe``'s
+``measure_rounds``: one speculative round checking k tokens, and a plain step; also the
+version-1 prefill curve on the same start, for comparison, its k = 1 taken from the plain
+steps: its own decoding runs on a server that speculates here) and the draft model's plain
+step (its cost per drafted token on that machine). Everything is written to
+bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
+--analyse) predicts held-out depths, machines and kinds of work and prints the errors
+against the three baselines. Prints figures; asserts nothing. The load is printed and
+recorded at every block.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import statistics
 import subprocess
@@ -31,34 +34,51 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.support.realengine import build, gemma  # noqa: E402
 
+from advise_analysis import analyse  # noqa: E402
 from specschema import get_protocol  # noqa: E402
-from specschema.predict import (  # noqa: E402
-    CostCurve,
-    mean_acceptance,
-    non_decreasing,
-    predicted_speedup,
-    textbook_speedup,
-)
 from specsubmit.engines.base import RunListener  # noqa: E402
 from specsubmit.engines.llama_server.api import LlamaServerApi  # noqa: E402
 from specsubmit.engines.llama_server.metrics import parse_spec_metrics  # noqa: E402
-from specsubmit.engines.llama_server.probe import measure  # noqa: E402
+from specsubmit.engines.llama_server.probe import (  # noqa: E402
+    ROUND_SIZES,
+    measure,
+    measure_rounds,
+    verification_args,
+)
 
-DEPTHS = (2, 4, 8)
+# name -> (threads, CPUs): one core alone, both cores, two threads crowded on one core.
+MACHINES = {"m1": (1, "0"), "m2": (2, "0,1"), "m3": (2, "1")}
+# ngram-simple drops a draft shorter than its lookup (3 here): depth 2 would never draft.
+NGRAM_DEPTHS = (3, 5, 8)
+DRAFT_DEPTH = 3
 
 
-def _start(binary: Path, model: Path, port: int, threads: int, extra: list[str]
-           ) -> tuple[subprocess.Popen[bytes], LlamaServerApi]:
+def candidates(draft: Path | None) -> dict[str, list[str]]:
+    found = {f"ngram{d}": ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                           "--spec-ngram-simple-size-m", str(d), "--spec-draft-p-min", "0.0",
+                           "--spec-draft-n-min", "0"] for d in NGRAM_DEPTHS}
+    if draft is not None:
+        found[f"draft{DRAFT_DEPTH}"] = ["--spec-type", "draft-simple", "--spec-draft-model",
+                                        str(draft), "--spec-draft-n-max",
+                                        str(DRAFT_DEPTH), "--spec-draft-p-min", "0.0",
+                                        "--spec-draft-n-min", "0"]
+    return found
+
+
+def start(binary: Path, model: Path, port: int, machine: str, extra: list[str]
+          ) -> tuple[subprocess.Popen[bytes], LlamaServerApi]:
+    threads, cpus = MACHINES[machine]
     proc = subprocess.Popen(
-        [str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--parallel", "1", "--poll", "0", "--no-warmup", "--threads", str(threads),
-         "--threads-batch", str(threads), "--ctx-size", "4096", "--metrics", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ["taskset", "-c", cpus, str(binary), "--model", str(model), "--host", "127.0.0.1",
+         "--port", str(port), "--parallel", "1", "--poll", "0", "--no-warmup", "--threads",
+         str(threads), "--threads-batch", str(threads), "--ctx-size", "4096", "--metrics",
+         *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     api = LlamaServerApi(f"http://127.0.0.1:{port}", timeout_s=600)
-    for _ in range(600):
+    for _ in range(1200):
         if api.healthy():
             return proc, api
         time.sleep(0.1)
@@ -66,94 +86,126 @@ def _start(binary: Path, model: Path, port: int, threads: int, extra: list[str]
     raise SystemExit("llama-server did not start")
 
 
-def _spec(depth: int) -> list[str]:
-    return ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
-            "--spec-ngram-simple-size-m", str(depth), "--spec-draft-p-min", "0.0",
-            "--spec-draft-n-min", "0"]
+def stop(proc: subprocess.Popen[bytes], api: LlamaServerApi) -> None:
+    api.close()
+    proc.terminate()
+    proc.wait()
+
+
+def run_block(api: LlamaServerApi, prompts: list[tuple[str, str]], num_predict: int
+              ) -> list[dict[str, object]]:
+    templated = {text: api.apply_template(text) or text for _, text in prompts}
+    api.completion({"prompt": templated[prompts[0][1]], "n_predict": 8, "temperature": 0.0,
+                    "cache_prompt": False, "stream": True})  # warm-up
+    rows: list[dict[str, object]] = []
+    for domain, text in prompts:
+        before = parse_spec_metrics(api.metrics_text() or "")
+        gen = api.completion({
+            "prompt": templated[text], "n_predict": num_predict, "temperature": 0.0,
+            "seed": 42, "top_k": 40, "top_p": 0.9, "repeat_penalty": 1.0, "min_p": 0.0,
+            "cache_prompt": False, "stream": True})
+        after = parse_spec_metrics(api.metrics_text() or "")
+        counts = (after.since(before) if after is not None and before is not None
+                  else after)
+        rows.append({"domain": domain, "tokens": gen.eval_count,
+                     "seconds": gen.eval_duration_ns / 1e9,
+                     "drafted": gen.draft_n or 0, "accepted": gen.draft_accepted or 0,
+                     "rounds": counts.rounds if counts else 0,
+                     "per_position": list(counts.per_position) if counts else []})
+    return rows
+
+
+def plain_steps(api: LlamaServerApi, text: str, times: int = 3) -> list[float]:
+    out = []
+    for _ in range(times):
+        gen = api.completion({"prompt": text, "n_predict": 32, "temperature": 0.0,
+                              "cache_prompt": False, "stream": True, "ignore_eos": True})
+        out.append(gen.eval_duration_ns / 1e9 / gen.eval_count)
+    return out
+
+
+def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
+                    prompts: list[tuple[str, str]], num_predict: int, port: int
+                    ) -> dict[str, object]:
+    menu = candidates(draft)
+    names = list(menu)
+    order = [None, *names, None, *reversed(names), None]
+    blocks: list[dict[str, object]] = []
+    for index, name in enumerate(order):
+        port += 1
+        load = os.getloadavg()[0]
+        proc, api = start(binary, model, port, machine, [] if name is None else menu[name])
+        try:
+            rows = run_block(api, prompts, num_predict)
+        finally:
+            stop(proc, api)
+        if name is not None and not any(r["drafted"] for r in rows):
+            raise SystemExit(f"{machine}: {name} drafted nothing: its flags are wrong")
+        blocks.append({"config": name or "baseline", "load": load, "rows": rows})
+        rate = sum(r["tokens"] for r in rows) / sum(r["seconds"] for r in rows)  # type: ignore[misc]
+        print(f"{machine} block {index + 1}/{len(order)} {name or 'baseline':>9}: "
+              f"{rate:6.1f} tok/s, load {load:.1f}", flush=True)
+    text = "\n\n".join(t for _, t in prompts) * 4
+    port += 1
+    proc, api = start(binary, model, port, machine, ["--swa-full", *verification_args(
+        max(ROUND_SIZES))])
+    try:
+        began = time.monotonic()
+        context, rounds, steps = measure_rounds(api, text, RunListener())
+        probe_s = time.monotonic() - began
+        _, prefill, decoded = measure(api, text, RunListener(), sizes=ROUND_SIZES, rounds=2)
+    finally:
+        stop(proc, api)
+    print(f"{machine} probe: {probe_s:.0f} s, step {statistics.median(steps) * 1000:.1f} ms, "
+          f"round of 9 {statistics.median(rounds[8 if 8 in rounds else max(rounds)]) * 1000:.1f}"
+          " ms", flush=True)
+    draft_steps: list[float] = []
+    if draft is not None:
+        port += 1
+        proc, api = start(binary, draft, port, machine, [])
+        try:
+            draft_steps = plain_steps(api, prompts[0][1])
+        finally:
+            stop(proc, api)
+    return {"threads": MACHINES[machine][0], "cpus": MACHINES[machine][1], "blocks": blocks,
+            "probe": {"context": context, "seconds": probe_s,
+                      "rounds": {str(k): v for k, v in rounds.items()}, "steps": steps,
+                      "prefill": {str(k): v for k, v in prefill.items()},
+                      "decoded": decoded},
+            "draft_steps": draft_steps}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--num-predict", type=int, default=96)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--num-predict", type=int, default=48)
+    parser.add_argument("--machines", default=",".join(MACHINES))
+    parser.add_argument("--no-draft", action="store_true")
+    parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
     args = parser.parse_args()
-    print(f"load at start: {os.getloadavg()}", flush=True)
+    if args.analyse is not None:
+        analyse(json.loads(args.analyse.read_text()))
+        return
     binary, model = build.llama_server_binary(), gemma.gemma_gguf()
+    draft = None if args.no_draft else gemma.first6_gguf()
     protocol = get_protocol("llamacpp-map")
     prompts = [(p.domain, p.text) for p in protocol.prompts or ()]
-    order: list[int | None] = []
-    for _ in range(args.rounds):
-        order += [None, *DEPTHS, None, *reversed(DEPTHS)]
-    order.append(None)
-    rates: dict[int | None, dict[str, list[float]]] = {
-        d: {domain: [] for domain, _ in prompts} for d in (None, *DEPTHS)}
-    positions: list[int] = []
-    rounds_seen = 0
-    port = 18300
-    for block, depth in enumerate(order):
-        port += 1
-        proc, api = _start(binary, model, port, args.threads, [] if depth is None
-                           else _spec(depth))
-        try:
-            templated = {text: api.apply_template(text) or text for _, text in prompts}
-            api.completion({"prompt": templated[prompts[0][1]], "n_predict": 8,
-                            "temperature": 0.0, "cache_prompt": False, "stream": True})
-            for domain, text in prompts:
-                gen = api.completion({
-                    "prompt": templated[text], "n_predict": args.num_predict,
-                    "temperature": 0.0, "seed": 42, "top_k": 40, "top_p": 0.9,
-                    "repeat_penalty": 1.0, "min_p": 0.0, "cache_prompt": False,
-                    "stream": True})
-                rates[depth][domain].append(gen.eval_count / gen.eval_duration_ns * 1e9)
-            if depth == max(DEPTHS):
-                found = parse_spec_metrics(api.metrics_text() or "")
-                if found is not None:
-                    rounds_seen += found.rounds
-                    width = max(len(positions), len(found.per_position))
-                    positions = [(positions[i] if i < len(positions) else 0)
-                                 + (found.per_position[i] if i < len(found.per_position)
-                                    else 0) for i in range(width)]
-        finally:
-            api.close()
-            proc.terminate()
-            proc.wait()
-        print(f"block {block + 1}/{len(order)}: {'baseline' if depth is None else depth}",
-              flush=True)
-    # the probe, on its own start (with the full sliding-window cache it needs)
-    port += 1
-    proc, api = _start(binary, model, port, args.threads, ["--swa-full"])
-    try:
-        text = "\n\n".join(t for _, t in prompts) * 4
-        _, found_costs, decoded = measure(api, text, RunListener())
-    finally:
-        api.close()
-        proc.terminate()
-        proc.wait()
-    sizes = sorted(found_costs)
-    smooth = non_decreasing([statistics.median(found_costs[k]) for k in sizes])
-    cost = CostCurve({1: statistics.median(decoded), **dict(zip(sizes, smooth, strict=True))})
-    reached = [rounds_seen, *positions[:-1]]
-    profile = [a / r if r else 0.0 for a, r in zip(positions, reached, strict=True)]
-    alpha = mean_acceptance(profile)
-    print(f"\nacceptance by position at depth 8 ({rounds_seen} rounds): "
-          + " ".join(f"{a:.2f}" for a in profile))
-    print("cost curve (ms): " + " ".join(f"{k}:{cost.at(k) * 1000:.1f}"
-                                         for k in (1, 2, 3, 5, 9, 16)))
-    print(f"\n{'depth':>5} {'measured':>9} {'predicted':>10} {'error':>7} {'textbook':>9}")
-    errors = []
-    for depth in DEPTHS:
-        ratios = [statistics.median(rates[depth][d]) / statistics.median(rates[None][d])
-                  for d, _ in prompts]
-        measured = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        predicted = predicted_speedup(profile, depth, cost)
-        error = predicted / measured - 1
-        errors.append(abs(error))
-        print(f"{depth:>5} {measured:>8.2f}x {predicted:>9.2f}x {error:>+6.0%} "
-              f"{textbook_speedup(alpha, depth, 0.0):>8.2f}x")
-    print(f"\nmedian absolute error {statistics.median(errors):.0%} over depths {DEPTHS} "
-          "(2 and 4 held out: predicted from the depth-8 profile)")
-    print(f"load at end: {os.getloadavg()}")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    data: dict[str, object] = {
+        "started": stamp, "load_start": os.getloadavg(), "num_predict": args.num_predict,
+        "target_bytes": model.stat().st_size,
+        "draft_bytes": draft.stat().st_size if draft is not None else None, "machines": {}}
+    print(f"load at start: {os.getloadavg()}", flush=True)
+    machines: dict[str, object] = {}
+    for offset, machine in enumerate(args.machines.split(",")):
+        machines[machine] = measure_machine(machine, binary, model, draft, prompts,
+                                            args.num_predict, 18400 + 100 * offset)
+        data["machines"] = machines
+        out = ROOT / "bench" / "data" / f"advise-{stamp}.json"
+        out.write_text(json.dumps(data, indent=1))
+    data["load_end"] = os.getloadavg()
+    out.write_text(json.dumps(data, indent=1))
+    print(f"saved {out.relative_to(ROOT)}; load at end: {os.getloadavg()}", flush=True)
+    analyse(data)
 
 
 if __name__ == "__main__":

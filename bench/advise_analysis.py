@@ -1,0 +1,320 @@
+"""The advisor's validation, from a run of bench/advise.py (its saved JSON): predictions of
+held-out cells against their measurement, beside three baselines. Pure; prints figures.
+
+A cell is (machine, candidate, kind of work). Its measured speedup is the candidate's
+decode rate (tokens / engine decode seconds, over the block's request for that prompt)
+over the mean of the machine's three baseline blocks' for the same prompt; a candidate ran
+in two blocks, so its rate is the mean of the two. Three tasks, each hiding cells and
+predicting them from the rest:
+
+- depths: prompt lookup at depth d on machine m and kind of work x, from the acceptance of
+  the other depths on (m, x) (positions beyond them credit nothing);
+- machines: every cell of machine m, from the acceptance of the same candidate and kind of
+  work on the other machines;
+- kinds of work: every candidate on (m, x), from the acceptance of the same candidate on
+  m's other kinds of work.
+
+The model (``specschema.predict.predicted_speedup``): acceptance per position pooled over
+the rounds of the known cells, the steps that drafted nothing per round (pooled the same
+way), machine m's probe (one round checking k tokens; a plain step; median per size,
+made non-decreasing), and for the draft model its plain step on m as the cost of a drafted
+token. Its interval: the 5th-95th percentile of 400 resamplings (the probe's samples per
+size, the draft's steps, and each position's acceptance drawn binomially from its rounds).
+
+Baselines: the textbook formula (one alpha from the same acceptance, c = the draft's file
+size over the target's, 0 for the lookup); the pair's median across machines (the
+candidate's measured speedup on the same kind of work on the other machines); the
+machine's median across pairs (machine m's measured speedups of the other candidates on
+the kinds of work not hidden; none in the machines task, where nothing of m is known).
+Top-1 regret, per machine and kind of work in the machines task: the best measured (or 1.0,
+leaving speculation off) over the measured speedup of what each method ranks first.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specschema.predict import (
+    CostCurve,
+    mean_acceptance,
+    non_decreasing,
+    predicted_speedup,
+    textbook_speedup,
+)
+
+Cell = tuple[str, str, str]  # machine, candidate, kind of work
+RESAMPLES = 400
+
+
+@dataclass(frozen=True)
+class Counts:
+    rounds: int
+    per_position: tuple[int, ...]
+    plain_steps: int
+
+    def __add__(self, other: Counts) -> Counts:
+        width = max(len(self.per_position), len(other.per_position))
+        a = self.per_position + (0,) * (width - len(self.per_position))
+        b = other.per_position + (0,) * (width - len(other.per_position))
+        return Counts(self.rounds + other.rounds, tuple(x + y for x, y in zip(a, b, strict=True)),
+                      self.plain_steps + other.plain_steps)
+
+    def profile(self) -> list[float]:
+        reached = [self.rounds, *self.per_position[:-1]]
+        return [c / r if r else 0.0 for c, r in zip(self.per_position, reached, strict=True)]
+
+
+def depth_of(candidate: str) -> int:
+    return int(re.sub(r"\D", "", candidate))
+
+
+@dataclass
+class Run:
+    measured: dict[Cell, float]
+    counts: dict[Cell, Counts]
+    probes: dict[str, dict[int, list[float]]]  # machine -> k -> seconds (k = 1: steps)
+    prefill: dict[str, dict[int, list[float]]]
+    draft_steps: dict[str, list[float]]
+    size_ratio: float
+    implied_round: dict[tuple[str, str], float]  # (machine, candidate) -> seconds per round
+    base_step: dict[str, float]  # machine -> the baseline blocks' seconds per token
+
+    @property
+    def machines(self) -> list[str]:
+        return sorted({m for m, _, _ in self.measured})
+
+    @property
+    def candidates(self) -> list[str]:
+        return sorted({c for _, c, _ in self.measured}, key=lambda c: (c[0], depth_of(c)))
+
+    @property
+    def domains(self) -> list[str]:
+        return sorted({x for _, _, x in self.measured})
+
+
+def load(data: Mapping[str, Any]) -> Run:
+    measured: dict[Cell, float] = {}
+    counts: dict[Cell, Counts] = {}
+    probes, prefill, draft_steps, implied, steps = {}, {}, {}, {}, {}
+    for machine, found in data["machines"].items():
+        rates: dict[tuple[str, str], list[float]] = {}
+        sums: dict[tuple[str, str], Counts] = {}
+        spent: dict[str, list[float]] = {}
+        for block in found["blocks"]:
+            for row in block["rows"]:
+                key = (block["config"], row["domain"])
+                rates.setdefault(key, []).append(row["tokens"] / row["seconds"])
+                if block["config"] != "baseline" and row["rounds"]:
+                    plain = row["tokens"] - row["accepted"] - row["rounds"]
+                    add = Counts(row["rounds"], tuple(row["per_position"]), max(plain, 0))
+                    sums[key] = sums[key] + add if key in sums else add
+                    spent.setdefault(block["config"], []).append(row["seconds"])
+        for (config, domain), values in rates.items():
+            if config == "baseline":
+                continue
+            base = statistics.fmean(rates[("baseline", domain)])
+            measured[(machine, config, domain)] = statistics.fmean(values) / base
+            if (config, domain) in sums:
+                counts[(machine, config, domain)] = sums[(config, domain)]
+        probe = found["probe"]
+        probes[machine] = {int(k): v for k, v in probe["rounds"].items()} | {1: probe["steps"]}
+        # the v1 curve's own decoding step ran on the probe's server, which speculates: the
+        # plain steps of the rounds probe stand in for it
+        prefill[machine] = ({int(k): v for k, v in probe["prefill"].items()}
+                            | {1: probe["steps"]})
+        draft_steps[machine] = found["draft_steps"]
+        # what a round cost in the runs: decode seconds less the plain steps (at the
+        # baseline's seconds per token), per round; pooled over the kinds of work
+        base_step = sum(r["seconds"] for b in found["blocks"] if b["config"] == "baseline"
+                        for r in b["rows"]) / sum(r["tokens"] for b in found["blocks"]
+                                                  if b["config"] == "baseline"
+                                                  for r in b["rows"])
+        steps[machine] = base_step
+        for config in {b["config"] for b in found["blocks"]} - {"baseline"}:
+            total = [c for (m, cand, _), c in counts.items() if m == machine and cand == config]
+            if total:
+                pooled = sum(total[1:], total[0])
+                seconds = sum(spent[config])
+                implied[(machine, config)] = ((seconds - pooled.plain_steps * base_step)
+                                              / pooled.rounds)
+    ratio = (data["draft_bytes"] or 0) / data["target_bytes"]
+    return Run(measured, counts, probes, prefill, draft_steps, ratio, implied, steps)
+
+
+def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
+          ) -> CostCurve:
+    def mid(values: Sequence[float]) -> float:
+        if pick is None:
+            return statistics.median(values)
+        return statistics.median([values[pick.randrange(len(values))] for _ in values])
+    sizes = sorted(k for k in samples if k > 1)
+    smooth = non_decreasing([mid(samples[k]) for k in sizes])
+    return CostCurve({1: mid(samples[1]), **dict(zip(sizes, smooth, strict=True))})
+
+
+def pooled(counts: Iterable[Counts]) -> Counts | None:
+    found = list(counts)
+    return sum(found[1:], found[0]) if found else None
+
+
+@dataclass(frozen=True)
+class Case:
+    task: str
+    cell: Cell
+    measured: float
+    predicted: float
+    low: float
+    high: float
+    textbook: float
+    pair_median: float | None
+    machine_median: float | None
+
+
+def _resampled_profile(counts: Counts, rng: random.Random) -> list[float]:
+    out, reached = [], counts.rounds
+    for a in counts.profile():
+        kept = sum(rng.random() < a for _ in range(reached)) if reached else 0
+        out.append(kept / reached if reached else 0.0)
+        reached = kept
+    return out
+
+
+def predict(run: Run, cell: Cell, source: Counts) -> tuple[float, float, float, float]:
+    """(prediction, interval low, high, textbook) for ``cell`` from ``source``."""
+    machine, candidate, _ = cell
+    depth = depth_of(candidate)
+    drafting = candidate.startswith("draft")
+    plain = source.plain_steps / source.rounds
+    draft_s = statistics.median(run.draft_steps[machine]) if drafting else 0.0
+    point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]), draft_s,
+                              plain)
+    rng = random.Random(f"{cell}")
+    draws = []
+    for _ in range(RESAMPLES):
+        steps = run.draft_steps[machine]
+        d = statistics.median([steps[rng.randrange(len(steps))] for _ in steps]) \
+            if drafting else 0.0
+        draws.append(predicted_speedup(_resampled_profile(source, rng), depth,
+                                       curve(run.probes[machine], rng), d, plain))
+    draws.sort()
+    low, high = draws[int(0.05 * RESAMPLES)], draws[int(0.95 * RESAMPLES) - 1]
+    alpha = mean_acceptance(source.profile()[:depth])
+    book = textbook_speedup(alpha, depth, run.size_ratio if drafting else 0.0)
+    return point, low, high, book
+
+
+def cases(run: Run) -> list[Case]:
+    out: list[Case] = []
+
+    def add(task: str, cell: Cell, source: Counts | None, hidden: set[Cell]) -> None:
+        if source is None or not source.rounds or cell not in run.measured:
+            return
+        point, low, high, book = predict(run, cell, source)
+        m, c, x = cell
+        pair = [v for (m2, c2, x2), v in run.measured.items()
+                if m2 != m and c2 == c and x2 == x and (m2, c2, x2) not in hidden]
+        mine = [v for (m2, c2, x2), v in run.measured.items()
+                if m2 == m and c2 != c and (m2, c2, x2) not in hidden]
+        out.append(Case(task, cell, run.measured[cell], point, low, high, book,
+                        statistics.median(pair) if pair else None,
+                        statistics.median(mine) if mine else None))
+
+    for m in run.machines:
+        for x in run.domains:
+            ngrams = [c for c in run.candidates if c.startswith("ngram")]
+            for c in ngrams:
+                hidden = {(m, c, x)}
+                add("depths", (m, c, x), pooled(run.counts[(m, o, x)] for o in ngrams
+                                                if o != c and (m, o, x) in run.counts), hidden)
+            hidden = {(m, c, x) for c in run.candidates}
+            for c in run.candidates:
+                add("kinds of work", (m, c, x), pooled(
+                    v for (m2, c2, x2), v in run.counts.items()
+                    if m2 == m and c2 == c and x2 != x), hidden)
+        hidden = {cell for cell in run.measured if cell[0] == m}
+        for c in run.candidates:
+            for x in run.domains:
+                add("machines", (m, c, x), pooled(
+                    v for (m2, c2, x2), v in run.counts.items()
+                    if m2 != m and c2 == c and x2 == x), hidden)
+    return out
+
+
+def _error(predicted: float | None, measured: float) -> float | None:
+    return None if predicted is None else abs(predicted / measured - 1)
+
+
+def _summary(label: str, pairs: Sequence[tuple[float | None, float]]) -> str:
+    errors = [e for p, m in pairs if (e := _error(p, m)) is not None]
+    signs = [(p > 1) == (m > 1) for p, m in pairs if p is not None]
+    if not errors:
+        return f"  {label:<22} n/a"
+    return (f"  {label:<22} median |error| {statistics.median(errors):6.1%}   sign right "
+            f"{sum(signs)}/{len(signs)} ({sum(signs) / len(signs):.0%})")
+
+
+def regret(found: Sequence[Case], pick: str) -> float | None:
+    """Mean top-1 regret over (machine, kind of work) in the machines task."""
+    groups: dict[tuple[str, str], list[Case]] = {}
+    for case in found:
+        if case.task == "machines":
+            groups.setdefault((case.cell[0], case.cell[2]), []).append(case)
+    regrets = []
+    for group in groups.values():
+        scored = [(getattr(c, pick), c.measured) for c in group if getattr(c, pick) is not None]
+        if not scored:
+            return None
+        best_predicted, chosen = max(scored + [(1.0, 1.0)], key=lambda s: s[0])
+        best = max([m for _, m in scored] + [1.0])
+        regrets.append(best / chosen - 1)
+    return statistics.fmean(regrets) if regrets else None
+
+
+def analyse(data: Mapping[str, Any]) -> None:
+    run = load(data)
+    print(f"\nrun {data['started']}: {len(run.machines)} machines, candidates "
+          f"{', '.join(run.candidates)}, {len(run.domains)} kinds of work; load "
+          f"{data['load_start'][0]:.1f} at start, {data.get('load_end', ['?'])[0]} at end")
+    print("\ncost of a round in plain steps (each against its own step, taken at its own "
+          "time): probe (a round checking g + 1) / v1 prefill probe / implied by the runs")
+    for m in run.machines:
+        probe, old = curve(run.probes[m]), curve(run.prefill[m])
+        parts = [f"step {probe.at(1) * 1000:.0f} ms (v1 {old.at(1) * 1000:.0f}, runs "
+                 f"{run.base_step[m] * 1000:.0f})"]
+        for c in run.candidates:
+            g = depth_of(c)
+            seen = run.implied_round.get((m, c))
+            draft = (g * statistics.median(run.draft_steps[m])
+                     if c.startswith("draft") and run.draft_steps[m] else 0.0)
+            parts.append(f"{c} {(probe.at(g + 1) + draft) / probe.at(1):.2f} / "
+                         f"{(old.at(g + 1) + draft) / old.at(1):.2f} / "
+                         + ("-" if seen is None else f"{seen / run.base_step[m]:.2f}"))
+        print(f"  {m}: " + "; ".join(parts))
+    found = cases(run)
+    for task in ("depths", "machines", "kinds of work"):
+        chosen = [c for c in found if c.task == task]
+        if not chosen:
+            continue
+        inside = sum(c.low <= c.measured <= c.high for c in chosen)
+        print(f"\n{task}: {len(chosen)} held-out cells; interval (90 %) covers "
+              f"{inside}/{len(chosen)} ({inside / len(chosen):.0%})")
+        print(_summary("model", [(c.predicted, c.measured) for c in chosen]))
+        print(_summary("textbook", [(c.textbook, c.measured) for c in chosen]))
+        print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
+        print(_summary("machine's median", [(c.machine_median, c.measured) for c in chosen]))
+    for pick in ("predicted", "textbook", "pair_median"):
+        value = regret(found, pick)
+        print(f"top-1 regret (machines task), {pick}: "
+              + ("n/a" if value is None else f"{value:.1%}"))
+    print("\ncell (machine candidate kind): measured  predicted [interval]  textbook  task")
+    for case in sorted(found, key=lambda c: (c.task, c.cell)):
+        print(f"  {' '.join(case.cell):<34} {case.measured:5.2f}x  {case.predicted:5.2f}x "
+              f"[{case.low:4.2f}-{case.high:4.2f}]  {case.textbook:5.2f}x  {case.task}")
+    if math.isnan(sum(c.predicted for c in found)):
+        print("a prediction is NaN")
