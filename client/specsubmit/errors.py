@@ -28,6 +28,8 @@ stderr and an exit code in ``specsubmit.cli.main`` (and nowhere else).
     │                               (local/enginelock.py): refused before any request
     ├── RunAborted                  exit 130: Ctrl-C (the run stopped early, or at the
     │                               consent prompt)
+    ├── BudgetTooShort              --budget cannot fit even the fewest rounds: said after
+    │                               the first block's start and warm-up, before any trial
     ├── ResultFileError             a saved result cannot be read
     ├── KeyStoreError               the contributor key cannot be read or written
     ├── StateFolderError            the state folder (SPECSUBMIT_HOME) cannot be written
@@ -144,6 +146,10 @@ class EngineBusy(SpecSubmitError):
 
 class RunAborted(SpecSubmitError):
     exit_code = 130
+
+
+class BudgetTooShort(SpecSubmitError):
+    pass
 
 
 class ResultFileError(SpecSubmitError):

@@ -35,7 +35,13 @@ from specsubmit.engines import (
     adapter,
     check_options,
 )
-from specsubmit.errors import ResultFileError, RunAborted, SpecSubmitError, UsageError
+from specsubmit.errors import (
+    BudgetTooShort,
+    ResultFileError,
+    RunAborted,
+    SpecSubmitError,
+    UsageError,
+)
 from specsubmit.local import check_state_home, engine_lock, load_result, save_result, write_result
 from specsubmit.run import (
     Measured,
@@ -47,6 +53,7 @@ from specsubmit.run import (
     report_console,
     resolve_target,
     run_protocol,
+    too_long_message,
 )
 from specsubmit.send import check_server, offer_submission, resolve_server
 
@@ -178,6 +185,8 @@ def run_command(
                       elapsed_s=time.monotonic() - began)
         for line in plan_lines(plan, datetime.now().astimezone()):
             err.print(escape(line), soft_wrap=True, highlight=False)
+        if plan.too_long:
+            raise BudgetTooShort(too_long_message(plan))
         planned_trials = plan.chosen.trials
         return plan.rounds
 

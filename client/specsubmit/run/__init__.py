@@ -9,7 +9,7 @@ from specsubmit.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
-    from specsubmit.run.plan import Measured, decide, plan_lines
+    from specsubmit.run.plan import Measured, decide, plan_lines, too_long_message
     from specsubmit.run.report import render_result, report_console
     from specsubmit.run.runner import (
         RunListener,
@@ -23,6 +23,7 @@ _LAZY: dict[str, str] = {
     "Measured": "specsubmit.run.plan",
     "decide": "specsubmit.run.plan",
     "plan_lines": "specsubmit.run.plan",
+    "too_long_message": "specsubmit.run.plan",
     "RunListener": "specsubmit.run.runner",
     "RunSettings": "specsubmit.run.runner",
     "default_fingerprint": "specsubmit.run.runner",
@@ -43,6 +44,7 @@ __all__ = [
     "report_console",
     "resolve_target",
     "run_protocol",
+    "too_long_message",
 ]
 
 __getattr__ = lazy_names(__name__, _LAZY)

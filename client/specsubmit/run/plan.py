@@ -6,13 +6,18 @@ the CLI the time.
 (``Protocol.for_run``): every trial has the same place and block in both. So the rounds may
 be cut while the trials run so far are still in the shorter schedule; the runner asks at
 two moments where that holds and no config has had its last block yet (whose end the
-engine is told of), and the rounds only ever shrink:
+engine is told of):
 
 1. before the first counted trial, with the first block's engine start (when each block
-   starts its own) and warm-ups: the plan printed before any trial;
+   starts its own) and warm-ups: the plan printed before any trial. Where the second
+   moment follows (each block its own start), its rounds are an estimate only and the run
+   keeps the protocol's for now (``Plan.final``): a cut made here could not be undone
+   when the drafts turn out faster than guessed. A run whose fewest rounds would end
+   well past the budget stops here, before any counted trial (``Plan.too_long``);
 2. before the first block after every config has run one (in the bracketed order, the
    second baseline block: every config's last block is later in any number of rounds),
-   with each finished block's time: drafts are timed at last.
+   with each finished block's time: drafts are timed at last, and the rounds are fixed:
+   the most that fit, up to the protocol's.
 
 **The estimate** (``estimate``), from the first block alone:
 
@@ -48,12 +53,17 @@ from specschema import Protocol, find_protocol
 from specschema.block_t import t_975
 from specsubmit.engines import Generation
 
-__all__ = ["BUSY_SPREAD", "QUIET_SPREAD", "Estimate", "Measured", "Plan", "decide",
-           "estimate", "plan_lines", "resolvable", "trial_seconds"]
+__all__ = ["BUDGET_SLACK", "BUSY_SPREAD", "QUIET_SPREAD", "Estimate", "Measured", "Plan",
+           "decide", "estimate", "plan_lines", "resolvable", "too_long_message",
+           "trial_seconds"]
 
 # Assumed block-to-block spread of log block ratios (the module docstring says where from).
 QUIET_SPREAD = 0.02
 BUSY_SPREAD = 0.15
+# How far past its budget (a fraction of it) a run may be estimated to end before it stops
+# before its first trial (``Plan.too_long``): the first estimate errs long, as a draft's
+# blocks are taken as long as the baseline's.
+BUDGET_SLACK = 0.2
 
 
 @dataclass(frozen=True)
@@ -103,9 +113,19 @@ class Plan:
     longer: Estimate | None = None
 
     @property
+    def final(self) -> bool:
+        """Whether the run makes the chosen rounds now. Not on the first call of a run that
+        times every config before its second baseline block (``per_block``): a draft's
+        block is only guessed there, and rounds cut then could not be added back once
+        the drafts turn out faster. Every number of rounds can still be made at the
+        revision, so the rounds wait for it; the first plan shows its estimate."""
+        return bool(self.measured.blocks) or not self.measured.per_block
+
+    @property
     def rounds(self) -> int | None:
         """The rounds to run when they differ from the run's so far, else None."""
-        if self.chosen.rounds is None or self.chosen.rounds == self.measured.protocol.rounds:
+        if (not self.final or self.chosen.rounds is None
+                or self.chosen.rounds == self.measured.protocol.rounds):
             return None
         return self.chosen.rounds
 
@@ -116,6 +136,16 @@ class Plan:
             return None
         over = self.elapsed_s + self.chosen.remaining_s - self.budget_s
         return over if over > 0 else None
+
+    @property
+    def too_long(self) -> bool:
+        """Whether the run should stop before its first counted trial: even its fewest
+        rounds are estimated to end more than ``BUDGET_SLACK`` of the budget past it.
+        Said before anything was measured, a run the contributor has no time for costs
+        one engine start and warm-up, not the minutes past what they gave it."""
+        over = self.over_budget_s
+        return (not self.measured.blocks and over is not None and self.budget_s is not None
+                and over > BUDGET_SLACK * self.budget_s)
 
 
 def trial_seconds(measured: Measured) -> float | None:
@@ -275,6 +305,9 @@ def plan_lines(plan: Plan, now: datetime) -> list[str]:
             else " (a draft's blocks taken as long as the baseline's until timed)"
         lines.append(f"  estimated end: {ends:%H:%M}, in {_minutes(chosen.remaining_s)}"
                      f"{untimed}{budget}")
+    if not plan.final and chosen.rounds is not None:
+        lines.append("  rounds: fixed once every config has run a block (a draft's speed is "
+                     "not known before); until then the run keeps the protocol's")
     if revised and plan.rounds is None:
         return lines
     quiet = resolvable(chosen.blocks_per_config, QUIET_SPREAD)
@@ -303,3 +336,15 @@ def _head(plan: Plan, now: datetime) -> str:
         ends = now + timedelta(seconds=plan.longer.remaining_s)
         head += f" ({plan.longer.rounds} would end about {ends:%H:%M}, past the budget)"
     return head
+
+
+def too_long_message(plan: Plan) -> str:
+    """Why a run stops before its first trial (``Plan.too_long``), and what would fit."""
+    chosen, budget = plan.chosen, plan.budget_s or 0.0
+    needed = plan.elapsed_s + (chosen.remaining_s or 0.0)
+    fewest = "" if chosen.rounds is None else \
+        f" even {chosen.rounds} round{'s' * (chosen.rounds != 1)}"
+    return (f"the budget of {_minutes(budget)} cannot fit this run:{fewest} would take about "
+            f"{_minutes(needed)} by the first block's timing; stopped before the first trial, "
+            f"nothing was measured. Give --budget {math.ceil(needed / 60)}, or fewer configs "
+            "with --configs")

@@ -1,22 +1,18 @@
-"""`specsubmit run --budget`: the plan is printed before the first trial, and a budget
-that two rounds do not fit runs one, which the server's rules accept. The real console
+"""`specsubmit run --budget`: the plan is printed before the first trial, a budget that
+not even one round fits stops the run before it, and one the protocol fits in changes
+nothing. The real console
 script in a subprocess against the fake Ollama (in this process: it sees each request)."""
 
 from __future__ import annotations
 
 import subprocess
 import threading
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from specschema import get_protocol
 from specschema.payload import parse_submission
-from specserver.ingest import rules
 from tests.client.cli.test_run_cli import MTP, SCRIPT, _env
 from tests.fakeollama import FakeModel, FakeOllama
-
-PROTOCOL = get_protocol("ollama-draft")  # bracketed, two rounds in blocks of 2
 
 
 class _Watched(list[tuple[str, str, Any]]):
@@ -69,23 +65,18 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, str, str, _Watched]:
     return proc.returncode, stdout, "".join(lines), watched
 
 
-def test_a_budget_two_rounds_do_not_fit_runs_one_and_the_plan_comes_first(
+def test_a_budget_not_even_one_round_fits_stops_before_the_first_trial(
         tmp_path: Path, specsubmit_home: Path) -> None:
-    code, stdout, stderr, watched = _run(tmp_path, "--budget", "0.01")
-    assert code == 0, stderr
-    assert watched.plan_before_first_trial is True
+    code, stdout, stderr, watched = _run(tmp_path, "--budget", "0.001")
+    assert code == 1, stderr
     assert "plan: ollama-draft v4, 1 round of the protocol's 2" in stderr
     assert "  configs: spec_off (baseline), spec_4, spec_8" in stderr
-    assert "  7 blocks of 2 trials: 14 trials, 7 warm-ups" in stderr
-    assert "past the budget: it cannot make fewer rounds" in stderr
-    assert "  resolves: a speedup of " in stderr and "(2 blocks per config;" in stderr
-    sub = parse_submission(stdout.encode())
-    assert sub.complete and sub.protocol.parameters == {"target": MTP, "rounds": "1"}
-    assert [len(c.trials) for c in sub.configs] == [6, 4, 4]
-    assert watched.generations == 7 + 14  # a warm-up per block, then its trials
-    ctx = rules.RuleContext(PROTOCOL, datetime.now(UTC), timedelta(days=30),
-                            timedelta(minutes=5))
-    assert rules.violations(sub, ctx) == []
+    assert "the budget of 0.0 min cannot fit this run: even 1 round would take about" in stderr
+    assert "stopped before the first trial, nothing was measured. Give --budget 1, or " \
+        "fewer configs with --configs" in stderr
+    assert "Traceback" not in stderr and stdout == ""
+    assert watched.generations == 1  # the first block's warm-up, and no trial
+    assert not list((specsubmit_home / "results").glob("*.json"))
 
 
 def test_a_budget_the_protocol_fits_in_changes_nothing(
@@ -101,3 +92,4 @@ def test_a_budget_the_protocol_fits_in_changes_nothing(
     sub = parse_submission(stdout.encode())
     assert sub.complete and sub.protocol.parameters == {"target": MTP}  # no rounds recorded
     assert [len(c.trials) for c in sub.configs] == [10, 8, 8]
+    assert len(list((specsubmit_home / "results").glob("*.json"))) == 1  # where it is kept

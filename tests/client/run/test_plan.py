@@ -23,6 +23,7 @@ from specsubmit.run.plan import (
     estimate,
     plan_lines,
     resolvable,
+    too_long_message,
     trial_seconds,
 )
 from specsubmit.run.runner import RunSettings, run_protocol
@@ -85,11 +86,15 @@ def test_the_budget_takes_the_most_rounds_that_fit() -> None:
     assert decide(measured, budget_s=None, elapsed_s=10).rounds is None  # the protocol's
     assert decide(measured, budget_s=70, elapsed_s=10).rounds is None
     fitted = decide(measured, budget_s=69, elapsed_s=10)
-    assert fitted.rounds == 1 and fitted.longer is not None and fitted.longer.rounds == 2
-    assert fitted.over_budget_s is None
-    tight = decide(measured, budget_s=20, elapsed_s=10)  # nothing fits: one round
-    assert tight.rounds == 1 and tight.longer is None
-    assert tight.over_budget_s == pytest.approx(10 + 32 - 20)
+    assert fitted.chosen.rounds == 1 and fitted.longer is not None
+    assert fitted.longer.rounds == 2 and fitted.over_budget_s is None
+    # each block starts its own engine: the first estimate is shown, the cut waits for the
+    # revision (a draft's blocks are only guessed yet)
+    assert not fitted.final and fitted.rounds is None
+    tight = decide(measured, budget_s=40, elapsed_s=10)  # nothing fits: one round
+    assert tight.chosen.rounds == 1 and tight.longer is None
+    assert tight.over_budget_s == pytest.approx(10 + 32 - 40)
+    assert not tight.too_long  # 2 s past a 40 s budget: within its fifth
     # a protocol without rounds runs as it is, and says how far past the budget it ends
     shared = decide(_measured(get_protocol("hardnumbers-m2"), start_s=None, per_block=False),
                     budget_s=1, elapsed_s=0)
@@ -112,14 +117,16 @@ def test_the_plan_in_words() -> None:
         "  measured: an engine start 1.0 s, a warm-up 2.0 s, a trial about 2.0 s",
         "  estimated end: 17:00, in 0.5 min (a draft's blocks taken as long as the "
         "baseline's until timed); budget 1.1 min, 0.2 min used",
+        "  rounds: fixed once every config has run a block (a draft's speed is not known "
+        "before); until then the run keeps the protocol's",
         "  resolves: a speedup of 20 % or more on a quiet machine, 285 % or more on a busy "
         "one (2 blocks per config; Student's t, a spread of 0.02 or 0.15 in log speedup "
         "from block to block)",
     ]
     assert plan_lines(decide(_measured(), budget_s=None, elapsed_s=0), NOW)[0] == \
         "plan: llamacpp-draft v3, 2 rounds as the protocol asks"
-    over = plan_lines(decide(_measured(), budget_s=20, elapsed_s=10), NOW)
-    assert over[4].endswith("about 0.4 min past the budget: it cannot make fewer rounds, "
+    over = plan_lines(decide(_measured(), budget_s=36, elapsed_s=10), NOW)
+    assert over[4].endswith("about 0.1 min past the budget: it cannot make fewer rounds, "
                             "--configs runs fewer configs")
     whole = DRAFT.for_run({})
     refused = frozenset({"draft_qwen2.5_0.5b_n8"})
@@ -159,6 +166,33 @@ def test_the_revision_takes_each_configs_timed_blocks() -> None:
     same = plan_lines(decide(_timed(7.0), budget_s=None, elapsed_s=50), NOW)
     assert [line.split(":")[0] for line in same] == [
         "plan revised, every config timed once", "  a block took", "  estimated end"]
+
+
+def test_rounds_cut_by_the_first_guess_come_back_when_the_drafts_are_faster() -> None:
+    # The first estimate takes the draft's blocks as long as the baseline's (7 s each with
+    # start and warm-up): two rounds would end past a 60 s budget, so it shows one...
+    first = decide(_measured(), budget_s=60, elapsed_s=10)
+    assert first.chosen.rounds == 1 and first.rounds is None
+    # ...but keeps both until the draft is timed: 3 s a block, and two rounds fit after all
+    fast = decide(_timed(3.0), budget_s=80, elapsed_s=20)
+    assert fast.final and fast.chosen.rounds == 2 and fast.rounds is None
+    slow = decide(_timed(30.0), budget_s=80, elapsed_s=20)
+    assert slow.final and slow.rounds == 1
+
+
+def test_a_budget_even_the_fewest_rounds_cannot_fit_stops_before_the_first_trial() -> None:
+    # one round takes 32 s more: 10 + 32 s ends 17 s past a 25 s budget, over its fifth
+    plan = decide(_measured(), budget_s=25, elapsed_s=10)
+    assert plan.chosen.rounds == 1 and plan.too_long
+    assert too_long_message(plan) == (
+        "the budget of 0.4 min cannot fit this run: even 1 round would take about 0.7 min "
+        "by the first block's timing; stopped before the first trial, nothing was measured. "
+        "Give --budget 1, or fewer configs with --configs")
+    assert not decide(_measured(), budget_s=36, elapsed_s=10).too_long  # 6 s past 36: a sixth
+    assert not decide(_measured(), budget_s=None, elapsed_s=10).too_long
+    # once blocks ran, the run goes on and the plan says how late it ends
+    late = decide(_timed(30.0), budget_s=25, elapsed_s=20)
+    assert late.over_budget_s is not None and not late.too_long
 
 
 def test_rounds_whose_last_blocks_are_behind_cannot_be_made() -> None:
