@@ -16,6 +16,14 @@ from collections.abc import Mapping, Sequence
 from specschema.capability import CounterProblem
 from specschema.engines import descriptor
 from specschema.models import SpeculationEvidence
+from specschema.ratio_text import (
+    headline_ratio,
+    outcome,
+    ratio_words,
+    speedup_cell,
+    vs_baseline,
+    vs_baseline_wall,
+)
 from specschema.stability import LOAD_MOVED, MAX_BASELINE_DRIFT, OFF_LINE, OFF_LINE_WITH_LOAD
 from specschema.summary import ConfigSummary
 from specschema.verdict_words import (
@@ -29,6 +37,7 @@ from specschema.verdict_words import (
     VERDICT_WORDS,
     Outcome,
 )
+from specschema.verdicts import outcome_of, resolved, unresolved_words, verdict_of
 
 # The tables are ``specschema.verdict_words``'s; they are named here too, so that a caller
 # finds every word of a result in one place.
@@ -37,30 +46,11 @@ __all__ = [
     "OUTCOME_WORDS", "VERDICT_HELP", "VERDICT_WORDS", "Outcome", "acceptance_rate",
     "batched_arithmetic", "capability_reason", "conclusion", "config_line", "config_sentence",
     "drift_words", "effect", "interval_method_words", "no_counters_reason", "off_line_words",
-    "other_speedup", "outcome", "outcome_of", "problem_words", "ratio_words", "speedup_cell",
-    "spread", "stability_words", "verdict_help", "verdict_label", "vs_baseline", "vs_baseline_wall",
+    "headline_ratio", "other_speedup", "outcome", "outcome_of", "problem_words", "ratio_words",
+    "speedup_cell",
+    "resolved", "spread", "stability_words", "unresolved_words", "verdict_help", "verdict_label",
+    "vs_baseline", "vs_baseline_wall",
 ]
-
-def outcome_of(low: float | None, high: float | None) -> Outcome | None:
-    """faster when the whole interval is above 1.0, slower when below, else no clear
-    difference; None without an interval."""
-    if low is None or high is None:
-        return None
-    if low > 1.0:
-        return "faster"
-    if high < 1.0:
-        return "slower"
-    return "no_clear_difference"
-
-
-def outcome(summary: ConfigSummary) -> Outcome | None:
-    """A draft config's outcome from its decode-rate ratio's interval (None: baseline, no
-    trials or too few for an interval). Whether it is an effect of speculation is the
-    verdict's business: a not-applied outcome is noise."""
-    if summary.role == "baseline":
-        return None
-    return outcome_of(summary.speedup_tps_ci_low, summary.speedup_tps_ci_high)
-
 
 def no_counters_reason(log_status: str | None, observed: str = "not_observed",
                        engine: str | None = "ollama", *, mechanism: str = "none",
@@ -104,51 +94,6 @@ def problem_words(problem: CounterProblem) -> str:
     """``counters_consistent (configs.2.trials.0.counters.accepted: 280 accepted > 200
     generated (eval_count))``: a broken counter rule as the CLI names it."""
     return f"{problem.rule} ({problem.path}: {problem.message})"
-
-
-def vs_baseline(summary: ConfigSummary) -> str:
-    """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
-    if summary.role == "baseline":
-        return "1.00x"
-    if summary.speedup_tps is None:
-        return "—"
-    if summary.speedup_tps_ci_low is None or summary.speedup_tps_ci_high is None:
-        return f"{summary.speedup_tps:.2f}x"
-    return (f"{summary.speedup_tps:.2f}x "
-            f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
-
-
-def vs_baseline_wall(summary: ConfigSummary) -> str:
-    """``1.12x [0.98–1.25]``: the wall-time speedup (prompt included) and its interval."""
-    if summary.role == "baseline":
-        return "1.00x"
-    if summary.speedup_wall is None:
-        return "—"
-    if summary.speedup_wall_ci_low is None or summary.speedup_wall_ci_high is None:
-        return f"{summary.speedup_wall:.2f}x"
-    return (f"{summary.speedup_wall:.2f}x "
-            f"[{summary.speedup_wall_ci_low:.2f}–{summary.speedup_wall_ci_high:.2f}]")
-
-
-# What a ratio that is not a measured speedup is, in a table's speedup column.
-_RATIO_IS = {"not_applied": "noise", "unstable": "unstable"}
-
-
-def speedup_cell(summary: ConfigSummary, wall: bool = False) -> str:
-    """A table's speedup column: the ratio with its interval for a confirmed config only;
-    any other verdict's ratio without an interval and with what it is ("0.98x, noise"),
-    never read as a speedup; "—" when there is none."""
-    if summary.role == "baseline" or summary.observed == "confirmed":
-        return vs_baseline_wall(summary) if wall else vs_baseline(summary)
-    ratio = summary.speedup_wall if wall else summary.speedup_tps
-    if ratio is None:
-        return "—"
-    return ratio_words(summary.observed, ratio)
-
-
-def ratio_words(observed: str, ratio: float) -> str:
-    """A ratio whose verdict is not a measured speedup, with what it is ("0.98x, noise")."""
-    return f"{ratio:.2f}x, {_RATIO_IS.get(observed, 'not a speedup')}"
 
 
 def drift_words(baseline: ConfigSummary | None) -> str | None:
@@ -195,21 +140,25 @@ def acceptance_rate(evidence: SpeculationEvidence) -> float | None:
 
 
 def verdict_label(summary: ConfigSummary, evidence: SpeculationEvidence | None,
-                  inconsistent: str | None = None) -> str:
+                  inconsistent: str | None = None, headline: str = "decode") -> str:
     """``baseline``, ``confirmed (75% accepted)``, ``not applied (noise)``, ...;
     ``inconsistent``: the shared counter rule this config breaks (the client's own check,
-    ``capability.submission_counter_problems``), which wins over any verdict."""
+    ``capability.submission_counter_problems``), which wins over any verdict. A confirmed
+    config whose headline interval includes 1.00x says its speedup is not resolved."""
     if inconsistent is not None:
         return f"inconsistent ({inconsistent})"
     if summary.role == "baseline":
         return "baseline"
     observed = evidence.observed if evidence is not None else summary.observed
-    if observed == "confirmed" and evidence is not None:
-        rate = acceptance_rate(evidence)
-        if rate is not None:
-            return f"confirmed ({rate:.0%} accepted)"
     # A verdict this module has no words for yet is shown by its name, never as a speedup.
-    return VERDICT_WORDS.get(observed, observed.replace("_", " "))
+    label = verdict_of(observed).words
+    if observed == "confirmed":
+        rate = acceptance_rate(evidence) if evidence is not None else None
+        label += "" if rate is None else f" ({rate:.0%} accepted)"
+        _, low, high = headline_ratio(summary, headline)
+        if resolved(low, high) is False:
+            label += "; speedup not resolved (CI includes 1.00x)"
+    return label
 
 
 def spread(summary: ConfigSummary) -> str:
@@ -225,14 +174,9 @@ def effect(summary: ConfigSummary, headline: str = "decode") -> str:
     """Faster/slower/no clear difference, only for configs where speculation can act;
     ``headline`` (the protocol's): "decode" words the decode-rate speedup, "wall" the
     wall-time one (prompt included)."""
-    if headline == "wall":
-        ratio, low, high = (summary.speedup_wall, summary.speedup_wall_ci_low,
-                            summary.speedup_wall_ci_high)
-        what, of = " in wall time (prompt included)", "wall time"
-    else:
-        ratio, low, high = (summary.speedup_tps, summary.speedup_tps_ci_low,
-                            summary.speedup_tps_ci_high)
-        what, of = "", "tok/s"
+    ratio, low, high = headline_ratio(summary, headline)
+    what, of = (" in wall time (prompt included)", "wall time") if headline == "wall" else (
+        "", "tok/s")
     if ratio is None:
         return "no trials to compare"
     if low is None or high is None:
@@ -289,10 +233,19 @@ def config_sentence(summary: ConfigSummary, evidence: SpeculationEvidence,
         if rate is not None:
             counts = (f"; {evidence.accepted_tokens} of {evidence.drafted_tokens} drafted tokens "
                       f"accepted ({rate:.0%})")
-        ran = (f"ran {effect(summary, headline)} ({other_speedup(summary, headline)})"
-               if summary.speedup_tps is not None else "has no trials to compare")
-        sentence = (f"{summary.name} speculated (counters from "
-                    f"{described.counters_from(evidence.counters_source)}) and {ran}{counts}")
+        headline_x, low, high = headline_ratio(summary, headline)
+        source = f"counters from {described.counters_from(evidence.counters_source)}"
+        if headline_x is not None and low is not None and high is not None and not resolved(
+                low, high):
+            # It speculated; whether that made it faster or slower, the run cannot tell.
+            of = "wall time" if headline == "wall" else "tok/s"
+            sentence = (f"{summary.name} {unresolved_words(low, high)}: {headline_x:.2f}x the "
+                        f"baseline's {of} ({source}; {other_speedup(summary, headline)})"
+                        f"{counts}")
+        else:
+            ran = (f"ran {effect(summary, headline)} ({other_speedup(summary, headline)})"
+                   if summary.speedup_tps is not None else "has no trials to compare")
+            sentence = f"{summary.name} speculated ({source}) and {ran}{counts}"
     elif evidence.observed == "unstable":
         todo = VERDICT_HELP["unstable"][1]
         words = stability_words(baseline) or "the baseline blocks disagree"
@@ -371,6 +324,10 @@ def config_line(summary: ConfigSummary, evidence: SpeculationEvidence | None) ->
         accepted_rate = acceptance_rate(evidence) if evidence is not None else None
         accepted = ("" if accepted_rate is None
                     else f" ({accepted_rate:.0%} of drafted tokens accepted)")
+        low, high = summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
+        if low is not None and high is not None and not resolved(low, high):
+            return (f"{summary.name}: {unresolved_words(low, high)}; "
+                    f"{summary.speedup_tps:.2f}x{accepted}")
         return f"{summary.name}: {said}{ratio}, speculation confirmed{accepted}"
     if observed in ("not_observed", "unknown"):
         return f"{summary.name}: {said}{ratio}, not attributed to speculation (no counters)"

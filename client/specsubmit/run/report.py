@@ -31,6 +31,7 @@ from specschema.domains import domain_label
 from specschema.engines import descriptor
 from specschema.protocol import headline_of
 from specschema.stats import decode_tps
+from specschema.verdicts import verdict_of
 from specsubmit.outside_text import LINE_LIMIT, visible
 
 
@@ -55,7 +56,8 @@ def inconsistent_configs(submission: Submission) -> dict[str, str]:
 
 def verdict_label(submission: Submission, summary: ConfigSummary) -> str:
     return wording.verdict_label(summary, _evidence(submission, summary.name),
-                                 inconsistent_configs(submission).get(summary.name))
+                                 inconsistent_configs(submission).get(summary.name),
+                                 _headline(submission))
 
 
 def conclusion(submission: Submission, summaries: Sequence[ConfigSummary] | None = None) -> str:
@@ -172,7 +174,7 @@ def domain_table(submission: Submission, summaries: Sequence[ConfigSummary]) -> 
     for name, observed, results in rows:
         cells = []
         for result in results:
-            speed = (f"{result.speedup_tps:.2f}x" if observed == "confirmed"
+            speed = (f"{result.speedup_tps:.2f}x" if verdict_of(observed or "").counts
                      and result.speedup_tps is not None else "—")
             accepted = result.acceptance.rate if result.acceptance is not None else None
             cells.append(f"{speed} {_share(accepted)}")

@@ -1,0 +1,69 @@
+"""A measured ratio in words (pure): the speedup to the baseline with its 95 % within-run
+interval, and what a ratio that is not a measured speedup is, in a table's speedup column.
+``specschema.conclusion`` writes its sentences with these and names them too; the CLI's
+tables and the submission page's show them.
+"""
+
+from __future__ import annotations
+
+from specschema.summary import ConfigSummary
+from specschema.verdicts import Outcome, outcome_of, verdict_of
+
+
+def outcome(summary: ConfigSummary) -> Outcome | None:
+    """A draft config's outcome from its decode-rate ratio's interval (None: baseline, no
+    trials or too few for an interval). Whether it is an effect of speculation is the
+    verdict's business: a not-applied outcome is noise."""
+    if summary.role == "baseline":
+        return None
+    return outcome_of(summary.speedup_tps_ci_low, summary.speedup_tps_ci_high)
+
+
+def headline_ratio(summary: ConfigSummary, headline: str = "decode"
+                   ) -> tuple[float | None, float | None, float | None]:
+    """The protocol's headline speedup and its 95 % within-run interval: the wall-time one
+    (prompt included) for "wall", else the decode rate's."""
+    if headline == "wall":
+        return summary.speedup_wall, summary.speedup_wall_ci_low, summary.speedup_wall_ci_high
+    return summary.speedup_tps, summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
+
+
+def vs_baseline(summary: ConfigSummary) -> str:
+    """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
+    if summary.role == "baseline":
+        return "1.00x"
+    if summary.speedup_tps is None:
+        return "—"
+    if summary.speedup_tps_ci_low is None or summary.speedup_tps_ci_high is None:
+        return f"{summary.speedup_tps:.2f}x"
+    return (f"{summary.speedup_tps:.2f}x "
+            f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
+
+
+def vs_baseline_wall(summary: ConfigSummary) -> str:
+    """``1.12x [0.98–1.25]``: the wall-time speedup (prompt included) and its interval."""
+    if summary.role == "baseline":
+        return "1.00x"
+    if summary.speedup_wall is None:
+        return "—"
+    if summary.speedup_wall_ci_low is None or summary.speedup_wall_ci_high is None:
+        return f"{summary.speedup_wall:.2f}x"
+    return (f"{summary.speedup_wall:.2f}x "
+            f"[{summary.speedup_wall_ci_low:.2f}–{summary.speedup_wall_ci_high:.2f}]")
+
+
+def speedup_cell(summary: ConfigSummary, wall: bool = False) -> str:
+    """A table's speedup column: the ratio with its interval for a confirmed config only;
+    any other verdict's ratio without an interval and with what it is ("0.98x, noise"),
+    never read as a speedup; "—" when there is none."""
+    if summary.role == "baseline" or summary.observed == "confirmed":
+        return vs_baseline_wall(summary) if wall else vs_baseline(summary)
+    ratio = summary.speedup_wall if wall else summary.speedup_tps
+    if ratio is None:
+        return "—"
+    return ratio_words(summary.observed, ratio)
+
+
+def ratio_words(observed: str, ratio: float) -> str:
+    """A ratio whose verdict is not a measured speedup, with what it is ("0.98x, noise")."""
+    return f"{ratio:.2f}x, {verdict_of(observed).ratio_is}"
