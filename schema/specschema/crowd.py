@@ -128,6 +128,9 @@ class CrowdInputs:
     profiles: tuple[Profile, ...]
     cost: tuple[CostUnit, ...] = ()  # the crowd's cost curves for this machine and target
     cost_contributors: int = 0
+    # what the cost units' samples are (``CostProbe.measured``): "verification" or, only
+    # when no probe of this machine timed rounds, "prefill"; None without cost units
+    cost_measured: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -203,6 +206,7 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
         "chip": inputs.chip, "memory_gb": inputs.memory_gb, "engine": inputs.engine,
         "min_contributors": inputs.min_contributors,
         "cost": [u.json() for u in inputs.cost], "cost_contributors": inputs.cost_contributors,
+        "cost_measured": inputs.cost_measured,
         "profiles": [{"candidate": p.candidate.json(), "domain": p.domain,
                       "units": [list(u) for u in p.units], "new_keys": p.new_keys,
                       "measured": [m.json() for m in p.measured],
@@ -225,4 +229,4 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),
                        int(data["min_contributors"]), profiles,
                        tuple(_cost_from_json(u) for u in data["cost"]),
-                       int(data["cost_contributors"]))
+                       int(data["cost_contributors"]), _opt_str(data.get("cost_measured")))

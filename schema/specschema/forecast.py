@@ -164,10 +164,12 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
 
 
 def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
-             domain: str | None = None) -> dict[str, Any]:
+             domain: str | None = None, measured: str | None = None) -> dict[str, Any]:
     """The answer (module docstring) as JSON-ready data; ``cost``: the units of the cost
     curve to predict with (the crowd's for this machine, or the asker's own probe), named
-    by ``cost_source``; ``domain``: one kind of work only (else every one the runs had)."""
+    by ``cost_source``, whose samples are ``measured`` (``CostProbe.measured``: a
+    "prefill" curve reads a round low, so its predictions read high; the answer says it);
+    ``domain``: one kind of work only (else every one the runs had)."""
     salt = inputs.target_digest
     have_cost = bool(cost)
     curve = cost_curve(cost) if have_cost else None
@@ -200,7 +202,7 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
         "target": {"digest": inputs.target_digest, "name": inputs.target_name},
         "machine": {"chip": inputs.chip, "memory_gb": inputs.memory_gb,
                     "engine": inputs.engine},
-        "cost": ({"source": cost_source, "contributors": len(cost),
+        "cost": ({"source": cost_source, "contributors": len(cost), "measured": measured,
                   "seconds": {str(k): round(v, 6) for k, v in sorted(curve.seconds.items())}}
                  if curve is not None else None),
         "min_contributors": inputs.min_contributors,

@@ -12,13 +12,19 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from specschema import Submission, TrialCounters, get_protocol, submission_bytes
 from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_fingerprint, example_submission
 from specschema.models import ClientInfo, Engine, ModelInfo
-from specschema.probe import PROBE_PAYLOAD_TYPE, CostPoint, CostProbe, probe_bytes
+from specschema.probe import (
+    MEASURED_BY_VERSION,
+    PROBE_PAYLOAD_TYPE,
+    CostPoint,
+    CostProbe,
+    probe_bytes,
+)
 from tests.support.signed import sign_dict, signer
 
 RUN = get_protocol("llamacpp-map").for_run({})  # no draft model: n-gram, MTP, baseline
@@ -71,9 +77,12 @@ def target_of(sub: Submission) -> ModelInfo:
 
 
 def cost_probe(target: ModelInfo, machine: dict[str, object], *, step_s: float = 0.02,
-               per_token_s: float = 0.004, probe_id: uuid.UUID | None = None) -> CostProbe:
-    """A probe whose pass over k new tokens costs ``step_s + per_token_s (k - 1)``."""
+               per_token_s: float = 0.004, probe_id: uuid.UUID | None = None,
+               version: Literal[1, 2] = 2) -> CostProbe:
+    """A probe whose pass over k new tokens costs ``step_s + per_token_s (k - 1)``; of
+    ``version`` (2: verification rounds, what the client sends; 1: prefills)."""
     return CostProbe(
+        schema_version=version, measured=MEASURED_BY_VERSION[version],
         probe_id=probe_id or uuid.uuid4(), created_at=datetime.now().astimezone(),
         client=ClientInfo(name="specsubmit", version="0.1.0"),
         fingerprint=example_fingerprint(machine),

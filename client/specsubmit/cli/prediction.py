@@ -23,7 +23,7 @@ from rich.table import Table
 from specschema.crowd import ALL_DOMAINS, cost_unit, inputs_from_json
 from specschema.domains import DOMAINS, domain_label
 from specschema.forecast import LEVEL, forecast
-from specschema.probe import CostProbe
+from specschema.probe import PREFILL, VERIFICATION, CostProbe
 from specsubmit.errors import SubmitError, UsageError
 from specsubmit.outside_text import visible
 
@@ -54,7 +54,8 @@ def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: b
     """The answer to print, computed here by the server's function from the inputs its
     answer carries (so a server's words are never printed as numbers, and a broken answer
     is said as such): with the crowd's cost units when it has some for this machine and
-    ``own_probe`` does not ask otherwise, else with ``probe``."""
+    ``own_probe`` does not ask otherwise, else with ``probe``; and with ``probe`` when it
+    timed verification rounds and the crowd's units are prefills only (which read low)."""
     from specsubmit.send import fetch_prediction
 
     fp = probe.fingerprint
@@ -69,10 +70,11 @@ def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: b
     answer = fetch_prediction(server, query)
     try:
         inputs = inputs_from_json(answer["inputs"])
-        if inputs.cost and not own_probe:
-            mine = forecast(inputs, inputs.cost, "crowd", domain)
+        better = probe.measured == VERIFICATION and inputs.cost_measured != VERIFICATION
+        if inputs.cost and not own_probe and not better:
+            mine = forecast(inputs, inputs.cost, "crowd", domain, inputs.cost_measured)
         else:
-            mine = forecast(inputs, (cost_unit(probe),), LOCAL_SOURCE, domain)
+            mine = forecast(inputs, (cost_unit(probe),), LOCAL_SOURCE, domain, probe.measured)
     except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError):
         raise SubmitError(f"{server} sent a prediction this client cannot read") from None
     mine["inputs"] = answer["inputs"]
@@ -103,7 +105,9 @@ def show_advice(answer: dict[str, Any], console: Console) -> None:
     source = ("this machine's cost: no probe of it" if cost is None else
               f"this machine's cost: {visible(str(cost['source']), 40)}"
               + (f" ({cost['contributors']} contributors)"
-                 if cost["source"] != LOCAL_SOURCE else ""))
+                 if cost["source"] != LOCAL_SOURCE else "")
+              + (", timed as prefills, which read a round's cost low: predictions read "
+                 "high" if cost.get("measured") == PREFILL else ""))
     machine = answer["machine"]
     table = Table(title=f"Predicted decode speedup on {visible(str(machine['chip']), 80)}",
                   caption=f"predicted from the crowd's acceptance per draft position and "

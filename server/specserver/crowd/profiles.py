@@ -16,7 +16,9 @@ Measured speedups beside them come from the same rows on the asker's chip only (
 machines like yours"), per contributor then across. Cost curves are the probes of the target
 on that chip and engine family (and memory, when given): a probe is one machine's own
 measurement, so no minimum applies, but a cohort's probes are one unit and the new keys'
-probes one more.
+probes one more. Probes that timed verification rounds are used whenever there is any;
+prefill probes (the first version, which read a round 30-50 % low) only when there is none,
+and the inputs say which (``CrowdInputs.cost_measured``).
 """
 
 from __future__ import annotations
@@ -230,8 +232,9 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
             rated = {k: p for k, v in counts[domain].items() if (p := _rates(v)) is not None}
             units, new_keys = folded(rated)
             out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost))
-    cost = _cost_units(probes.probes_for(conn, target_digests=[digest], chip=asked.chip,
-                                         engine=asked.engine, memory_gb=asked.memory_gb),
-                       cohort_of, new, unknown_is_new)
+    chosen, cost_kind = probes.prefer_verification(probes.probes_for(
+        conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
+        memory_gb=asked.memory_gb))
+    cost = _cost_units(chosen, cohort_of, new, unknown_is_new)
     return CrowdInputs(digest, name, asked.chip, asked.memory_gb, asked.engine,
-                       min_contributors, tuple(out), cost, len(cost))
+                       min_contributors, tuple(out), cost, len(cost), cost_kind)

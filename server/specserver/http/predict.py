@@ -122,7 +122,7 @@ def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
             if answers is not None:
                 answers.keep_standing(data_version, standing)
         inputs = crowd_inputs(conn, asked, rules, settings.min_contributors, standing)
-    answer = forecast(inputs, inputs.cost, "crowd", domain)
+    answer = forecast(inputs, inputs.cost, "crowd", domain, inputs.cost_measured)
     answer["inputs"] = inputs_json(inputs)
     return answer
 

@@ -58,4 +58,5 @@ def check_probe(body: bytes, *, received_at: datetime, max_age: timedelta,
         "target_size_bytes": target.size_bytes, "threads": probe.threads,
         "context_tokens": probe.context_tokens,
         "samples": stored.samples_text(cost_unit(probe).samples), "hidden": False,
+        "measured": probe.measured,
     })

@@ -45,7 +45,7 @@ from specserver.store.migrationsteps import (
     speculation_keys,
     wire_v2,
 )
-from specserver.store.probes import add_probes
+from specserver.store.probes import add_probe_kind, add_probes
 
 ADVISORY_LOCK_ID = 0x5BEC_5E17
 
@@ -98,6 +98,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "probes: signed cost probes (a machine's cost of checking k tokens at "
                   "once), for predictions", add_probes),
     Migration(17, "log_entries: the transparency log (stored envelopes entered)", create_log),
+    Migration(18, "probes.measured: what a cost probe's samples are (verification or "
+                  "prefill), filled from the stored envelopes", add_probe_kind),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -391,6 +391,10 @@ probes = Table(
     Column("context_tokens", Integer, nullable=False),
     Column("samples", Text, nullable=False),  # seconds per sample per k, JSON (probes.py)
     Column("hidden", Boolean, nullable=False),
+    # Store version 18: what the samples are, the probe's ``measured`` ("verification":
+    # rounds, version 2; "prefill": version 1, which reads low); null only where a stored
+    # envelope no longer parsed when the column was filled, read as "prefill".
+    Column("measured", String(16), nullable=True),
 )
 Index("ix_probes_target_chip", probes.c.target_digest, probes.c.chip
       ).ddl_if(dialect="postgresql")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import httpx
 import pytest
@@ -135,7 +136,8 @@ def test_advise_refuses_what_it_cannot_answer(tmp_path: Path, env: dict[str, str
     # a cost of nothing at all: no division by it
     inputs_json(CrowdInputs("a" * 64, None, "Apple M2", 24, "llama-server", 1, (Profile(
         Candidate("llama-server", "server_launch", "ngram-simple", 4), "all",
-        ((0.9, 0.8, 0.7, 0.6),)),), (CostUnit({1: (0.0,), 5: (0.0,)}),), 1)),
+        ((0.9, 0.8, 0.7, 0.6),)),), (CostUnit({1: (0.0,), 5: (0.0,)}),), 1,
+        cost_measured="verification")),
 ])
 def test_an_answer_it_cannot_read_is_said_in_one_line(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, inputs: dict[str, object]) -> None:
@@ -148,3 +150,26 @@ def test_an_answer_it_cannot_read_is_said_in_one_line(
     probe = cost_probe(target_of(map_result(0, M3_PRO)), M3_PRO)
     with pytest.raises(SubmitError, match="sent a prediction this client cannot read"):
         crowd_advice("http://127.0.0.1:9", probe, None, own_probe=False)
+
+
+@pytest.mark.parametrize(("crowd", "probe_version", "used"), [
+    ("prefill", 2, "your probe"),  # the crowd's prefills read low: this machine's rounds
+    ("verification", 2, "crowd"),
+    ("prefill", 1, "crowd"),  # both prefills: the crowd's, as the server answers
+])
+def test_a_probe_that_timed_rounds_is_used_over_the_crowds_prefills(
+        monkeypatch: pytest.MonkeyPatch, crowd: str, probe_version: Literal[1, 2],
+        used: str) -> None:
+    import specsubmit.send
+    from specsubmit.cli.prediction import crowd_advice
+
+    inputs = inputs_json(CrowdInputs("a" * 64, None, "Apple M2", 24, "llama-server", 1, (
+        Profile(Candidate("llama-server", "server_launch", "ngram-simple", 4), "all",
+                ((0.9, 0.8, 0.7, 0.6),)),), (CostUnit({1: (0.02,), 5: (0.03,)}),), 1,
+        cost_measured=crowd))
+    monkeypatch.setattr(specsubmit.send, "fetch_prediction",
+                        lambda server, query: {"candidates": [], "inputs": inputs})
+    probe = cost_probe(target_of(map_result(0, M3_PRO)), M3_PRO, version=probe_version)
+    answer = crowd_advice("http://127.0.0.1:9", probe, None, own_probe=False)
+    assert answer["cost"]["source"] == used
+    assert answer["cost"]["measured"] == (crowd if used == "crowd" else "verification")

@@ -228,3 +228,27 @@ def test_the_standing_is_kept_while_the_data_holds_or_for_the_refresh_time() -> 
     assert answers.standing_at("v2") is standing  # written since, within the refresh time
     now[0] += 1.5
     assert answers.standing_at("v2") is None and answers.standing_at("v1") is standing
+
+
+def test_verification_probes_are_preferred_and_the_answer_names_the_kind(
+        small_on_each_store: Served) -> None:
+    small = small_on_each_store
+    _post_results(small, [RTX, M3_PRO, RADEON])
+    # a prefill probe reads a round low: alone, it is the cost curve, and said so
+    old = cost_probe(TARGET, M2, step_s=0.02, per_token_s=0.001, version=1)
+    assert small.client.post("/v1/probes", content=signed_probe(old, 9)).status_code == 201
+    answer = _predict(small).json()
+    assert answer["cost"]["measured"] == "prefill" and answer["cost"]["contributors"] == 1
+    assert answer["inputs"]["cost_measured"] == "prefill"
+    assert answer["cost"]["seconds"]["16"] == pytest.approx(0.02 + 0.001 * 15)
+    # with a verification probe of this machine, from another key, only that one counts
+    new = cost_probe(TARGET, M2, step_s=0.02, per_token_s=0.004, version=2)
+    assert small.client.post("/v1/probes", content=signed_probe(new, 10)).status_code == 201
+    answer = _predict(small).json()
+    assert answer["cost"]["measured"] == "verification"
+    assert answer["cost"]["contributors"] == 1
+    assert answer["cost"]["seconds"]["16"] == pytest.approx(0.02 + 0.004 * 15)
+    inputs = inputs_from_json(answer["inputs"])
+    assert inputs.cost_measured == "verification"
+    assert forecast(inputs, inputs.cost, "crowd", measured=inputs.cost_measured)["cost"] == \
+        answer["cost"]

@@ -56,7 +56,7 @@ def answers(conn: Connection, settings: ServerSettings, min_contributors: int,
         except SpecServerError as error:  # a name two model files share, say
             out[engine] = str(error)
             continue
-        out[engine] = forecast(inputs, inputs.cost, "crowd")
+        out[engine] = forecast(inputs, inputs.cost, "crowd", measured=inputs.cost_measured)
     return out
 
 
