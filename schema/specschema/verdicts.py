@@ -127,7 +127,7 @@ def verdict_of(name: str) -> Verdict:
     return Verdict(name, name.replace("_", " "), "", "", "unverified")
 
 
-def on_board(board: Board) -> tuple[Verdict, ...]:
+def listed_on(board: Board) -> tuple[Verdict, ...]:
     """The verdicts a board lists, in the table's order."""
     return tuple(v for v in VERDICTS if v.board == board)
 

@@ -15,7 +15,7 @@ from specschema.verdicts import (
     VERDICTS,
     counters_words,
     drawn,
-    on_board,
+    listed_on,
     outcome_of,
     resolved,
     unresolved_words,
@@ -37,7 +37,7 @@ def test_the_table_holds_every_wire_verdict_once() -> None:
 def test_which_board_lists_each_verdict() -> None:
     """Rule 5 of the board: a measured speedup, the unverified rows beside it, the noise
     floor; every other verdict is on no board."""
-    assert {board: [v.name for v in on_board(board)] for board in BOARDS} == {
+    assert {board: [v.name for v in listed_on(board)] for board in BOARDS} == {
         "speedup": ["confirmed"], "unverified": ["not_observed", "unstable"],
         "noise_floor": ["not_applied"]}
     assert [v.name for v in VERDICTS if v.counts] == ["confirmed"]

@@ -10,19 +10,16 @@ reads it to start a key's ageing.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from specschema.evidence import CORROBORATED
+from specschema.verdicts import BOARDS, Board, listed_on
 
-View = Literal["speedup", "unverified", "noise_floor"]
-VIEWS: tuple[View, ...] = ("speedup", "unverified", "noise_floor")
+View = Board
+VIEWS: tuple[View, ...] = BOARDS
 
-# Rule 5: the verdicts each view holds. A verdict in none of them is on no board.
+# Rule 5: the verdicts each view holds, the verdict table's boards (specschema.verdicts). A
+# verdict in none of them is on no board.
 VIEW_VERDICTS: dict[View, frozenset[str]] = {
-    "speedup": frozenset({"confirmed"}),
-    "unverified": frozenset({"not_observed", "unstable"}),
-    "noise_floor": frozenset({"not_applied"}),
-}
+    view: frozenset(v.name for v in listed_on(view)) for view in VIEWS}
 BOARD_VERDICTS = VIEW_VERDICTS["speedup"]
 NOISE_VERDICTS = VIEW_VERDICTS["noise_floor"]
 # The verdicts whose results age a key (``board.newkeys``, rule 2): a measured speedup, or
