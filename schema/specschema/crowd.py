@@ -7,7 +7,9 @@ with its engine family and speculative settings (type and the depth its runs use
 (``Profile.units``): each contributor's rows summed (their a_i), then a cohort's members
 reduced to one median, and every key still on probation folded into one more unit, as the
 board counts voices (``contributor_units``). A profile with fewer units than the minimum
-is not predicted from.
+is not predicted from. Beside it, per unit counted the same way, the share of the decoded
+tokens that came from plain steps, which drafted nothing (``Profile.plain``; a lookup that
+found no match: ``specschema.predict``'s p).
 
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
@@ -115,6 +117,9 @@ class Profile:
     new_keys: int = 0  # keys on probation, folded into one of the units
     measured: tuple[Measured, ...] = ()
     draft_cost: tuple[CostUnit, ...] = ()  # the draft model's step on machines like it
+    # per contributor unit (sorted), the plain steps' share of the decoded tokens; empty:
+    # not known (no run recorded its tokens beside its rounds), taken as none
+    plain: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,8 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
         "profiles": [{"candidate": p.candidate.json(), "domain": p.domain,
                       "units": [list(u) for u in p.units], "new_keys": p.new_keys,
                       "measured": [m.json() for m in p.measured],
-                      "draft_cost": [u.json() for u in p.draft_cost]}
+                      "draft_cost": [u.json() for u in p.draft_cost],
+                      "plain": list(p.plain)}
                      for p in inputs.profiles],
     }
 
@@ -223,7 +229,8 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                 tuple(Measured(_opt_str(m["chip"]), _opt_int(m["memory_gb"]),
                                _opt_int(m["depth"]), float(m["speedup"]),
                                int(m["contributors"])) for m in p["measured"]),
-                tuple(_cost_from_json(u) for u in p["draft_cost"]))
+                tuple(_cost_from_json(u) for u in p["draft_cost"]),
+                tuple(float(x) for x in p.get("plain", ())))
         for p in data["profiles"])
     return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),

@@ -2,10 +2,12 @@
 
 ``forecast`` is the one answer ``GET /v1/predict`` gives and ``specsubmit advise --server``
 prints: per candidate and kind of work, S at each depth up to the one its runs used
-(``specschema.predict``: S(g) = T_t(1) E[N](g) / (g T_d + T_t(g + 1) + o)), with the
-median across contributors' profiles and cost units as the point, and an interval from
-resampling both (``DRAWS`` bootstrap draws: contributor units with replacement, at most
-``RESAMPLE_MAX`` a draw; within a cost unit, its samples with replacement). Beside each,
+(``specschema.predict``: S(g) = T_t(1) (E[N](g) + p) / (g T_d + T_t(g + 1) + o + p T_t(1)),
+p the plain steps per round at depth g from the contributors' share of plain steps), with
+the median across contributors' profiles, plain shares and cost units as the point, and an
+interval from resampling them (``DRAWS`` bootstrap draws: contributor units with
+replacement, at most ``RESAMPLE_MAX`` a draw; within a cost unit, its samples with
+replacement). Beside each,
 the speedups measured on machines like the one asked about, and one line that answers.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
@@ -34,7 +36,12 @@ from specschema.crowd import (
     Profile,
     median_vector,
 )
-from specschema.predict import CostCurve, non_decreasing, predicted_speedup
+from specschema.predict import (
+    CostCurve,
+    non_decreasing,
+    plain_steps_per_round,
+    predicted_speedup,
+)
 
 __all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "forecast", "recommendation"]
 
@@ -146,20 +153,27 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
     point_draft = draft_steps[0] if draft_steps else 0.0
     rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
                profile.candidate.draft_digest or "", profile.domain)
-    units = profile.units
+    units, plain = profile.units, profile.plain
+    point_plain = _median(plain) if plain else 0.0
     draws: dict[int, list[float]] = {d: [] for d in depths}
     size = min(len(units), RESAMPLE_MAX)
     for b, drawn_curve in enumerate(curves):
         drawn = median_vector([units[rng.randrange(len(units))] for _ in range(size)])
         t_d = draft_steps[b + 1] if draft_steps else 0.0
+        # drawn after the units, and only when known, so that a profile without plain
+        # shares draws what it drew before they were carried
+        share = _median([plain[rng.randrange(len(plain))]
+                         for _ in range(min(len(plain), RESAMPLE_MAX))]) if plain else 0.0
         for d in depths:
-            draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d))
+            draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
+                                              plain_steps_per_round(share, drawn, d)))
     rows = []
     for d in depths:
         ordered = sorted(draws[d])
         tail = (1 - LEVEL) / 2
-        rows.append(Row(d, predicted_speedup(point_profile, d, curve, point_draft),
-                        _quantile(ordered, tail), _quantile(ordered, 1 - tail)))
+        point = predicted_speedup(point_profile, d, curve, point_draft,
+                                  plain_steps_per_round(point_plain, point_profile, d))
+        rows.append(Row(d, point, _quantile(ordered, tail), _quantile(ordered, 1 - tail)))
     return rows
 
 

@@ -14,6 +14,30 @@ so the decode speedup over plain decoding (one token per T_t(1)) is
 
     S(g) = T_t(1) * E[N](g) / (g * T_d + T_t(g + 1) + o).
 
+Plain steps. Not every step drafts: an n-gram lookup that finds no match in the text so far
+drafts nothing, and the engine takes one plain step (one token, T_t(1)). llama-server
+counts every token it returns (``eval_count``, its n_decoded), the first included, which
+comes out of the prompt's prefill before the decode clock starts; a round returns its
+accepted tokens plus the target's own, a plain step one. So over one request
+
+    eval_count = 1 + accepted + rounds + plain,    plain = eval_count - 1 - accepted - rounds
+
+and the decode time is rounds * (g T_d + T_t(g + 1) + o) + plain * T_t(1), for the
+eval_count - 1 = rounds * E[N](g) + plain tokens plain decoding spends T_t(1) each on:
+
+    S(g) = T_t(1) (rounds E[N](g) + plain) / (rounds (g T_d + T_t(g + 1) + o) + plain T_t(1))
+         = T_t(1) (E[N](g) + p) / (g T_d + T_t(g + 1) + o + p T_t(1)),   p = plain / rounds.
+
+What travels with the text is not p but the plain steps' share of the decoded tokens,
+f = plain / (eval_count - 1): a lookup fails at about the same places in the text whatever
+the depth, while a deeper round covers more tokens, so p grows with depth (measured on the
+bench's six kinds of work: f the same within one or two steps at depths 3, 5 and 8, p
+twice or more at 8 what it is at 3). From tokens = rounds E[N] + plain and plain = f tokens,
+
+    p(g) = f E[N](g) / (1 - f)                                  (``plain_steps_per_round``),
+
+which is exact at the depth f was measured at.
+
 The textbook formula (Leviathan, Kalman and Matias 2023) is the special case of one
 acceptance alpha at every position and a check of g + 1 tokens that costs one step:
 S = (1 - alpha^(g+1)) / ((1 - alpha) (g c + 1)), c = T_d / T_t(1). On CPUs and llama.cpp's
@@ -26,8 +50,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CostCurve", "expected_tokens", "non_decreasing", "predicted_speedup",
-           "textbook_speedup"]
+__all__ = ["CostCurve", "expected_tokens", "non_decreasing", "plain_counts",
+           "plain_steps_per_round", "predicted_speedup", "textbook_speedup"]
 
 
 def non_decreasing(values: Sequence[float]) -> list[float]:
@@ -85,6 +109,23 @@ def expected_tokens(per_position: Sequence[float], depth: int) -> float:
         reached *= min(max(a, 0.0), 1.0)
         total += reached
     return total
+
+
+def plain_counts(eval_count: int, accepted: int, rounds: int, requests: int = 1
+                ) -> tuple[int, int]:
+    """(plain steps, decoded tokens) of ``requests`` requests' summed counters: the steps
+    that drafted nothing and the tokens after each request's first (module docstring).
+    A count below zero (a round cut short by the token limit) is taken as none."""
+    decoded = eval_count - requests
+    return max(decoded - accepted - rounds, 0), max(decoded, 0)
+
+
+def plain_steps_per_round(share: float, per_position: Sequence[float], depth: int) -> float:
+    """p(depth) = f E[N](depth) / (1 - f): the plain steps per round at ``depth`` when
+    ``share`` (f) of the decoded tokens came from plain steps (module docstring)."""
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"a share of plain steps outside [0, 1): {share}")
+    return share * expected_tokens(per_position, depth) / (1.0 - share)
 
 
 def predicted_speedup(per_position: Sequence[float], depth: int, cost: CostCurve,

@@ -5,6 +5,7 @@ the same answer after a JSON round trip (what a client predicting again relies o
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,7 @@ from specschema.crowd import (
     median_vector,
 )
 from specschema.forecast import cost_curve, forecast, recommendation
-from specschema.predict import predicted_speedup
+from specschema.predict import CostCurve, plain_steps_per_round, predicted_speedup
 
 NGRAM = Candidate("llama-server", "server_launch", "ngram-simple", 8)
 DRAFT = Candidate("llama-server", "server_launch", "draft-simple", 4, draft="small",
@@ -118,12 +119,40 @@ def test_a_draft_model_pays_its_probed_step() -> None:
                                                "draft-simple with small at depth 1")
 
 
+def test_steps_that_draft_nothing_are_paid_and_grow_with_depth_by_hand() -> None:
+    # f = 0.2 of the decoded tokens came from plain steps; acceptance 1 at both positions:
+    # at depth 2 a round yields E[N] = 3 tokens, so p = 0.2 * 3 / 0.8 = 0.75 plain steps a
+    # round. Four rounds and three plain steps: 12 + 3 tokens, 3 / 15 = 0.2 of them plain.
+    # With T_t(1) = 1 s and T_t(3) = 2 s they take 4 * 2 + 3 * 1 = 11 s where plain
+    # decoding takes 15 s: S = 15 / 11.
+    assert plain_steps_per_round(0.2, (1.0, 1.0), 2) == pytest.approx(0.75)
+    flat = CostCurve({1: 1.0, 3: 2.0})
+    assert predicted_speedup((1.0, 1.0), 2, flat, 0.0, 0.75) == pytest.approx(15 / 11)
+    # at depth 1 the same share is fewer plain steps a round (E[N] = 2: p = 0.5)
+    assert plain_steps_per_round(0.2, (1.0, 1.0), 1) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="share of plain steps"):
+        plain_steps_per_round(1.0, (1.0,), 1)
+    # in the forecast: the median of the contributors' shares, at each depth
+    shares = (0.05, 0.1, 0.3)
+    answer = forecast(inputs(Profile(NGRAM, "all", GOOD, plain=shares)), (CPU,), "crowd")
+    rows = {r["depth"]: r for r in answer["candidates"][0]["predictions"]}
+    curve, vector = cost_curve((CPU,)), median_vector(GOOD)
+    for depth in (1, 4, 8):
+        p = plain_steps_per_round(0.1, vector, depth)
+        assert rows[depth]["predicted"] == pytest.approx(
+            predicted_speedup(vector, depth, curve, 0.0, p), abs=1e-4)
+        assert rows[depth]["low"] <= rows[depth]["predicted"] <= rows[depth]["high"]
+    without = forecast(inputs(Profile(NGRAM, "all", GOOD)), (CPU,), "crowd")
+    assert rows[8]["predicted"] < without["candidates"][0]["predictions"][-1]["predicted"]
+
+
 def test_the_answer_is_the_same_from_the_inputs_sent_as_json() -> None:
-    crowd = inputs(Profile(NGRAM, "all", GOOD, new_keys=0,
+    crowd = replace(inputs(Profile(NGRAM, "all", GOOD, new_keys=0,
                            measured=(Measured("Apple M2", 24, 8, 1.3, 2),)),
                    Profile(NGRAM, "code_edit", GOOD[1:] + GOOD[:1]),
                    Profile(DRAFT, "all", GOOD, draft_cost=(CostUnit({1: (0.001,)}),)),
-                   cost=(CPU, GPU))
+                   Profile(NGRAM, "chat", GOOD, plain=(0.05, 0.1, 0.2)),
+                   cost=(CPU, GPU)), cost_measured="verification")
     again = inputs_from_json(json.loads(json.dumps(inputs_json(crowd))))
     assert again == crowd
     assert forecast(again, again.cost, "crowd") == forecast(crowd, crowd.cost, "crowd")

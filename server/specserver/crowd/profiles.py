@@ -5,8 +5,9 @@ What counts, as on the speedup board: complete, visible results from keys that a
 banned, draft configs whose verdict is ``confirmed`` with corroborated counters (a config
 that cannot be shown to have speculated teaches nothing about acceptance). A candidate's
 acceptance profile comes from the rows that recorded draft rounds and per-position counts
-(llama-server's), on any machine: acceptance travels between machines. Per kind of work,
-from the results per domain of the protocol's prompt set that ingestion stored
+(llama-server's), on any machine: acceptance travels between machines; so do the shares
+of plain steps beside it (``crowd.plain``), counted per key and cohort the same way. Per
+kind of work, from the results per domain of the protocol's prompt set that ingestion stored
 (``domain_results``), with the measured speedups per domain beside them. Each key's rows
 are summed into its a_i, a cohort's keys are one voice and the keys on probation one more
 (``board.newkeys``; the settings ``min_contributors`` and ``new_key_probation_days`` apply
@@ -44,6 +45,7 @@ from specschema.crowd import (
     merge_cost_units,
 )
 from specserver.board import newkeys
+from specserver.crowd.plain import plain_counts, shares
 from specserver.errors import Invalid, NotFound
 from specserver.store import positions_of, probes, queries, tables, visible_clause
 
@@ -197,6 +199,7 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         return contributor_units(by_key, cohort_of, new | later if unknown_is_new else new)
 
     per_domain = _per_domain(conn, digest, rows)
+    plain_of = plain_counts(conn, digest, {(r.submission_id, r.config_name) for r in rows})
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (
         c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
     Units = list[tuple[int | None, Sequence[int] | None]]
@@ -205,8 +208,12 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         mine = [r for r in rows if r.candidate == candidate]
         counts: dict[str, dict[str, Units]] = defaultdict(lambda: defaultdict(list))
         speed: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        plain: dict[str, dict[str, list[tuple[int, int]]]] = defaultdict(
+            lambda: defaultdict(list))
         for r in mine:
             here = r.chip == asked.chip
+            for domain, steps in plain_of.get((r.submission_id, r.config_name), {}).items():
+                plain[domain][r.key].append(steps)
             if r.rounds is not None and r.positions is not None:
                 counts[ALL_DOMAINS][r.key].append((r.rounds, r.positions))
             if here and r.speedup is not None:
@@ -231,7 +238,11 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                                      _middle([u[0] for u in voices]), len(voices)),)
             rated = {k: p for k, v in counts[domain].items() if (p := _rates(v)) is not None}
             units, new_keys = folded(rated)
-            out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost))
+            # the plain steps' shares of the same keys, counted as their acceptance is
+            plain_units, _ = folded(shares({k: v for k, v in plain[domain].items()
+                                            if k in rated}))
+            out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost,
+                               tuple(u[0] for u in plain_units)))
     chosen, cost_kind = probes.prefer_verification(probes.probes_for(
         conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
         memory_gb=asked.memory_gb))

@@ -2,7 +2,9 @@
 (its own envelope type, idempotent by id, refused in the one error shape), and a prediction
 for one machine is made from other machines' acceptance and this machine's probes, with
 the board's rules for counting contributors (the minimum, new keys on probation, lowered
-by settings for a small deployment)."""
+by settings for a small deployment); verification probes over prefill ones; beside the
+acceptance, each contributor's share of steps that drafted nothing (``crowd.plain``), per
+kind of work, as llama-server counts them in a real result."""
 
 from __future__ import annotations
 
@@ -13,9 +15,14 @@ from typing import Any
 
 import pytest
 
-from specschema.crowd import inputs_from_json
+from specschema import Submission, parse_submission
+from specschema.crowd import ALL_DOMAINS, inputs_from_json
 from specschema.envelope import PAYLOAD_TYPE, key_id_of
 from specschema.forecast import forecast
+from specschema.predict import plain_counts
+from specschema.summary import by_domain, prompt_domains
+from specserver.board import newkeys
+from specserver.crowd import Asked, crowd_inputs
 from specserver.store import tables
 from tests.support.crowd import (
     M2,
@@ -30,10 +37,11 @@ from tests.support.crowd import (
 )
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, error_of, settings_for
-from tests.support.signed import signer
+from tests.support.signed import sign_dict, signer
 
 TARGET = target_of(map_result(0, M2))
 SMALL = {"new_key_probation_days": 0, "cohort_window_hours": 0}  # a small deployment
+FIXTURE = Path(__file__).parents[2] / "fixtures" / "map_results" / "gemma-270m-llamacpp-map.json"
 
 
 def _post_results(served: Served, machines: list[dict[str, object]]) -> None:
@@ -252,3 +260,77 @@ def test_verification_probes_are_preferred_and_the_answer_names_the_kind(
     assert inputs.cost_measured == "verification"
     assert forecast(inputs, inputs.cost, "crowd", measured=inputs.cost_measured)["cost"] == \
         answer["cost"]
+
+
+def _with_plain_steps(seed: int, machine: dict[str, object]) -> Submission:
+    """A map result whose trials returned a different number of tokens per prompt (so
+    the steps that drafted nothing differ per kind of work) and per contributor."""
+    sub = map_result(seed, machine)
+    configs = []
+    for config in sub.configs:
+        # a request that stopped by itself before the limit
+        trials = [t.model_copy(update={"eval_count": 66 + 4 * (t.index % 6) + 3 * seed,
+                                       "done_reason": "stop"})
+                  if t.counters is not None else t for t in config.trials]
+        configs.append(config.model_copy(update={"trials": trials}))
+    return sub.model_copy(update={"configs": configs})
+
+
+def _share(sub: Submission, config_name: str, domain: str) -> float:
+    """The reference: plain steps over decoded tokens, trial by trial."""
+    config = next(c for c in sub.configs if c.name == config_name)
+    domains = prompt_domains(sub)
+    assert domains is not None
+    trials = config.trials if domain == ALL_DOMAINS else by_domain(config.trials,
+                                                                   domains)[domain]
+    plain = decoded = 0
+    for t in trials:
+        assert t.counters is not None and t.counters.rounds is not None
+        steps, tokens = plain_counts(t.eval_count, t.counters.accepted, t.counters.rounds)
+        plain, decoded = plain + steps, decoded + tokens
+    return plain / decoded
+
+
+def test_each_contributor_brings_its_share_of_plain_steps_per_kind_of_work(
+        small_on_each_store: Served) -> None:
+    small = small_on_each_store
+    subs = [_with_plain_steps(seed, m) for seed, m in enumerate((RTX, M3_PRO, RADEON))]
+    for seed, sub in enumerate(subs):
+        body = sign_dict(json.loads(sub.model_dump_json()), seed)
+        response = small.client.post("/v1/submissions", content=body,
+                                     peer=(f"198.51.{100 + seed}.7", 40000))
+        assert response.status_code == 201, response.text
+    with small.store.engine.connect() as conn:
+        inputs = crowd_inputs(conn, Asked(TARGET.digest, "Apple M2", "llama-server"),
+                              newkeys.CohortRules.of(0.0, 0.0, 0), 3)
+    checked = 0
+    for profile in inputs.profiles:
+        config = {"ngram-simple": "ngram_simple_m8", "ngram-mod": "ngram_mod_16",
+                  "draft-mtp": "mtp_n3"}[str(profile.candidate.spec_type)]
+        expected = sorted(_share(sub, config, profile.domain) for sub in subs)
+        assert list(profile.plain) == pytest.approx(expected)
+        checked += 1
+    assert checked == 3 * 7  # three candidates, every trial and six kinds of work
+    # the kinds of work differ (the test would not tell a domain from another otherwise)
+    ngram = {p.domain: p.plain for p in inputs.profiles
+             if p.candidate.spec_type == "ngram-simple"}
+    assert len({v for k, v in ngram.items() if k != ALL_DOMAINS}) == 6
+
+
+def test_the_real_gemma_result_counts_as_llama_server_counted_it() -> None:
+    """llama-server's n_decoded counts the prefill's token, each round's accepted tokens
+    plus the target's own, and one per plain step: nothing in a real result goes below
+    zero, and a lookup that found nothing shows as plain steps."""
+    sub = parse_submission(FIXTURE.read_bytes())
+    config = next(c for c in sub.configs if c.name == "ngram_simple_m8")
+    first = config.trials[0]
+    assert first.counters is not None and first.counters.rounds is not None
+    # eval_count 96 = 1 (prefill) + 83 accepted + 11 rounds + 1 plain step
+    assert (first.eval_count, first.counters.accepted, first.counters.rounds) == (96, 83, 11)
+    assert plain_counts(96, 83, 11) == (1, 95)
+    for config in sub.configs:
+        for trial in config.trials:
+            if trial.counters is None or trial.counters.rounds is None:
+                continue
+            raw = trial.eval_count - 1 - trial.counters.accepted - trial.counters.rounds
+            assert raw >= 0, (config.name, trial.index)
