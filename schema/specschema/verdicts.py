@@ -47,6 +47,7 @@ class Verdict:
     row: str = ""  # a board row's evidence words (verdicts on a board)
     ratio_is: str = "not a speedup"  # what its ratio is, in a speedup column
     invalid: bool = False  # no comparison against the baseline measures speculation
+    legend: str = ""  # what a board's row of it is, in its legend (verdicts on a board)
 
 
 VERDICTS: tuple[Verdict, ...] = (
@@ -55,18 +56,21 @@ VERDICTS: tuple[Verdict, ...] = (
             "config's trials, and none for the baseline",
             "nothing: this ratio is a measured effect of speculation",
             "effect", "speedup", counts=True, bar=True,
-            row="confirmed: reported counters consistent", ratio_is="speedup"),
+            row="confirmed: reported counters consistent", ratio_is="speedup",
+            legend="the engine's acceptance counters were reported and found consistent"),
     Verdict("not_observed", "not observed",
             "the engine could speculate, but no counters were found for the trials",
             "pass the Ollama server log with --ollama-log so counters can be read",
-            "unverified", "unverified", row="not observed: unverified"),
+            "unverified", "unverified", row="not observed: unverified",
+            legend="the engine could speculate, but no counters were reported"),
     Verdict("not_applied", "not applied (noise)",
             "the engine cannot honor this config's mechanism, or every engine start "
             "reported for it ran without speculation (on llama-server: started with the "
             "draft, but no trial drafted a token)",
             "use an engine version and a target that can speculate (see the protocol's "
             "requirements)",
-            "noise", "noise_floor", bar=True, row="not applied: noise", ratio_is="noise"),
+            "noise", "noise_floor", bar=True, row="not applied: noise", ratio_is="noise",
+            legend="the engine did not apply the draft: the same computation measured twice"),
     Verdict("unknown", "unknown",
             "the engine version could not be read and no counters were reported",
             "rerun with an Ollama that reports its version", "unverified"),
@@ -102,7 +106,9 @@ VERDICTS: tuple[Verdict, ...] = (
             "run again on a quieter machine (close other work, keep it on AC power, use "
             "fewer engine threads than cores)",
             "unverified", "unverified", row="unstable: baseline blocks disagree",
-            ratio_is="unstable"),
+            ratio_is="unstable",
+            legend="counters may have been reported, but the machine's speed changed under "
+                   "the run in a way the design cannot correct"),
     Verdict("incompatible", "incompatible (not run)",
             "the engine could not run this draft config as the protocol asks (llama.cpp "
             "refused the draft's vocabulary for the target, the draft file is missing, or "
@@ -146,6 +152,9 @@ Outcome = Literal["faster", "no_clear_difference", "slower"]
 # The outcome's words. An interval that includes 1.00x resolves no speedup either way: it
 # is "not resolved", never "no difference" (the run cannot tell a difference from none).
 OUTCOME_WORDS: dict[str, str] = {"faster": "faster", "no_clear_difference": "not resolved",
+                                 "slower": "slower"}
+# The outcome's style on the page (its CSS class: the colour of the ratio, bar and words).
+OUTCOME_STYLE: dict[str, str] = {"faster": "faster", "no_clear_difference": "unclear",
                                  "slower": "slower"}
 
 

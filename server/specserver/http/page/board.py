@@ -15,25 +15,31 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup
 
-from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS, OUTCOME_WORDS, VERDICT_WORDS
-from specschema.conclusion import outcome_of as _outcome_of
+from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.engines import ENGINES
 from specschema.protocol import shipped_protocols
 from specschema.protocol_text import shown_description
+from specschema.verdicts import (
+    BY_NAME,
+    ORDER,
+    OUTCOME_STYLE,
+    OUTCOME_WORDS,
+    Board,
+    drawn,
+    listed_on,
+    outcome_of,
+    unresolved_words,
+    unverified_words,
+    verdict_of,
+)
 from specserver.board import GroupAggregate, aggregate
 from specserver.http.page import charts
 from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.store import queries
 
-# How a board row's ratio is named. Only a confirmed ratio is an effect of speculation; a
-# not-observed one could be anything (nothing showed that speculation ran); a noise-floor
-# ratio is the run-to-run difference with no speculation applied.
-ROW_VERDICTS = {"confirmed": "confirmed: reported counters consistent",
-                "not_observed": "not observed: unverified",
-                "unstable": "unstable: baseline blocks disagree"}
-
-# The outcome's CSS class: the colour of the ratio, the bar and the words.
-OUTCOME_CLASS = {"faster": "faster", "slower": "slower", "no_clear_difference": "unclear"}
+# The outcome's CSS class: the colour of the ratio, the bar and the words (the verdict
+# table's; how each verdict's row is named and styled is too, ``specschema.verdicts``).
+OUTCOME_CLASS = OUTCOME_STYLE
 
 # Evidence levels on a board row, strongest first (specschema.evidence.LEVELS), worded by
 # specschema.conclusion.LEVEL_BADGES, titled by what the client reported and what the
@@ -43,15 +49,22 @@ LEVEL_TITLES: dict[str, str] = {level: f"{reported}; {checked}"
                                 for level, (reported, checked) in LEVEL_CHECKS.items()}
 
 
+def group_spread(group: GroupAggregate) -> tuple[str, float | None, float | None]:
+    """The spread a confirmed group's outcome is judged by, named: the interquartile range
+    of its contributors, or its whole range while it has few results (one contributor:
+    that result's side of 1.0x)."""
+    if group.few_results or group.p25_speedup is None or group.p75_speedup is None:
+        return "range", group.min_speedup, group.max_speedup
+    return "IQR", group.p25_speedup, group.p75_speedup
+
+
 def group_outcome(group: GroupAggregate) -> str | None:
-    """A confirmed group's outcome (specschema.conclusion.outcome_of): by the interquartile
-    range of its contributors, or by its whole range while it has few results (one
-    contributor: that result's side of 1.0x). None without a median."""
+    """A confirmed group's outcome (specschema.verdicts.outcome_of) by ``group_spread``;
+    None without a median."""
     if group.median_speedup is None:
         return None
-    if group.few_results or group.p25_speedup is None or group.p75_speedup is None:
-        return _outcome_of(group.min_speedup, group.max_speedup)
-    return _outcome_of(group.p25_speedup, group.p75_speedup)
+    _, low, high = group_spread(group)
+    return outcome_of(low, high)
 
 
 def row_verdict(group: GroupAggregate) -> str | None:
@@ -61,10 +74,12 @@ def row_verdict(group: GroupAggregate) -> str | None:
 
 
 def row_style(group: GroupAggregate, noise: bool) -> str:
-    """"effect" (confirmed: its outcome is its colour), "unverified" or "noise"."""
+    """"effect" (confirmed: its outcome is its colour), "unverified" or "noise": the verdict
+    table's style of the verdicts the row holds, neutral when they differ."""
     if noise:
         return "noise"
-    return "effect" if row_verdict(group) == "confirmed" else "unverified"
+    styles = {verdict_of(v).style for v, n in held_verdicts(group).items() if n}
+    return styles.pop() if len(styles) == 1 else "unverified"
 
 
 def row_kind(group: GroupAggregate, style: str) -> str:
@@ -80,16 +95,18 @@ def outcome_words(group: GroupAggregate, style: str) -> str:
     if style == "noise":
         return "noise: not applied"
     if style == "unverified":
-        # Unverified holds two verdicts: no counters at all, and counters whose baseline
-        # moved too much to compare (unstable). Say which this group holds.
-        unstable = group.verdicts.get("unstable", 0)
-        if unstable and unstable == sum(group.verdicts.values()):
-            return "unverified: unstable (baseline blocks disagree)"
-        if unstable:
-            return "unverified: no counters, or an unstable baseline"
-        return "unverified: no counters reported"
+        # What the group holds, said as it is: its verdicts (no counters, or counters with
+        # a baseline that moved: unstable) and whether its results reported counters.
+        held = group.verdicts if any(group.verdicts.values()) else held_verdicts(group)
+        return unverified_words(held, group.evidence)
     found = group_outcome(group)
-    return "no ratio" if found is None else OUTCOME_WORDS[found]  # "few results": Spread
+    if found is None:
+        return "no ratio"
+    if found == "no_clear_difference":  # it speculated; its spread cannot tell which way
+        name, low, high = group_spread(group)
+        if low is not None and high is not None:
+            return unresolved_words(low, high, f"contributors' {name}")
+    return OUTCOME_WORDS[found]  # "few results": Spread
 
 
 @dataclass(frozen=True)
@@ -103,8 +120,9 @@ class Count:
 
 
 def verdict_counts(counts: dict[str, int]) -> list[Count]:
-    return [Count(v, VERDICT_WORDS.get(v, v.replace("_", " ")), n)
-            for v, n in counts.items() if n]
+    """Each verdict held, in the verdict table's order (any other after them)."""
+    ordered = [v for v in ORDER if v in counts] + [v for v in counts if v not in BY_NAME]
+    return [Count(v, verdict_of(v).words, counts[v]) for v in ordered if counts[v]]
 
 
 def evidence_counts(counts: dict[str, int]) -> list[Count]:
@@ -277,7 +295,7 @@ def board_rows(groups: Sequence[GroupAggregate], noise: bool) -> list[Row]:
         chip = group.key.get("chip", {}).get("chip")
         rows.append(Row(
             group, style, row_kind(group, style), verdict, outcome_words(group, style),
-            ROW_VERDICTS.get(verdict, verdict or "merged"), group.part_label("draft"),
+            verdict_of(verdict).row or verdict or "merged", group.part_label("draft"),
             group.part_label("target"), group.part_label("engine"), group.part_label("chip"),
             group.part_label("memory_gb"), target_unsized_reason(group.key.get("target")),
             chip is not None and not chip_is_known(str(chip)),
@@ -289,19 +307,27 @@ def chart_label(group: GroupAggregate) -> tuple[str, str]:
     """(the label as shown, cut to the chart's label column; the whole label)."""
     config = str(group.key["draft"]["config_name"])
     tail = f"{group.part_label('memory_gb')} · {config}" + (
-        " · unverified" if row_verdict(group) in aggregate.VIEW_VERDICTS["unverified"] else "")
+        " · unverified" if row_style(group, False) == "unverified" else "")
     chip = group.part_label("chip")
     return charts.fit_parts(chip, tail), f"{chip} · {tail}"
 
 
+def held_verdicts(group: GroupAggregate) -> dict[str, int]:
+    """The verdicts a group holds: its row's verdict where the board is split by verdict,
+    else its counts."""
+    verdict = row_verdict(group)
+    return {verdict: group.submissions} if verdict is not None else dict(group.verdicts)
+
+
 def board_chart(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool
                 ) -> Markup:
+    drawn_on: Board = "noise_floor" if noise else "speedup"
     bars = []
     for group in groups:
         shown, whole = chart_label(group)
         style = row_style(group, noise)
         kind = row_kind(group, style)
-        if style == "unverified":  # its row, never a bar: not a measured speedup
+        if not drawn(held_verdicts(group), drawn_on):  # its row, never a bar
             bars.append(charts.Bar(shown, None, None, None, group.contributors, kind,
                                    full_label=whole))
             continue
@@ -338,6 +364,40 @@ def _table(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool
                  paging_note(groups, len(shown), paging, protocol_id) if paging else None)
 
 
+def uncorroborated_table(groups: Sequence[GroupAggregate], sorting: Sorting = DEFAULT_SORTING
+                         ) -> Table | None:
+    """The speedup board's groups of chips kept apart until corroborated (board/chips.py)."""
+    if not groups:
+        return None
+    return _table(aggregate.sort_groups(groups, aggregate.DEFAULT_SORT), "uncorroborated",
+                  "Speedup on chips not yet corroborated", False, None, sorting, "")
+
+
+@dataclass(frozen=True)
+class Legend:
+    """What a section's legend and rules say about verdicts and outcomes, in the verdict
+    table's words (``specschema.verdicts``): a new verdict changes no template."""
+
+    outcomes: tuple[tuple[str, str], ...]  # (CSS class, words) per outcome, faster first
+    listed: str  # the verdicts the speedup board lists
+    unverified: str  # each verdict listed in grey, and what its rows are
+    noise: str  # the noise floor's verdicts
+
+
+def legend() -> Legend:
+    unverified = listed_on("unverified")
+    words = {**OUTCOME_WORDS,
+             "no_clear_difference": "speedup not resolved (its spread includes 1.00x)"}
+    return Legend(
+        tuple((OUTCOME_STYLE[o], words[o]) for o in ("faster", "no_clear_difference", "slower")),
+        ", ".join(v.words for v in (*listed_on("speedup"), *unverified)),
+        "; ".join(f"{v.words}: {v.legend}" for v in unverified),
+        ", ".join(v.words for v in listed_on("noise_floor")))
+
+
+LEGEND = legend()
+
+
 @dataclass(frozen=True)
 class Section:
     """A protocol's part of the page: its speedup board and its noise floor."""
@@ -347,6 +407,7 @@ class Section:
     description: str | None
     speed: Table | None
     noise: Table | None
+    legend: Legend = LEGEND
 
 
 def protocol_section(protocol_id: str, speed: Sequence[GroupAggregate],

@@ -140,9 +140,11 @@ def test_a_board_of_30_groups_reads_at_a_glance(chromium, glance, shots, width):
         titles = tab.evaluate("() => [...document.querySelectorAll('svg.chart text.label')]"
                               ".map(t => t.querySelector('title').textContent)")
         assert len(titles) == 30 and any(CHIPS[9] in t for t in titles)
-        # Outcome colours and words: faster green, slower red, no clear difference blue.
+        # Outcome colours and words: faster green, slower red, not resolved blue (a spread
+        # that includes 1.00x shows it speculated, not that it is faster or slower).
         expected = {"faster": GREEN, "slower": RED, "unclear": BLUE}
-        words = {"faster": "faster", "slower": "slower", "unclear": "no clear difference"}
+        words = {"faster": "faster", "slower": "slower",
+                 "unclear": "speculated; speedup not resolved (contributors' "}
         for row in rows:
             assert row["colour"] == expected[row["outcome"]], row
             assert row["words"].startswith(words[row["outcome"]]), row

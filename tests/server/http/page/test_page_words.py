@@ -51,21 +51,90 @@ def test_a_hidden_submission_says_its_client_name_is_redacted() -> None:
     assert "None" not in submission.client_words(hidden)
 
 
-def test_an_unverified_row_says_whether_it_had_counters() -> None:
-    """The unverified board holds results without counters and unstable ones (counters,
-    but a baseline that moved too much): a row of unstable results never reads 'no
-    counters reported'."""
+def _group(verdicts: dict[str, int], evidence: dict[str, int] | None = None,
+           verdict: str | None = None, **spread: float | bool | None):  # type: ignore[no-untyped-def]
     from specserver.board.aggregate import GroupAggregate
 
-    def group(verdicts: dict[str, int]) -> GroupAggregate:
-        return GroupAggregate(key={}, submissions=3, contributors=3, median_speedup=1.2,
-                              p25_speedup=None, p75_speedup=None, min_speedup=None,
-                              max_speedup=None, median_speedup_wall=None,
-                              median_baseline_tps=None, few_results=False, verdicts=verdicts)
+    key = {"draft": {"config_name": "spec_4"}, "chip": {"chip": "Apple M2"},
+           "memory_gb": {"memory_gb": 16}}
+    if verdict is not None:
+        key["verdict"] = {"verdict": verdict}
+    values = {"median_speedup": 1.2, "p25_speedup": None, "p75_speedup": None,
+              "min_speedup": None, "max_speedup": None, "few_results": False, **spread}
+    return GroupAggregate(key=key, submissions=3, contributors=3, median_speedup_wall=None,
+                          median_baseline_tps=None, verdicts=verdicts,
+                          evidence=evidence or {}, **values)
 
-    assert board.outcome_words(group({"unstable": 3}), "unverified") == (
-        "unverified: unstable (baseline blocks disagree)")
-    assert board.outcome_words(group({"not_observed": 2}), "unverified") == (
-        "unverified: no counters reported")
-    assert "unstable" in board.outcome_words(group({"not_observed": 1, "unstable": 2}),
-                                               "unverified")
+
+def test_an_unverified_row_says_what_it_holds_and_whether_it_had_counters() -> None:
+    """The unverified board holds results without counters (not observed) and unstable
+    ones (a baseline that moved, with or without counters): a row never reads 'no counters
+    reported' when its results reported counters."""
+    counted = {"engine_api": 2, "log": 1, "reported": 0, "implausible": 0, "none": 0}
+    assert board.outcome_words(_group({"unstable": 3}, counted), "unverified") == (
+        "unverified: unstable (baseline blocks disagree); counters reported")
+    assert board.outcome_words(_group({"unstable": 3}, {"none": 3}), "unverified") == (
+        "unverified: unstable (baseline blocks disagree); no counters reported")
+    assert board.outcome_words(_group({"not_observed": 2}, {"none": 2}), "unverified") == (
+        "unverified: not observed; no counters reported")
+    mixed = _group({"not_observed": 1, "unstable": 2}, {"log": 2, "none": 1})
+    assert board.outcome_words(mixed, "unverified") == (
+        "unverified: 1 not observed, 2 unstable (baseline blocks disagree); "
+        "counters reported for 2 of 3")
+    # A row split by verdict whose counts were not read still says its verdict.
+    assert board.outcome_words(_group({}, {"log": 3}, verdict="unstable"), "unverified") == (
+        "unverified: unstable (baseline blocks disagree); counters reported")
+
+
+def test_a_confirmed_row_whose_spread_includes_one_says_it_speculated_unresolved() -> None:
+    wide = _group({"confirmed": 3}, {"engine_api": 3}, verdict="confirmed",
+                  p25_speedup=0.9, p75_speedup=1.3, min_speedup=0.8, max_speedup=1.5)
+    assert board.row_kind(wide, "effect") == "unclear"
+    assert board.outcome_words(wide, "effect") == (
+        "speculated; speedup not resolved (contributors' IQR 0.90–1.30x includes 1.00x)")
+    few = _group({"confirmed": 1}, {"log": 1}, verdict="confirmed", few_results=True,
+                 min_speedup=0.95, max_speedup=1.1)
+    assert board.outcome_words(few, "effect") == (
+        "speculated; speedup not resolved (contributors' range 0.95–1.10x includes 1.00x)")
+    faster = _group({"confirmed": 3}, {"log": 3}, verdict="confirmed",
+                    p25_speedup=1.1, p75_speedup=1.3)
+    assert board.outcome_words(faster, "effect") == "faster"
+
+
+def _bar_widths(chart: str) -> list[float]:
+    import re
+
+    return [float(w) for w in re.findall(r'<rect class="bar [a-z]+" [^>]*width="([0-9.]+)"',
+                                         chart)]
+
+
+def test_only_confirmed_groups_are_drawn_as_speedup_bars() -> None:
+    """Every verdict the table knows, as a row of the speedup board with a median of 1.2x:
+    only the confirmed one has a bar; the others are listed at zero width."""
+    from specschema.verdicts import ORDER
+
+    groups = [_group({name: 3}, {"log": 3}, verdict=name) for name in ORDER]
+    widths = _bar_widths(board.board_chart(groups, "speedup-x", "t", noise=False))
+    assert len(widths) == len(ORDER)
+    assert [name for name, width in zip(ORDER, widths, strict=True) if width > 0] == [
+        "confirmed"]
+    # A row not split by verdict is drawn only when all it holds is confirmed.
+    merged = [_group({"confirmed": 3, "not_observed": 0}, p25_speedup=1.1, p75_speedup=1.3),
+              _group({"confirmed": 2, "not_observed": 1})]
+    assert [board.row_style(g, False) for g in merged] == ["effect", "unverified"]
+    widths = _bar_widths(board.board_chart(merged, "speedup-x", "t", noise=False))
+    assert widths[0] > 0 and widths[1] == 0.0
+    # The noise floor draws its not-applied ratios (grey), nothing else.
+    floor = [_group({"not_applied": 3}), _group({"unstable": 3})]
+    widths = _bar_widths(board.board_chart(floor, "noise-x", "t", noise=True))
+    assert widths[0] > 0 and widths[1] == 0.0
+
+
+def test_the_legend_names_every_verdict_the_speedup_board_lists() -> None:
+    legend = board.LEGEND
+    assert legend.listed == "confirmed, not observed, unstable (baseline blocks disagree)"
+    assert legend.unverified.startswith("not observed: the engine could speculate, but no "
+                                        "counters were reported; unstable")
+    assert "counters may have been reported" in legend.unverified
+    assert [css for css, _ in legend.outcomes] == ["faster", "unclear", "slower"]
+    assert "no clear difference" not in str(legend)
