@@ -172,6 +172,9 @@ class GroupAggregate:
     # Rule 8: set when the group is disputed (its statistics are then the established
     # side's, with the block of new keys).
     dispute: Dispute | None = None
+    # A group of a chip the known-chip table does not list, kept off the speedup board
+    # until results on it come from enough address ranges (``board.chips``).
+    uncorroborated: bool = False
     disputed: bool = field(init=False)  # dispute is not None (the API's flag)
 
     def __post_init__(self) -> None:

@@ -152,6 +152,21 @@ class ArrivalColumns:
                    np.array([micros(a.aged_from) for a in found], dtype=np.int64))
 
 
+def ageing_clause(dialect: str) -> ColumnElement[bool]:
+    """Rule 2: a submission that ages its key (complete, visible, a draft result on a board).
+    Whether a submission reached a board is recorded with it at ingest (store.verdicts): a
+    semi-join on its summaries cost a quarter of ``arrival_columns``' query. On PostgreSQL a
+    replica of the version before may have recorded nothing (tables): there the summaries
+    answer for those rows."""
+    sub = tables.submissions
+    reached: ColumnElement[bool] = sub.c.reaches_board.is_(True)
+    if dialect != "duckdb":
+        draft = tables.summaries.alias("d")
+        reached = func.coalesce(sub.c.reaches_board, sub.c.submission_id.in_(
+            select(draft.c.submission_id).where(queries.reaches_board_clause(draft))))
+    return sub.c.complete.is_(True) & sub.c.hidden.is_(False) & reached
+
+
 def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = None
                     ) -> ArrivalColumns:
     """Every key's arrival, range and ageing start, in two grouped queries; or only those
@@ -160,16 +175,7 @@ def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = N
     which: ColumnElement[bool] = sub.c.key_id.is_not(None)
     if submission_ids is not None:
         which = and_(which, sub.c.submission_id.in_(sorted(submission_ids)))
-    # Rule 2: what ages a key. Whether a submission reached a board is recorded with it at
-    # ingest (store.verdicts): a semi-join on its summaries cost a quarter of this query.
-    # On PostgreSQL a replica of the version before may have recorded nothing (tables):
-    # there the summaries answer for those rows.
-    reached: ColumnElement[bool] = sub.c.reaches_board.is_(True)
-    if conn.dialect.name != "duckdb":
-        draft = tables.summaries.alias("d")
-        reached = func.coalesce(sub.c.reaches_board, sub.c.submission_id.in_(
-            select(draft.c.submission_id).where(queries.reaches_board_clause(draft))))
-    counted = sub.c.complete.is_(True) & sub.c.hidden.is_(False) & reached
+    counted = ageing_clause(conn.dialect.name)
     # A key's range is that of its first submission (the smallest range among several
     # stored at that same instant), known only when that submission had one: the first
     # (receipt, range) among its submissions that have a range, if it is that early.

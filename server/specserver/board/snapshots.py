@@ -57,6 +57,8 @@ class Board:
     # (``aggregate.flat_key``); a group without per-position counts has none. None: not
     # computed (only the reads that ask for it compute it).
     acceptance: dict[KeyTuple, GroupAcceptance] | None = None
+    # The speedup board's groups of chips kept apart until corroborated (``chips``).
+    uncorroborated: list[GroupAggregate] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

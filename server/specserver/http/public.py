@@ -119,6 +119,11 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
                                     "server_checked": checked}
                             for level, (reported, checked) in LEVEL_CHECKS.items()},
         "groups": [group_json(g, dimensions, board.acceptance) for g in page],
+        # Groups of chips the known-chip table does not list, off the board until results
+        # on them come from enough address ranges (board/chips.py): never in "groups".
+        "uncorroborated_groups": [
+            group_json(g, [*dimensions, *(("chip",) if "chip" not in dimensions else ())])
+            for g in aggregate.sort_groups(board.uncorroborated, sort)],
     }
 
 

@@ -9,7 +9,12 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
-    from specserver.ingest.names import canonical_chip, canonical_model_optional, chip_is_known
+    from specserver.ingest.names import (
+        canonical_chip,
+        canonical_model_optional,
+        chip_is_known,
+        known_chips,
+    )
     from specserver.ingest.plausibility import target_unsized_reason
     from specserver.ingest.prepare import CheckLimits, Prepared, prepare_submission, receipt_json
     from specserver.ingest.probes import check_probe
@@ -23,6 +28,7 @@ _LAZY: dict[str, str] = {
     "check_probe": "specserver.ingest.probes",
     "canonical_model_optional": "specserver.ingest.names",
     "chip_is_known": "specserver.ingest.names",
+    "known_chips": "specserver.ingest.names",
     "prepare_submission": "specserver.ingest.prepare",
     "receipt_json": "specserver.ingest.prepare",
     "target_unsized_reason": "specserver.ingest.plausibility",
@@ -36,6 +42,7 @@ __all__ = [
     "canonical_model_optional",
     "check_probe",
     "chip_is_known",
+    "known_chips",
     "hardnumbers",
     "prepare_submission",
     "receipt_json",

@@ -27,10 +27,10 @@ row per config (the submission list, the export).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
-from sqlalchemy import ColumnElement, String, case, func, literal_column, or_
+from sqlalchemy import ColumnElement, String, and_, case, func, literal_column, or_
 
 from specschema.domains import DOMAINS, domain_label
 from specschema.engines import engine_names
@@ -269,6 +269,10 @@ class Filters:
     tuple). Hashable: boards are cached by it."""
 
     values: tuple[tuple[str, FilterValue], ...] = ()
+    # Not a public filter: the speedup board's chips split (``board.chips``). When set,
+    # only rows whose chip is one of these, or none, match; with ``apart``, only the others.
+    chips_on_board: tuple[str, ...] | None = None
+    apart: bool = False
 
     @classmethod
     def of(cls, values: Mapping[str, FilterValue | None]) -> Filters:
@@ -288,6 +292,14 @@ class Filters:
 
     def is_empty(self) -> bool:
         return not self.values
+
+    def split(self, chips_on_board: Sequence[str], apart: bool) -> Filters:
+        """These filters on one side of the chips split (``chips_on_board``)."""
+        return replace(self, chips_on_board=tuple(sorted(set(chips_on_board))), apart=apart)
+
+    def whole(self) -> Filters:
+        """These filters without the chips split."""
+        return replace(self, chips_on_board=None, apart=False)
 
     def as_json(self) -> dict[str, Any]:
         """The API's ``filters`` object: every filter, null (or []) when not given."""
@@ -316,7 +328,13 @@ def _clause(name: str, value: FilterValue, summary: Any) -> ColumnElement[bool]:
 
 def submission_clauses(filters: Filters) -> list[ColumnElement[bool]]:
     """The filters on the submission's own columns."""
-    return [_clause(name, value, None) for name, value in filters.values if not on_draft(name)]
+    found = [_clause(name, value, None) for name, value in filters.values if not on_draft(name)]
+    if filters.chips_on_board is not None:
+        chip = tables.submissions.c.chip
+        listed = chip.in_(list(filters.chips_on_board))
+        found.append(and_(chip.is_not(None), ~listed) if filters.apart
+                     else or_(chip.is_(None), listed))
+    return found
 
 
 def draft_clauses(filters: Filters, summary: Any) -> list[ColumnElement[bool]]:
