@@ -121,6 +121,7 @@ def home(request: Request, reads: Reads) -> Response:
             "newest": None if data.newest is None else submission.when(data.newest),
             "sections": [board.protocol_section(p, speed.get(p, []), noise.get(p, []),
                                                 paging, sorting) for p in protocols],
+            "apart": board.uncorroborated_table(data.speed.uncorroborated, sorting),
             "pooled": pooled,
             "counter_sources": board.counter_sources(),
             "api_engines": board.api_engines(),
