@@ -4,7 +4,8 @@
     python3 scripts/dev.py serve        # venv + specschema, specserver; then `specserver serve`
     python3 scripts/dev.py test         # venv + all three + the dev group; ruff, mypy --strict,
                                         # and pytest's default tier (FAST_TIER)
-    python3 scripts/dev.py test --full  # ... and every test: what CI (.ci/run) runs
+    python3 scripts/dev.py test --full  # ... and every test, property tests at their full
+                                        # example counts: what CI (.ci/run) runs
 
 Extra arguments after `serve` go to `specserver serve`; after `test`, to pytest (a `-m`
 there replaces the tier's marker expression: pytest keeps the last one).
@@ -33,6 +34,7 @@ PACKAGES = ["schema/specschema", "client/specsubmit", "server/specserver"]
 # fault and load tests, the real llama-server built from source, PostgreSQL, Chromium.
 FULL_ONLY_MARKERS = ("slow", "realengine", "postgres", "browser")
 FAST_TIER = " and ".join(f"not {marker}" for marker in FULL_ONLY_MARKERS)
+TIER_VARIABLE = "SPECATLAS_TEST_TIER"
 
 
 def run(*command: str | Path) -> None:
@@ -111,7 +113,8 @@ def plan(full: bool) -> list[str]:
                   "when CI=true)."]
     else:
         lines += [f"Default tier: pytest -m \"{FAST_TIER}\": no other download or build, no "
-                  "database or browser needed.",
+                  "database or browser needed; property tests try a quarter of their "
+                  "examples.",
                   "  The full tier (what CI runs) is `python3 scripts/dev.py test --full`."]
     return lines
 
@@ -125,6 +128,9 @@ def test(args: list[str]) -> None:
     run(BIN / "ruff", "check", ".")
     run(BIN / "mypy", *PACKAGES)
     tier = [] if full else ["-m", FAST_TIER]
+    # Property tests try their full example counts only in the full tier
+    # (tests/support/tiers.py reads this).
+    os.environ[TIER_VARIABLE] = "full" if full else "default"
     run(BIN / "python", "-m", "pytest", *tier, *args)
 
 

@@ -9,6 +9,8 @@ set the wait to 0; tests of the spacing set their own.
 
 PostgreSQL: ``postgres_url`` gives each test its own schema (tests/support/postgres.py:
 skipped without a server, failed instead under CI=true).
+
+Property tests try fewer examples outside the full tier (tests/support/tiers.py).
 """
 
 from __future__ import annotations
@@ -16,8 +18,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+
+from tests.support import tiers
 
 READ_WAIT_S = 30.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before collection imports any test module: ``@settings`` reads the profile then. A
+    # profile named on the command line (--hypothesis-profile) is left to Hypothesis.
+    if config.getoption("hypothesis_profile", None) is None:
+        try:
+            tiers.load_profile()
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"hypothesis profile: {settings.get_current_profile_name()} "
+            f"({tiers.TIER_VARIABLE}=full for the full tier's example counts)")
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -62,12 +63,21 @@ def test_the_test_command_runs_its_tier(monkeypatch: pytest.MonkeyPatch,
                                         argv: list[str], tier: bool) -> None:
     dev = _dev()
     commands: list[list[str]] = []
+    tiers_seen: list[str | None] = []
+    monkeypatch.setenv(dev.TIER_VARIABLE, "full" if tier else "default")  # the other one
+
+    def run(*command: str) -> None:
+        commands.append([str(c) for c in command])
+        tiers_seen.append(os.environ.get(dev.TIER_VARIABLE))
+
     monkeypatch.setattr(dev, "ensure_venv", lambda *_: print("(pip runs here)"))
-    monkeypatch.setattr(dev, "run", lambda *command: commands.append([str(c) for c in command]))
+    monkeypatch.setattr(dev, "run", run)
     dev.test(list(argv))
     pytest_command = commands[-1][commands[-1].index("pytest") + 1:]
     rest = [arg for arg in argv if arg != "--full"]
     assert pytest_command == (["-m", dev.FAST_TIER] if tier else []) + rest
+    # pytest learns the tier (the property tests' example counts: tests/support/tiers.py)
+    assert tiers_seen[-1] == ("default" if tier else "full")
     said = capsys.readouterr().out
     assert ("Default tier" in said) is tier and ("Full tier" in said) is not tier
     # Said before anything is downloaded or built.
