@@ -8,7 +8,10 @@ in two blocks, so its rate is the mean of the two. Three tasks, each hiding cell
 predicting them from the rest:
 
 - depths: prompt lookup at depth d on machine m and kind of work x, from the acceptance of
-  the other depths on (m, x) (positions beyond them credit nothing);
+  the other depths on (m, x) (positions beyond them credit nothing, so a depth above every
+  other reads low);
+- shallower depths: the same from the deeper depths only, what the advisor does (it
+  predicts each candidate at the depths up to the one its runs used, never above);
 - machines: every cell of machine m, from the acceptance of the same candidate and kind of
   work on the other machines;
 - kinds of work: every candidate on (m, x), from the acceptance of the same candidate on
@@ -44,6 +47,8 @@ from specschema.predict import (
     CostCurve,
     mean_acceptance,
     non_decreasing,
+    plain_counts,
+    plain_steps_per_round,
     predicted_speedup,
     textbook_speedup,
 )
@@ -52,22 +57,43 @@ Cell = tuple[str, str, str]  # machine, candidate, kind of work
 RESAMPLES = 400
 
 
+def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    width = max(len(a), len(b))
+    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
+    return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
 @dataclass(frozen=True)
 class Counts:
+    """Rounds and, per draft position k, the rounds accepted through k (``accepted``) out
+    of those that reached it (``reached``: through k - 1), summed over runs that could
+    draft position k at all: a run at depth 3 says nothing about position 4, so pooling it
+    with a deeper one leaves it out of position 4's denominator (a plain sum of the counts
+    would read a deeper position's acceptance low)."""
+
     rounds: int
-    per_position: tuple[int, ...]
+    accepted: tuple[int, ...]
+    reached: tuple[int, ...]
     plain_steps: int
+    decoded: int  # tokens after each request's first (which the prefill makes)
+
+    @classmethod
+    def of(cls, rounds: int, per_position: Sequence[int], plain: int, decoded: int
+           ) -> Counts:
+        counts = tuple(per_position)
+        return cls(rounds, counts, (rounds, *counts[:-1]), plain, decoded)
 
     def __add__(self, other: Counts) -> Counts:
-        width = max(len(self.per_position), len(other.per_position))
-        a = self.per_position + (0,) * (width - len(self.per_position))
-        b = other.per_position + (0,) * (width - len(other.per_position))
-        return Counts(self.rounds + other.rounds, tuple(x + y for x, y in zip(a, b, strict=True)),
-                      self.plain_steps + other.plain_steps)
+        return Counts(self.rounds + other.rounds, _padded(self.accepted, other.accepted),
+                      _padded(self.reached, other.reached),
+                      self.plain_steps + other.plain_steps, self.decoded + other.decoded)
+
+    @property
+    def depth(self) -> int:
+        return len(self.accepted)
 
     def profile(self) -> list[float]:
-        reached = [self.rounds, *self.per_position[:-1]]
-        return [c / r if r else 0.0 for c, r in zip(self.per_position, reached, strict=True)]
+        return [c / r if r else 0.0 for c, r in zip(self.accepted, self.reached, strict=True)]
 
 
 def depth_of(candidate: str) -> int:
@@ -111,8 +137,9 @@ def load(data: Mapping[str, Any]) -> Run:
                 key = (block["config"], row["domain"])
                 rates.setdefault(key, []).append(row["tokens"] / row["seconds"])
                 if block["config"] != "baseline" and row["rounds"]:
-                    plain = row["tokens"] - row["accepted"] - row["rounds"]
-                    add = Counts(row["rounds"], tuple(row["per_position"]), max(plain, 0))
+                    plain, decoded = plain_counts(row["tokens"], row["accepted"],
+                                                  row["rounds"])
+                    add = Counts.of(row["rounds"], row["per_position"], plain, decoded)
                     sums[key] = sums[key] + add if key in sums else add
                     spent.setdefault(block["config"], []).append(row["seconds"])
         for (config, domain), values in rates.items():
@@ -190,18 +217,19 @@ def predict(run: Run, cell: Cell, source: Counts) -> tuple[float, float, float, 
     machine, candidate, _ = cell
     depth = depth_of(candidate)
     drafting = candidate.startswith("draft")
-    plain = source.plain_steps / source.rounds
+    share = source.plain_steps / source.decoded
     draft_s = statistics.median(run.draft_steps[machine]) if drafting else 0.0
     point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]), draft_s,
-                              plain)
+                              plain_steps_per_round(share, source.profile(), depth))
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
         steps = run.draft_steps[machine]
         d = statistics.median([steps[rng.randrange(len(steps))] for _ in steps]) \
             if drafting else 0.0
-        draws.append(predicted_speedup(_resampled_profile(source, rng), depth,
-                                       curve(run.probes[machine], rng), d, plain))
+        drawn = _resampled_profile(source, rng)
+        draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng), d,
+                                       plain_steps_per_round(share, drawn, depth)))
     draws.sort()
     low, high = draws[int(0.05 * RESAMPLES)], draws[int(0.95 * RESAMPLES) - 1]
     alpha = mean_acceptance(source.profile()[:depth])
@@ -232,6 +260,9 @@ def cases(run: Run) -> list[Case]:
                 hidden = {(m, c, x)}
                 add("depths", (m, c, x), pooled(run.counts[(m, o, x)] for o in ngrams
                                                 if o != c and (m, o, x) in run.counts), hidden)
+                add("shallower depths", (m, c, x), pooled(
+                    run.counts[(m, o, x)] for o in ngrams
+                    if depth_of(o) > depth_of(c) and (m, o, x) in run.counts), hidden)
             hidden = {(m, c, x) for c in run.candidates}
             for c in run.candidates:
                 add("kinds of work", (m, c, x), pooled(
@@ -297,7 +328,7 @@ def analyse(data: Mapping[str, Any]) -> None:
                          + ("-" if seen is None else f"{seen / run.base_step[m]:.2f}"))
         print(f"  {m}: " + "; ".join(parts))
     found = cases(run)
-    for task in ("depths", "machines", "kinds of work"):
+    for task in ("depths", "shallower depths", "machines", "kinds of work"):
         chosen = [c for c in found if c.task == task]
         if not chosen:
             continue
