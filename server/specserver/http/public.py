@@ -20,6 +20,7 @@ from starlette.middleware.cors import CORSMiddleware
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
 from specschema.protocol_text import shown_description
+from specschema.verdicts import VERDICTS, listed_on
 from specserver.board import (
     Board,
     GroupAcceptance,
@@ -118,6 +119,8 @@ def board_json(board: Board, dimensions: list[str], sort: str, limit: int, offse
         "evidence_levels": {level: {"label": LEVEL_BADGES[level], "client_reported": reported,
                                     "server_checked": checked}
                             for level, (reported, checked) in LEVEL_CHECKS.items()},
+        # and what each verdict is, from the verdict table, in its order
+        "verdict_words": VERDICT_WORDS_JSON,
         "groups": [group_json(g, dimensions, board.acceptance) for g in page],
         # Groups of chips the known-chip table does not list, off the board until results
         # on them come from enough address ranges (board/chips.py): never in "groups".
@@ -173,15 +176,27 @@ def _filter_doc(dimension: Dimension, spec: Filter) -> dict[str, Any]:
     return _param(dimension.name, dimension.description)
 
 
+# Each verdict as the verdict table (specschema.verdicts) says it: the board's counts' key.
+VERDICT_WORDS_JSON = {v.name: {"label": v.words, "meaning": v.meaning, "view": v.board,
+                               "counts_as_speedup": v.counts, "drawn_as_bar": v.bar}
+                      for v in VERDICTS}
+
+
+def view_doc() -> str:
+    """Each view and the verdicts it holds, in the verdict table's words."""
+    return "; ".join(
+        f"{view}{' (default)' if view == 'speedup' else ''}: "
+        + ", ".join(v.words for v in listed_on(view)) for view in VIEWS
+    ) + " (an unverified group is always split by verdict)"
+
+
 # Query parameters are parsed by hand (to refuse unknown names with the allowed list);
 # these entries document them in the OpenAPI schema, from the dimension table.
 FILTER_DOCS = [_filter_doc(d, d.filter) for d in DIMENSIONS if d.filter is not None]
 BOARD_DOCS = FILTER_DOCS + [
     _param("group_by", "comma-separated dimensions: " + "; ".join(
         f"{d.name} ({d.description})" for d in DIMENSIONS if d.fields)),
-    _param("view", "speedup (default: confirmed results only), unverified (not observed and "
-                   "unstable results, split by verdict) or noise_floor",
-           {"type": "string", "enum": list(VIEWS)}),
+    _param("view", view_doc(), {"type": "string", "enum": list(VIEWS)}),
     _param("sort", "ordering", {"type": "string", "enum": list(aggregate.SORTS)}),
     _param("limit", "groups per page (default 100)",
            {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}),

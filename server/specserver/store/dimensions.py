@@ -36,6 +36,7 @@ from specschema.domains import DOMAINS, domain_label
 from specschema.engines import engine_names
 from specschema.models import Observed, OsInfo
 from specschema.protocol import shipped_protocols
+from specschema.verdicts import ORDER as VERDICT_ORDER
 from specserver.store import domainview, tables
 from specserver.store.domainrows import UNSPECIFIED
 
@@ -44,10 +45,8 @@ KeyValue = str | int | None
 FilterValue = str | int | tuple[str, ...]
 
 # The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
-# board list them (and ``ContributorResult`` holds their counts).
-VERDICTS: tuple[str, ...] = ("confirmed", "not_observed", "not_applied", "unknown",
-                             "baseline_speculated", "synthetic", "cannot_compare", "unstable",
-                             "incompatible")
+# board list them (and ``ContributorResult`` holds their counts): the verdict table's.
+VERDICTS: tuple[str, ...] = VERDICT_ORDER
 if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
     raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
 # The wire format's OS names (``OsInfo.name``): the one list that filters and imports take.

@@ -1,0 +1,41 @@
+"""The API says what each verdict is from the one verdict table (specschema.verdicts): the
+board's ``verdict_words`` and the ``view`` parameter's description, and the views hold the
+verdicts the table puts on them."""
+
+from __future__ import annotations
+
+from specschema.verdicts import ORDER, VERDICTS, listed_on
+from specserver.store import dimensions, verdicts
+
+
+def test_the_board_says_what_each_verdict_is(client):
+    body = client.get("/v1/leaderboard").json()
+    words = body["verdict_words"]
+    assert list(words) == list(ORDER) == list(body["verdict_counts"])
+    for verdict in VERDICTS:
+        said = words[verdict.name]
+        assert said["label"] == verdict.words and said["meaning"] == verdict.meaning
+        assert said["view"] == verdict.board
+    assert [name for name, said in words.items() if said["counts_as_speedup"]] == ["confirmed"]
+    assert {name for name, said in words.items() if said["drawn_as_bar"]} == {
+        "confirmed", "not_applied"}
+    unverified = client.get("/v1/leaderboard", params={"view": "unverified"}).json()
+    assert unverified["verdict_words"] == words
+
+
+def test_the_view_parameter_names_the_verdicts_of_each_view(client):
+    spec = client.get("/openapi.json").json()
+    params = spec["paths"]["/v1/leaderboard"]["get"]["parameters"]
+    view = next(p for p in params if p["name"] == "view")
+    for board in ("speedup", "unverified", "noise_floor"):
+        words = ", ".join(v.words for v in listed_on(board))
+        assert f"{board}{' (default)' if board == 'speedup' else ''}: {words}" in (
+            view["description"])
+    assert "unstable (baseline blocks disagree)" in view["description"]
+
+
+def test_the_store_reads_its_views_and_order_from_the_table():
+    assert dimensions.VERDICTS == ORDER
+    assert verdicts.VIEW_VERDICTS == {
+        board: frozenset(v.name for v in listed_on(board))
+        for board in ("speedup", "unverified", "noise_floor")}
