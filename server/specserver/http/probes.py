@@ -1,6 +1,6 @@
 """POST /v1/probes: a signed cost probe, taken like a submission.
 
-The same gates in the same order as ``POST /v1/submissions``: refusals from the address
+The one gate of ``POST /v1/submissions`` (``submissions.gated``): refusals from the address
 charged first, the body under the size limit and its deadline, the checks
 (``ingest.check_probe``: its own envelope type, the wire model, created_at's window), the
 ban list, the rate limits per address and per key (one bucket with submissions: a probe is
@@ -17,11 +17,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from specserver.errors import Conflict, NotPermitted, RateLimited
+from specserver.errors import Conflict
 from specserver.http.errors import error_doc
-from specserver.http.submissions import REJECTIONS, check_limits, read_body
+from specserver.http.submissions import check_limits, gated
 from specserver.ingest import check_probe
-from specserver.ratelimit import RejectionGate, client_address, first_refusal, rejections
+from specserver.ratelimit import client_address
 from specserver.settings import ServerSettings
 from specserver.store import Store, probes
 
@@ -65,35 +65,16 @@ async def post_probe(request: Request) -> Response:
     state: Any = request.app.state
     settings: ServerSettings = state.settings
     store: Store = state.store
-    gate: RejectionGate | None = getattr(state, "rejection_gate", None)
     address = client_address(request.client.host if request.client else None,
                              request.headers.get("x-forwarded-for"), settings.proxy_networks())
-    blocked = gate.blocked(address) if gate is not None else None
-    if blocked is not None:
-        raise RateLimited("too many refused submissions from this address; retry later",
-                          {"scope": rejections.SCOPE}, retry_after=blocked)
     limits = check_limits(settings)
-    try:
-        body = await read_body(request.receive, request.headers.get("content-length"),
-                               settings.max_body_bytes, settings.body_read_timeout_s,
-                               settings.body_min_rate_bytes_s)
-        refused = first_refusal(state.rate_limiter, (("address", address),))
-        if refused is None:
-            row = check_probe(body, received_at=state.clock(), max_age=limits.max_age,
-                              max_future_skew=limits.max_future_skew)
-            if await store.check_banned(str(row.values["key_id"])):
-                raise NotPermitted("this key id is banned", {"key_id": row.values["key_id"]},
-                                   code="key_banned")
-    except REJECTIONS:
-        if gate is not None:
-            gate.rejected(address)
-        raise
-    if refused is None:
-        refused = first_refusal(state.rate_limiter, (("key", str(row.values["key_id"])),))
-    if refused is not None:
-        scope, wait = refused
-        raise RateLimited(f"too many submissions from this {scope}; retry later",
-                          {"scope": scope}, retry_after=wait)
+
+    async def check(body: bytes) -> probes.ProbeRow:
+        return check_probe(body, received_at=state.clock(), max_age=limits.max_age,
+                           max_future_skew=limits.max_future_skew)
+
+    row = await gated(state, address, request.receive, request.headers.get("content-length"),
+                      check, lambda found: str(found.values["key_id"]))
     if settings.store_enabled:
         origin = await store.origin_of(address, state.clock())
         row = probes.ProbeRow({**row.values, "origin_hash": origin})

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -49,6 +50,7 @@ from specserver.ratelimit import (
 from specserver.settings import ServerSettings
 from specserver.store import Store, origins, redact_view
 
+T = TypeVar("T")
 router = APIRouter()
 SUBMISSIONS_PATH = "/v1/submissions"
 
@@ -185,6 +187,46 @@ def check_limits(settings: ServerSettings) -> CheckLimits:
                        max_future_skew=timedelta(seconds=settings.max_future_skew_s))
 
 
+async def gated(state: Any, address: str, receive: Receive, content_length: str | None,
+                check: Callable[[bytes], Awaitable[T]], key_of: Callable[[T], str]) -> T:
+    """The gates of every signed POST (submissions, cost probes), in their one order: an
+    address blocked for its refusals is refused before its body is read; the body under
+    the size limit and its deadline; a token from the address's bucket *before* the checks
+    (``check``: the expensive part), so a bad body is never free; the ban list; a token
+    from the key's bucket (``key_of``: the checked body's key id). A refusal the sender
+    caused (``REJECTIONS``) also costs a token of the address's rejections bucket
+    (ratelimit/rejections.py). Returns what ``check`` made of the body."""
+    settings: ServerSettings = state.settings
+    store: Store = state.store
+    limiter: RateLimiter = state.rate_limiter
+    gate: RejectionGate | None = getattr(state, "rejection_gate", None)
+    blocked = gate.blocked(address) if gate is not None else None
+    if blocked is not None:
+        raise RateLimited("too many refused submissions from this address; retry later",
+                          {"scope": rejections.SCOPE}, retry_after=blocked)
+    try:
+        body = await read_body(receive, content_length, settings.max_body_bytes,
+                               settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
+        refused = first_refusal(limiter, (("address", address),))
+        if refused is None:
+            checked = await check(body)
+            key_id = key_of(checked)
+            if await store.check_banned(key_id):  # never blocks the loop
+                raise NotPermitted("this key id is banned", {"key_id": key_id},
+                                   code="key_banned")
+    except REJECTIONS:
+        if gate is not None:
+            gate.rejected(address)
+        raise
+    if refused is None:
+        refused = first_refusal(limiter, (("key", key_id),))
+    if refused is not None:
+        scope, wait = refused
+        raise RateLimited(f"too many submissions from this {scope}; retry later",
+                          {"scope": scope}, retry_after=wait)
+    return checked
+
+
 async def prepare(state: Any, body: bytes, received_at: datetime) -> Prepared:
     """Checks 2-5 and the rows: in a check worker process when the server has them."""
     pool: CheckPool | None = getattr(state, "check_pool", None)
@@ -203,35 +245,11 @@ async def accept_submission(
     """Checks 1-7 and the write; raises the errors of ``specserver.errors``."""
     settings: ServerSettings = state.settings
     store: Store = state.store
-    limiter: RateLimiter = state.rate_limiter
-    gate: RejectionGate | None = getattr(state, "rejection_gate", None)
     address = client_address(peer, forwarded_for, settings.proxy_networks())
     with store.arriving():
-        # Rate limits charge before the expensive checks, and refusals cost more than
-        # acceptances (ratelimit/rejections.py): a bad body is never free.
-        blocked = gate.blocked(address) if gate is not None else None
-        if blocked is not None:
-            raise RateLimited("too many refused submissions from this address; retry later",
-                              {"scope": rejections.SCOPE}, retry_after=blocked)
-        try:
-            body = await read_body(receive, content_length, settings.max_body_bytes,
-                                   settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
-            refused = first_refusal(limiter, (("address", address),))
-            if refused is None:
-                prepared = await prepare(state, body, state.clock())
-                if await store.check_banned(prepared.key_id):  # never blocks the loop
-                    raise NotPermitted("this key id is banned", {"key_id": prepared.key_id},
-                                    code="key_banned")
-        except REJECTIONS:
-            if gate is not None:
-                gate.rejected(address)
-            raise
-        if refused is None:
-            refused = first_refusal(limiter, (("key", prepared.key_id),))
-        if refused is not None:
-            scope, wait = refused
-            raise RateLimited(f"too many submissions from this {scope}; retry later",
-                              {"scope": scope}, retry_after=wait)
+        prepared = await gated(state, address, receive, content_length,
+                               lambda body: prepare(state, body, state.clock()),
+                               lambda found: found.key_id)
         url = settings.public_url(prepared.submission_id)
         if not settings.store_enabled:
             return Answer(201, receipt_json(prepared, prepared.received_at, url),
