@@ -91,7 +91,7 @@ class Requirements(_ProtocolModel):
 _ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False,
                                      "headline": "decode", "launch_options": {},
                                      "interval": "block_bootstrap", "prompts": None,
-                                     "engine": None}
+                                     "engine": None, "warmup_tokens": None}
 # The engine each protocol pinned before protocols named theirs (``Protocol.engine``).
 _ENGINES_BEFORE: dict[str, str] = {
     "hardnumbers-m2": "ollama", "ollama-draft": "ollama", "llamacpp-draft": "llama-server",
@@ -123,6 +123,10 @@ class Protocol(_ProtocolModel):
     # The warm-ups run again whenever the config changes (each block after a switch),
     # not once per config before all trials: a switch of a load-time option reloads.
     warmup_each_block: bool = False
+    # A warm-up's token limit, when shorter than a trial's (None: a whole trial). A warm-up
+    # after a start pages the weights in and runs the graph once; a few tokens do that, and
+    # a full one made a third of a run with an engine start per block.
+    warmup_tokens: Annotated[int, Field(ge=1, le=4096)] | None = None
     # "bracketed": blocks of ``block_trials`` trials in rounds of baseline, drafts, baseline,
     # drafts reversed, closed by one more baseline block (B D1 D2 B D2 D1 B). Every draft
     # block sits between two baseline blocks, each config's mean run position is the same
@@ -261,11 +265,15 @@ class Protocol(_ProtocolModel):
             raise ProtocolError(f"protocol {self.id} needs a target model (--target)")
         return model
 
-    def request_options(self, config: ProtocolConfig) -> dict[str, OptionValue]:
-        """The exact `options` object a trial sends for this config."""
+    def request_options(self, config: ProtocolConfig, *, warmup: bool = False
+                        ) -> dict[str, OptionValue]:
+        """The exact `options` object a trial sends for this config; ``warmup``: a
+        warm-up's, whose token limit is ``warmup_tokens`` when the protocol sets one."""
         options: dict[str, OptionValue] = dict(self.options.model_dump())
         options.update(self.launch_options)
         options.update(config.extra_options)
+        if warmup and self.warmup_tokens is not None:
+            options["num_predict"] = self.warmup_tokens
         return options
 
     def schedule(self) -> list[tuple[str, int]]:

@@ -29,6 +29,7 @@ PINNED = {
     ("llamacpp-map", 1): "6ea17ecde7f75caebea5e9965fd36cb59d262f5959d11e1997e3865d79ddf583",
     ("ollama-map", 1): "fd0ccfef876ca6a6296d3779c8eaf67d84b7a129c62c64e452cbb63e0d6c0a1a",
     ("lmstudio-map", 1): "4208d0a16b844232ae1d005a1557596f27d3f98ee82a76d6923b9936846e6e99",
+    ("llamacpp-draft", 4): "0ffd2b41e614af9451054b372c80cab42d8254c869ccbee72a244513794fab5a",
 }
 
 
@@ -36,11 +37,11 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
-        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 3, "llamacpp-draft-long": 3,
+        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 4, "llamacpp-draft-long": 3,
         "lmstudio-draft": 2, "llamacpp-map": 1, "ollama-map": 1, "lmstudio-map": 1}
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks(
         version: int) -> None:
     protocol = find_protocol("llamacpp-draft", version, PINNED[("llamacpp-draft", version)])
@@ -48,9 +49,9 @@ def test_the_bracketed_order_puts_every_draft_block_between_baseline_blocks(
     names = [name for name, _ in protocol.schedule()]
     runs = [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
     drafts = [c.name for c in protocol.configs if c.role == "draft"]
-    rounds = {2: 1, 3: 2}[version]  # v3: two rounds, 4 blocks per draft
+    rounds = {2: 1, 3: 2, 4: 2}[version]  # v3, v4: two rounds, 4 blocks per draft
     assert runs == ["no_draft", *drafts, "no_draft", *drafts[::-1]] * rounds + ["no_draft"]
-    size = {2: 3, 3: 2}[version]
+    size = {2: 3, 3: 2, 4: 2}[version]
     trials = len(names)
     assert protocol.blocks() == [i // size for i in range(trials)]  # 13 blocks of 3, 25 of 2
     per_draft = 4 * rounds // 2 * size
@@ -81,6 +82,20 @@ def test_the_llama_server_protocols_pin_their_speculative_settings() -> None:
         assert "issue" not in protocol.description
     assert get_protocol("llamacpp-draft").headline == "decode"
     assert get_protocol("llamacpp-draft-long").headline == "wall"
+
+
+def test_llamacpp_draft_v4_is_v3_with_warm_ups_of_16_tokens() -> None:
+    v3 = find_protocol("llamacpp-draft", 3, PINNED[("llamacpp-draft", 3)])
+    v4 = get_protocol("llamacpp-draft")
+    assert v3 is not None and v4.version == 4 and v4.warmup_tokens == 16
+    assert v3.warmup_tokens is None  # a file without the field keeps its identity
+    same = {"version", "description", "warmup_tokens"}
+    assert v4.model_dump(exclude=same) == v3.model_dump(exclude=same)
+    for config in v4.configs:  # a warm-up stops at 16 tokens, a trial at the protocol's 200
+        assert v4.request_options(config, warmup=True) == {
+            **v4.request_options(config), "num_predict": 16}
+        assert v3.request_options(config, warmup=True) == v3.request_options(config)
+    assert "warm-up of 16 tokens" in v4.description
 
 
 def test_unknown_launch_options_and_a_bad_bracketed_shape_are_refused() -> None:

@@ -74,7 +74,8 @@ class FakeEngine:
         if self.fail_at_request == self.requests:
             raise EngineDied(f"{self.name} died during a {config.name} request")
         script = self.scripts.get(config.name, Script())
-        eval_count = self.protocol.options.num_predict
+        # a warm-up stops at the protocol's warmup_tokens, when it sets them
+        eval_count = int(self.protocol.request_options(config, warmup=not counted)["num_predict"])
         eval_ns = int(eval_count / script.tps * 1e9)
         generation = Generation(
             wall_s=(script.load_ns + eval_ns) / 1e9 + 0.1, ttft_s=0.1, text=script.text,

@@ -380,16 +380,17 @@ class LlamaServerEngine:
             self.prompts[prompt] = found
         return found
 
-    def request_body(self, config: ProtocolConfig, prompt: str | None = None) -> dict[str, Any]:
+    def request_body(self, config: ProtocolConfig, prompt: str | None = None, *,
+                     warmup: bool = False) -> dict[str, Any]:
         return launch.request_body(self.protocol, config, self.templated(
-            self.protocol.prompt if prompt is None else prompt))
+            self.protocol.prompt if prompt is None else prompt), warmup=warmup)
 
     def generate(self, config: ProtocolConfig, *, counted: bool,
                  prompt: str | None = None) -> Generation:
         if self._api is None or self._process is None:
             raise EngineDied(f"llama-server is not running for {config.name}")
         try:
-            body = self.request_body(config, prompt)
+            body = self.request_body(config, prompt, warmup=not counted)
             before = self._spec_metrics()
             generation = self._api.completion(body)
             after = self._spec_metrics() if before is not None else None

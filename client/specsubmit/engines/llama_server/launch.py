@@ -110,10 +110,12 @@ def launch_record(protocol: Protocol, config: ProtocolConfig, *, threads: int | 
                   flags=flags)
 
 
-def request_body(protocol: Protocol, config: ProtocolConfig, prompt: str) -> dict[str, object]:
+def request_body(protocol: Protocol, config: ProtocolConfig, prompt: str, *,
+                 warmup: bool = False) -> dict[str, object]:
     """One /completion body: the prompt (in the target's template) and the generation
-    options the protocol sets, with the fixed fields."""
-    options = protocol.request_options(config)
+    options the protocol sets (a warm-up's: ``Protocol.request_options``), with the fixed
+    fields."""
+    options = protocol.request_options(config, warmup=warmup)
     body: dict[str, object] = {"prompt": prompt}
     body.update({REQUEST_OPTIONS[k]: v for k, v in options.items() if k in REQUEST_OPTIONS})
     body.update(FIXED_REQUEST)

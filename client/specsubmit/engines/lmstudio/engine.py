@@ -129,8 +129,9 @@ class LMStudioEngine:
                          engine_name=self.name,
                          runtime=RUNTIME_OF_FORMAT.get(models[0].format or ""))
 
-    def request_body(self, config: ProtocolConfig, prompt: str | None = None) -> dict[str, Any]:
-        options = self.protocol.request_options(config)
+    def request_body(self, config: ProtocolConfig, prompt: str | None = None, *,
+                     warmup: bool = False) -> dict[str, Any]:
+        options = self.protocol.request_options(config, warmup=warmup)
         content = self.protocol.prompt if prompt is None else prompt
         body: dict[str, Any] = {
             "model": self._target(config),
@@ -146,7 +147,7 @@ class LMStudioEngine:
 
     def generate(self, config: ProtocolConfig, *, counted: bool,
                  prompt: str | None = None) -> Generation:
-        reply = self.api.chat(self.request_body(config, prompt))
+        reply = self.api.chat(self.request_body(config, prompt, warmup=not counted))
         self.runtime_name = reply.runtime_name or self.runtime_name
         self.runtime_version = reply.runtime_version or self.runtime_version
         loaded = self.models_loaded.setdefault(config.name, [])

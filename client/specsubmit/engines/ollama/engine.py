@@ -126,11 +126,12 @@ class OllamaEngine:
             listener.warning(problem)
         return pre
 
-    def request(self, config: ProtocolConfig, prompt: str | None = None) -> GenerateRequest:
+    def request(self, config: ProtocolConfig, prompt: str | None = None, *,
+                warmup: bool = False) -> GenerateRequest:
         return GenerateRequest(
             model=self.protocol.model_for(config, self.settings.target),
             prompt=self.protocol.prompt if prompt is None else prompt,
-            options=self.protocol.request_options(config),
+            options=self.protocol.request_options(config, warmup=warmup),
             keep_alive=self.protocol.keep_alive,
             extra_fields=dict(config.request_fields),
         )
@@ -143,7 +144,7 @@ class OllamaEngine:
         path = self.log.path if self.log.command is None else None
         offset = log_size(path) if path else None
         self.segments.append(Segment(config.name, counted, offset, datetime.now(UTC)))
-        generation = self.client.generate(self.request(config, prompt))
+        generation = self.client.generate(self.request(config, prompt, warmup=not counted))
         if path is not None and self.log.settle_s > 0:
             wait_for_quiet_log(path, self.log.settle_s)
         elif self.log.command is not None:

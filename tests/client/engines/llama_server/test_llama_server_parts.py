@@ -249,4 +249,6 @@ def test_command_line_names_models_by_digest_and_sets_the_launch_flags(
         assert "--spec" not in baseline
         body = engine.request_body(draft)
         assert body["n_predict"] == 200 and body["min_p"] == 0.0 and body["stream"] is True
+        warmup = engine.request_body(draft, warmup=True)  # the protocol's 16-token warm-up
+        assert warmup == {**body, "n_predict": 16} and protocol.warmup_tokens == 16
         assert "spec_draft_n_max" not in body and "num_ctx" not in body
