@@ -26,7 +26,7 @@ class Bar:
     p25: float | None
     p75: float | None
     contributors: int
-    # "faster" / "slower" / "unclear" (no clear difference): the outcome's colour;
+    # "faster" / "slower" / "unclear" (speedup not resolved): the outcome's colour;
     # "unverified": speculation could run but was not seen; drawn neutral like the noise
     # floor, never as a speedup or a slowdown. None: by the median (or noise, per chart).
     style: str | None = None

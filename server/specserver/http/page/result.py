@@ -31,6 +31,7 @@ from specschema.engines import descriptor
 from specschema.evidence import CORROBORATED
 from specschema.models import SpeculationEvidence
 from specschema.summary import ConfigSummary
+from specschema.verdicts import OUTCOME_STYLE, verdict_of
 
 LONG_WORD = 24  # characters without a space: longer ones may break anywhere
 
@@ -191,16 +192,15 @@ def conclusion_section(summaries: Sequence[ConfigSummary],
 
 def line_class(summary: ConfigSummary, evidence: SpeculationEvidence | None) -> str:
     """A config's colour on the page: its outcome where speculation is confirmed and
-    counted, else neutral (a not-applied ratio is noise, an unchecked one unverified)."""
+    counted, else its verdict's neutral style (the verdict table's: a not-applied ratio is
+    noise, an unchecked one unverified)."""
     if summary.role == "baseline":
         return "baseline"
     observed = evidence.observed if evidence is not None else summary.observed
-    if observed == "not_applied":
-        return "noise"
-    if observed != "confirmed":
-        return "unverified"
-    found = outcome(summary)
-    return {"faster": "faster", "slower": "slower"}.get(found or "", "unclear")
+    style = verdict_of(observed).style
+    if style != "effect":
+        return style
+    return OUTCOME_STYLE[outcome(summary) or "no_clear_difference"]
 
 
 def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, SpeculationEvidence],

@@ -138,3 +138,21 @@ def test_the_legend_names_every_verdict_the_speedup_board_lists() -> None:
     assert "counters may have been reported" in legend.unverified
     assert [css for css, _ in legend.outcomes] == ["faster", "unclear", "slower"]
     assert "no clear difference" not in str(legend)
+
+
+def test_a_submission_pages_config_is_coloured_by_its_verdicts_style() -> None:
+    from specschema.verdicts import ORDER
+
+    sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                             counters_seen=True, seed=3)
+    baseline, draft = summarize(sub)[:2]
+    evidence = sub.configs[1].speculation
+    assert draft.speedup_tps_ci_low is not None and draft.speedup_tps_ci_high is not None
+    assert draft.speedup_tps_ci_low < 1.0 < draft.speedup_tps_ci_high
+    assert result.line_class(baseline, None) == "baseline"
+    styles = {name: result.line_class(draft, evidence.model_copy(update={"observed": name}))
+              for name in ORDER}
+    # Confirmed but not resolved: the neutral outcome colour, never green or red.
+    assert styles.pop("confirmed") == "unclear"
+    assert styles.pop("not_applied") == "noise"
+    assert set(styles.values()) == {"unverified"}
