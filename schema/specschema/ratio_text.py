@@ -30,26 +30,23 @@ def headline_ratio(summary: ConfigSummary, headline: str = "decode"
 
 def vs_baseline(summary: ConfigSummary) -> str:
     """``0.95x [0.79–1.01]``: the decode-rate ratio and its 95 % interval."""
-    if summary.role == "baseline":
-        return "1.00x"
-    if summary.speedup_tps is None:
-        return "—"
-    if summary.speedup_tps_ci_low is None or summary.speedup_tps_ci_high is None:
-        return f"{summary.speedup_tps:.2f}x"
-    return (f"{summary.speedup_tps:.2f}x "
-            f"[{summary.speedup_tps_ci_low:.2f}–{summary.speedup_tps_ci_high:.2f}]")
+    return _with_interval(summary, "decode")
 
 
 def vs_baseline_wall(summary: ConfigSummary) -> str:
     """``1.12x [0.98–1.25]``: the wall-time speedup (prompt included) and its interval."""
+    return _with_interval(summary, "wall")
+
+
+def _with_interval(summary: ConfigSummary, which: str) -> str:
     if summary.role == "baseline":
         return "1.00x"
-    if summary.speedup_wall is None:
+    ratio, low, high = headline_ratio(summary, which)
+    if ratio is None:
         return "—"
-    if summary.speedup_wall_ci_low is None or summary.speedup_wall_ci_high is None:
-        return f"{summary.speedup_wall:.2f}x"
-    return (f"{summary.speedup_wall:.2f}x "
-            f"[{summary.speedup_wall_ci_low:.2f}–{summary.speedup_wall_ci_high:.2f}]")
+    if low is None or high is None:
+        return f"{ratio:.2f}x"
+    return f"{ratio:.2f}x [{low:.2f}–{high:.2f}]"
 
 
 def speedup_cell(summary: ConfigSummary, wall: bool = False) -> str:
