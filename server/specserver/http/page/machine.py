@@ -32,6 +32,8 @@ DOMAIN = "domain"  # the board's kind-of-work dimension, where the store has one
 NO_PREDICTION = "no prediction yet"
 NOT_PREDICTED = "not predicted"  # the forecast refused, and says why
 BAR_TOP = 3.0  # the speedup a full bar stands for
+# A confirmed candidate whose contributors' spread includes 1.00x (its IQR or range follows).
+UNRESOLVED = "speculated; speedup not resolved"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Measured:
     high: float | None
     contributors: int
     outcome: str  # faster / slower / unclear (the colour)
-    words: str  # "faster", "no clear difference", "slower"
+    words: str  # "faster", "speculated; speedup not resolved", "slower"
 
     @property
     def bar(self) -> float:
@@ -100,7 +102,9 @@ def _measured(group: GroupAggregate) -> Measured | None:
     spread = not group.few_results and group.p25_speedup is not None
     return Measured(group.median_speedup, group.p25_speedup if spread else None,
                     group.p75_speedup if spread else None, group.contributors,
-                    OUTCOME_CLASS[found], OUTCOME_WORDS[found])
+                    OUTCOME_CLASS[found],
+                    # it speculated (confirmed), but its spread cannot tell which way
+                    UNRESOLVED if found == "no_clear_difference" else OUTCOME_WORDS[found])
 
 
 def _what(group: GroupAggregate, noise: bool) -> str:

@@ -70,6 +70,10 @@ def test_few_results_have_no_interval_and_a_slowdown_reads_slower() -> None:
     slow = machine.candidates([_group("spec_4", "confirmed", 0.4)], [], [])[0].measured
     assert slow is not None and (slow.outcome, slow.words) == ("slower", "slower")
     assert slow.bar == 0.4 / machine.BAR_TOP
+    # A spread that includes 1.00x: it speculated, and the board cannot tell which way.
+    even = machine.candidates([_group("spec_4", "confirmed", 1.02)], [], [])[0].measured
+    assert even is not None and (even.outcome, even.words) == (
+        "unclear", "speculated; speedup not resolved")
     long = machine.candidates([_group("spec_4", "confirmed", 9.0)], [], [])[0].measured
     assert long is not None and long.bar == 1.0  # a bar is cut at its top, never longer
 
