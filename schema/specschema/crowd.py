@@ -14,7 +14,9 @@ found no match: ``specschema.predict``'s p).
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
 A *draft cost unit* is a draft model's own decoding step on a machine like it (that model
-probed as a target there).
+probed as a target there). Where there is none, the draft's and the target's file sizes
+(``Profile.draft_bytes``, ``CrowdInputs.target_bytes``, as results reported them) let the
+forecast estimate the step from the target's own (``forecast``).
 
 ``specschema.forecast`` turns these into predictions; the server sends them in ``/v1/predict``
 beside its answer (``inputs_json``), so that a client can predict again with its own probe
@@ -120,6 +122,7 @@ class Profile:
     # per contributor unit (sorted), the plain steps' share of the decoded tokens; empty:
     # not known (no run recorded its tokens beside its rounds), taken as none
     plain: tuple[float, ...] = ()
+    draft_bytes: int | None = None  # the draft model's file size, as a result reported it
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class CrowdInputs:
     # what the cost units' samples are (``CostProbe.measured``): "verification" or, only
     # when no probe of this machine timed rounds, "prefill"; None without cost units
     cost_measured: str | None = None
+    target_bytes: int | None = None  # the target's file size, where a draft needs it
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -211,12 +215,12 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
         "chip": inputs.chip, "memory_gb": inputs.memory_gb, "engine": inputs.engine,
         "min_contributors": inputs.min_contributors,
         "cost": [u.json() for u in inputs.cost], "cost_contributors": inputs.cost_contributors,
-        "cost_measured": inputs.cost_measured,
+        "cost_measured": inputs.cost_measured, "target_bytes": inputs.target_bytes,
         "profiles": [{"candidate": p.candidate.json(), "domain": p.domain,
                       "units": [list(u) for u in p.units], "new_keys": p.new_keys,
                       "measured": [m.json() for m in p.measured],
                       "draft_cost": [u.json() for u in p.draft_cost],
-                      "plain": list(p.plain)}
+                      "plain": list(p.plain), "draft_bytes": p.draft_bytes}
                      for p in inputs.profiles],
     }
 
@@ -230,10 +234,11 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                                _opt_int(m["depth"]), float(m["speedup"]),
                                int(m["contributors"])) for m in p["measured"]),
                 tuple(_cost_from_json(u) for u in p["draft_cost"]),
-                tuple(float(x) for x in p.get("plain", ())))
+                tuple(float(x) for x in p.get("plain", ())), _opt_int(p.get("draft_bytes")))
         for p in data["profiles"])
     return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),
                        int(data["min_contributors"]), profiles,
                        tuple(_cost_from_json(u) for u in data["cost"]),
-                       int(data["cost_contributors"]), _opt_str(data.get("cost_measured")))
+                       int(data["cost_contributors"]), _opt_str(data.get("cost_measured")),
+                       _opt_int(data.get("target_bytes")))

@@ -10,12 +10,20 @@ replacement, at most ``RESAMPLE_MAX`` a draw; within a cost unit, its samples wi
 replacement). Beside each,
 the speedups measured on machines like the one asked about, and one line that answers.
 
+A draft model's T_d is its own decoding step probed on this chip (``Profile.draft_cost``,
+resampled like the target's); where it never was, it is estimated from the file sizes:
+T_d = T_t(1) * draft bytes / target bytes, T_t(1) from the cost curve in use (so from the
+asker's own probe when that is the cost). Decoding one token reads every weight once, so at
+one effective bandwidth the step scales with the bytes; the fixed cost of a step is scaled
+with it, which reads a much smaller draft's step low and its speedup high. The answer says
+which (``draft_cost``: "probed" or "size").
+
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
-missing is said), a draft model whose own step was never probed on this chip, a drafter
-that runs the target's own draft layers (MTP: their cost is not probed yet), and any
-candidate when there is no cost curve for this machine and target. Only n-gram drafters
-are taken as costless (T_d = 0).
+missing is said), a draft model whose own step was never probed on this chip and whose
+size is unknown, a drafter that runs the target's own draft layers (MTP: their cost is not
+probed yet), and any candidate when there is no cost curve for this machine and target.
+Only n-gram drafters are taken as costless (T_d = 0).
 
 Deterministic: every random draw comes from a generator seeded by the inputs' names, so
 a client predicting again from the server's inputs and the same cost gets the same numbers.
@@ -136,13 +144,30 @@ def _why_not(profile: Profile, inputs: CrowdInputs, have_cost: bool) -> str | No
     if not have_cost:
         return ("no cost curve of this target on a machine like this: run `specsubmit "
                 "probe` with it")
-    if candidate.draft is not None and not profile.draft_cost:
-        return (f"the draft {candidate.draft} was never probed on this chip: its time per "
-                "token is unknown")
+    if candidate.draft is not None and not profile.draft_cost and not _sized(profile, inputs):
+        return (f"the draft {candidate.draft} was never probed on this chip and no result "
+                "reported its size: its time per token is unknown")
     if candidate.draft is None and not candidate.costless:
         return ("its drafting runs the target's own draft layers, whose cost no probe "
                 "measures yet: only measured speedups are shown")
     return None
+
+
+def _sized(profile: Profile, inputs: CrowdInputs) -> bool:
+    return bool(profile.draft_bytes and inputs.target_bytes)
+
+
+def _draft_steps(profile: Profile, inputs: CrowdInputs, curve: CostCurve,
+                 curves: Sequence[CostCurve], salt: str) -> tuple[list[float], str]:
+    """T_d for the point and each draw, and what it rests on (module docstring)."""
+    if profile.draft_cost:
+        key = profile.candidate.draft_digest or profile.candidate.draft or ""
+        draft_rng = _rng(salt, "draft", key)
+        return [_step(profile.draft_cost)] + [
+            _step(_resampled(profile.draft_cost, draft_rng)) for _ in range(DRAWS)], "probed"
+    assert profile.draft_bytes is not None and inputs.target_bytes is not None
+    ratio = profile.draft_bytes / inputs.target_bytes
+    return [c.at(1) * ratio for c in (curve, *curves)], "size"
 
 
 def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
@@ -189,29 +214,29 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
     curve = cost_curve(cost) if have_cost else None
     cost_rng = _rng(salt, "cost")
     curves = [cost_curve(_resampled(cost, cost_rng)) for _ in range(DRAWS)] if have_cost else []
-    draft_steps: dict[str, list[float]] = {}
+    draft_steps: dict[str, tuple[list[float], str]] = {}
     candidates: list[dict[str, Any]] = []
     for profile in inputs.profiles:
         if domain is not None and profile.domain not in (domain, ALL_DOMAINS):
             continue
         why = _why_not(profile, inputs, have_cost)
         rows: list[Row] = []
+        basis = None
         if why is None:
             assert curve is not None
             steps = None
             if profile.candidate.draft is not None:
                 key = profile.candidate.draft_digest or profile.candidate.draft
                 if key not in draft_steps:
-                    draft_rng = _rng(salt, "draft", key)
-                    draft_steps[key] = [_step(profile.draft_cost)] + [
-                        _step(_resampled(profile.draft_cost, draft_rng)) for _ in range(DRAWS)]
-                steps = draft_steps[key]
+                    draft_steps[key] = _draft_steps(profile, inputs, curve, curves, salt)
+                steps, basis = draft_steps[key]
             rows = _predict(profile, curve, curves, steps, salt)
         candidates.append({
             "candidate": profile.candidate.json(), "domain": profile.domain,
             "contributors": len(profile.units), "new_keys": profile.new_keys,
             "predictions": [r.json() for r in rows],
-            "measured": [m.json() for m in profile.measured], "why_not_predicted": why})
+            "measured": [m.json() for m in profile.measured], "why_not_predicted": why,
+            "draft_cost": basis})
     answer: dict[str, Any] = {
         "target": {"digest": inputs.target_digest, "name": inputs.target_name},
         "machine": {"chip": inputs.chip, "memory_gb": inputs.memory_gb,

@@ -146,13 +146,35 @@ def test_steps_that_draft_nothing_are_paid_and_grow_with_depth_by_hand() -> None
     assert rows[8]["predicted"] < without["candidates"][0]["predictions"][-1]["predicted"]
 
 
+def test_an_unprobed_draft_is_costed_from_the_sizes_with_the_curve_in_use() -> None:
+    profile = Profile(DRAFT, "all", GOOD, draft_bytes=250)
+    unsized = forecast(inputs(profile), (CPU,), "crowd")["candidates"][0]
+    assert unsized["predictions"] == [] and "no result reported its size" in \
+        unsized["why_not_predicted"]
+    sized = replace(inputs(profile), target_bytes=1000)
+    for cost in ((CPU,), (GPU,)):  # the crowd's curve, or the asker's own probe
+        entry = forecast(sized, cost, "crowd")["candidates"][0]
+        assert entry["draft_cost"] == "size" and entry["why_not_predicted"] is None
+        curve = cost_curve(cost)
+        row = next(r for r in entry["predictions"] if r["depth"] == 4)
+        # T_d = T_t(1) * 250 / 1000, from the curve predicted with
+        assert row["predicted"] == pytest.approx(predicted_speedup(
+            median_vector(GOOD), 4, curve, curve.at(1) * 0.25), abs=1e-4)
+        assert row["low"] <= row["predicted"] <= row["high"]
+    probed = Profile(DRAFT, "all", GOOD, draft_cost=(CostUnit({1: (0.001,)}),),
+                     draft_bytes=250)
+    entry = forecast(replace(inputs(probed), target_bytes=1000), (CPU,), "crowd")
+    assert entry["candidates"][0]["draft_cost"] == "probed"
+
+
 def test_the_answer_is_the_same_from_the_inputs_sent_as_json() -> None:
     crowd = replace(inputs(Profile(NGRAM, "all", GOOD, new_keys=0,
                            measured=(Measured("Apple M2", 24, 8, 1.3, 2),)),
                    Profile(NGRAM, "code_edit", GOOD[1:] + GOOD[:1]),
                    Profile(DRAFT, "all", GOOD, draft_cost=(CostUnit({1: (0.001,)}),)),
                    Profile(NGRAM, "chat", GOOD, plain=(0.05, 0.1, 0.2)),
-                   cost=(CPU, GPU)), cost_measured="verification")
+                   Profile(DRAFT, "chat", GOOD, draft_bytes=250),
+                   cost=(CPU, GPU)), cost_measured="verification", target_bytes=1000)
     again = inputs_from_json(json.loads(json.dumps(inputs_json(crowd))))
     assert again == crowd
     assert forecast(again, again.cost, "crowd") == forecast(crowd, crowd.cost, "crowd")

@@ -128,6 +128,13 @@ def show_advice(answer: dict[str, Any], console: Console) -> None:
             seen.add((label, why))
             console.print(visible(f"{label}: not predicted: {why}", 400), highlight=False,
                           markup=False, soft_wrap=True)
+        if entry.get("draft_cost") == "size" and (label, "size") not in seen:
+            seen.add((label, "size"))
+            console.print(visible(f"{label}: its draft was never probed on this chip: its "
+                                  "time per token is this target's scaled by their file "
+                                  "sizes, which leaves out a step's fixed cost (the "
+                                  "prediction may read high)", 400),
+                          highlight=False, markup=False, soft_wrap=True)
     console.print(visible(str(answer["recommendation"]), 400), highlight=False, markup=False,
                   soft_wrap=True)
 

@@ -46,6 +46,7 @@ from specschema.crowd import (
 )
 from specserver.board import newkeys
 from specserver.crowd.plain import plain_counts, shares
+from specserver.crowd.sizes import model_sizes
 from specserver.errors import Invalid, NotFound
 from specserver.store import positions_of, probes, queries, tables, visible_clause
 
@@ -199,6 +200,16 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         return contributor_units(by_key, cohort_of, new | later if unknown_is_new else new)
 
     per_domain = _per_domain(conn, digest, rows)
+    draft_costs = {c.draft_digest: _cost_units(probes.probes_for(
+        conn, target_digests=[c.draft_digest], chip=asked.chip, engine=asked.engine),
+        cohort_of, new, unknown_is_new) for c in {r.candidate for r in rows}
+        if c.draft_digest is not None}
+    # a draft never probed here: its size and the target's, from one result that ran it
+    first: dict[str, str] = {}
+    for r in rows:
+        if r.candidate.draft_digest is not None and not draft_costs[r.candidate.draft_digest]:
+            first.setdefault(r.candidate.draft_digest, r.submission_id)
+    sizes = model_sizes(conn, sorted(set(first.values())))
     plain_of = plain_counts(conn, digest, {(r.submission_id, r.config_name) for r in rows})
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (
         c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
@@ -226,9 +237,7 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                     speed[domain][r.key].append(speedup)
         draft_cost: tuple[CostUnit, ...] = ()
         if candidate.draft_digest is not None:
-            draft_cost = _cost_units(probes.probes_for(
-                conn, target_digests=[candidate.draft_digest], chip=asked.chip,
-                engine=asked.engine), cohort_of, new, unknown_is_new)
+            draft_cost = draft_costs[candidate.draft_digest]
         domains = sorted(set(counts) | set(speed), key=lambda d: (d != ALL_DOMAINS, d))
         for domain in domains or [ALL_DOMAINS]:
             measured: tuple[Measured, ...] = ()
@@ -242,10 +251,12 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
             plain_units, _ = folded(shares({k: v for k, v in plain[domain].items()
                                             if k in rated}))
             out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost,
-                               tuple(u[0] for u in plain_units)))
+                               tuple(u[0] for u in plain_units),
+                               sizes.get(candidate.draft_digest or "")))
     chosen, cost_kind = probes.prefer_verification(probes.probes_for(
         conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
         memory_gb=asked.memory_gb))
     cost = _cost_units(chosen, cohort_of, new, unknown_is_new)
     return CrowdInputs(digest, name, asked.chip, asked.memory_gb, asked.engine,
-                       min_contributors, tuple(out), cost, len(cost), cost_kind)
+                       min_contributors, tuple(out), cost, len(cost), cost_kind,
+                       sizes.get(digest))

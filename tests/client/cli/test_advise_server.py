@@ -173,3 +173,21 @@ def test_a_probe_that_timed_rounds_is_used_over_the_crowds_prefills(
     answer = crowd_advice("http://127.0.0.1:9", probe, None, own_probe=False)
     assert answer["cost"]["source"] == used
     assert answer["cost"]["measured"] == (crowd if used == "crowd" else "verification")
+
+
+def test_a_draft_costed_from_its_size_is_said_so() -> None:
+    from rich.console import Console
+
+    from specsubmit.cli.prediction import show_advice
+
+    draft = Candidate("llama-server", "server_launch", "draft-simple", 4, draft="small",
+                      draft_digest="d" * 64)
+    crowd = CrowdInputs("a" * 64, None, "Apple M2", 24, "llama-server", 1, (
+        Profile(draft, "all", ((0.9, 0.8, 0.7, 0.6),), draft_bytes=250),),
+        target_bytes=1000)
+    answer = forecast(crowd, (CostUnit({1: (0.02,), 5: (0.03,)}),), "your probe")
+    console = Console(record=True, width=200)
+    show_advice(answer, console)
+    text = " ".join(console.export_text().split())
+    assert ("draft-simple with small, runs at depth 4: its draft was never probed on this "
+            "chip: its time per token is this target's scaled by their file sizes") in text

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from specschema import Submission, parse_submission
-from specschema.crowd import ALL_DOMAINS, inputs_from_json
+from specschema import Submission, get_protocol, parse_submission
+from specschema.crowd import ALL_DOMAINS, inputs_from_json, median_vector
 from specschema.envelope import PAYLOAD_TYPE, key_id_of
-from specschema.forecast import forecast
-from specschema.predict import plain_counts
+from specschema.examples import example_submission
+from specschema.forecast import cost_curve, forecast
+from specschema.predict import plain_counts, plain_steps_per_round, predicted_speedup
 from specschema.summary import by_domain, prompt_domains
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs
@@ -334,3 +335,82 @@ def test_the_real_gemma_result_counts_as_llama_server_counted_it() -> None:
                 continue
             raw = trial.eval_count - 1 - trial.counters.accepted - trial.counters.rounds
             assert raw >= 0, (config.name, trial.index)
+
+
+DRAFT_BYTES = 600_000_000
+
+
+def _draft_result(seed: int, machine: dict[str, object]) -> Submission:
+    """A llamacpp-draft result whose trials carry rounds and per-position counts, its
+    models reporting their file sizes (the 0.6B draft's is ``DRAFT_BYTES``)."""
+    run = get_protocol("llamacpp-draft")
+    sub = map_result(seed, machine)  # the engine and counters' shape of the map results
+    draft = example_submission(run, seed=seed, engine_version="b6000", schema_version=2,
+                               runtime="ggml", counters_seen=True, blocks=True,
+                               created_at=sub.created_at, machine=machine)
+    deep = next(c for c in sub.configs if c.name == "ngram_simple_m8").trials[0].counters
+    assert deep is not None
+    shallow = deep.model_copy(update={"drafted": 48, "rounds": 16,
+                                      "accepted_per_position": [16, 16, 16]})
+    configs = []
+    for config in draft.configs:
+        if config.role == "draft":
+            shaped = shallow if config.name.endswith("_n3") else deep
+            config = config.model_copy(update={
+                "trials": [t.model_copy(update={"counters": shaped}) for t in config.trials],
+                "speculation": config.speculation.model_copy(update={
+                    "drafted_tokens": shaped.drafted * len(config.trials),
+                    "accepted_tokens": 48 * len(config.trials),
+                    "counters_source": "engine_api"})})
+        configs.append(config)
+    models = [m.model_copy(update={"size_bytes": DRAFT_BYTES}) if m.name == "qwen3:0.6b"
+              else m for m in draft.models]
+    return draft.model_copy(update={"configs": configs, "models": models,
+                                    "engine": sub.engine})
+
+
+def test_a_draft_never_probed_here_is_costed_from_its_size_then_from_its_probe(
+        small_on_each_store: Served) -> None:
+    small = small_on_each_store
+    subs = [_draft_result(seed, m) for seed, m in enumerate((RTX, M3_PRO, RADEON))]
+    for seed, sub in enumerate(subs):
+        response = small.client.post("/v1/submissions",
+                                     content=sign_dict(json.loads(sub.model_dump_json()), seed),
+                                     peer=(f"198.51.{100 + seed}.7", 40000))
+        assert response.status_code == 201, response.text
+    target = next(m for m in subs[0].models if m.name == "qwen3:14b")
+    draft = next(m for m in subs[0].models if m.name == "qwen3:0.6b")
+    assert target.size_bytes is not None and target.digest is not None
+    small.client.post("/v1/probes", content=signed_probe(cost_probe(target, M2), 9))
+
+    def entry() -> dict[str, Any]:
+        answer = small.get("/v1/predict", params={"target": target.digest,
+                                                  "chip": "Apple M2"}).json()
+        found: dict[str, Any] = next(
+            c for c in answer["candidates"] if c["domain"] == "all"
+            and c["candidate"]["draft"] == "qwen3:0.6b" and c["candidate"]["depth"] == 8)
+        found["inputs"] = inputs_from_json(answer["inputs"])
+        return found
+
+    sized = entry()
+    assert sized["why_not_predicted"] is None and sized["draft_cost"] == "size"
+    inputs = sized["inputs"]
+    # by hand: the draft's step is the target's step scaled by their sizes
+    profile = next(p for p in inputs.profiles if p.domain == "all"
+                   and p.candidate.draft == "qwen3:0.6b" and p.candidate.depth == 8)
+    curve = cost_curve(inputs.cost)
+    vector = median_vector(profile.units)
+    t_d = curve.at(1) * DRAFT_BYTES / target.size_bytes
+    assert (inputs.target_bytes, profile.draft_bytes) == (target.size_bytes, DRAFT_BYTES)
+    share = sorted(profile.plain)[1]
+    row = next(r for r in sized["predictions"] if r["depth"] == 8)
+    assert row["predicted"] == pytest.approx(predicted_speedup(
+        vector, 8, curve, t_d, plain_steps_per_round(share, vector, 8)), abs=1e-4)
+    # once the draft is probed on this chip, its own step is used
+    slow = cost_probe(draft, M2, step_s=0.015)
+    assert small.client.post("/v1/probes", content=signed_probe(slow, 11)).status_code == 201
+    probed = entry()
+    assert probed["draft_cost"] == "probed"
+    row = next(r for r in probed["predictions"] if r["depth"] == 8)
+    assert row["predicted"] == pytest.approx(predicted_speedup(
+        vector, 8, curve, 0.015, plain_steps_per_round(share, vector, 8)), abs=1e-4)
