@@ -121,6 +121,11 @@ class ServerSettings(BaseSettings):
         default=120.0, ge=0, description="accepted POSTs per client address per minute (0 = off)"
     )
     rate_addr_burst: int = Field(default=240, ge=1, description="bucket size per client address")
+    rate_check_ms_per_token: float = Field(
+        default=10.0, ge=0,
+        description="CPU milliseconds of checks one address token pays for: a POST whose checks "
+                    "take longer takes more of its address's tokens (0 = one token a POST)",
+    )
     rate_reject_per_minute: float = Field(
         default=12.0, ge=0,
         description="refused POSTs per client address per minute before it is refused unread "

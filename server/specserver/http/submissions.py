@@ -43,6 +43,7 @@ from specserver.ingest import CheckLimits, CheckPool, Prepared, prepare_submissi
 from specserver.ratelimit import (
     RateLimiter,
     RejectionGate,
+    charge,
     client_address,
     first_refusal,
     rejections,
@@ -188,13 +189,17 @@ def check_limits(settings: ServerSettings) -> CheckLimits:
 
 
 async def gated(state: Any, address: str, receive: Receive, content_length: str | None,
-                check: Callable[[bytes], Awaitable[T]], key_of: Callable[[T], str]) -> T:
+                check: Callable[[bytes], Awaitable[tuple[T, float]]],
+                key_of: Callable[[T], str]) -> T:
     """The gates of every signed POST (submissions, cost probes), in their one order: an
     address blocked for its refusals is refused before its body is read; the body under
     the size limit and its deadline; a token from the address's bucket *before* the checks
-    (``check``: the expensive part), so a bad body is never free; the ban list; a token
-    from the key's bucket (``key_of``: the checked body's key id). A refusal the sender
-    caused (``REJECTIONS``) also costs a token of the address's rejections bucket
+    (``check``: the expensive part, with the CPU seconds it took), so a bad body is never
+    free; checks that took more than ``rate_check_ms_per_token`` take the rest from the
+    address's bucket after them (``check_tokens``: a kind of body that costs 50 ms to check
+    is not 50 times cheaper to send than it is to check); the ban list; a token from the
+    key's bucket (``key_of``: the checked body's key id). A refusal the sender caused
+    (``REJECTIONS``) also costs a token of the address's rejections bucket
     (ratelimit/rejections.py). Returns what ``check`` made of the body."""
     settings: ServerSettings = state.settings
     store: Store = state.store
@@ -209,7 +214,9 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
                                settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
         refused = first_refusal(limiter, (("address", address),))
         if refused is None:
-            checked = await check(body)
+            checked, cpu_s = await check(body)
+            charge(limiter, "address", address,
+                   check_tokens(cpu_s, settings.rate_check_ms_per_token) - 1.0)
             key_id = key_of(checked)
             if await store.check_banned(key_id):  # never blocks the loop
                 raise NotPermitted("this key id is banned", {"key_id": key_id},
@@ -227,12 +234,25 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
     return checked
 
 
+def check_tokens(cpu_s: float, ms_per_token: float) -> float:
+    """The address tokens checks of ``cpu_s`` CPU seconds cost: one at least (what every
+    POST takes before its checks), more for each ``ms_per_token`` beyond (0: always one)."""
+    if ms_per_token <= 0:
+        return 1.0
+    return max(1.0, cpu_s * 1e3 / ms_per_token)
+
+
 async def prepare(state: Any, body: bytes, received_at: datetime) -> Prepared:
     """Checks 2-5 and the rows: in a check worker process when the server has them."""
     pool: CheckPool | None = getattr(state, "check_pool", None)
     if pool is not None:
         return await pool.prepare(body, received_at)
     return prepare_submission(body, received_at, check_limits(state.settings))
+
+
+async def _prepared(state: Any, body: bytes) -> tuple[Prepared, float]:
+    prepared = await prepare(state, body, state.clock())
+    return prepared, prepared.check_cpu_s
 
 
 async def accept_submission(
@@ -248,8 +268,7 @@ async def accept_submission(
     address = client_address(peer, forwarded_for, settings.proxy_networks())
     with store.arriving():
         prepared = await gated(state, address, receive, content_length,
-                               lambda body: prepare(state, body, state.clock()),
-                               lambda found: found.key_id)
+                               lambda body: _prepared(state, body), lambda found: found.key_id)
         url = settings.public_url(prepared.submission_id)
         if not settings.store_enabled:
             return Answer(201, receipt_json(prepared, prepared.received_at, url),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,21 +42,28 @@ class Prepared:
     received_at: datetime
     summary_json: bytes  # the receipt's "summary" value, as JSON
     rows: RowSet
+    # CPU seconds the checks and rows took (where they ran: a check worker or this
+    # process), charged to the sender by the ingest gate (http/submissions.py ``gated``).
+    check_cpu_s: float = 0.0
 
 
 def prepare_submission(body: bytes, received_at: datetime, limits: CheckLimits) -> Prepared:
     """Run checks 2-5 on a body that passed the size limit and build its rows; raise the
     first failure (``specserver.errors`` / ``specschema.errors``)."""
+    started = time.thread_time()
     checked = check_submission(
         body, now=received_at, max_age=limits.max_age, max_future_skew=limits.max_future_skew
     )
+    summary_json = _SUMMARIES.dump_json(checked.summaries)
+    rows = submission_rows(checked, received_at)
     return Prepared(
         submission_id=checked.submission_id,
         key_id=checked.key_id,
         body_sha256=checked.body_sha256,
         received_at=received_at,
-        summary_json=_SUMMARIES.dump_json(checked.summaries),
-        rows=submission_rows(checked, received_at),
+        summary_json=summary_json,
+        rows=rows,
+        check_cpu_s=time.thread_time() - started,
     )
 
 

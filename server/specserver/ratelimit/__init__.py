@@ -13,6 +13,7 @@ if TYPE_CHECKING:
         Limit,
         MemoryRateLimiter,
         RateLimiter,
+        charge,
         client_address,
         first_refusal,
     )
@@ -25,6 +26,7 @@ _LAZY: dict[str, str] = {
     "RateLimiter": "specserver.ratelimit.memory",
     "RedisRateLimiter": "specserver.ratelimit.redis",
     "RejectionGate": "specserver.ratelimit.rejections",
+    "charge": "specserver.ratelimit.memory",
     "client_address": "specserver.ratelimit.memory",
     "first_refusal": "specserver.ratelimit.memory",
 }
@@ -35,6 +37,7 @@ __all__ = [
     "RateLimiter",
     "RedisRateLimiter",
     "RejectionGate",
+    "charge",
     "client_address",
     "first_refusal",
     "rejections",

@@ -49,6 +49,14 @@ class RateLimiter(Protocol):
         ...
 
 
+def charge(limiter: RateLimiter, scope: str, key: str, tokens: float) -> None:
+    """Take ``tokens`` more from a bucket after the fact, where the limiter can (both of
+    ours: ``charge``); a limiter that cannot charges one token a request, as before."""
+    taking = getattr(limiter, "charge", None)
+    if taking is not None and tokens > 0:
+        taking(scope, key, tokens)
+
+
 def first_refusal(
     limiter: RateLimiter, checks: Sequence[tuple[str, str]]
 ) -> tuple[str, float] | None:
@@ -133,6 +141,20 @@ class MemoryRateLimiter:
                 buckets.pop(key, None)
                 buckets[key] = (tokens, now)
         return None
+
+    def charge(self, scope: str, key: str, tokens: float) -> None:
+        """Take ``tokens`` more from a bucket after the fact (what a request turned out to
+        cost, ``http/submissions.py`` ``gated``), even below zero: the bucket then refuses
+        until it has refilled past its debt (at most ``burst`` deep)."""
+        limit = self.limits.get(scope)
+        if limit is None or not limit.enabled or tokens <= 0:
+            return
+        now = self.clock()
+        with self._lock:
+            buckets = self._buckets[scope]
+            state = buckets.pop(key, None)
+            level = float(limit.burst) if state is None else _level(state, now, limit)
+            buckets[key] = (max(level - tokens, -float(limit.burst)), now)
 
     def _room_for_one(self, buckets: OrderedDict[str, tuple[float, float]], now: float,
                       limit: Limit) -> float | None:

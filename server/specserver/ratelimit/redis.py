@@ -76,6 +76,28 @@ return {0, '0'}
 """
 
 
+# KEYS = the bucket; ARGV = rate, burst, tokens: refill, then take ``tokens`` (down to
+# -burst at the most), whatever the level.
+CHARGE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
+local tokens = tonumber(state[1])
+local updated = tonumber(state[2])
+if tokens == nil or updated == nil then
+  tokens = burst
+  updated = now
+end
+tokens = math.max(-burst, math.min(burst, tokens + math.max(0, now - updated) * rate)
+                  - tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+return 0
+"""
+
+
 class RedisRateLimiter:
     """``RateLimiter`` on Redis; see the module docstring for the failure behaviour."""
 
@@ -96,6 +118,7 @@ class RedisRateLimiter:
         self.retry_s = retry_s
         self.clock = clock
         self._scripts: Any = client.register_script(TOKEN_BUCKETS_LUA)
+        self._charge: Any = client.register_script(CHARGE_LUA)
         self._down_until = float("-inf")
 
     @classmethod
@@ -139,6 +162,26 @@ class RedisRateLimiter:
         seconds = float(wait)
         return enabled[int(index) - 1][0], (
             seconds if math.isfinite(seconds) and seconds > 0 else 1.0)
+
+    def charge(self, scope: str, key: str, tokens: float) -> None:
+        """``MemoryRateLimiter.charge`` on the shared bucket (the local one while Redis is
+        down)."""
+        limit = self.limits.get(scope)
+        if limit is None or not limit.enabled or tokens <= 0:
+            return
+        if not self.degraded:
+            try:
+                self._charge(keys=[f"{self.prefix}{scope}:{key}"],
+                             args=[repr(limit.per_minute / 60.0), str(limit.burst),
+                                   repr(tokens)])
+                return
+            except redis.RedisError as exc:
+                log.warning("Redis rate limiter unavailable (%s); using in-process limits "
+                            "for %g s", type(exc).__name__, self.retry_s)
+                self._down_until = self.clock() + self.retry_s
+        taking = getattr(self.fallback, "charge", None)
+        if taking is not None:
+            taking(scope, key, tokens)
 
     def close(self) -> None:
         self.client.close()

@@ -1,6 +1,7 @@
 """Every signed POST passes one gate (``http/submissions.py`` ``gated``): submissions and
 cost probes alike are refused by their address's bucket, by the rejections an address has
-run up (before its body is read) and by the ban list, with the same answers."""
+run up (before its body is read) and by the ban list, with the same answers; checks that
+cost more CPU take more of the address's tokens."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from specschema.envelope import key_id_of
+from specserver.http.submissions import check_tokens
 from tests.reliability.apps import app_on
 from tests.support.crowd import M2, cost_probe, map_result, signed_probe, signed_result, target_of
 from tests.support.inprocess import InProcessClient
@@ -76,3 +78,24 @@ def test_a_banned_key_is_refused_and_charged_on_either_path(limited: InProcessCl
     # the ban cost a token of the rejections bucket: two more refusals block the address
     assert [_post(limited, kind, b"{", "10.0.2.1").status_code for _ in range(2)] == [400] * 2
     assert _scope(_post(limited, kind, KINDS[kind][1](2, 31), "10.0.2.1")) == "rejected"
+
+
+@pytest.mark.parametrize(("ms_per_token", "accepted"), [(0.0, 4), (1e-6, 1)])
+def test_checks_that_cost_more_take_more_of_the_address_bucket(
+        tmp_path: Path, kind: str, ms_per_token: float, accepted: int) -> None:
+    """A POST's checks take a measurable time; charged at a millionth of a millisecond a
+    token, one POST empties its address's bucket (and more), so the next is refused; with
+    the charge off, each POST takes one token of the four."""
+    with app_on("duckdb", tmp_path, rate_addr_per_minute=1, rate_addr_burst=4,
+                rate_check_ms_per_token=ms_per_token) as app, InProcessClient(app) as client:
+        answers = [_post(client, kind, KINDS[kind][1](i, 40 + i), "10.0.3.1").status_code
+                   for i in range(5)]
+        other = _post(client, kind, KINDS[kind][1](9, 49), "10.0.3.2").status_code
+    assert answers == [201] * accepted + [429] * (5 - accepted)
+    assert other == 201  # the charge is the sender's address's alone
+
+
+@pytest.mark.parametrize(("cpu_s", "ms_per_token", "tokens"), [
+    (0.001, 10.0, 1.0), (0.010, 10.0, 1.0), (0.056, 10.0, 5.6), (0.2, 0.0, 1.0)])
+def test_check_tokens(cpu_s: float, ms_per_token: float, tokens: float) -> None:
+    assert check_tokens(cpu_s, ms_per_token) == pytest.approx(tokens)

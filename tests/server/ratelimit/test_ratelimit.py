@@ -62,3 +62,20 @@ PROXIES = [ip_network("10.0.0.0/8"), ip_network("fd00::/8")]
 ])
 def test_client_address(peer: str | None, header: str | None, expected: str) -> None:
     assert client_address(peer, header, PROXIES) == expected
+
+
+def test_a_charge_after_the_fact_puts_the_bucket_in_debt() -> None:
+    now = [0.0]
+    limiter = MemoryRateLimiter({"address": Limit(60, 4)}, clock=lambda: now[0])
+    assert limiter.hit("address", "a") is None  # 3 left
+    limiter.charge("address", "a", 5.0)  # -2: refused until 3 tokens are back (3 s)
+    wait = limiter.hit("address", "a")
+    assert wait == pytest.approx(3.0)
+    now[0] = 3.0
+    assert limiter.hit("address", "a") is None
+    limiter.charge("address", "a", 1000.0)  # never deeper than one burst
+    assert limiter.hit("address", "a") == pytest.approx(5.0)
+    limiter.charge("address", "b", 2.0)  # a bucket not seen yet starts full
+    assert [limiter.hit("address", "b") is None for _ in range(3)] == [True, True, False]
+    limiter.charge("key", "a", 3.0)  # a scope without a limit: nothing to take
+    assert limiter.size("address") == 2

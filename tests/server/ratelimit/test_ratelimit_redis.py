@@ -175,3 +175,16 @@ def test_first_refusal_uses_one_call_per_scope_for_local_limits() -> None:
     assert first_refusal(local, [("key", "k"), ("address", "a")]) is None
     refused = first_refusal(local, [("key", "k"), ("address", "a")])
     assert refused is not None and refused[0] == "key"
+
+
+def test_a_charge_after_the_fact_is_shared_by_the_replicas(redis_client: redis.Redis,
+                                                           prefix: str) -> None:
+    limits = {"address": Limit(per_minute=6.0, burst=4)}
+    replicas = [RedisRateLimiter(redis_client, limits, prefix=prefix) for _ in range(2)]
+    assert replicas[0].hit("address", "a") is None  # 3 left
+    replicas[1].charge("address", "a", 5.0)  # -2: 3 tokens to wait for, one per 10 s
+    wait = replicas[0].hit("address", "a")
+    assert wait is not None and 29.0 < wait <= 30.0
+    replicas[0].charge("address", "a", 1000.0)  # never deeper than one burst
+    wait = replicas[1].hit("address", "a")
+    assert wait is not None and 49.0 < wait <= 50.0
