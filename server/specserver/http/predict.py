@@ -133,8 +133,11 @@ def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
     description=(
         "Per candidate (draft models, n-gram drafters, MTP), depth and kind of work: the "
         "decode speedup predicted from the crowd's acceptance per draft position (which "
-        "travels between machines) and the crowd's cost curves for this chip, engine and "
-        "target (what checking k tokens at once costs there), with a 90 % interval from "
+        "travels between machines, with the share of steps that drafted nothing) and the "
+        "crowd's cost curves for this chip, engine and target (what checking k tokens at "
+        "once costs there; verification probes when there is any, cost.measured says "
+        "which; a draft model never probed there costed from the file sizes, draft_cost "
+        "says so), with a 90 % interval from "
         "resampling both; the speedups measured on this chip beside it; and one line that "
         "answers. A pair with fewer contributors than the server's minimum is not "
         "predicted (why_not_predicted says what is missing), nor an engine that picks its "
