@@ -191,23 +191,14 @@ def test_repeating_a_contributor_never_changes_the_group(per_contributor, repeat
 # --- the SQL first step equals the pure one -----------------------------------------------
 
 
-def _sql_vs_pure(engine, by_key_hash=False):
+def _fill_for_sql_vs_pure(engine):
+    """The store the SQL and pure reductions are compared on (what is stored does not
+    depend on the hashes the board reads groups by)."""
     from sqlalchemy import update
 
-    from specschema.domains import DOMAINS
-    from specschema.evidence import LEVELS
     from specschema.examples import EXAMPLE_MACHINES, example_submission
-    from specserver.board import sql as board_sql
-    from specserver.board.aggregate import (
-        VIEW_VERDICTS,
-        evidence_counts,
-        on_board,
-        reduce_contributors,
-    )
-    from specserver.store import VERDICTS, queries, tables
-    from tests.support import reference_rules
+    from specserver.store import tables
     from tests.support.boardfill import fill, insert_submission, key
-    from tests.support.reference_rules import aggregate_contributors
 
     fill(engine, 14, contributors=5)
     for seed in range(3):
@@ -236,6 +227,22 @@ def _sql_vs_pure(engine, by_key_hash=False):
         # unstable rows (baseline blocks that disagree): the unverified view, with not_observed
         conn.execute(update(tables.summaries).where(
             tables.summaries.c.config_name == "spec_8").values(observed="unstable"))
+
+
+def _sql_vs_pure(engine, by_key_hash=False):
+    from specschema.domains import DOMAINS
+    from specschema.evidence import LEVELS
+    from specserver.board import sql as board_sql
+    from specserver.board.aggregate import (
+        VIEW_VERDICTS,
+        evidence_counts,
+        on_board,
+        reduce_contributors,
+    )
+    from specserver.store import VERDICTS, queries
+    from tests.support import reference_rules
+    from tests.support.reference_rules import aggregate_contributors
+
     cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
              ["os", "verdict"], ["ollama_version", "backend", "draft"], ["engine"],
              ["engine_version", "draft"], ["engine", "engine_version", "ollama_version"], [],
@@ -298,20 +305,37 @@ def _first_field_hash(secret, columns):
     return func.hash(columns[0]) if columns else literal_column("0")
 
 
+@pytest.fixture(scope="module")
+def sql_vs_pure_template(tmp_path_factory):
+    """The filled DuckDB store, built once (its inserts are most of the cost); each test
+    reads its own copy."""
+    from tests.support.boardfill import new_engine
+
+    path = tmp_path_factory.mktemp("sql-vs-pure") / "store.duckdb"
+    engine = new_engine(path)
+    _fill_for_sql_vs_pure(engine)
+    engine.dispose()
+    return path
+
+
 @pytest.mark.parametrize("by_key_hash", [False, True], ids=["keys by id", "keys by hash"])
 @pytest.mark.parametrize("hashed", [None, _one_hash, _first_field_hash],
                          ids=["groups by hash", "every hash clashes", "some hashes clash"])
-def test_sql_reduction_matches_the_pure_rules_on_duckdb(tmp_path, monkeypatch, by_key_hash,
-                                                        hashed):
+def test_sql_reduction_matches_the_pure_rules_on_duckdb(sql_vs_pure_template, tmp_path,
+                                                        monkeypatch, by_key_hash, hashed):
     """On DuckDB groups are told apart by hashes of their keys' parts (board/groupkeys.py);
     made to clash here (a DuckDB hash collision is found in microseconds), the groups read
     are still the keys' own, with the same rows and medians."""
+    import shutil
+
+    from sqlalchemy import create_engine
+
     from specserver.board import groupkeys
-    from tests.support.boardfill import new_engine
 
     if hashed is not None:
         monkeypatch.setattr(groupkeys, "side_hash", hashed)
-    engine = new_engine(tmp_path / "store.duckdb")
+    shutil.copy(sql_vs_pure_template, tmp_path / "store.duckdb")
+    engine = create_engine(f"duckdb:///{tmp_path / 'store.duckdb'}")
     try:
         _sql_vs_pure(engine, by_key_hash)
     finally:
@@ -327,6 +351,7 @@ def test_sql_reduction_matches_the_pure_rules_on_postgres(postgres_url):
     engine = create_engine(postgres_url)
     tables.metadata.create_all(engine)
     try:
+        _fill_for_sql_vs_pure(engine)
         _sql_vs_pure(engine)
     finally:
         engine.dispose()

@@ -19,6 +19,7 @@ from specserver.board import columns, groupstats, newkeys
 from specserver.board.aggregate import ContributorResult
 from specserver.board.columns import NAT, Codes, Standing
 from tests.support import reference_rules
+from tests.support.tiers import examples
 
 T0 = datetime(2026, 11, 1, 12, 0, 0)
 NAMES = [f"k{i}" for i in range(8)] + ["imported:x", "imported:y"]
@@ -76,7 +77,7 @@ def as_columns(rows: list[ContributorResult], held: newkeys.Standing
     return columns.Rows(coded, values, counts), standing
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(case=groups_and_standing())
 def test_a_group_over_columns_equals_the_rules_row_by_row(
         case: tuple[list[ContributorResult], newkeys.Standing, int, timedelta]) -> None:
@@ -99,7 +100,7 @@ arrival = st.tuples(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(found=st.lists(arrival, min_size=0, max_size=14),
        window=st.sampled_from([0, 1, 24]), probation=st.sampled_from([0.0, 1.0, 7.0]),
        cap=st.sampled_from([0, 1, 2]))
@@ -143,7 +144,7 @@ def test_codes_are_dense_and_stable(names: list[str]) -> None:
     assert sorted(set(codes.index.values())) == list(range(len(codes)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(segments=st.lists(st.lists(st.tuples(VALUES, VALUES), min_size=1, max_size=9),
                          min_size=0, max_size=12))
 def test_segment_medians_are_each_segments_median_to_the_last_bit(
