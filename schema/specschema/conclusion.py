@@ -70,12 +70,22 @@ def no_counters_reason(log_status: str | None, observed: str = "not_observed",
     return described.no_counters
 
 
-def verdict_help(observed: str, engine: str | None = "ollama") -> tuple[str, str]:
+def verdict_help(observed: str, engine: str | None = "ollama",
+                 interval: tuple[float | None, float | None] = (None, None)
+                 ) -> tuple[str, str]:
     """``VERDICT_HELP[observed]`` with the engine's own advice where it differs (what to do
-    when no counters were seen, or the version could not be read)."""
+    when no counters were seen, or the version could not be read); ``interval``: the
+    headline speedup's 95 % within-run interval, which a confirmed config whose interval
+    includes 1.00x is worded by (it speculated; its speedup is not resolved)."""
     meaning, todo = VERDICT_HELP.get(observed, ("", ""))
     described = descriptor(engine)
-    if observed == "not_observed":
+    low, high = interval
+    if observed == "confirmed" and low is not None and high is not None and not resolved(
+            low, high):
+        meaning = f"{meaning}; it {unresolved_words(low, high)}"
+        todo = ("to resolve the speedup, run again with more blocks or on a quieter machine: "
+                "this ratio does not tell faster from slower")
+    elif observed == "not_observed":
         todo = described.no_counters_todo
     elif observed == "unknown":
         todo = described.unknown_todo or f"rerun with a {described.label} that reports its version"

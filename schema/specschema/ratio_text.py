@@ -6,6 +6,10 @@ tables and the submission page's show them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from specschema.protocol import headline_of
 from specschema.summary import ConfigSummary
 from specschema.verdicts import Outcome, outcome_of, verdict_of
 
@@ -26,6 +30,20 @@ def headline_ratio(summary: ConfigSummary, headline: str = "decode"
     if headline == "wall":
         return summary.speedup_wall, summary.speedup_wall_ci_low, summary.speedup_wall_ci_high
     return summary.speedup_tps, summary.speedup_tps_ci_low, summary.speedup_tps_ci_high
+
+
+def stored_interval(submission: Mapping[str, Any], summaries: Iterable[Mapping[str, Any]],
+                    name: str) -> tuple[float | None, float | None]:
+    """Config ``name``'s headline 95 % within-run interval from a stored submission row
+    (its protocol's identity) and its summary rows (``ConfigSummary``'s fields, named by
+    ``config_name``); (None, None) without one."""
+    headline = headline_of(str(submission["protocol_id"]), int(submission["protocol_version"]),
+                           str(submission["protocol_sha256"]))
+    prefix = "speedup_wall" if headline == "wall" else "speedup_tps"
+    row = next((s for s in summaries if s.get("config_name") == name), None)
+    if row is None:
+        return None, None
+    return row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
 
 
 def vs_baseline(summary: ConfigSummary) -> str:

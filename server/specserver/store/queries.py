@@ -33,6 +33,7 @@ from sqlalchemy import (
 
 from specschema.conclusion import verdict_help
 from specschema.evidence import CORROBORATED
+from specschema.ratio_text import stored_interval
 from specserver.store import dimensions, tables, verdicts
 from specserver.store.dimensions import (
     ENGINE_NAMES,
@@ -304,12 +305,14 @@ def submission_view(conn: Connection, submission_id: str) -> SubmissionView | No
 
     fingerprint = rows(tables.fingerprints)
     configs = rows(tables.configs, tables.configs.c.config_name)
+    trials, summary = rows(tables.trials, tables.trials.c.position), rows(summ, summ.c.config_name)
     for config in configs:
         config["request_options"] = json.loads(config["request_options"])
         # wire v2: the engine starts as logged (a JSON list), and what the verdict means
         # and what the contributor can do about it (the words the CLI prints too)
         config["launches"] = json.loads(config["launches"]) if config.get("launches") else []
-        meaning, todo = verdict_help(config["observed"], submission.get("engine_name"))
+        meaning, todo = verdict_help(config["observed"], submission.get("engine_name"),
+                                     stored_interval(submission, summary, config["config_name"]))
         config["verdict_help"] = {"meaning": meaning, "what_to_do": todo}
     audit = tables.audit_log
     targets = [submission_id] + ([key_id] if key_id else [])
@@ -322,7 +325,6 @@ def submission_view(conn: Connection, submission_id: str) -> SubmissionView | No
     if fp is not None:
         fp["json"] = json.loads(fp["json"])
     body = envelope_body(conn, submission_id)
-    trials, summary = rows(tables.trials, tables.trials.c.position), rows(summ, summ.c.config_name)
     for counted in (*trials, *summary):  # stored as JSON text (store/positions.py)
         counted["accepted_per_position"] = positions_of(counted["accepted_per_position"])
     return SubmissionView(

@@ -46,3 +46,38 @@ def test_the_store_reads_its_views_and_order_from_the_table():
     assert verdicts.VIEW_VERDICTS == {
         board: frozenset(v.name for v in listed_on(board))
         for board in ("speedup", "unverified", "noise_floor")}
+
+
+def test_a_confirmed_config_whose_interval_includes_one_says_so_in_its_help(store):
+    """GET /v1/submissions/{id}'s verdict_help (the store's view, which the API serves)."""
+    from specschema import summarize
+    from specschema.examples import example_submission
+    from specserver.store import queries
+    from tests.support.boardfill import insert_submission, key
+
+    engine, _ = store
+    # Counters reported, no speedup asked: the interval includes 1.00x.
+    even = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                              counters_seen=True, seed=900)
+    fast = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                              counters_seen=True, seed=901, draft_speedups={"spec_4": 1.6})
+    helps = {}
+    for name, sub in (("even", even), ("fast", fast)):
+        draft = summarize(sub)[1]
+        assert draft.name == "spec_4" and draft.observed == "confirmed"
+        sid = insert_submission(engine, sub, key(90 + len(helps)))
+        with engine.connect() as conn:
+            view = queries.submission_view(conn, sid)
+        assert view is not None
+        config = next(c for c in view.as_json()["configs"] if c["config_name"] == "spec_4")
+        helps[name] = (draft, config["verdict_help"])
+    draft, said = helps["even"]
+    assert draft.speedup_tps_ci_low < 1.0 < draft.speedup_tps_ci_high
+    assert said["meaning"].endswith(
+        f"; it speculated; speedup not resolved (95% within-run CI "
+        f"{draft.speedup_tps_ci_low:.2f}–{draft.speedup_tps_ci_high:.2f}x includes 1.00x)")
+    assert said["what_to_do"].startswith("to resolve the speedup")
+    draft, said = helps["fast"]
+    assert draft.speedup_tps_ci_low > 1.0
+    assert "not resolved" not in said["meaning"]
+    assert said["what_to_do"] == "nothing: this ratio is a measured effect of speculation"
