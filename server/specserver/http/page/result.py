@@ -207,9 +207,11 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
                   trials: Sequence[dict[str, Any]], engine_version: str,
                   levels: dict[str, tuple[str, str]] | None = None,
                   engine: str | None = "ollama",
-                  log_status: str | None = "read", prompts: int = 1) -> str:
+                  log_status: str | None = "read", prompts: int = 1,
+                  headline: str = "decode") -> str:
     """The article's table: one row per config, in seconds and tok/s, verdict and evidence
-    (``prompts``: the size of the protocol's prompt set)."""
+    (``prompts``: the size of the protocol's prompt set; ``headline``: the protocol's, whose
+    interval says whether a confirmed speedup is resolved)."""
     baseline = next((s.name for s in summaries if s.role == "baseline"), None)
     head = ('<tr><th>Config</th><th class="num">Median wall (s)</th>'
             '<th class="num">Median eval (s)</th><th class="num">Median tok/s</th>'
@@ -219,7 +221,7 @@ def results_table(summaries: Sequence[ConfigSummary], evidence: dict[str, Specul
     rows = []
     for summary in summaries:
         found = evidence.get(summary.name)
-        label = verdict_label(summary, found)
+        label = verdict_label(summary, found, headline=headline)
         observed = "baseline" if summary.role == "baseline" else summary.observed
         level = (levels or {}).get(summary.name)
         check = server_output_check(summary.name, trials, baseline, prompts)

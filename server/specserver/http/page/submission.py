@@ -154,7 +154,7 @@ def submission_context(base_url: str, view: queries.SubmissionView) -> dict[str,
         "results": Markup(result.results_table(
             summaries, evidence, parts["trials"], version,
             result.levels_of(parts["summaries"]), row["engine"], row.get("engine_log"),
-            len(shipped.prompts or ()) or 1 if shipped else 1)),
+            len(shipped.prompts or ()) or 1 if shipped else 1, headline_of(*protocol))),
         "domains": Markup(breakdown.domain_section(
             signed, {c.name: c.observed for c in summaries})) if signed is not None else "",
         "method": method,

@@ -156,3 +156,22 @@ def test_a_submission_pages_config_is_coloured_by_its_verdicts_style() -> None:
     assert styles.pop("confirmed") == "unclear"
     assert styles.pop("not_applied") == "noise"
     assert set(styles.values()) == {"unverified"}
+
+
+def test_the_submission_pages_table_says_a_confirmed_speedup_is_not_resolved() -> None:
+    sub = example_submission("ollama-draft", engine_version="0.33.1", target="m:9b",
+                             counters_seen=True, seed=3)
+    summaries = summarize(sub)
+    evidence = {c.name: c.speculation for c in sub.configs}
+    table = result.results_table(summaries, evidence, [], "0.33.1")
+    assert "confirmed (75% accepted); speedup not resolved (CI includes 1.00x)" in table
+    lines = result.conclusion_section(summaries, evidence, "0.33.1", True, "read")
+    low, high = summaries[1].speedup_tps_ci_low, summaries[1].speedup_tps_ci_high
+    assert (f"spec_4: speculated; speedup not resolved (95% within-run CI {low:.2f}–"
+            f"{high:.2f}x includes 1.00x)") in lines
+    # Judged by the protocol's headline: a wall-time headline reads the wall interval.
+    wide = summaries[1].model_copy(update={"speedup_wall": 1.5, "speedup_wall_ci_low": 1.2,
+                                           "speedup_wall_ci_high": 1.8})
+    walled = result.results_table([summaries[0], wide], evidence, [], "0.33.1",
+                                  headline="wall")
+    assert "confirmed (75% accepted)<" in walled and "not resolved" not in walled
