@@ -20,6 +20,7 @@ from specschema.breakdown import acceptance_of, domain_results
 from specschema.models import Submission
 from specschema.predict import CostCurve, mean_acceptance, predicted_speedup, textbook_speedup
 from specschema.summary import summarize
+from specschema.verdicts import verdict_of
 
 __all__ = ["MARGIN", "Prediction", "predictions", "recommendation"]
 
@@ -63,7 +64,7 @@ def predictions(submission: Submission, cost: CostCurve) -> list[Prediction]:
                 config.name, depth, predicted_speedup(found.per_position, depth, cost),
                 textbook=textbook_speedup(alpha, depth, 0.0),
                 measured=(measured.get(config.name) if depth == ran
-                          and verdicts[config.name] == "confirmed" else None),
+                          and verdict_of(verdicts[config.name]).counts else None),
                 by_domain={d: predicted_speedup(p, depth, cost)
                            for d, p in per_domain.items()}))
     return out
