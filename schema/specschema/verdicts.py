@@ -6,8 +6,10 @@ Every surface reads this table: ``verdict_words`` (the labels and help the CLI, 
 submission page and the JSON API show), the server's boards (which view holds a verdict,
 ``specserver.store.verdicts``), the order the API and the board count verdicts in
 (``specserver.store.dimensions.VERDICTS``), the page's rows, legends and charts. A new
-verdict is one entry here (and its value in ``models.Observed``, the wire's; a test holds
-the two equal), plus its row in docs/run.md's table.
+verdict is one entry here, its value in ``models.Observed`` (the wire's; a test holds the
+two equal), the rule that gives it (``capability.verdict``), its count field in the
+server's ``board.aggregate.ContributorResult`` (tested to follow this order) and its row in
+docs/run.md's table (tested too).
 
 Also here, the rule that says whether a measured ratio is resolved: a confirmed config
 whose interval includes 1.00x has shown that it speculated, not that it is faster or
