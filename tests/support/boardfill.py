@@ -10,9 +10,10 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
-from sqlalchemy import Engine, create_engine, insert
+from sqlalchemy import Connection, Engine, Table, create_engine, insert
 
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
 from specschema.evidence import submission_evidence
@@ -94,28 +95,30 @@ def insert_submission(
             virtualization=fp.virtualization, power_source=fp.power_source,
             json=fp.model_dump_json(),
         ))
-        for c in submission.configs:
-            s = c.speculation
-            conn.execute(insert(tables.configs).values(
-                submission_id=sid, config_name=c.name, role=c.role, model=c.model,
-                draft_model=c.draft_model, mechanism=s.mechanism,
-                request_options=json.dumps(c.request_options), requested=s.requested,
-                engine_can_honor=s.engine_can_honor, observed=s.observed,
-                drafted_tokens=s.drafted_tokens, accepted_tokens=s.accepted_tokens,
-                counters_source=s.counters_source, outputs_match_baseline=s.outputs_match_baseline,
-            ))
-            for t in c.trials:
-                conn.execute(insert(tables.trials).values(
-                    submission_id=sid, config_name=c.name, trial_index=t.index,
-                    position=t.position, wall_s=t.wall_s, ttft_s=t.ttft_s,
-                    total_duration_ns=t.total_duration_ns, load_duration_ns=t.load_duration_ns,
-                    prompt_eval_count=t.prompt_eval_count,
-                    prompt_eval_duration_ns=t.prompt_eval_duration_ns, eval_count=t.eval_count,
-                    eval_duration_ns=t.eval_duration_ns, done_reason=t.done_reason,
-                    output_chars=t.output_chars, output_sha256=t.output_sha256, cold=t.cold,
-                    block_number=t.block,
-                ))
+        # Rows of one table go in one statement (executemany): one statement per trial was
+        # most of a filled store's cost, and the test stores hold thousands of trials.
+        _insert_rows(conn, tables.configs, [{
+            "submission_id": sid, "config_name": c.name, "role": c.role, "model": c.model,
+            "draft_model": c.draft_model, "mechanism": c.speculation.mechanism,
+            "request_options": json.dumps(c.request_options), "requested": c.speculation.requested,
+            "engine_can_honor": c.speculation.engine_can_honor, "observed": c.speculation.observed,
+            "drafted_tokens": c.speculation.drafted_tokens,
+            "accepted_tokens": c.speculation.accepted_tokens,
+            "counters_source": c.speculation.counters_source,
+            "outputs_match_baseline": c.speculation.outputs_match_baseline,
+        } for c in submission.configs])
+        _insert_rows(conn, tables.trials, [{
+            "submission_id": sid, "config_name": c.name, "trial_index": t.index,
+            "position": t.position, "wall_s": t.wall_s, "ttft_s": t.ttft_s,
+            "total_duration_ns": t.total_duration_ns, "load_duration_ns": t.load_duration_ns,
+            "prompt_eval_count": t.prompt_eval_count,
+            "prompt_eval_duration_ns": t.prompt_eval_duration_ns, "eval_count": t.eval_count,
+            "eval_duration_ns": t.eval_duration_ns, "done_reason": t.done_reason,
+            "output_chars": t.output_chars, "output_sha256": t.output_sha256, "cold": t.cold,
+            "block_number": t.block,
+        } for c in submission.configs for t in c.trials])
         baseline_tps = next((m.median_tps for m in summaries if m.role == "baseline"), None)
+        summary_rows = []
         for summary in summaries:
             values = summary.model_dump()
             values["baseline_tps"] = baseline_tps if summary.role == "draft" else None
@@ -129,13 +132,19 @@ def insert_submission(
             config = next(c for c in submission.configs if c.name == summary.name)
             kind = spec_type_of(summary.mechanism, config.request_options, config.draft_model)
             values["spec_type"], values["depth"] = kind, depth_of(kind, config.request_options)
-            conn.execute(insert(tables.summaries).values(  # a summary's stored fields
-                submission_id=sid, **{k: v for k, v in values.items()
-                                      if k in tables.summaries.c}))
-        for row in domain_rows(submission, sid, id_digest(sid)):
-            conn.execute(insert(tables.domain_results).values(
-                dict(zip(DOMAIN_COLUMNS, row, strict=True))))
+            summary_rows.append({"submission_id": sid,  # a summary's stored fields
+                                 **{k: v for k, v in values.items()
+                                    if k in tables.summaries.c}})
+        _insert_rows(conn, tables.summaries, summary_rows)
+        _insert_rows(conn, tables.domain_results, [
+            dict(zip(DOMAIN_COLUMNS, row, strict=True))
+            for row in domain_rows(submission, sid, id_digest(sid))])
     return sid
+
+
+def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(insert(table), rows)
 
 
 def fill(engine: Engine, count: int, *, protocol: str = "ollama-draft",
