@@ -122,7 +122,7 @@ class ServerSettings(BaseSettings):
     )
     rate_addr_burst: int = Field(default=240, ge=1, description="bucket size per client address")
     rate_check_ms_per_token: float = Field(
-        default=10.0, ge=0,
+        default=2.0, ge=0,
         description="CPU milliseconds of checks one address token pays for: a POST whose checks "
                     "take longer takes more of its address's tokens (0 = one token a POST)",
     )

@@ -145,7 +145,9 @@ class MemoryRateLimiter:
     def charge(self, scope: str, key: str, tokens: float) -> None:
         """Take ``tokens`` more from a bucket after the fact (what a request turned out to
         cost, ``http/submissions.py`` ``gated``), even below zero: the bucket then refuses
-        until it has refilled past its debt (at most ``burst`` deep)."""
+        until it has refilled past its debt. No floor: one request's charge is bounded by
+        what its checks can cost, and the requests that passed a bucket before their
+        charges came in each took a token of it first."""
         limit = self.limits.get(scope)
         if limit is None or not limit.enabled or tokens <= 0:
             return
@@ -154,7 +156,7 @@ class MemoryRateLimiter:
             buckets = self._buckets[scope]
             state = buckets.pop(key, None)
             level = float(limit.burst) if state is None else _level(state, now, limit)
-            buckets[key] = (max(level - tokens, -float(limit.burst)), now)
+            buckets[key] = (level - tokens, now)
 
     def _room_for_one(self, buckets: OrderedDict[str, tuple[float, float]], now: float,
                       limit: Limit) -> float | None:

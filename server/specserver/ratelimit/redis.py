@@ -76,8 +76,8 @@ return {0, '0'}
 """
 
 
-# KEYS = the bucket; ARGV = rate, burst, tokens: refill, then take ``tokens`` (down to
-# -burst at the most), whatever the level.
+# KEYS = the bucket; ARGV = rate, burst, tokens: refill, then take ``tokens`` whatever the
+# level (``MemoryRateLimiter.charge``).
 CHARGE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -90,8 +90,7 @@ if tokens == nil or updated == nil then
   tokens = burst
   updated = now
 end
-tokens = math.max(-burst, math.min(burst, tokens + math.max(0, now - updated) * rate)
-                  - tonumber(ARGV[3]))
+tokens = math.min(burst, tokens + math.max(0, now - updated) * rate) - tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
 return 0

@@ -73,8 +73,8 @@ def test_a_charge_after_the_fact_puts_the_bucket_in_debt() -> None:
     assert wait == pytest.approx(3.0)
     now[0] = 3.0
     assert limiter.hit("address", "a") is None
-    limiter.charge("address", "a", 1000.0)  # never deeper than one burst
-    assert limiter.hit("address", "a") == pytest.approx(5.0)
+    limiter.charge("address", "a", 100.0)  # as deep as it cost: 101 tokens to wait for
+    assert limiter.hit("address", "a") == pytest.approx(101.0)
     limiter.charge("address", "b", 2.0)  # a bucket not seen yet starts full
     assert [limiter.hit("address", "b") is None for _ in range(3)] == [True, True, False]
     limiter.charge("key", "a", 3.0)  # a scope without a limit: nothing to take

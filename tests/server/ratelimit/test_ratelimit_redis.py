@@ -185,6 +185,6 @@ def test_a_charge_after_the_fact_is_shared_by_the_replicas(redis_client: redis.R
     replicas[1].charge("address", "a", 5.0)  # -2: 3 tokens to wait for, one per 10 s
     wait = replicas[0].hit("address", "a")
     assert wait is not None and 29.0 < wait <= 30.0
-    replicas[0].charge("address", "a", 1000.0)  # never deeper than one burst
+    replicas[0].charge("address", "a", 10.0)  # as deep as it cost: 13 tokens to wait for
     wait = replicas[1].hit("address", "a")
-    assert wait is not None and 49.0 < wait <= 50.0
+    assert wait is not None and 129.0 < wait <= 130.0

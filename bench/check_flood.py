@@ -1,0 +1,191 @@
+"""50 addresses sending the costliest kind of POST at the rate their buckets allow, against a
+real `specserver serve` with its default limits, beside one honest contributor.
+
+    .venv/bin/python bench/check_flood.py [--duration 60] [--senders 50] [--ms-per-token 10,0]
+
+Each sender is its own loopback address (127.0.1.N: Linux routes all of 127/8 to lo), sends
+the kind bench/check_cost.py finds costliest to check (a map protocol sent as wire v1),
+and waits what Retry-After says on a 429, as a patient attacker would. Beside them one
+honest contributor (127.0.0.1) sends a hardnumbers-m2 result every second and a monitor
+(127.0.0.2) asks /healthz every half second. Prints per setting of
+SPECSERVER_RATE_CHECK_MS_PER_TOKEN (0: one token a POST, as before; ``--addr-burst``:
+SPECSERVER_RATE_ADDR_BURST): the senders' answers,
+the server's CPU (its process and check workers) as cores, and the honest POSTs' and
+/healthz's latency (p50, p99, max) and answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, bench
+from bench.check_cost import _fresh, _shipped, hardnumbers_template  # noqa: E402
+from bench.ingest import SPECSERVER, Server  # noqa: E402
+
+# Requests that start this long after the flood did are also reported apart: the senders'
+# bursts are spent by then, and what is left is what their refill allows.
+STEADY_AFTER_S = 20.0
+
+
+@dataclass
+class Tally:
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[tuple[float, float]] = field(default_factory=list)  # (started, seconds)
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, status: int, seconds: float) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        self.latencies.append((time.perf_counter() - seconds - self.start, seconds))
+
+    @staticmethod
+    def _spread(values: list[float]) -> str:
+        lat = sorted(values) or [float("nan")]
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        return (f"p50 {statistics.median(lat) * 1e3:.0f} ms, p99 {p99 * 1e3:.0f} ms, max "
+                f"{lat[-1] * 1e3:.0f} ms")
+
+    def words(self) -> str:
+        steady = [s for at, s in self.latencies if at >= STEADY_AFTER_S]
+        return (f"{self._spread([s for _, s in self.latencies])} (after {STEADY_AFTER_S:g} s: "
+                f"{self._spread(steady)}, {len(steady)}), answers "
+                f"{dict(sorted(self.statuses.items()))}")
+
+
+async def _request(port: int, source: str, method: str, path: str, body: bytes = b""
+                   ) -> tuple[int, float, float | None]:
+    """One request on its own connection from ``source``: (status, seconds, Retry-After)."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    try:
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                     .encode() + body)
+        header = await reader.readuntil(b"\r\n\r\n")
+        await reader.read()
+    finally:
+        writer.close()
+    retry = None
+    for line in header.split(b"\r\n"):
+        if line[:12].lower() == b"retry-after:":
+            retry = float(line[12:])
+    return int(header[9:12]), time.perf_counter() - started, retry
+
+
+async def _sender(port: int, source: str, bodies: list[bytes], until: float,
+                  tally: Tally) -> None:
+    at = 0
+    while time.perf_counter() < until:
+        try:
+            status, seconds, retry = await _request(port, source, "POST", "/v1/submissions",
+                                                    bodies[at % len(bodies)])
+        except OSError:
+            await asyncio.sleep(0.5)
+            continue
+        at += 1
+        tally.add(status, seconds)
+        if retry is not None:
+            await asyncio.sleep(min(retry, max(0.0, until - time.perf_counter())))
+
+
+async def _every(port: int, source: str, step: float, until: float, tally: Tally,
+                 method: str, path: str, bodies: list[bytes] | None = None) -> None:
+    due, at = time.perf_counter(), 0
+    while time.perf_counter() < until:
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        due += step
+        body = bodies[at % len(bodies)] if bodies else b""
+        at += 1
+        try:
+            status, seconds, _ = await _request(port, source, method, path, body)
+        except OSError:
+            status, seconds = 0, step
+        tally.add(status, seconds)
+
+
+async def flood(port: int, senders: list[list[bytes]], honest: list[bytes], duration: float
+                ) -> tuple[Tally, Tally, Tally]:
+    until = time.perf_counter() + duration
+    attack, posts, health = Tally(), Tally(), Tally()
+    await asyncio.gather(
+        *(_sender(port, f"127.0.1.{i + 1}", bodies, until, attack)
+          for i, bodies in enumerate(senders)),
+        _every(port, "127.0.0.1", 1.0, until, posts, "POST", "/v1/submissions", honest),
+        _every(port, "127.0.0.2", 0.5, until, health, "GET", "/healthz"))
+    return attack, posts, health
+
+
+class LimitedServer(Server):
+    """``bench.ingest.Server`` with the default rate limits (that one turns them off)."""
+
+    ms_per_token: float = 2.0
+    addr_burst: int | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "SPECSERVER_RATE_CHECK_MS_PER_TOKEN": repr(self.ms_per_token)}
+        if self.addr_burst is not None:
+            env["SPECSERVER_RATE_ADDR_BURST"] = str(self.addr_burst)
+        self.proc = subprocess.Popen(
+            [SPECSERVER, "serve", "--port", str(self.port),
+             "--database", str(self.folder / "bench.duckdb")],
+            env=env, stdout=subprocess.DEVNULL,
+            stderr=open(self.folder / "server.log", "ab"))  # noqa: SIM115
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--senders", type=int, default=50)
+    parser.add_argument("--bodies", type=int, default=20, help="distinct bodies per sender")
+    parser.add_argument("--ms-per-token", default="2,0")
+    parser.add_argument("--addr-burst", type=int, default=None,
+                        help="SPECSERVER_RATE_ADDR_BURST (the server's default: unset)")
+    args = parser.parse_args()
+    costly = _shipped("ollama-map", 1, 1)
+    senders = [[costly(5000 + 100 * i + j) for j in range(args.bodies)]
+               for i in range(args.senders)]
+    honest = [_fresh(hardnumbers_template(900 + j), 900 + j) for j in range(200)]
+    print(f"{args.senders} senders x {args.bodies} bodies of ollama-map v1 (wire v1), "  # noqa: T201
+          f"{args.duration:g} s per run; load before: {os.getloadavg()[0]:.1f}")
+    for ms_per_token in (float(v) for v in args.ms_per_token.split(",")):
+        with tempfile.TemporaryDirectory(prefix="bench-flood-") as folder:
+            server = LimitedServer(True, Path(folder))
+            server.ms_per_token, server.addr_burst = ms_per_token, args.addr_burst
+            server.start()
+            try:
+                main0, workers0 = server.cpu_seconds()
+                wall0 = time.perf_counter()
+                attack, posts, health = asyncio.run(flood(server.port, senders, honest,
+                                                          args.duration))
+                wall = time.perf_counter() - wall0
+                main1, workers1 = server.cpu_seconds()
+            finally:
+                server.stop()
+        cores = (main1 - main0 + workers1 - workers0) / wall
+        print(f"ms per token {ms_per_token:g}, address burst {args.addr_burst or 'default'}:"  # noqa: T201
+              f" senders {dict(sorted(attack.statuses.items()))}"  # noqa: T201
+              f" ({attack.statuses.get(201, 0) / wall:.1f} stored/s), server CPU "
+              f"{cores:.2f} cores; honest POST {posts.words()}; /healthz {health.words()}; "
+              f"load after {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
