@@ -7,6 +7,7 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import nacl.signing
 import pytest
@@ -53,10 +54,20 @@ def server_checked(sub: Submission):  # type: ignore[no-untyped-def]
                             max_future_skew=timedelta(minutes=5))
 
 
-def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response() -> None:
+@pytest.fixture(scope="module")
+def default_run() -> tuple[Submission, list[dict[str, Any]]]:
+    """One run against the default fake and its chat requests, for the tests that only read
+    them (the fake sleeps its generation time: about 4 s a run). run_protocol keeps no
+    state of its own: the CLI's checkpoints and files are not involved."""
     with FakeLMStudio() as fake:
         sub = run(fake)
         chats = [b for m, p, b in fake.requests if p == "/api/v0/chat/completions"]
+    return sub, chats
+
+
+def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response(
+        default_run: tuple[Submission, list[dict[str, Any]]]) -> None:
+    sub, chats = default_run
     # Bracketed, blocks of 2 trials, each after its own warm-up (a switch of draft model
     # loads it): 13 blocks of 3 requests. The baseline's send no draft_model at all, each
     # draft config its own, as a top-level field.
@@ -92,9 +103,9 @@ def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response() -> No
                                               None)
 
 
-def test_the_words_name_lm_studio_and_its_api() -> None:
-    with FakeLMStudio() as fake:
-        sub = run(fake)
+def test_the_words_name_lm_studio_and_its_api(
+        default_run: tuple[Submission, list[dict[str, Any]]]) -> None:
+    sub, _ = default_run
     text = conclusion(sub)
     assert ("draft_qwen2.5_0.5b speculated (counters from LM Studio's own API "
             "(stats.total_draft_tokens_count, accepted_draft_tokens_count)) and ran") in text
@@ -102,9 +113,9 @@ def test_the_words_name_lm_studio_and_its_api() -> None:
     assert summary_table(sub, summarize(sub)).title == "lmstudio-draft v2 on LM Studio 1.3.0"
 
 
-def test_the_server_accepts_the_result_with_api_evidence() -> None:
-    with FakeLMStudio() as fake:
-        sub = run(fake)
+def test_the_server_accepts_the_result_with_api_evidence(
+        default_run: tuple[Submission, list[dict[str, Any]]]) -> None:
+    sub, _ = default_run
     checked = server_checked(sub)
     speedups = {s.name: s.speedup_tps for s in checked.summaries}
     levels = [e.level for e in submission_evidence(checked.submission, speedups)]
