@@ -186,6 +186,14 @@ def unresolved_words(low: float, high: float, interval: str = "95% within-run CI
             "includes 1.00x)")
 
 
+def between_runs_words(name: str, runs: int, low: float, high: float) -> str:
+    """The same contributor's confirmed runs of one config, beside a run's within-run
+    interval: the between-run spread is what another run on that machine reads."""
+    return (f"{name}: {low:.2f}–{high:.2f}x over this contributor's {runs} confirmed runs of "
+            f"it (between-run spread {high / low:.2f}x); the 95% within-run CI covers "
+            "one run only")
+
+
 # --- a board row of unverified results --------------------------------------------------
 
 

@@ -48,13 +48,13 @@ from specserver.store.dimensions import (
     submission_clauses,
 )
 from specserver.store.positions import positions_of
+from specserver.store.repeats import add_between_runs
 
 # Names other modules read here: the dimension table's (store/dimensions.py).
 __all__ = ["ENGINE_NAMES", "FILTER_NAMES", "OS_NAMES", "VERDICTS", "Filters", "draft_clauses",
            "engine_name", "engine_version", "ollama_version", "submission_clauses"]
 
-sub = tables.submissions
-summ = tables.summaries
+sub, summ = tables.submissions, tables.summaries
 
 
 def _banned_key_ids() -> Select[Any]:
@@ -316,17 +316,16 @@ def submission_view(conn: Connection, submission_id: str) -> SubmissionView | No
         config["verdict_help"] = {"meaning": meaning, "what_to_do": todo}
     audit = tables.audit_log
     targets = [submission_id] + ([key_id] if key_id else [])
-    moderation = [
-        _jsonable(dict(r._mapping))
-        for r in conn.execute(select(audit).where(or_(*(audit.c.target == t for t in targets)))
-                              .order_by(audit.c.at, audit.c.audit_id))
-    ]
+    moderation = [_jsonable(dict(r._mapping)) for r in conn.execute(
+        select(audit).where(or_(*(audit.c.target == t for t in targets)))
+        .order_by(audit.c.at, audit.c.audit_id))]
     fp = fingerprint[0] if fingerprint else None
     if fp is not None:
         fp["json"] = json.loads(fp["json"])
     body = envelope_body(conn, submission_id)
     for counted in (*trials, *summary):  # stored as JSON text (store/positions.py)
         counted["accepted_per_position"] = positions_of(counted["accepted_per_position"])
+    add_between_runs(conn, submission, summary)  # beside each draft's within-run interval
     return SubmissionView(
         submission=submission, fingerprint=fp, configs=configs, trials=trials,
         summary=summary, moderation=moderation,

@@ -310,7 +310,8 @@ def raw_fields(configs: Sequence[dict[str, Any]], summaries: Sequence[dict[str, 
 
 
 # Keys of a view's rows that are not stored columns of their table (or repeat the heading).
-_NOT_STORED = frozenset({"config_name", "submission_id", "verdict_help", "redacted"})
+_NOT_STORED = frozenset({"config_name", "submission_id", "verdict_help", "redacted",
+                         "between_runs"})
 
 
 def details(title: str, body: str, *, name: str) -> str:

@@ -18,6 +18,7 @@ from specschema.conclusion import interval_method_words
 from specschema.engines import descriptor
 from specschema.protocol import find_protocol, headline_of, interval_of
 from specschema.protocol_text import shown_description
+from specschema.verdicts import between_runs_words
 from specserver.http.page import breakdown, result
 from specserver.store import queries
 
@@ -155,6 +156,9 @@ def submission_context(base_url: str, view: queries.SubmissionView) -> dict[str,
             summaries, evidence, parts["trials"], version,
             result.levels_of(parts["summaries"]), row["engine"], row.get("engine_log"),
             len(shipped.prompts or ()) or 1 if shipped else 1, headline_of(*protocol))),
+        "between_runs": [between_runs_words(str(s["config_name"]), **{
+            k: s["between_runs"][k] for k in ("runs", "low", "high")})
+            for s in parts["summaries"] if s.get("between_runs")],
         "domains": Markup(breakdown.domain_section(
             signed, {c.name: c.observed for c in summaries})) if signed is not None else "",
         "method": method,
