@@ -121,6 +121,19 @@ def test_trial_measurements(tmp_path: Path) -> None:
         assert trial.cold is False
 
 
+def test_a_protocols_warm_up_tokens_reach_ollama_and_the_trials_keep_their_own() -> None:
+    # No shipped Ollama protocol sets warmup_tokens yet; a copy of one that does
+    protocol = get_protocol("hardnumbers-m2").model_copy(update={"warmup_tokens": 7})
+    with FakeOllama() as fake:
+        sub = _run(fake, protocol).submission
+        asked = [body["options"]["num_predict"] for _, path, body in fake.requests
+                 if path == "/api/generate"]
+    warmups = sum(len(c.warmups) for c in sub.configs)
+    trials = sum(len(c.trials) for c in sub.configs)
+    assert warmups > 0 and sorted(asked) == [7] * warmups + [200] * trials
+    assert all(t.eval_count == 200 for c in sub.configs for t in c.trials)
+
+
 def test_ollama_draft_confirmed_with_acceptance_counts_from_the_log(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     models = [FakeModel(MTP, mtp=True, acceptance=0.75, tokens_per_s=3000)]

@@ -12,7 +12,7 @@ from typing import Any
 import nacl.signing
 import pytest
 
-from specschema import Fingerprint, Submission, get_protocol, summarize
+from specschema import Fingerprint, Protocol, Submission, get_protocol, summarize
 from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.evidence import submission_evidence
 from specschema.payload import parse_submission, submission_bytes
@@ -38,8 +38,9 @@ class Recorder(RunListener):
         self.warnings.append(message)
 
 
-def run(fake: FakeLMStudio, listener: RunListener | None = None) -> Submission:
-    settings = RunSettings(protocol=PROTOCOL)
+def run(fake: FakeLMStudio, listener: RunListener | None = None,
+        protocol: Protocol = PROTOCOL) -> Submission:
+    settings = RunSettings(protocol=protocol)
     with adapter("lmstudio").open(settings, EngineOptions(url=fake.url, timeout_s=10)) as engine:
         outcome = run_protocol(engine, settings, fingerprint=MACHINE,
                                listener=listener or Recorder(), stop=threading.Event())
@@ -63,6 +64,19 @@ def default_run() -> tuple[Submission, list[dict[str, Any]]]:
         sub = run(fake)
         chats = [b for m, p, b in fake.requests if p == "/api/v0/chat/completions"]
     return sub, chats
+
+
+def test_a_protocols_warm_up_tokens_reach_lm_studio_and_the_trials_keep_their_own() -> None:
+    # No shipped LM Studio protocol sets warmup_tokens yet; a copy of one that does
+    protocol = PROTOCOL.model_copy(update={"warmup_tokens": 5})
+    with FakeLMStudio() as fake:
+        sub = run(fake, protocol=protocol)
+        asked = [b["max_tokens"] for m, p, b in fake.requests
+                 if p == "/api/v0/chat/completions"]
+    warmups = sum(len(c.warmups) for c in sub.configs)
+    trials = sum(len(c.trials) for c in sub.configs)
+    limit = PROTOCOL.options.num_predict
+    assert warmups > 0 and sorted(asked) == [5] * warmups + [limit] * trials
 
 
 def test_a_draft_model_run_is_confirmed_by_the_counters_in_each_response(
