@@ -15,9 +15,13 @@ listed apart, flagged ``uncorroborated`` (docs/aggregation.md, "Chips nobody els
 A chip without a name (a fingerprint that found none) is no invented name: every such
 result shares that one group, so it stays on the board.
 
-The split is a pair of filters (``Filters.split``): the board maintained by change and a
-full computation read the same rows for it, and a new invented chip changes neither side's
-filters (only a chip becoming corroborated does), so it costs no recomputation in full.
+A board grouped by the chip (the default, the page) is split by each group's key after it
+is computed, so a chip becoming corroborated costs no recomputation. A board grouped
+without it is read as two, split by a pair of filters (``Filters.split``) so that its
+groups do not count the apart chips' rows; those filters name the chips on the board, so a
+new invented chip changes neither side (only a chip becoming corroborated, or losing it,
+does, and then those boards are computed again in full). The board maintained by change
+and a full computation split alike (``incremental.Maintainer``).
 """
 
 from __future__ import annotations
