@@ -3,41 +3,39 @@ share that accepted the token there too (a_i, ``specschema.breakdown``).
 
 Counted as the board counts speedups (``aggregate``, rule 3, and ``newkeys``' fold): each
 voice is one contributor, or one cohort of keys from one address range, or the block of
-every new key (the board's ``leaderboard`` passes the maintained standing as ``voice``). A
+every new key (the board's ``leaderboard`` passes the maintained standing's ``Voices``). A
 voice's rows in a group (configs, or configs x domains with the ``domain`` dimension:
 ``store.domainview``) pool their rounds and per-position counts, which gives its a_i
 exactly as a config's own trials give it (``store.positions``); the group's a_i at each
 position is the median of its voices' at that position, over those whose drafts reached it
-(a deeper config has more positions). A disputed group (``aggregate``, rule 8) is not
-split here: its acceptance counts the recent side too. Only the board's own
-rows count (the view's verdicts, on a board: ``sql``'s clauses) and only those whose engine
-reported both counts (llama-server's /metrics): a group without any has none, which the
-words say rather than showing zeros.
+(a deeper config has more positions). A disputed group (``aggregate``, rule 8) counts its
+established side alone, as its speedup does (the block of new keys stays). Only the
+board's own rows count (the view's verdicts, on a board: ``sql``'s clauses) and only those
+whose engine reported both counts (llama-server's /metrics): a group without any has none,
+which the words say rather than showing zeros.
 
-One query and a pass in Python per board that asks for it, in full each time (not
-maintained by change): 8.4-8.8 s of CPU at a million draft results that all have counts
-(BENCHMARKS.md), so only reads that ask for it (``acceptance=true``) compute it.
+The pooling runs in the database (``acceptancesql``: one row per group and position comes
+back), in full for each board that asks for it (``acceptance=true``); the board's snapshot
+holds it like the rest of the board (``leaderboard``). BENCHMARKS.md has its cost at a
+million draft results that all have counts, beside the pass in Python it replaced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
-from specschema.breakdown import position_rates, position_totals
-from specschema.stats import median
-from specserver.board.aggregate import DIMENSIONS, KeyValue
+from specserver.board.acceptancesql import Side, pooled_sides
+from specserver.board.aggregate import GroupAggregate, KeyValue, flat_key
 from specserver.board.incremental import Maintainer
-from specserver.board.sql import board_rows, contributor_of, joined_source, plain_rows
-from specserver.store import VERDICTS, Filters, draft_rows, field_column, positions_of
+from specserver.board.keystanding import Voices
+from specserver.store import VERDICTS, Filters
 
-__all__ = ["GroupAcceptance", "acceptance_words", "group_acceptance"]
+__all__ = ["GroupAcceptance", "acceptance_words", "disputed_keys", "group_acceptance"]
 
 KeyTuple = tuple[KeyValue, ...]
-# The voice of every key still new (``newkeys``: one block).
-NEW_KEYS_VOICE = "new keys"
 
 
 @dataclass(frozen=True)
@@ -64,71 +62,40 @@ def acceptance_words(found: GroupAcceptance | None) -> str:
     return f"accepted at draft position {shares} ({who}, {found.rounds:,} rounds)"
 
 
-def across_contributors(profiles: Iterable[tuple[int, tuple[float, ...]]]
-                        ) -> GroupAcceptance | None:
-    """Per position, the median of the contributors' a_i that reach it (pure)."""
-    listed = list(profiles)
-    if not listed:
+def disputed_keys(groups: Iterable[GroupAggregate]) -> frozenset[KeyTuple]:
+    """The keys of a board's disputed groups (``aggregate``, rule 8)."""
+    return frozenset(flat_key(g) for g in groups if g.dispute is not None)
+
+
+def _group(side: Side | None) -> GroupAcceptance | None:
+    """A group's acceptance from its voices' ``Side`` (None: it has no voice)."""
+    if side is None:
         return None
-    width = max(len(rates) for _, rates in listed)
-    columns = [[rates[i] for _, rates in listed if i < len(rates)] for i in range(width)]
-    return GroupAcceptance(tuple(median(c) for c in columns), tuple(len(c) for c in columns),
-                           sum(rounds for rounds, _ in listed))
+    # the median of an even count is the mean of the two middles (specschema.stats.median)
+    return GroupAcceptance(tuple((low + high) / 2.0 for low, high, _ in side.middles),
+                           tuple(n for _, _, n in side.middles), side.rounds)
 
 
-def maintained_voice(maintainer: Maintainer) -> Callable[[str], str]:
-    """A contributor's voice on the boards ``maintainer`` holds (``newkeys``' fold): its
-    cohort's first key, or one block for every new cohort; read from its standing
-    (``incremental``) right after it computed a board, under the same lock."""
-    codes = maintainer._codes  # noqa: SLF001 - the standing the board was computed with
-    standing = maintainer._standing.arrays  # noqa: SLF001
-
-    def voice(name: str) -> str:
-        code = codes.index.get(name)
-        if code is None or code >= len(standing.cohort):
-            return name
-        cohort = int(standing.cohort[code])
-        return NEW_KEYS_VOICE if standing.new[cohort] else codes.names[cohort]
-    return voice
-
-
-def reduce_acceptance(rows: Iterable[tuple[KeyTuple, str, int, str]],
-                      voice: Callable[[str], str] = str) -> dict[KeyTuple, GroupAcceptance]:
-    """(group key, contributor, rounds, stored per-position counts) rows to each group's
-    acceptance (pure): pooled per voice (``voice``: a contributor's, by default the
-    contributor itself), then across voices."""
-    pooled: dict[KeyTuple, dict[str, list[tuple[int, list[int] | None]]]] = {}
-    for key, who, rounds, text in rows:
-        pooled.setdefault(key, {}).setdefault(voice(who), []).append(
-            (rounds, positions_of(text)))
+def group_acceptance(conn: Connection, filters: Filters, dimensions: Sequence[str],
+                     verdicts: Iterable[str], voices: Voices | None = None,
+                     disputed: Collection[KeyTuple] = ()) -> dict[KeyTuple, GroupAcceptance]:
+    """Each group's acceptance per position on a board of these filters, dimensions and
+    verdicts (keys as ``aggregate.flat_key``); ``voices``: who speaks for whom (none: each
+    contributor alone), ``disputed``: the keys of the groups whose established side alone
+    counts. Groups without counts are left out."""
+    counted = [v for v in VERDICTS if v in set(verdicts)]
+    # the established side is only worth its columns when a voice is recent
+    settled = bool(disputed) and voices is not None and any(voices.recent)
     found: dict[KeyTuple, GroupAcceptance] = {}
-    for key, contributors in pooled.items():
-        profiles = []
-        for units in contributors.values():
-            totals = position_totals(units)
-            rates = None if totals is None else position_rates(*totals)
-            if totals is not None and rates is not None:
-                profiles.append((totals[0], rates))
-        group = across_contributors(profiles)
+    for key, (every, established) in pooled_sides(conn, filters, dimensions, counted,
+                                                  voices, settled).items():
+        group = _group(established if settled and key in disputed else every)
         if group is not None:
             found[key] = group
     return found
 
 
-def group_acceptance(conn: Connection, filters: Filters, dimensions: Sequence[str],
-                     verdicts: Iterable[str], voice: Callable[[str], str] = str
-                     ) -> dict[KeyTuple, GroupAcceptance]:
-    """Each group's acceptance per position on a board of these filters, dimensions and
-    verdicts (keys as ``aggregate.flat_key``; ``voice`` as ``reduce_acceptance``); groups
-    without counts are left out."""
-    counted = [v for v in VERDICTS if v in set(verdicts)]
-    draft = draft_rows(filters, dimensions)
-    keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
-    stmt = (select(*keys, contributor_of(), draft.c.rounds, draft.c.accepted_per_position)
-            .select_from(joined_source(draft, conn.dialect.name))
-            .where(*board_rows(draft, filters, counted), draft.c.rounds.is_not(None),
-                   draft.c.rounds > 0, draft.c.accepted_per_position.is_not(None)))
-    width = len(keys)
-    return reduce_acceptance(((tuple(row[:width]), str(row[width]), int(row[width + 1]),
-                               str(row[width + 2])) for row in plain_rows(conn.execute(stmt))),
-                             voice)
+def maintained_voice(maintainer: Maintainer) -> Voices:
+    """The voices of the boards ``maintainer`` holds (``Maintainer.voices`` once the read
+    service calls it: this stays until then)."""
+    return maintainer._standing.voices()  # noqa: SLF001 - until Maintainer.voices is used

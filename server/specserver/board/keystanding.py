@@ -1,15 +1,35 @@
 """The keys' standing as ``incremental.Maintainer`` keeps it: each key's arrival, its
 address range's cohort, whether it is new (on probation) or recent (graduated inside the
 settle time), brought up to date from the keys a refresh names (``newkeys`` forms the
-cohorts; ``columns.Standing`` is what the rules read)."""
+cohorts; ``columns.Standing`` is what the rules read), and who speaks for each key
+(``Voices``)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Connection
 
 from specserver.board import newkeys
 from specserver.board.columns import NAT, Bools, Codes, Ints, Standing, micros
+
+# The voice of every key still new (``newkeys``: one block). No contributor is named so:
+# a key's name is its hex id, an imported result's starts with ``changes.IMPORTED``.
+NEW_KEYS_VOICE = "new keys"
+
+
+@dataclass(frozen=True)
+class Voices:
+    """The contributors that do not speak alone on the boards (``newkeys``' fold: a
+    cohort's keys as its first key, every new key in one block, ``NEW_KEYS_VOICE``) or
+    whose cohort is a recent graduate (``aggregate`` rule 8: a disputed group's other
+    side), each with its voice and whether that voice is recent; every other contributor
+    is its own voice, established. Listed, not a function: a query takes them as arrays."""
+
+    names: list[str]
+    voices: list[str]
+    recent: list[bool]
 
 
 class KeyStanding:
@@ -112,6 +132,18 @@ class KeyStanding:
         recent: Bools = (self.is_cohort & ~self.accepted & (ageing != NAT)
                          & (ageing <= self.newest) & (ageing > self.newest - settle))
         return recent
+
+    def voices(self) -> Voices:
+        """Who speaks for each contributor coded so far (``Voices``)."""
+        standing = self.arrays
+        size = min(len(self.codes), len(standing.cohort))
+        cohort = standing.cohort[:size]
+        new, recent = standing.new[cohort], standing.recent[cohort]
+        moved = np.flatnonzero((cohort != np.arange(size)) | new | recent).tolist()
+        names = self.codes.names
+        return Voices([names[c] for c in moved],
+                      [NEW_KEYS_VOICE if new[c] else names[cohort[c]] for c in moved],
+                      recent[moved].tolist())
 
     def _keys_of(self, codes: Ints) -> newkeys.ArrivalColumns:
         return newkeys.ArrivalColumns(

@@ -19,8 +19,9 @@ from specschema import Submission
 from specschema.breakdown import acceptance_of, domain_results
 from specschema.domains import DOMAINS
 from specschema.examples import example_submission
-from specserver.board.acceptance import acceptance_words, across_contributors
+from specserver.board.acceptance import acceptance_words
 from specserver.store import tables
+from tests.server.board.acceptance_reference import across_contributors
 from tests.server.store.test_acceptance_store import _post, map_result
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
