@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from specschema import block_bootstrap as stats
 from specschema.block_ratios import Block, block_ratios
+from tests.support.tiers import examples
 
 rates = st.sampled_from([5.0, 7.5, 10.0, 10.0, 12.25, 20.0]) | st.floats(1.0, 500.0)
 
@@ -36,7 +37,7 @@ def _both(num: list[Block], den: list[Block], resamples: int) -> tuple[object, o
             stats._blocked_estimates_direct(den_values, num_values, found.where, plan))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs())
 def test_the_fast_estimates_equal_the_loops_bit_for_bit(run: tuple[list[Block], list[Block]]
                                                        ) -> None:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from specschema import envelope
 from specschema.envelope import PAYLOAD_TYPE, key_id_of, pae, sign_envelope
 from specschema.errors import EnvelopeError, SignatureInvalid, SpecSchemaError
+from tests.support.tiers import examples
 
 KEY = nacl.signing.SigningKey(b"\x03" * 32)
 
@@ -104,7 +105,7 @@ odd_b64 = st.builds(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(odd_b64 | st.text(max_size=12) | st.none() | st.integers())
 def test_b64_same_as_definition(value: Any) -> None:
     assert _outcome(envelope._b64, value, "f") == _outcome(_reference_b64, value, "f")
@@ -156,7 +157,7 @@ def _mutate(env: dict[str, Any], how: str) -> Any:
     return env
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=300), st.sampled_from(MUTATIONS))
 def test_verify_envelope_same_as_definition(payload: bytes, how: str) -> None:
     env = _mutate(sign_envelope(payload, KEY), how)

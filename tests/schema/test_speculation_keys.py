@@ -14,6 +14,7 @@ from specschema import TrialCounters, get_protocol, shipped_protocols
 from specschema.breakdown import acceptance_of, position_rates, position_totals
 from specschema.examples import example_submission
 from specschema.speculation import depth_of, spec_type_of
+from tests.support.tiers import examples
 
 
 def _reference_per_position(counted: Sequence[TrialCounters]) -> tuple[float, ...] | None:
@@ -36,7 +37,7 @@ _COUNTERS = st.builds(
     st.none() | st.lists(st.integers(0, 10**6), min_size=1, max_size=12))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(counted=st.lists(_COUNTERS, min_size=1, max_size=8))
 def test_the_two_steps_are_the_rule_they_replaced(counted: list[TrialCounters]) -> None:
     trial = example_submission("llamacpp-draft", seed=1, schema_version=2).configs[1].trials[0]
@@ -44,7 +45,7 @@ def test_the_two_steps_are_the_rule_they_replaced(counted: list[TrialCounters]) 
     assert found is not None and found.per_position == _reference_per_position(counted)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(units=st.lists(st.tuples(st.integers(0, 1000), st.lists(st.integers(0, 1000),
                                                                 max_size=6)),
                       min_size=1, max_size=9),

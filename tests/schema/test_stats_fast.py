@@ -4,6 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specschema import stats
+from tests.support.tiers import examples
 
 rates = st.floats(min_value=0.0, max_value=500.0, allow_nan=False)
 
@@ -14,7 +15,7 @@ def _direct(num: list[float], den: list[float]) -> tuple[float, float]:
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(rates, min_size=2, max_size=12),
     st.lists(st.floats(min_value=0.1, max_value=500.0), min_size=2, max_size=12),
@@ -24,7 +25,7 @@ def test_fast_ci_equals_direct_definition(num: list[float], den: list[float]) ->
     assert (estimate.ci_low, estimate.ci_high) == _direct(num, den)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 2.0, 5.0]), min_size=3, max_size=6))
 def test_fast_ci_equals_direct_with_ties_and_zeros(values: list[float]) -> None:
     den = [v + 1.0 if i == 0 else v for i, v in enumerate(values)]

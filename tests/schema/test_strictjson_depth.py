@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from specschema import strictjson
 from specschema.errors import PayloadParseError
+from tests.support.tiers import examples
 
 
 def scan(text: str) -> tuple[int, bool]:
@@ -59,7 +60,7 @@ def _fast_too_deep(text: str) -> bool:
 pieces = st.sampled_from(['"', "\\", "[", "]", "{", "}", "a", ",", '\\"', "[[[[[[[[", "{{{{{{{{"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(pieces, max_size=200))
 def test_same_answer_as_reference_scan(parts: list[str]) -> None:
     text = "".join(parts)
@@ -123,7 +124,7 @@ json_tokens = st.sampled_from([
 ])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(json_tokens, max_size=30))
 def test_loads_strict_same_as_full_hooks(tokens: list[str]) -> None:
     data = "".join(tokens).encode()

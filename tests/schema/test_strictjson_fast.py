@@ -21,6 +21,7 @@ from specschema import PayloadParseError, strictjson
 from specschema.examples import example_submission
 from specschema.payload import submission_bytes
 from tests.schema.test_strictjson_depth import reference_depth
+from tests.support.tiers import examples
 
 
 def _typed(value: Any) -> Any:
@@ -119,7 +120,7 @@ def documents(draw: st.DrawFn) -> bytes:
     return encoded
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(documents())
 @example(b'{"a":1,"a":2}')
 @example(b'{"a":1,"\\u0061":2}')
@@ -161,7 +162,7 @@ def _nest(value: Any, depth: int, siblings: int) -> Any:
     return value
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(values, st.integers(0, 70), st.integers(0, 3))
 def test_canonical_documents_same_as_definition(value: Any, depth: int, siblings: int) -> None:
     value = _nest(value, depth, siblings)
@@ -199,7 +200,7 @@ nested = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(nested, st.integers(0, 70), st.integers(0, 3), st.sampled_from(["orjson", "ascii", "utf8"]))
 def test_nesting_check_matches_a_character_scan(
     value: Any, depth: int, siblings: int, writer: str

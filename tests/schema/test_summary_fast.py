@@ -22,6 +22,7 @@ from specschema.stats import (
     sample_stdev,
 )
 from specschema.summary import ConfigSummary, summarize, summarize_configs
+from tests.support.tiers import examples
 
 
 def _reference_tps(trials: Sequence[Trial]) -> list[float]:
@@ -103,7 +104,7 @@ def _configs(trial_lists: list[list[tuple[int, int, float]]],
     return configs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.lists(trial_numbers, max_size=9), min_size=1, max_size=len(TEMPLATE.configs)),
     st.lists(st.sampled_from(["baseline", "draft"]), min_size=len(TEMPLATE.configs),
