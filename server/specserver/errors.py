@@ -38,6 +38,11 @@ log = logging.getLogger("specserver")
 
 class SpecServerError(Exception):
     code = "internal"
+    # A refusal that came after the envelope's signature verified names the key that signed
+    # it; the ingest gate logs such a refusal in the transparency log and keeps the entry's
+    # (index, leaf hash) here for the answer (http/submissions.py ``gated``).
+    signed_by: str | None = None
+    logged: tuple[int, bytes] | None = None
 
     def __init__(
         self,
@@ -133,6 +138,14 @@ KINDS: dict[str, type[SpecServerError]] = {
 def from_schema_error(exc: SpecSchemaError) -> SpecServerError:
     kind = next((ours for theirs, ours in _FROM_SCHEMA if isinstance(exc, theirs)), Malformed)
     return kind(exc.message, exc.details, code=exc.code)
+
+
+def signed_refusal(exc: Exception, key_id: str) -> SpecServerError:
+    """``exc`` (a refusal) as one of ours, marked as coming after ``key_id``'s signature
+    verified."""
+    error = as_domain_error(exc)
+    error.signed_by = key_id
+    return error
 
 
 def as_domain_error(exc: Exception) -> SpecServerError:

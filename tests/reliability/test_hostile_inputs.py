@@ -30,7 +30,7 @@ from tests.reliability.hostile import (
     valid_payload,
 )
 from tests.reliability.hostile_cases import HostileCase, hostile_cases
-from tests.reliability.storecount import app_engine, count_rows
+from tests.reliability.storecount import app_engine, count_rows, refused_entries
 from tests.support.inprocess import InProcessClient
 
 URL = "/v1/submissions"
@@ -87,6 +87,7 @@ def test_control_is_accepted_once(served: tuple[InProcessClient, Any]) -> None:
 def test_hostile_case(served: tuple[InProcessClient, Any], case: HostileCase) -> None:
     client, app = served
     before = count_rows(app_engine(app))
+    refused_before = refused_entries(app_engine(app))
     pulled: list[int] = []
     if case.stream is not None:
         response = client.post(URL, stream=_counted_stream(case, pulled),
@@ -98,6 +99,9 @@ def test_hostile_case(served: tuple[InProcessClient, Any], case: HostileCase) ->
           f"{error['code']}: {error['message'][:90]}")
     assert response.status_code == case.expected, response.text
     assert count_rows(app_engine(app)) == before
+    # refused after the signature verified: logged (its hash), and nothing else
+    logged = case.stage in ("json", "schema", "protocol", "consistency")
+    assert refused_entries(app_engine(app)) - refused_before == (1 if logged else 0)
     if case.stage == "signature":
         assert error["code"] == "bad_signature"
     if case.expected == 413:

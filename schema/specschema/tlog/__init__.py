@@ -1,9 +1,18 @@
 """A transparency log's verifying half, shared by the server that keeps the log and the
 clients that check it: RFC 6962 / 9162 Merkle hashing and proofs (``merkle``), C2SP
 tlog-tiles paths and reading a tree from tiles (``tiles``), C2SP signed notes and
-checkpoints with Ed25519 (``note``). Pure: no I/O; fetching is passed in.
+checkpoints with Ed25519 (``note``), and what one of specatlas's entries is: a type byte
+and a SHA-256 (``entries``). Pure: no I/O; fetching is passed in.
 """
 
+from specschema.tlog.entries import (
+    ENTRY_KINDS,
+    ENTRY_SIZE,
+    ENVELOPE,
+    MODERATION,
+    REFUSED,
+    typed_entry,
+)
 from specschema.tlog.merkle import (
     EMPTY_ROOT,
     HASH_SIZE,
@@ -46,6 +55,11 @@ from specschema.tlog.tiles import (
 
 __all__ = [
     "EMPTY_ROOT",
+    "ENTRY_KINDS",
+    "ENTRY_SIZE",
+    "ENVELOPE",
+    "MODERATION",
+    "REFUSED",
     "HASH_SIZE",
     "TILE_HEIGHT",
     "TILE_WIDTH",
@@ -76,6 +90,7 @@ __all__ = [
     "split_hashes",
     "subtree_root",
     "tile_width",
+    "typed_entry",
     "verify_consistency",
     "verify_inclusion",
 ]

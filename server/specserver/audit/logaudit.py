@@ -6,7 +6,8 @@
 3. Every hash tile of every level is fetched and must hold exactly the recomputed hashes
    (a tile that disagrees would give its readers false proofs).
 4. Every bundle's index (``/log/index/N``: what each entry names) is fetched and must
-   describe the same entries, of the same kinds, in order.
+   describe the same entries, of the same kinds, in order. A refused entry names nothing
+   more: the bytes it hashes were never public.
 
 The copy (``LogCopy``) is what the rest of the audit checks the public data against.
 """
@@ -16,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from specschema import tlog
 from specschema.errors import NoteInvalid, TileInvalid
 from specschema.tlog import (
-    HASH_SIZE,
     TILE_HEIGHT,
     TILE_WIDTH,
     Checkpoint,
@@ -34,9 +35,11 @@ from specschema.tlog import (
 from specserver.audit.findings import AuditReport, b64, note_lines
 from specserver.audit.source import PublicSource
 
-ENVELOPE, MODERATION = 0x01, 0x02
-ENTRY_BYTES = 1 + HASH_SIZE
-KINDS = {ENVELOPE: "envelope", MODERATION: "moderation"}
+# The entry kinds (specschema.tlog.entries): envelope, moderation, refused (an envelope
+# refused after its signature verified, whose bytes no one but its sender has: only its
+# place and kind can be checked).
+ENVELOPE, MODERATION, KINDS = tlog.ENVELOPE, tlog.MODERATION, tlog.ENTRY_KINDS
+ENTRY_BYTES = tlog.ENTRY_SIZE
 
 
 @dataclass
@@ -150,6 +153,8 @@ def _read_index(source: PublicSource, log: LogCopy, report: AuditReport) -> None
                             f"the log's index does not describe this {kind} entry "
                             f"(it says {said})")
                 log.index.pop(index, None)
+            elif kind == KINDS[tlog.REFUSED]:
+                report.passed("refused envelopes described (their hashes only)")
 
 
 def check_kept(log: LogCopy, kept: bytes, report: AuditReport) -> None:

@@ -17,6 +17,7 @@ back (it was, twice: in the message and in the details).
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 from typing import Any
@@ -157,10 +158,17 @@ def as_server_error(exc: Exception) -> SpecServerError:
 
 
 def response_for(exc: Exception) -> JSONResponse:
-    """The JSON error response for any exception."""
+    """The JSON error response for any exception; a refusal the transparency log holds
+    says where in a ``Log-Entry`` header (``log_entry_header``)."""
     error = as_server_error(exc)
+    headers = None if error.logged is None else {"Log-Entry": log_entry_header(*error.logged)}
     return error_response(status_of(error), error.code, error.message, error.details,
-                          retry_after=error.retry_after)
+                          retry_after=error.retry_after, headers=headers)
+
+
+def log_entry_header(index: int, leaf_hash: bytes) -> str:
+    """A log entry's place as an RFC 8941 dictionary: ``index=12, leaf-hash=:<base64>:``."""
+    return f"index={index}, leaf-hash=:{base64.b64encode(leaf_hash).decode()}:"
 
 
 async def _ours(request: Request, exc: Exception) -> JSONResponse:

@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from specserver.errors import Conflict
+from specserver.errors import Conflict, signed_refusal
 from specserver.http.errors import error_doc
-from specserver.http.submissions import check_limits, gated
+from specserver.http.submissions import check_limits, gated, log_refusal
 from specserver.ingest import check_probe
 from specserver.ratelimit import client_address
 from specserver.settings import ServerSettings
@@ -83,8 +83,11 @@ async def post_probe(request: Request) -> Response:
         row = probes.ProbeRow({**row.values, "origin_hash": origin})
         outcome = await store.awrite(lambda conn: probes.insert_probe(conn, row))
         if outcome == "conflict":
-            raise Conflict("this probe id is already stored with other bytes",
-                           {"probe_id": row.probe_id})
+            conflict = signed_refusal(Conflict("this probe id is already stored with other "
+                                               "bytes", {"probe_id": row.probe_id}),
+                                      str(row.values["key_id"]))
+            await log_refusal(state, conflict, lambda: str(row.values["envelope_sha256"]))
+            raise conflict
     else:
         outcome = "stored"
     return Response(_receipt(row), status_code=201 if outcome == "stored" else 200,

@@ -9,6 +9,7 @@ after the commit that holds them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from specserver.errors import (
     NotFound,
     NotPermitted,
     RateLimited,
+    SpecServerError,
+    signed_refusal,
 )
 from specserver.http import caching
 from specserver.http.errors import error_body, error_doc, response_for
@@ -219,11 +222,12 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
                    check_tokens(cpu_s, settings.rate_check_ms_per_token) - 1.0)
             key_id = key_of(checked)
             if await store.check_banned(key_id):  # never blocks the loop
-                raise NotPermitted("this key id is banned", {"key_id": key_id},
-                                   code="key_banned")
-    except REJECTIONS:
+                raise signed_refusal(NotPermitted("this key id is banned", {"key_id": key_id},
+                                                  code="key_banned"), key_id)
+    except REJECTIONS as exc:
         if gate is not None:
             gate.rejected(address)
+        await log_refusal(state, exc, lambda: hashlib.sha256(body).hexdigest())
         raise
     if refused is None:
         refused = first_refusal(limiter, (("key", key_id),))
@@ -232,6 +236,17 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
         raise RateLimited(f"too many submissions from this {scope}; retry later",
                           {"scope": scope}, retry_after=wait)
     return checked
+
+
+async def log_refusal(state: Any, exc: Exception, envelope_sha256: Callable[[], str]) -> None:
+    """A refusal that came after the envelope's signature verified (``signed_by``) is an
+    entry of the transparency log, committed before the answer, whose place the answer
+    carries (``Log-Entry``, http/errors.py); other refusals are not logged."""
+    if not isinstance(exc, SpecServerError) or exc.signed_by is None:
+        return
+    if state.settings.store_enabled:
+        entry = await state.store.log_refusal(envelope_sha256())
+        exc.logged = (entry.index, entry.leaf_hash)
 
 
 def check_tokens(cpu_s: float, ms_per_token: float) -> float:
@@ -280,7 +295,10 @@ async def accept_submission(
                                   prepared.received_at, rows)
     outcome = await asyncio.wrap_future(committed)
     if outcome.status == "conflict":
-        raise await _conflict(store, prepared.submission_id)
+        conflict = signed_refusal(await _conflict(store, prepared.submission_id),
+                                  prepared.key_id)
+        await log_refusal(state, conflict, lambda: prepared.body_sha256)
+        raise conflict
     status = 201 if outcome.status == "created" else 200
     entry = outcome.log
     if entry is None:  # stored before: its entry is read, off the event loop (rare)

@@ -29,12 +29,12 @@ from typing import Any
 import orjson
 
 from specschema.envelope import PAYLOAD_TYPE, verify_envelope
-from specschema.errors import EnvelopeError
+from specschema.errors import EnvelopeError, SpecSchemaError
 from specschema.models import Submission
 from specschema.payload import parse_submission
 from specschema.protocol import Protocol, all_protocols, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
-from specserver.errors import Invalid, Malformed
+from specserver.errors import Invalid, Malformed, SpecServerError, signed_refusal
 from specserver.ingest.plan import protocols_by_identity
 from specserver.ingest.plausibility import implausible_reason
 from specserver.ingest.rulebook import MAX_VIOLATIONS
@@ -173,8 +173,18 @@ def check_submission(
     """Run checks 2-5 on a body that passed the size limit; raise the first failure."""
     envelope = parse_envelope_json(body)
     verified = verify_envelope(envelope, PAYLOAD_TYPE)  # EnvelopeError 400, SignatureInvalid 401
-    submission = parse_submission(verified.payload)  # PayloadParseError 400, SchemaError 422
-    if b"\\u0000" in verified.payload:  # strict JSON can carry U+0000 only as this escape
+    try:
+        return _check_verified(body, verified.payload, verified.key_id, now, max_age,
+                               max_future_skew)
+    except (SpecServerError, SpecSchemaError) as exc:  # refused by a rule: logged
+        raise signed_refusal(exc, verified.key_id) from None
+
+
+def _check_verified(body: bytes, payload: bytes, key_id: str, now: datetime,
+                    max_age: timedelta, max_future_skew: timedelta) -> Checked:
+    """Checks 3-5, on a payload whose signature verified."""
+    submission = parse_submission(payload)  # PayloadParseError 400, SchemaError 422
+    if b"\\u0000" in payload:  # strict JSON can carry U+0000 only as this escape
         found = list(nul_characters(submission.model_dump(mode="json")))
         if found:
             raise ConsistencyError(f"strings_storable: {found[0].path}: {found[0].message}",
@@ -185,7 +195,7 @@ def check_submission(
     return Checked(
         submission=submission,
         submission_id=str(submission.submission_id),
-        key_id=verified.key_id,
+        key_id=key_id,
         body=body,
         body_sha256=hashlib.sha256(body).hexdigest(),
         summaries=server_summaries(submission),

@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 from specschema.crowd import cost_unit
 from specschema.envelope import verify_envelope
+from specschema.errors import SpecSchemaError
 from specschema.probe import PROBE_PAYLOAD_TYPE, parse_probe
-from specserver.errors import Invalid
+from specserver.errors import Invalid, SpecServerError, signed_refusal
 from specserver.ingest.checks import parse_envelope_json
 from specserver.ingest.names import canonical_chip, canonical_model, canonical_optional
 from specserver.ingest.rows import canonical_quant
@@ -31,9 +32,19 @@ def _naive_utc(value: datetime) -> datetime:
 
 def check_probe(body: bytes, *, received_at: datetime, max_age: timedelta,
                 max_future_skew: timedelta) -> stored.ProbeRow:
-    """Checks and row of one probe; raises ``specserver.errors`` / ``specschema.errors``."""
+    """Checks and row of one probe; raises ``specserver.errors`` / ``specschema.errors``
+    (a refusal after the signature verified names its key: ``signed_refusal``)."""
     verified = verify_envelope(parse_envelope_json(body), PROBE_PAYLOAD_TYPE)
-    probe = parse_probe(verified.payload)
+    try:
+        return _probe_row(body, verified.payload, verified.key_id, received_at, max_age,
+                          max_future_skew)
+    except (SpecServerError, SpecSchemaError) as exc:
+        raise signed_refusal(exc, verified.key_id) from None
+
+
+def _probe_row(body: bytes, payload: bytes, key_id: str, received_at: datetime,
+               max_age: timedelta, max_future_skew: timedelta) -> stored.ProbeRow:
+    probe = parse_probe(payload)
     created = probe.created_at
     if created > received_at + max_future_skew:
         raise Invalid(f"created_at {created.isoformat()} is in the future",
@@ -46,7 +57,7 @@ def check_probe(body: bytes, *, received_at: datetime, max_age: timedelta,
         raise Invalid("points: a size of k is measured twice", code="inconsistent")
     fp, engine, target = probe.fingerprint, probe.engine, probe.target
     return stored.ProbeRow({
-        "probe_id": str(probe.probe_id), "key_id": verified.key_id,
+        "probe_id": str(probe.probe_id), "key_id": key_id,
         "received_at": _naive_utc(received_at), "created_at": _naive_utc(created),
         "envelope_sha256": hashlib.sha256(body).hexdigest(), "envelope": body,
         "origin_hash": None, "chip": canonical_chip(fp.chip), "memory_gb": fp.memory_gb,

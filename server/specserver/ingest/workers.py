@@ -12,7 +12,7 @@ module: a script without a ``__main__`` guard would start workers recursively). 
 are length-prefixed (4-byte big-endian size):
     server -> worker   8-byte received_at (microseconds since the epoch, UTC) + body
     worker -> server   pickle of ("ok", Prepared without the envelope's bytes) or
-                       ("error", (status, code, message, details, retry_after))
+                       ("error", (kind, code, message, details, retry_after, signed_by))
 A worker answers its frames in order, so each worker's waiting requests are a FIFO; the
 server keeps each request's body beside its future and puts it back into the envelope row
 (``with_envelope``): sending the body back (12 KB of the 18 KB answer) cost both processes
@@ -69,18 +69,25 @@ def decode_request(frame: bytes) -> tuple[bytes, datetime]:
     return frame[_MICROS.size:], _EPOCH + timedelta(microseconds=micros)
 
 
-def error_parts(exc: Exception) -> tuple[str, str, str, Any, float | None]:
-    """A refusal as plain data: the error kind's name, code, message, details, Retry-After."""
+ErrorParts = tuple[str, str, str, Any, float | None, str | None]
+
+
+def error_parts(exc: Exception) -> ErrorParts:
+    """A refusal as plain data: the error kind's name, code, message, details, Retry-After,
+    and the key whose signature verified before it (a refusal the server logs)."""
     error = as_domain_error(exc)
     # The nearest kind the other side knows (a ConsistencyError travels as Invalid).
     kind = next(c.__name__ for c in type(error).__mro__ if c.__name__ in KINDS)
-    return (kind, error.code, error.message, error.details, error.retry_after)
+    return (kind, error.code, error.message, error.details, error.retry_after,
+            error.signed_by)
 
 
-def error_from_parts(parts: tuple[str, str, str, Any, float | None]) -> SpecServerError:
-    kind, code, message, details, retry_after = parts
-    return KINDS.get(kind, SpecServerError)(message, details, code=code,
-                                            retry_after=retry_after)
+def error_from_parts(parts: ErrorParts) -> SpecServerError:
+    kind, code, message, details, retry_after, signed_by = parts
+    error = KINDS.get(kind, SpecServerError)(message, details, code=code,
+                                             retry_after=retry_after)
+    error.signed_by = signed_by
+    return error
 
 
 def without_envelope(prepared: Prepared) -> Prepared:

@@ -53,7 +53,7 @@ from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
 from specserver.store import origins, queries, tables
-from specserver.store.logentries import LogReceipt, receipt_of
+from specserver.store.logentries import LogReceipt, log_refused, receipt_of
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
 from specserver.store.writer import GroupCommitWriter
@@ -363,6 +363,11 @@ class Store:
                 return queries.submission_view(conn, submission_id)
         except Exception as exc:
             raise Unavailable("the store cannot be read right now", retry_after=5) from exc
+
+    async def log_refusal(self, envelope_sha256: str) -> LogReceipt:
+        """Log an envelope refused after its signature verified, through the writer
+        (``store/logentries.py`` ``log_refused``); its entry's place."""
+        return await self.awrite(lambda conn: log_refused(conn, envelope_sha256))
 
     def log_receipt(self, submission_id: str) -> LogReceipt | None:
         """A stored submission's entry in the transparency log (``store/logentries.py``)."""

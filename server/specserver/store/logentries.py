@@ -1,7 +1,10 @@
 """The transparency log's entries in the store: what a leaf holds, and its numbering.
 
-An entry is a type byte and a SHA-256: ``ENVELOPE`` then the digest of the exact envelope
-bytes the server verified and stored (accepted or quarantined); ``MODERATION`` then the
+An entry is a type byte and a SHA-256 (``specschema.tlog.entries``): ``ENVELOPE`` then the
+digest of the exact envelope bytes the server verified and stored (accepted or
+quarantined); ``REFUSED`` then the digest of an envelope whose signature verified and which
+a rule then refused (logged alone, in its own transaction: ``log_refused``; no submission
+id is kept, so nothing but its hash is public); ``MODERATION`` then the
 digest of a maintainer's decision (every audit row: hide, unhide, reject, ban, unban,
 import, a settled dispute, an ad-hoc query) as canonical JSON (``moderation_text``): the
 audit row as ``GET /v1/submissions/{id}`` shows it, plus ``affects``, the indexes of the
@@ -30,12 +33,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, func, select
 
-from specschema.tlog import leaf_hash
+from specschema.tlog import ENVELOPE, MODERATION, REFUSED, leaf_hash, typed_entry
 from specserver.store import tables
 from specserver.store.appenders import core_insert, duckdb_append
-
-ENVELOPE = 0x01
-MODERATION = 0x02
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class LogReceipt:
 
 
 def envelope_entry(envelope_sha256: str) -> bytes:
-    return bytes([ENVELOPE]) + bytes.fromhex(envelope_sha256)
+    return typed_entry(ENVELOPE, bytes.fromhex(envelope_sha256))
 
 
 def next_index(conn: Connection) -> int:
@@ -126,7 +126,7 @@ def moderation_text(audit_row: dict[str, Any], affects: Sequence[int]) -> bytes:
 
 
 def moderation_entry(audit_row: dict[str, Any], affects: Sequence[int]) -> bytes:
-    return bytes([MODERATION]) + hashlib.sha256(moderation_text(audit_row, affects)).digest()
+    return typed_entry(MODERATION, hashlib.sha256(moderation_text(audit_row, affects)).digest())
 
 
 def affected_indexes(conn: Connection, action: str, target: str,
@@ -151,5 +151,24 @@ def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
     affects = affected_indexes(conn, str(audit_row["action"]), str(audit_row["target"]))
     entry = moderation_entry(audit_row, affects)
     insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    return Sequencer(keeps_count=False).append_entries(
+        conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]
+
+
+# Taken by every storing transaction on PostgreSQL (``changes.mark`` bumps it): holding it
+# orders a refusal's entry among the replicas' entries without marking a board change.
+_LOCK_CLOCK = "SELECT seq FROM board_clock WHERE id = 1 FOR UPDATE"
+
+
+def log_refused(conn: Connection, envelope_sha256: str) -> LogReceipt:
+    """Log an envelope refused after its signature verified, alone in its transaction (a
+    writer job: on DuckDB the writer thread numbers it; on PostgreSQL after taking the
+    board clock's row lock, as every storing transaction does). The same bytes refused
+    twice are two entries: each refusal is an event, and dropping repeats would cost a
+    lookup per refusal without stopping a sender who changes one byte."""
+    if conn.dialect.name != "duckdb":
+        conn.exec_driver_sql(_LOCK_CLOCK).all()
+    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    entry = typed_entry(REFUSED, bytes.fromhex(envelope_sha256))
     return Sequencer(keeps_count=False).append_entries(
         conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]

@@ -13,6 +13,9 @@ then the entry's ``logged_at`` a moment later (``logentries.log_moderation``). E
 row of that moment is tried with what it named before the entry (``affected_indexes`` with
 ``below``) until one hashes to the entry. None does when the row was edited or deleted:
 the index then says ``decision: null``, which an auditor reports.
+
+A refused entry names nothing: the envelope was never stored, and its sender, not the
+public, holds its bytes.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from specschema.tlog import ENVELOPE, MODERATION, REFUSED
 from specserver.store import tables
-from specserver.store.logentries import ENVELOPE, MODERATION, affected_indexes, moderation_entry
+from specserver.store.logentries import affected_indexes, moderation_entry
 
 # How long before its entry's ``logged_at`` a decision's audit row may have been stamped:
 # both in one transaction, so far less; a wide window costs a few more rows tried.
@@ -52,8 +56,9 @@ def _decision(conn: Connection, index: int, entry: bytes, logged_at: datetime
 
 def index_of(conn: Connection, start: int, end: int) -> list[dict[str, Any]]:
     """What entries ``start``..``end - 1`` name, in order: ``{"index", "kind": "envelope",
-    "submission_id"}`` or ``{"index", "kind": "moderation", "decision", "affects"}`` (both
-    null when no audit row hashes to the entry)."""
+    "submission_id"}``, ``{"index", "kind": "moderation", "decision", "affects"}`` (both
+    null when no audit row hashes to the entry) or ``{"index", "kind": "refused"}`` (its
+    hash is the entry itself)."""
     log = tables.log_entries
     rows = conn.execute(select(log.c.idx, log.c.entry, log.c.submission_id, log.c.logged_at)
                         .where(log.c.idx >= start, log.c.idx < end)
@@ -67,6 +72,8 @@ def index_of(conn: Connection, start: int, end: int) -> list[dict[str, Any]]:
             found = _decision(conn, index, entry, logged_at)
             items.append({"index": index, "kind": "moderation",
                           **(found or {"decision": None, "affects": None})})
+        elif entry[:1] == bytes([REFUSED]):  # nothing more: a refused envelope is not public
+            items.append({"index": index, "kind": "refused"})
         else:
             items.append({"index": index, "kind": "unknown"})
     return items

@@ -19,8 +19,12 @@ from tests.support.served import Served, error_of, settings_for
 from tests.support.signed import payload_dict, sign_bytes, sign_dict, signer, valid_body
 
 
-def assert_nothing_stored(s: Served) -> None:
-    assert all(count == 0 for count in s.counts().values()), s.counts()
+def assert_nothing_stored(s: Served, refused: int = 0) -> None:
+    """Nothing stored but ``refused`` entries of the transparency log (refusals after the
+    signature verified are logged: tests/server/http/test_log_refused.py)."""
+    counts = s.counts()
+    assert counts.pop("log_entries") == refused, counts
+    assert all(count == 0 for count in counts.values()), counts
 
 
 # --- 201, receipt, rows ---------------------------------------------------------------
@@ -257,7 +261,7 @@ def test_unknown_protocol_and_wrong_hash_are_422(served: Served) -> None:
         (p.id, p.version) for p in all_protocols()}
     data["protocol"]["id"] = "made-up"
     assert error_of(served.post(sign_dict(data)))["code"] == "unknown_protocol"
-    assert_nothing_stored(served)
+    assert_nothing_stored(served, refused=2)
 
 
 def test_inconsistent_submission_is_422_naming_the_rule(served: Served) -> None:
@@ -270,7 +274,7 @@ def test_inconsistent_submission_is_422_naming_the_rule(served: Served) -> None:
     assert error["code"] == "inconsistent"
     assert error["message"].startswith("durations_coherent:")
     assert error["details"][0]["rule"] == "durations_coherent"
-    assert_nothing_stored(served)
+    assert_nothing_stored(served, refused=1)
 
 
 def test_created_at_limits_come_from_settings(tmp_path: Path) -> None:

@@ -141,7 +141,9 @@ def test_counters_over_eval_count_are_422_naming_the_rule(tmp_path: Path) -> Non
         error = error_of(response)
         assert error["message"].startswith("counters_consistent:")
         assert "eval_count" in error["message"]
-        assert all(count == 0 for count in served.counts().values())
+        counts = served.counts()
+        assert counts.pop("log_entries") == 1  # the refusal, logged: test_log_refused.py
+        assert all(count == 0 for count in counts.values())
 
 
 @pytest.fixture(params=STORES)

@@ -1,0 +1,34 @@
+"""What a specatlas log entry is: one type byte, then a SHA-256 (33 bytes in all).
+
+    0x01  ENVELOPE    an envelope the server verified and stored (accepted or quarantined):
+                      the SHA-256 of its exact bytes
+    0x02  MODERATION  a maintainer's decision: the SHA-256 of the audit row as the public
+                      history shows it plus ``affects``, as sorted, compact JSON
+    0x03  REFUSED     an envelope whose signature verified and which the server then
+                      refused by a rule (schema, protocol, consistency, a banned key, an id
+                      stored with other bytes): the SHA-256 of its exact bytes. The bytes
+                      are never served (a refused envelope is not public); its sender, who
+                      holds them, proves the refusal was logged by inclusion.
+
+The leaf hash is RFC 6962's SHA-256(0x00 || entry) (``merkle.leaf_hash``). A new kind is a
+new type byte: the leaf hashes of the existing kinds never change.
+"""
+
+from __future__ import annotations
+
+from specschema.tlog.merkle import HASH_SIZE
+
+ENVELOPE = 0x01
+MODERATION = 0x02
+REFUSED = 0x03
+ENTRY_SIZE = 1 + HASH_SIZE
+# Each type byte's name, as the log's index (``/log/index``) writes it.
+ENTRY_KINDS: dict[int, str] = {ENVELOPE: "envelope", MODERATION: "moderation",
+                               REFUSED: "refused"}
+
+
+def typed_entry(kind: int, digest: bytes) -> bytes:
+    """The entry of type ``kind`` for a SHA-256 ``digest``."""
+    if kind not in ENTRY_KINDS or len(digest) != HASH_SIZE:
+        raise ValueError(f"not an entry: type {kind:#04x}, {len(digest)}-byte digest")
+    return bytes([kind]) + digest
