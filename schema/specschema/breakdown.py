@@ -34,10 +34,19 @@ class Acceptance:
     accepted: int
     rounds: int | None  # None: some trial did not say
     per_position: tuple[float, ...] | None  # a_i (conditional), None: not reported
+    # Drafted tokens the answer's end cut before they could be accepted (None: no trial
+    # said); the rate leaves them out, as a draft that could not finish says nothing of
+    # the draft.
+    past_end: int | None = None
+
+    @property
+    def could_finish(self) -> int:
+        """The drafted tokens the answer's end did not cut."""
+        return self.drafted - (self.past_end or 0)
 
     @property
     def rate(self) -> float | None:
-        return self.accepted / self.drafted if self.drafted else None
+        return self.accepted / self.could_finish if self.could_finish > 0 else None
 
     @property
     def mean_accepted_len(self) -> float | None:
@@ -81,8 +90,10 @@ def acceptance_of(trials: Sequence[Trial]) -> Acceptance | None:
     rounds = None if any(c.rounds is None for c in counted) else sum(
         c.rounds or 0 for c in counted)
     totals = position_totals((c.rounds, c.accepted_per_position) for c in counted)
+    cut = [c.drafted_past_end for c in counted if c.drafted_past_end is not None]
     return Acceptance(sum(c.drafted for c in counted), sum(c.accepted for c in counted),
-                      rounds, None if totals is None else position_rates(*totals))
+                      rounds, None if totals is None else position_rates(*totals),
+                      sum(cut) if cut else None)
 
 
 NO_POSITIONS = "the engine reported no per-position counts"
@@ -90,8 +101,12 @@ NO_POSITIONS = "the engine reported no per-position counts"
 
 def acceptance_words(found: Acceptance) -> str:
     """``966 of 1096 drafted tokens accepted (88%), 7.53 tokens per round``: what every
-    surface says of a config's counters (0 % accepted is said as such)."""
+    surface says of a config's counters (0 % accepted is said as such). When the answers'
+    ends cut some drafts, the share is of the others, and says so: ``(90% of the 1076
+    drafts the answer's end did not cut)``."""
     rate = "—" if found.rate is None else f"{found.rate:.0%}"
+    if found.past_end:
+        rate += f" of the {found.could_finish} drafts the answer's end did not cut"
     text = f"{found.accepted} of {found.drafted} drafted tokens accepted ({rate})"
     if found.mean_accepted_len is not None:
         text += f", {found.mean_accepted_len:.2f} tokens per round"

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from specschema.blocks import timed
 from specschema.engines import EngineDescriptor, descriptor, parse_version
+from specschema.evidence import n_max_of
 from specschema.models import (
     ConfigResult,
     Engine,
@@ -225,10 +226,13 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
     """Counters that contradict the trials, as (path under the config, what is wrong).
 
     Per trial: accepted <= drafted, and accepted <= eval_count (every accepted draft token
-    is a generated token). Per config: when trials carry counters, the config's totals are
-    their sums (so a total cannot claim more than its trials).
+    is a generated token); the drafts cut by the answer's end are some of those not
+    accepted, at most one round's depth. Per config: when trials carry counters, the
+    config's totals are their sums (so a total cannot claim more than its trials).
     """
     found: list[tuple[str, str]] = []
+    depth = n_max_of(config.request_options,
+                     [launch.model_dump() for launch in config.speculation.launches])
     drafted_sum = accepted_sum = 0
     with_counters = 0
     for ti, trial in enumerate(config.trials):
@@ -246,6 +250,8 @@ def counter_problems(config: ConfigResult) -> list[tuple[str, str]]:
                                 "(eval_count)"))
         found.extend((f"trials.{ti}.counters.{where}", message)
                      for where, message in _round_problems(c))
+        found.extend((f"trials.{ti}.counters.drafted_past_end", message)
+                     for message in _past_end_problems(c, depth))
     s = config.speculation
     if s.drafted_tokens is not None and s.accepted_tokens is not None:
         # (accepted <= drafted for the totals is the server's speculation_coherent rule)
@@ -283,6 +289,21 @@ def _round_problems(c: TrialCounters) -> list[tuple[str, str]]:
         if per and c.drafted > c.rounds * len(per):
             found.append(("rounds", f"{c.drafted} drafted in {c.rounds} rounds of at most "
                                     f"{len(per)}"))
+    return found
+
+
+def _past_end_problems(c: TrialCounters, depth: int | None) -> list[str]:
+    """Drafts the answer's end cut were never accepted, and only the round the answer
+    ended in can hold them: at most its depth."""
+    past = c.drafted_past_end
+    if past is None:
+        return []
+    found: list[str] = []
+    if past > c.drafted - c.accepted:
+        found.append(f"{past} drafted past the end, but only {c.drafted - c.accepted} of "
+                     f"the {c.drafted} drafted were not accepted")
+    if depth is not None and past > depth:
+        found.append(f"{past} drafted past the end: more than one round's {depth}")
     return found
 
 

@@ -221,6 +221,12 @@ class TrialCounters(WireModel):
         None, description="v2: per draft position i (from 0), the rounds whose first i + 1 "
         "drafted tokens were all accepted; null when the engine did not say"
     )
+    drafted_past_end: NonNegInt | None = Field(
+        None, description="v2: of the drafted tokens, those the answer's end (the token "
+        "limit or the end of the stream) cut before they could be accepted; none of them is "
+        "in accepted, so the rate over the drafts that could finish is accepted / (drafted - "
+        "drafted_past_end); null when the engine did not say"
+    )
 
 
 class Launch(WireModel):

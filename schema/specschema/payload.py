@@ -58,10 +58,14 @@ def _later_fields_unused(submission: Submission) -> dict[str, Any] | None:
     for field in _LATER_TRIAL_FIELDS:
         if all(getattr(t, field) is None for c in configs for t in c.trials):
             trials[field] = True
-    if all(t.counters is None or (t.counters.rounds is None
-                                  and t.counters.accepted_per_position is None)
-           for c in configs for t in c.trials):
-        trials["counters"] = _NO_ROUNDS
+    counters = [t.counters for c in configs for t in c.trials if t.counters is not None]
+    unused_counters: set[str] = set()
+    if all(x.rounds is None and x.accepted_per_position is None for x in counters):
+        unused_counters |= _NO_ROUNDS
+    if all(x.drafted_past_end is None for x in counters):
+        unused_counters.add("drafted_past_end")
+    if unused_counters:
+        trials["counters"] = unused_counters
     if trials:
         unused["trials"] = {"__all__": trials}
     if all(not launch.flags for c in configs for launch in c.speculation.launches):

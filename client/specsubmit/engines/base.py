@@ -136,6 +136,9 @@ class Generation:
     # it (llama-server's /metrics); None where the engine does not say.
     draft_rounds: int | None = None
     accepted_per_position: tuple[int, ...] | None = None
+    # Of draft_n, the tokens the answer's end cut before they could be accepted; None
+    # where the engine's behaviour does not tell them apart.
+    draft_past_end: int | None = None
 
 
 @dataclass(frozen=True)

@@ -80,14 +80,16 @@ def trial_from(gen: Generation, *, index: int, position: int, cold_load_ns: int,
         from specschema import TrialCounters
 
         accepted = gen.draft_accepted or 0
-        rounds: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
         if gen.draft_rounds is not None:  # llama-server's /metrics around the request
-            rounds = {"rounds": gen.draft_rounds,
-                      "accepted_per_position": list(gen.accepted_per_position or ())[:64],
-                      "mean_accepted_len": (round(1.0 + accepted / gen.draft_rounds, 4)
-                                            if gen.draft_rounds else None)}
+            extra = {"rounds": gen.draft_rounds,
+                     "accepted_per_position": list(gen.accepted_per_position or ())[:64],
+                     "mean_accepted_len": (round(1.0 + accepted / gen.draft_rounds, 4)
+                                           if gen.draft_rounds else None)}
+        if gen.draft_past_end is not None:
+            extra["drafted_past_end"] = gen.draft_past_end
         fields["counters"] = TrialCounters(drafted=gen.draft_n, accepted=accepted,
-                                           source="engine_api", **rounds)
+                                           source="engine_api", **extra)
     return Trial(
         index=index, position=position, wall_s=round(gen.wall_s, 6),
         ttft_s=round(gen.ttft_s, 6) if gen.ttft_s is not None else None,
