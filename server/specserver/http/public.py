@@ -216,6 +216,10 @@ EXPORT_DOCS = FILTER_DOCS + [
     _param("format", "; ".join(
         f"{f.name}{' (default)' if f.name == DEFAULT_FORMAT else ''}: {f.description}"
         for f in FORMATS.values()), {"type": "string", "enum": list(FORMATS)}),
+    _param("rows", "; ".join(
+        f"{r.name}{' (default)' if r.name == exporting.DEFAULT_ROWS else ''}: {r.description}"
+        for r in exporting.EXPORT_ROWS.values()),
+        {"type": "string", "enum": list(exporting.EXPORT_ROWS)}),
 ]
 
 
@@ -329,13 +333,16 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.get("/v1/export", openapi_extra={"parameters": EXPORT_DOCS}, responses=EXPORT_RESPONSES)
 def export(request: Request, reads: Reads) -> Response:
-    """One row per visible submission x config, in one of the export formats, from a file
-    written for these filters (http/exports.py: a slow client never holds the database; a
-    file is reused for ``export_reuse_s``, never across a moderation action). The ETag
-    names the data version the file holds."""
-    given = params.query_params(request, (*FILTER_NAMES, "format"))
+    """One row per visible submission x config (or, with ``rows=domains``, per draft config
+    x kind of work), in one of the export formats, from a file written for these filters
+    (http/exports.py: a slow client never holds the database; a file is reused for
+    ``export_reuse_s``, never across a moderation action). The ETag names the data version
+    the file holds."""
+    given = params.query_params(request, (*FILTER_NAMES, "format", "rows"))
     filters = params.parse_filters(given)
     fmt = params.choice(params.one(given, "format"), "format", FORMATS) or DEFAULT_FORMAT
+    rows = (params.choice(params.one(given, "rows"), "rows", exporting.EXPORT_ROWS)
+            or exporting.DEFAULT_ROWS)
     state = request.app.state
     settings: ServerSettings = state.export_settings
     slots: exports.ExportSlots = state.export_slots
@@ -343,7 +350,7 @@ def export(request: Request, reads: Reads) -> Response:
     # The store's scratch folder is the only one its locked-down DuckDB may write.
     store = getattr(state, "store", None)
     folder = store.scratch_dir if store is not None else None
-    key = (filters, fmt)
+    key = (filters, fmt, rows)
     client = client_address(request.client.host if request.client else None,
                             request.headers.get("x-forwarded-for"),
                             settings.proxy_networks())
@@ -361,7 +368,8 @@ def export(request: Request, reads: Reads) -> Response:
             ready = files.open_or_write(
                 key, version, slots.writer(settings.export_build_wait_s),
                 lambda: exporting.materialize(reads.engine, filters, fmt, folder=folder,
-                                              timeout_s=settings.export_build_timeout_s))
+                                              timeout_s=settings.export_build_timeout_s,
+                                              rows=rows))
         handle, held = ready
         etag = caching.make_etag(held, request)
         response = caching.not_modified(request, etag, exists=True)  # a file: ``*`` too
@@ -369,7 +377,9 @@ def export(request: Request, reads: Reads) -> Response:
             handle.close()
             return response
         headers = {**caching.cache_headers(etag),
-                   "Content-Disposition": f'attachment; filename="specatlas-export.{fmt}"'}
+                   "Content-Disposition": 'attachment; filename="specatlas-export'
+                                          f'{"" if rows == exporting.DEFAULT_ROWS else "-" + rows}'
+                                          f'.{fmt}"'}
         response = exports.ExportFileResponse(handle, slot, media_type=FORMATS[fmt].media_type,
                                               headers=headers,
                                               send_timeout_s=settings.export_send_timeout_s)

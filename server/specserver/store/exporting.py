@@ -1,4 +1,6 @@
-"""Export formats of the public data: one row per visible submission x config.
+"""Export formats of the public data: one row per visible submission x config, or with
+``rows="domains"`` one per visible submission x draft config x kind of work
+(``EXPORT_ROWS``: each table of rows its columns and its query).
 
 CSV and JSON Lines are generated in chunks. Parquet is written by DuckDB's
 ``COPY ... TO ... (FORMAT parquet)``: directly on the store when it is DuckDB, through an
@@ -20,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ from sqlalchemy import (
     Engine,
     Integer,
     Select,
+    and_,
     select,
 )
 from sqlalchemy.exc import DBAPIError
@@ -61,6 +65,7 @@ def _sql_string(text: str) -> str:
 
 sub = tables.submissions
 summ = tables.summaries
+dom = tables.domain_results
 
 EXPORT_COLUMNS = (
     sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
@@ -85,10 +90,25 @@ EXPORT_COLUMNS = (
     summ.c.spec_type, summ.c.depth, summ.c.rounds, summ.c.accepted_per_position,
 )
 EXPORT_NAMES = tuple(c.name for c in EXPORT_COLUMNS)
+# Per kind of work (store version 15, ``domain_rows``): a draft config of a protocol with a
+# prompt set, once per domain, with the domain's figures (its decode-rate speedup and
+# interval, its baseline's median tok/s, its trials' counters summed) beside the config's
+# identity, verdict and evidence (the submission's and config's columns as above).
+DOMAIN_COLUMNS = (
+    sub.c.submission_id, sub.c.key_id, sub.c.source, sub.c.created_at, sub.c.received_at,
+    sub.c.protocol_id, sub.c.protocol_version, sub.c.protocol_sha256, sub.c.target_model,
+    sub.c.target_digest, sub.c.chip, sub.c.memory_gb, engine_name.label("engine"),
+    engine_version.label("engine_version"),
+    summ.c.config_name, summ.c.draft_model, summ.c.mechanism, summ.c.spec_type, summ.c.depth,
+    summ.c.observed.label("verdict"), summ.c.evidence,
+    dom.c.domain, dom.c.trials, dom.c.speedup_tps, dom.c.speedup_tps_ci_low,
+    dom.c.speedup_tps_ci_high, dom.c.baseline_tps, dom.c.drafted, dom.c.accepted,
+    dom.c.rounds, dom.c.accepted_per_position,
+)
+DOMAIN_NAMES = tuple(c.name for c in DOMAIN_COLUMNS)
 
 
-def export_select(filters: Filters) -> Select[Any]:
-    """One row per visible submission x config, in a stable order."""
+def _config_select(filters: Filters) -> Select[Any]:
     return (
         select(*EXPORT_COLUMNS)
         .select_from(summ.join(sub, sub.c.submission_id == summ.c.submission_id))
@@ -98,22 +118,67 @@ def export_select(filters: Filters) -> Select[Any]:
     )
 
 
-def export_rows(conn: Connection, filters: Filters, batch: int = 2000) -> Iterator[tuple[Any, ...]]:
-    result = conn.execute(export_select(filters), execution_options={"yield_per": batch})
+def _domain_select(filters: Filters) -> Select[Any]:
+    # The ``domain`` filter keeps that kind of work's rows (on configs it keeps the
+    # configs measured on it, ``draft_clauses``: no row here is without a domain).
+    wanted = filters.get("domain")
+    own = [] if wanted is None else [dom.c.domain == wanted]
+    others = replace(filters, values=tuple(v for v in filters.values if v[0] != "domain"))
+    return (
+        select(*DOMAIN_COLUMNS)
+        .select_from(dom.join(summ, and_(summ.c.submission_id == dom.c.submission_id,
+                                         summ.c.config_name == dom.c.config_name))
+                     .join(sub, sub.c.submission_id == dom.c.submission_id))
+        .where(queries.visible_clause(), *submission_clauses(others),
+               *draft_clauses(others, summ), *own)
+        .order_by(sub.c.received_at, sub.c.submission_id, summ.c.config_name, dom.c.domain)
+    )
+
+
+@dataclass(frozen=True)
+class ExportRows:
+    """A table of rows the export offers (the API's ``rows``): its columns and its query,
+    one row per what ``description`` says, in a stable order."""
+
+    name: str
+    description: str
+    columns: tuple[Any, ...]
+    query: Callable[[Filters], Select[Any]]
+
+
+# The default first. Every export format writes each of them.
+EXPORT_ROWS: dict[str, ExportRows] = {r.name: r for r in (
+    ExportRows("configs", "one row per visible submission x config", EXPORT_COLUMNS,
+               _config_select),
+    ExportRows("domains", "one row per visible submission x draft config x kind of work "
+               "(protocols with a prompt set)", DOMAIN_COLUMNS, _domain_select),
+)}
+DEFAULT_ROWS = next(iter(EXPORT_ROWS))
+
+
+def export_select(filters: Filters, rows: str = DEFAULT_ROWS) -> Select[Any]:
+    """The export's rows (``EXPORT_ROWS``), in a stable order."""
+    return EXPORT_ROWS[rows].query(filters)
+
+
+def export_rows(conn: Connection, filters: Filters, batch: int = 2000,
+                rows: str = DEFAULT_ROWS) -> Iterator[tuple[Any, ...]]:
+    result = conn.execute(export_select(filters, rows), execution_options={"yield_per": batch})
     for row in result:
         yield tuple(row)
 
 
 @cache
-def export_layout() -> Layout:
+def export_layout(rows: str = DEFAULT_ROWS) -> Layout:
     """The export's columns as the formats need them (``exportformat.Layout``)."""
     times, texts = [], []
-    for i, column in enumerate(EXPORT_COLUMNS):
+    columns = EXPORT_ROWS[rows].columns
+    for i, column in enumerate(columns):
         if isinstance(column.type, DateTime):
             times.append(i)
         elif not isinstance(column.type, Integer | Double | Boolean):
             texts.append(i)
-    return Layout(EXPORT_NAMES, tuple(times), tuple(texts))
+    return Layout(tuple(c.name for c in columns), tuple(times), tuple(texts))
 
 
 def _duck_type(column: Any) -> str:
@@ -136,25 +201,27 @@ PARQUET_OPTIONS = (f"FORMAT parquet, KV_METADATA {{license: {_sql_string(LICENCE
                    f"license_url: {_sql_string(LICENCE_URL)}}}")
 
 
-def export_sql(conn: Connection, filters: Filters) -> str:
+def export_sql(conn: Connection, filters: Filters, rows: str = DEFAULT_ROWS) -> str:
     """The export's SELECT as this store runs it, values inline (a snapshot's manifest
     names it)."""
-    stmt = export_select(filters)
+    stmt = export_select(filters, rows)
     return str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
 
 
-def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
+def write_parquet(conn: Connection, filters: Filters, path: str | Path,
+                  rows: str = DEFAULT_ROWS) -> None:
     target = _sql_string(str(path))
     if conn.dialect.name == "duckdb":
-        conn.exec_driver_sql(f"COPY ({export_sql(conn, filters)}) TO {target} "
+        conn.exec_driver_sql(f"COPY ({export_sql(conn, filters, rows)}) TO {target} "
                              f"({PARQUET_OPTIONS})")
         return
-    columns = ", ".join(f'"{c.name}" {_duck_type(c)}' for c in EXPORT_COLUMNS)
-    marks = ", ".join("?" for _ in EXPORT_COLUMNS)
+    listed = EXPORT_ROWS[rows].columns
+    columns = ", ".join(f'"{c.name}" {_duck_type(c)}' for c in listed)
+    marks = ", ".join("?" for _ in listed)
     with duckdb.connect() as duck:
         duck.execute(f"CREATE TABLE export ({columns})")
         batch: list[tuple[Any, ...]] = []
-        for row in export_rows(conn, filters):
+        for row in export_rows(conn, filters, rows=rows):
             batch.append(row)
             if len(batch) >= 5000:
                 duck.executemany(f"INSERT INTO export VALUES ({marks})", batch)
@@ -164,16 +231,17 @@ def write_parquet(conn: Connection, filters: Filters, path: str | Path) -> None:
         duck.execute(f"COPY export TO {target} ({PARQUET_OPTIONS})")
 
 
-def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path) -> int:
+def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path,
+                 rows: str = DEFAULT_ROWS) -> int:
     """Write an export file; return the number of bytes written."""
     if exportformat.FORMATS[fmt].chunks is None:
-        write_parquet(conn, filters, path)
+        write_parquet(conn, filters, path, rows)
         return Path(path).stat().st_size
     written = 0
     with open(path, "wb") as handle:
         # Small batches: each write releases the GIL, so the event loop waits little.
-        rows = export_rows(conn, filters)
-        for chunk in exportformat.chunks_of(fmt, rows, export_layout(), batch=100):
+        found = export_rows(conn, filters, rows=rows)
+        for chunk in exportformat.chunks_of(fmt, found, export_layout(rows), batch=100):
             written += handle.write(chunk)
     return written
 
@@ -197,7 +265,7 @@ def _temporary(folder: str | Path | None, suffix: str) -> str:
 
 
 def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Path | None = None,
-                timeout_s: float = 120.0) -> str:
+                timeout_s: float = 120.0, rows: str = DEFAULT_ROWS) -> str:
     """The export written to a new file in ``folder``; returns its path, which the caller
     owns (it unlinks it). A pooled connection is held only while the rows are written, for
     at most ``timeout_s`` on DuckDB. A full disk or a write that runs too long is
@@ -221,9 +289,9 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
             timer = _interrupt_later(conn, timeout_s)
             try:
                 if convert:
-                    write_parquet(conn, filters, paths[1])
+                    write_parquet(conn, filters, paths[1], rows)
                 else:
-                    write_export(conn, filters, fmt, paths[0])
+                    write_export(conn, filters, fmt, paths[0], rows)
             finally:
                 if timer is not None:
                     timer.cancel()

@@ -95,7 +95,7 @@ def test_export_jsonl_and_parquet_agree(client, tmp_path):
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"),
                                      duckdb.IOException("could not write file")])
 def test_parquet_export_on_a_full_disk_is_503_not_500(client, monkeypatch, failure):
-    def full_disk(conn, filters, path):
+    def full_disk(conn, filters, path, rows="configs"):
         with open(path, "wb") as handle:
             handle.write(b"PAR1")
         raise failure
