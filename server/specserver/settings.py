@@ -284,6 +284,11 @@ class ServerSettings(BaseSettings):
         default=2.0, gt=0, le=60,
         description="while the log grows, a new checkpoint is signed at most this often",
     )
+    log_checkpoint_timer_s: float = Field(
+        default=5.0, ge=0, le=3600,
+        description="while the log grows, a checkpoint is signed at least this often even "
+                    "when nobody asks for one (0 = only on request)",
+    )
     snapshot_dir: str = Field(
         default="",
         description="where the signed snapshots of the public data (Parquet and manifest) "

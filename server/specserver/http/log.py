@@ -6,7 +6,10 @@ briefly cached), ``/log/tile/<L>/<N>[.p/<W>]`` and ``/log/tile/entries/<N>[.p/<W
 (``store/logindex.py``).
 
 A checkpoint is signed at most every ``log_checkpoint_s`` while the log grows; an
-unchanged log keeps its last one. A tile or bundle the log does not hold yet is 404, as a
+unchanged log keeps its last one. A timer (``log_checkpoint_timer_s``; started with the
+snapshots' timer by the app's lifespan) asks for one that often, so that a checkpoint
+covering the newest entries is signed a few seconds after they are committed even when
+nobody reads ``/log/checkpoint``. A tile or bundle the log does not hold yet is 404, as a
 static file would be; its path is read as the spec writes it (``x001/x234/067``) and any
 other spelling is 404 too.
 """
@@ -34,6 +37,7 @@ from specserver.errors import NotFound
 from specserver.http.errors import error_doc
 from specserver.http.logkey import load_or_create
 from specserver.settings import ServerSettings
+from specserver.snapshots import SnapshotTimer
 from specserver.store import LogTree, index_of
 
 router = APIRouter(tags=["log"])
@@ -47,8 +51,9 @@ class LogService:
     """The tree's tiles and its signed checkpoints; the key is read on first use."""
 
     def __init__(self, tree: LogTree, signer: Callable[[], Signer], interval_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, timer_s: float = 0.0) -> None:
         self.tree = tree
+        self.timer = SnapshotTimer(self.checkpoint, timer_s, job="checkpoints")
         self._load_signer = signer
         self._signer: Signer | None = None
         self.interval_s = interval_s
@@ -61,6 +66,12 @@ class LogService:
         if self._signer is None:
             self._signer = self._load_signer()
         return self._signer
+
+    @property
+    def latest(self) -> bytes | None:
+        """The newest checkpoint signed so far, without signing one."""
+        note = self._note
+        return None if note is None else note[2]
 
     def checkpoint(self) -> bytes:
         with self._lock:
@@ -141,5 +152,5 @@ def install(app: FastAPI, settings: ServerSettings, engine: Engine) -> None:
     app.state.log = LogService(
         LogTree(engine),
         lambda: load_or_create(settings.resolved_log_key_file, settings.resolved_log_origin),
-        settings.log_checkpoint_s)
+        settings.log_checkpoint_s, timer_s=settings.log_checkpoint_timer_s)
     app.include_router(router)

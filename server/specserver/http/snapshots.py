@@ -33,6 +33,21 @@ PARQUET = "application/vnd.apache.parquet"
 TEXT = "text/plain; charset=utf-8"
 
 
+class Timers:
+    """Periodic jobs started and stopped as one."""
+
+    def __init__(self, timers: tuple[SnapshotTimer, ...]) -> None:
+        self.timers = timers
+
+    def start(self) -> None:
+        for timer in self.timers:
+            timer.start()
+
+    def stop(self) -> None:
+        for timer in self.timers:
+            timer.stop()
+
+
 class SnapshotService:
     def __init__(self, store: Store, log: LogService, settings: ServerSettings) -> None:
         self.store = store
@@ -40,8 +55,12 @@ class SnapshotService:
         self.folder = settings.resolved_snapshot_dir
         self.keep = settings.snapshot_keep
         self._lock = threading.Lock()
-        self.timer = SnapshotTimer(self.write, settings.snapshot_interval_s,
-                                   lambda: due_in(self.folder, settings.snapshot_interval_s))
+        # The app's lifespan starts and stops this one object: the snapshots' timer and
+        # the log's checkpoint timer together.
+        self.timer = Timers((
+            SnapshotTimer(self.write, settings.snapshot_interval_s,
+                          lambda: due_in(self.folder, settings.snapshot_interval_s)),
+            log.timer))
 
     def write(self) -> Snapshot:
         with self._lock:

@@ -131,20 +131,22 @@ def due_in(folder: Path, interval_s: float, settle_s: float = 60.0,
 
 class SnapshotTimer:
     """Writes a snapshot by calling ``write`` once ``first_s()`` seconds have passed, then
-    every ``interval_s``; a failure is logged and tried again at the next tick."""
+    every ``interval_s``; a failure is logged and tried again at the next tick. Any other
+    periodic job of the log names itself (``job``: the log's checkpoints, http/log.py)."""
 
     def __init__(self, write: Callable[[], object], interval_s: float,
-                 first_s: Callable[[], float] | None = None) -> None:
+                 first_s: Callable[[], float] | None = None, job: str = "snapshots") -> None:
         self.write = write
         self.interval_s = interval_s
         self.first_s = first_s or (lambda: interval_s)
+        self.job = job
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self.interval_s <= 0 or self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._run, name="specserver-snapshots",
+        self._thread = threading.Thread(target=self._run, name=f"specserver-{self.job}",
                                         daemon=True)
         self._thread.start()
 
@@ -154,7 +156,7 @@ class SnapshotTimer:
             try:
                 self.write()
             except Exception:  # the next tick tries again; the server goes on serving
-                log.exception("writing the periodic snapshot failed")
+                log.exception("the periodic %s job failed", self.job)
             wait = self.interval_s
 
     def stop(self) -> None:

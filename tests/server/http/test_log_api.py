@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,26 @@ def test_three_results_and_a_hide_make_four_entries_each_checkable(
                              base64.b64decode(receipt["log"]["leaf_hash"]), path,
                              checkpoint.root)
         assert s.post(valid_body(seed=90)).json()["log"]["index"] == 4  # numbering goes on
+
+
+def test_a_timer_signs_checkpoints_while_nobody_asks(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, log_checkpoint_s=0.001, log_checkpoint_timer_s=0.05,
+                            log_key_file=str(tmp_path / "log-key"))
+    with Served(settings) as served:
+        service = served.app.state.log
+        assert served.post(valid_body(seed=70)).status_code == 201
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            latest = service.latest
+            if latest is not None and b"\n1\n" in latest:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail(f"no checkpoint of size 1 was signed: {service.latest!r}")
+        assert checkpoint_of(served).size == 1
+    off = settings_for(tmp_path / "off", log_checkpoint_timer_s=0,
+                       log_key_file=str(tmp_path / "off-key"))
+    with Served(off) as served:
+        served.post(valid_body(seed=71))
+        time.sleep(0.2)
+        assert served.app.state.log.latest is None  # only on request
