@@ -39,16 +39,16 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sqlalchemy import Connection, Engine
 
 from specschema.evidence import LEVELS
-from specserver.board import aggregate, columns, newkeys, sql
+from specserver.board import aggregate, chips, columns, newkeys, sql
 from specserver.board.aggregate import GroupAggregate, KeyValue, View
 from specserver.board.columns import NAT, Bools, Codes, Ints, Rows, Standing, micros
-from specserver.board.keystanding import KeyStanding
+from specserver.board.keystanding import KeyStanding, Voices
 from specserver.store import changes, current_version, queries
 
 KeyTuple = tuple[KeyValue, ...]
@@ -61,11 +61,15 @@ FULL_ABOVE = 20_000
 
 @dataclass(frozen=True)
 class Computed:
-    """What a board read needs: its groups (key order, labelled) and the filters' counts."""
+    """What a board read needs: its groups (key order, labelled) and the filters' counts;
+    on the speedup board, the groups of chips kept apart (``chips``, each by chip too,
+    flagged ``uncorroborated``) and the filters its groups were read with."""
 
     groups: list[GroupAggregate]
     verdict_counts: dict[str, int]
     evidence_counts: dict[str, int]
+    apart: list[GroupAggregate] = field(default_factory=list)
+    filters: queries.Filters | None = None
 
 
 @contextmanager
@@ -78,10 +82,11 @@ def snapshot(engine: Engine) -> Iterator[Connection]:
 
 
 def compute(conn: Connection, filters: queries.Filters, dimensions: Sequence[str],
-            view: View, rules: newkeys.CohortRules, min_contributors: int) -> Computed:
+            view: View, rules: newkeys.CohortRules, min_contributors: int,
+            listed_chips: frozenset[str] | None = None) -> Computed:
     """The full computation of one board from the store (what a first read computes)."""
-    return Maintainer(rules, min_contributors, max_boards=1).board(
-        conn, filters, tuple(dimensions), view)
+    return Maintainer(rules, min_contributors, max_boards=2, listed_chips=listed_chips
+                      ).board(conn, filters, tuple(dimensions), view)
 
 
 # --- the keys' standing, by range ----------------------------------------------------------
@@ -186,8 +191,13 @@ class Maintainer:
     """The boards read most recently, kept up to date from the change log."""
 
     def __init__(self, rules: newkeys.CohortRules, min_contributors: int,
-                 max_boards: int = DEFAULT_BOARDS) -> None:
+                 max_boards: int = DEFAULT_BOARDS,
+                 listed_chips: frozenset[str] | None = None) -> None:
         self.rules = rules
+        # The known-chip table's names (``chips``); None: every chip is on the board. The
+        # chips on the board as of a position of the change log (``_specs``).
+        self.listed_chips = listed_chips
+        self._chips: tuple[changes.Position | None, tuple[str, ...]] | None = None
         self.min_contributors = min_contributors
         self.max_boards = max_boards
         self.window_us = micros(rules.window)
@@ -213,18 +223,73 @@ class Maintainer:
         with self._lock:
             try:
                 self._refresh(conn)
-                spec = (filters, tuple(dimensions), view)
-                board, tallies = self._boards.get(spec), self._tallies.get(filters)
-                if board is None or tallies is None or self._unbuilt:
-                    board, tallies = self._compute(conn, spec, board, tallies)
+                specs = self._specs(conn, filters, tuple(dimensions), view)
+                held = [self._held(conn, spec, filters) for spec in specs]
             except BaseException:
                 self._at = None
                 raise
-            self._boards.move_to_end(spec)
-            return Computed(board.shown(), tallies.verdicts(), tallies.levels())
+            for spec in specs:
+                self._boards.move_to_end(spec)
+            tallies = self._tallies[filters]
+            groups = held[0].shown()
+            if len(held) > 1:  # grouped without the chip: split by the filters
+                apart = held[1].shown()
+            elif self.listed_chips is not None and view == "speedup":
+                # grouped by the chip: split by each group's key, so that a chip becoming
+                # corroborated never makes the board be computed again in full
+                on_board = frozenset(self._chips_on_board(conn))
+                off = [g.key["chip"]["chip"] not in on_board | {None} for g in groups]
+                apart = [g for g, out in zip(groups, off, strict=True) if out]
+                groups = [g for g, out in zip(groups, off, strict=True) if not out]
+            else:
+                apart = []
+            return Computed(groups, tallies.verdicts(), tallies.levels(),
+                            [replace(g, uncorroborated=True) for g in apart], specs[0][0])
+
+    def voices(self) -> Voices:
+        """Who speaks for each contributor on the boards held (``KeyStanding.voices``):
+        read right after ``board``, the standing that board was computed with."""
+        with self._lock:
+            return self._standing.voices()
+
+    def _specs(self, conn: Connection, filters: queries.Filters, dimensions: tuple[str, ...],
+               view: View) -> list[Spec]:
+        """The boards one read shows: a speedup board grouped without the chip is read as
+        two, split by chip in SQL (``chips``, ``Filters.split``)."""
+        if self.listed_chips is None or view != "speedup" or "chip" in dimensions:
+            return [(filters, dimensions, view)]
+        on_board = self._chips_on_board(conn)
+        return [(filters.split(on_board, False), dimensions, view),
+                (filters.split(on_board, True), (*dimensions, "chip"), view)]
+
+    def _chips_on_board(self, conn: Connection) -> tuple[str, ...]:
+        """``chips.on_board`` once per state of the store (``_at``). Without a decision
+        since the last count (hide, ban, quarantine release: audit rows) a chip that was
+        corroborated still is (new submissions only add voices), so only the others are
+        counted again; a rebuild forgets it (``_rebuild``)."""
+        assert self.listed_chips is not None
+        at, held = self._at, self._chips
+        if held is not None and held[0] == at:
+            return held[1]
+        known = self.listed_chips
+        if (held is not None and held[0] is not None and at is not None
+                and held[0].audits == at.audits and held[0].seq <= at.seq):
+            known = known | set(held[1])
+        found = chips.on_board(conn, known, self.min_contributors)
+        self._chips = (at, found)
+        return found
+
+    def _held(self, conn: Connection, spec: Spec, tallied: queries.Filters) -> _Board:
+        """The maintained board of ``spec``, computed in full when there is none; the
+        counts of ``tallied`` (the filters as read) with it."""
+        board, tallies = self._boards.get(spec), self._tallies.get(tallied)
+        if board is None or tallies is None or self._unbuilt:
+            board, tallies = self._compute(conn, spec, board, tallies, tallied)
+        return board
 
     def _compute(self, conn: Connection, spec: Spec, board: _Board | None,
-                 tallies: _Tallies | None) -> tuple[_Board, _Tallies]:
+                 tallies: _Tallies | None, tallied: queries.Filters
+                 ) -> tuple[_Board, _Tallies]:
         """What is missing, computed in full: the board's rows, the keys' standing after a
         rebuild, the filters' counts. The queries run one after another on the snapshot's
         connection (one transaction serves one query at a time), in a thread of their own,
@@ -243,7 +308,7 @@ class Maintainer:
                     if board is None else None)
             arrivals = (queries_.submit(self._standing.fetch, conn)
                         if self._unbuilt and self.rules.active else None)
-            totals = (queries_.submit(sql.draft_totals, conn, filters)
+            totals = (queries_.submit(sql.draft_totals, conn, tallied)
                       if tallies is None else None)
             found = rows.result() if rows is not None else None
             reduced = found.reduced() if found is not None else None
@@ -255,7 +320,7 @@ class Maintainer:
                 board = self._place(spec, reduced)
                 reduced = None
             if totals is not None:
-                tallies = self._tallies[filters] = _Tallies(totals.result())
+                tallies = self._tallies[tallied] = _Tallies(totals.result())
         if reduced is not None:  # two keys share a hash: the rows again, by name
             board = self._place(spec, sql.contributor_columns(
                 conn, filters, dimensions, aggregate.VIEW_VERDICTS[view], False))
@@ -278,7 +343,7 @@ class Maintainer:
         while len(self._boards) > self.max_boards:
             self._boards.popitem(last=False)
             self._tallies = {f: t for f, t in self._tallies.items()
-                             if any(s[0] == f for s in self._boards)}
+                             if any(s[0].whole() == f for s in self._boards)}
         return board
 
     def _fit(self) -> None:
@@ -292,6 +357,7 @@ class Maintainer:
         self._codes = Codes()
         self._standing = KeyStanding(self.rules, self._codes)
         self._unbuilt = True
+        self._chips = None
         self._at, self._schema = at, schema
 
     def _refresh(self, conn: Connection) -> None:

@@ -106,16 +106,14 @@ class ReadService:
         check_s: float = CHECK_S,
         refresh_s: float = 0.0,
         incremental_boards: int = incremental.DEFAULT_BOARDS,
+        listed_chips: frozenset[str] | None = None,
     ) -> None:
-        self.engine = engine
+        self.engine, self.listed_chips = engine, listed_chips  # board.chips; None: all on
         self.rules = newkeys.CohortRules.of(probation_days, cohort_window_hours,
                                             graduations_per_day, settle_days)
         self.min_contributors = min_contributors
-        self.max_stale_s = max_stale_s
-        self.refresh_s = refresh_s
-        self.retry_s = retry_s
-        self.wait_s = wait_s
-        self.check_s = check_s
+        self.max_stale_s, self.refresh_s = max_stale_s, refresh_s
+        self.retry_s, self.wait_s, self.check_s = retry_s, wait_s, check_s
         self._version: str | None = None
         self._version_at = float("-inf")
         self._known: tuple[str, dict[str, list[Any]]] | None = None
@@ -414,7 +412,7 @@ class ReadService:
 
     def _new_maintainer(self) -> incremental.Maintainer:
         return incremental.Maintainer(self.rules, self.min_contributors,
-                                      self._incremental_boards)
+                                      self._incremental_boards, self.listed_chips)
 
     def compute_board(self, conn: Connection, version: str, filters: queries.Filters,
                       dimensions: Sequence[str], view: View, with_acceptance: bool = False
@@ -423,14 +421,15 @@ class ReadService:
         ``version``): the one place a board is computed, maintained by change
         (``incremental``: from the store's change log), Sybil resistance (newkeys.py)
         included; ``with_acceptance``: and each group's acceptance per draft position
-        (``acceptance``: in full each time, so only for the reads that ask for it)."""
+        (``acceptance``: pooled in the database, for the reads that ask for it)."""
         dims = tuple(dimensions)
         with self._compute_lock:
             computed = self._maintainer.board(conn, filters, dims, view)
             # in the same snapshot, its voices the standing the board was just computed with
             accepted = acceptance.group_acceptance(
-                conn, filters, dims, aggregate.VIEW_VERDICTS[view],
-                acceptance.maintained_voice(self._maintainer)) if with_acceptance else None
+                conn, computed.filters or filters, dims, aggregate.VIEW_VERDICTS[view],
+                self._maintainer.voices(), acceptance.disputed_keys(computed.groups)
+            ) if with_acceptance else None
         return Board(
             version=version,
             view=view,
@@ -440,10 +439,11 @@ class ReadService:
             results=sum(sum(g.verdicts.values()) for g in computed.groups),
             evidence_counts=computed.evidence_counts,
             acceptance=accepted,
+            uncorroborated=computed.apart,
         )
 
-    def cold_board(self, filters: queries.Filters, dimensions: Sequence[str], view: View
-                   ) -> Board:
+    def cold_board(self, filters: queries.Filters, dimensions: Sequence[str], view: View,
+                   with_acceptance: bool = False) -> Board:
         """A board computed now, from the store as it is (benches: the cold computation)."""
         return self._compute(lambda conn, version: self.compute_board(
-            conn, version, filters, dimensions, view)).value
+            conn, version, filters, dimensions, view, with_acceptance)).value

@@ -21,7 +21,7 @@ from specserver.http import admin, log, predict, probes, public, snapshots, subm
 from specserver.http.errors import install_error_handlers
 from specserver.http.licenceheader import LicenceHeader
 from specserver.http.page import routes as page_routes
-from specserver.ingest import CheckPool
+from specserver.ingest import CheckPool, known_chips
 from specserver.licence import LICENCE_NAME, LICENCE_URL, SENTENCE
 from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter, rejections
 from specserver.settings import ServerSettings, get_settings
@@ -132,7 +132,8 @@ def create_app(
                         probation_days=settings.new_key_probation_days,
                         cohort_window_hours=settings.cohort_window_hours,
                         graduations_per_day=settings.range_graduations_per_day,
-                        settle_days=settings.cohort_settle_days)
+                        settle_days=settings.cohort_settle_days,
+                        listed_chips=frozenset(c["name"] for c in known_chips()))
     public.install(app, reads)  # /v1 reads, CORS for GET
     predict.install(app)  # GET /v1/predict
     app.include_router(page_routes.router)  # the HTML page

@@ -25,8 +25,10 @@ from specserver.board import aggregate, groupkeys, incremental, newkeys
 from specserver.store import changes, queries, tables
 from tests.server.board.incremental_support import (
     CHIPS,
+    INVENTED_CHIP,
     KEYS,
     LEVELS,
+    LISTED_CHIPS,
     MERGING_CHIP,
     MIN_CONTRIBUTORS,
     ORIGINS,
@@ -406,4 +408,41 @@ def test_a_dispute_is_followed_from_the_log_to_its_settlement(duckdb_store: Stor
     store.apply(("later", 400))  # the settle time has passed for all three
     settled = spec4()
     assert settled.dispute is None and settled.median_speedup == 2.25
+    assert maintainer.rebuilds == 1
+
+
+def test_an_unlisted_chip_joins_the_board_when_a_second_range_corroborates_it(
+        duckdb_store: Store) -> None:
+    """Results on a chip outside the table from one range are apart (flagged); a key from
+    a second range (MIN_CONTRIBUTORS) moves its groups onto the board; a key of the first
+    range again, or a hidden result, does not count; the maintained board equals the full
+    computation at every step, followed from the log."""
+    store = duckdb_store
+    store.reset()
+    maintainer = incremental.Maintainer(RULES, MIN_CONTRIBUTORS, listed_chips=LISTED_CHIPS)
+    filters, dimensions, view = SPECS[0]
+    draft = [("spec_4", "confirmed", "log", 1.5)]
+
+    def read() -> incremental.Computed:
+        with incremental.snapshot(store.engine) as conn:
+            maintained = maintainer.board(conn, filters, dimensions, view)
+            assert maintained == incremental.compute(conn, filters, dimensions, view, RULES,
+                                                     MIN_CONTRIBUTORS, LISTED_CHIPS)
+        return maintained
+
+    def chips(groups: list[aggregate.GroupAggregate]) -> set[Any]:
+        return {g.key["chip"]["chip"] for g in groups}
+
+    store.insert(0, ORIGINS[0], 1, CHIPS[0], "complete", draft)
+    store.insert(1, ORIGINS[0], 1, INVENTED_CHIP, "complete", draft)
+    store.insert(2, ORIGINS[0], 1, INVENTED_CHIP, "complete", draft)  # the same range
+    store.insert(3, ORIGINS[1], 1, INVENTED_CHIP, "quarantined", draft)  # hidden
+    found = read()
+    assert chips(found.groups) == {CHIPS[0]} and chips(found.apart) == {INVENTED_CHIP}
+    assert [g.uncorroborated for g in found.apart] == [True]
+    assert found.apart[0].submissions == 2
+    store.insert(4, ORIGINS[1], 1, INVENTED_CHIP, "complete", draft)
+    found = read()
+    assert chips(found.groups) == {CHIPS[0], INVENTED_CHIP} and found.apart == []
+    assert not any(g.uncorroborated for g in found.groups)
     assert maintainer.rebuilds == 1
