@@ -20,18 +20,17 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, bench
 from bench.check_cost import _fresh, _shipped, hardnumbers_template  # noqa: E402
-from bench.ingest import SPECSERVER, Server  # noqa: E402
+from bench.ingest import Server  # noqa: E402
+
+from specserver.settings import ServerSettings  # noqa: E402
 
 # Requests that start this long after the flood did are also reported apart: the senders'
 # bursts are spent by then, and what is left is what their refill allows.
@@ -125,31 +124,6 @@ async def flood(port: int, senders: list[list[bytes]], honest: list[bytes], dura
     return attack, posts, health
 
 
-class LimitedServer(Server):
-    """``bench.ingest.Server`` with the default rate limits (that one turns them off)."""
-
-    ms_per_token: float = 2.0
-    addr_burst: int | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "SPECSERVER_RATE_CHECK_MS_PER_TOKEN": repr(self.ms_per_token)}
-        if self.addr_burst is not None:
-            env["SPECSERVER_RATE_ADDR_BURST"] = str(self.addr_burst)
-        self.proc = subprocess.Popen(
-            [SPECSERVER, "serve", "--port", str(self.port),
-             "--database", str(self.folder / "bench.duckdb")],
-            env=env, stdout=subprocess.DEVNULL,
-            stderr=open(self.folder / "server.log", "ab"))  # noqa: SIM115
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/healthz").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise RuntimeError("server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=60.0)
@@ -167,8 +141,14 @@ def main() -> None:
           f"{args.duration:g} s per run; load before: {os.getloadavg()[0]:.1f}")
     for ms_per_token in (float(v) for v in args.ms_per_token.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-flood-") as folder:
-            server = LimitedServer(True, Path(folder))
-            server.ms_per_token, server.addr_burst = ms_per_token, args.addr_burst
+            # the shipped rate limits (bench/ingest.py's Server turns them off)
+            shipped = ServerSettings()
+            limits = {"SPECSERVER_RATE_KEY_PER_MINUTE": repr(shipped.rate_key_per_minute),
+                      "SPECSERVER_RATE_ADDR_PER_MINUTE": repr(shipped.rate_addr_per_minute),
+                      "SPECSERVER_RATE_CHECK_MS_PER_TOKEN": repr(ms_per_token)}
+            if args.addr_burst is not None:
+                limits["SPECSERVER_RATE_ADDR_BURST"] = str(args.addr_burst)
+            server = Server(True, Path(folder), settings=limits)
             server.start()
             try:
                 main0, workers0 = server.cpu_seconds()

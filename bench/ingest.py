@@ -151,6 +151,8 @@ class Server:
     check_workers: int | None = None
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    # Settings over the bench's (rate limits off): bench/check_flood.py turns them on.
+    settings: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
         env = dict(os.environ)
@@ -158,6 +160,7 @@ class Server:
             "SPECSERVER_RATE_KEY_PER_MINUTE": "0",
             "SPECSERVER_RATE_ADDR_PER_MINUTE": "0",
             "SPECSERVER_STORE_ENABLED": "true" if self.store_enabled else "false",
+            **self.settings,
         })
         if self.check_workers is not None:
             env["SPECSERVER_CHECK_WORKERS"] = str(self.check_workers)

@@ -42,35 +42,40 @@ def redis_client(url: str, *, socket_timeout: float = 0.25) -> redis.Redis:
     )
 
 
-# KEYS = buckets; ARGV = rate, burst per bucket. All or nothing: tokens are taken from
-# every bucket only if each has one; else none is taken and the answer names the first
-# bucket that refused. Returns {index of the refusing bucket (0 = none), wait as text}.
-TOKEN_BUCKETS_LUA = """
+# What both scripts share: Redis's clock, a bucket's level now (full when it has none) and
+# storing a level (expiring once the bucket would be full again).
+_BUCKET_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local levels = {}
-for i, key in ipairs(KEYS) do
-  local rate = tonumber(ARGV[2 * i - 1])
-  local burst = tonumber(ARGV[2 * i])
+local function level(key, rate, burst)
   local state = redis.call('HMGET', key, 'tokens', 'updated')
   local tokens = tonumber(state[1])
   local updated = tonumber(state[2])
   if tokens == nil or updated == nil then
-    tokens = burst
-    updated = now
+    return burst
   end
-  tokens = math.min(burst, tokens + math.max(0, now - updated) * rate)
+  return math.min(burst, tokens + math.max(0, now - updated) * rate)
+end
+local function store(key, rate, burst, tokens)
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'updated', tostring(now))
+  redis.call('PEXPIRE', key, math.ceil((burst - tokens) / rate * 1000) + 1000)
+end
+"""
+# KEYS = buckets; ARGV = rate, burst per bucket. All or nothing: tokens are taken from
+# every bucket only if each has one; else none is taken and the answer names the first
+# bucket that refused. Returns {index of the refusing bucket (0 = none), wait as text}.
+TOKEN_BUCKETS_LUA = _BUCKET_LUA + """
+local levels = {}
+for i, key in ipairs(KEYS) do
+  local rate = tonumber(ARGV[2 * i - 1])
+  local tokens = level(key, rate, tonumber(ARGV[2 * i]))
   if tokens < 1 then
     return {i, tostring((1 - tokens) / rate)}
   end
   levels[i] = tokens
 end
 for i, key in ipairs(KEYS) do
-  local rate = tonumber(ARGV[2 * i - 1])
-  local burst = tonumber(ARGV[2 * i])
-  local tokens = levels[i] - 1
-  redis.call('HSET', key, 'tokens', tostring(tokens), 'updated', tostring(now))
-  redis.call('PEXPIRE', key, math.ceil((burst - tokens) / rate * 1000) + 1000)
+  store(key, tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i]), levels[i] - 1)
 end
 return {0, '0'}
 """
@@ -78,21 +83,10 @@ return {0, '0'}
 
 # KEYS = the bucket; ARGV = rate, burst, tokens: refill, then take ``tokens`` whatever the
 # level (``MemoryRateLimiter.charge``).
-CHARGE_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+CHARGE_LUA = _BUCKET_LUA + """
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'updated')
-local tokens = tonumber(state[1])
-local updated = tonumber(state[2])
-if tokens == nil or updated == nil then
-  tokens = burst
-  updated = now
-end
-tokens = math.min(burst, tokens + math.max(0, now - updated) * rate) - tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'updated', tostring(now))
-redis.call('PEXPIRE', KEYS[1], math.ceil((burst - tokens) / rate * 1000) + 1000)
+store(KEYS[1], rate, burst, level(KEYS[1], rate, burst) - tonumber(ARGV[3]))
 return 0
 """
 
