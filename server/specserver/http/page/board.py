@@ -9,7 +9,7 @@ key could mint groups without end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -32,10 +32,14 @@ from specschema.verdicts import (
     unverified_words,
     verdict_of,
 )
-from specserver.board import GroupAggregate, aggregate
+from specserver.board import GroupAcceptance, GroupAggregate, KeyTuple, aggregate
 from specserver.http.page import charts
+from specserver.http.page.positions import Positions, positions_of
 from specserver.ingest import chip_is_known, target_unsized_reason
 from specserver.store import queries
+
+# A board's acceptance per draft position by group key, when it was read with it.
+Accepted = Mapping[KeyTuple, GroupAcceptance] | None
 
 # The outcome's CSS class: the colour of the ratio, the bar and the words (the verdict
 # table's; how each verdict's row is named and styled is too, ``specschema.verdicts``).
@@ -285,9 +289,11 @@ class Row:
     new_chip: bool  # a chip outside known_chips.json
     verdicts: list[Count] = field(default_factory=list)
     evidence_levels: list[Count] = field(default_factory=list)
+    positions: Positions | None = None  # its acceptance per draft position, when read
 
 
-def board_rows(groups: Sequence[GroupAggregate], noise: bool) -> list[Row]:
+def board_rows(groups: Sequence[GroupAggregate], noise: bool,
+               accepted: Accepted = None) -> list[Row]:
     rows = []
     for group in groups:
         style = row_style(group, noise)
@@ -299,7 +305,8 @@ def board_rows(groups: Sequence[GroupAggregate], noise: bool) -> list[Row]:
             group.part_label("target"), group.part_label("engine"), group.part_label("chip"),
             group.part_label("memory_gb"), target_unsized_reason(group.key.get("target")),
             chip is not None and not chip_is_known(str(chip)),
-            verdict_counts(group.verdicts), evidence_counts(group.evidence)))
+            verdict_counts(group.verdicts), evidence_counts(group.evidence),
+            positions_of(group, accepted)))
     return rows
 
 
@@ -351,7 +358,8 @@ class Table:
 
 
 def _table(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool,
-           paging: Paging | None, sorting: Sorting, protocol_id: str) -> Table:
+           paging: Paging | None, sorting: Sorting, protocol_id: str,
+           accepted: Accepted = None) -> Table:
     shown = section_page(groups, paging) if paging else list(groups)
     ratio = "Run-to-run ratio" if noise else "Median speedup"
     headers = {"config": sorting.header("Draft config", "config"),
@@ -360,7 +368,8 @@ def _table(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool
                "contributors": sorting.header("Contributors", "contributors", "num"),
                "baseline": sorting.header("Baseline tok/s", "baseline", "num")}
     return Table(board, noise, board_chart(shown, board, title, noise),
-                 board_rows(shown, noise), headers, verdict_counts(sum_verdicts(groups)),
+                 board_rows(shown, noise, accepted), headers,
+                 verdict_counts(sum_verdicts(groups)),
                  paging_note(groups, len(shown), paging, protocol_id) if paging else None)
 
 
@@ -412,13 +421,13 @@ class Section:
 
 def protocol_section(protocol_id: str, speed: Sequence[GroupAggregate],
                      noise: Sequence[GroupAggregate], paging: Paging | None = None,
-                     sorting: Sorting = DEFAULT_SORTING) -> Section:
+                     sorting: Sorting = DEFAULT_SORTING, accepted: Accepted = None) -> Section:
     protocol = shipped_protocols().get(protocol_id)
     return Section(
         protocol_id, protocol.version if protocol else None,
         shown_description(protocol) if protocol else None,
         _table(speed, f"speedup-{protocol_id}", f"Speedup by chip, {protocol_id}", False,
-               paging, sorting, protocol_id) if speed else None,
+               paging, sorting, protocol_id, accepted) if speed else None,
         _table(noise, f"noise-{protocol_id}", f"Noise floor, {protocol_id}", True,
                paging, sorting, protocol_id) if noise else None)
 

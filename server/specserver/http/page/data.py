@@ -165,8 +165,13 @@ def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: s
     """The page's boards, menus and recent submissions on ``conn`` (at ``version``);
     ``forecaster``: the chosen machine's forecast for the engines given, on ``conn``."""
     menus_version, menus = reuse.menus(conn, version, menu_cut)
+    # Each group's acceptance per draft position once a machine and a target are chosen: a
+    # board that small costs little to pool (the whole board's, ~1.4 s of CPU at a
+    # million results, would be paid at every recomputation: BENCHMARKS.md).
+    chosen = all(filters.get(n) is not None for n in DOMAIN_NEEDS)
     data = PageData(
-        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup"),
+        speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup",
+                                  chosen),
         # The unverified rows (not observed, unstable) stand beside the confirmed ones, each
         # its own row and never in a confirmed row's median (aggregate rule 5).
         unverified=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "unverified"),

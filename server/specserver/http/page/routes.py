@@ -120,7 +120,8 @@ def home(request: Request, reads: Reads) -> Response:
             "min_contributors": reads.min_contributors,
             "newest": None if data.newest is None else submission.when(data.newest),
             "sections": [board.protocol_section(p, speed.get(p, []), noise.get(p, []),
-                                                paging, sorting) for p in protocols],
+                                                paging, sorting, data.speed.acceptance)
+                         for p in protocols],
             "apart": board.uncorroborated_table(data.speed.uncorroborated, sorting),
             "pooled": pooled,
             "counter_sources": board.counter_sources(),
