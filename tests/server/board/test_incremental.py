@@ -43,8 +43,11 @@ from tests.server.board.incremental_support import (
     operations,
     store_submission,
 )
+from tests.support.tiers import examples
 
-SETTINGS = settings(max_examples=12, deadline=None,
+# Each example replays up to 15 writes and checks every board after each (several seconds
+# of CPU): the default tier tries a quarter of the full tier's sequences.
+SETTINGS = settings(max_examples=examples(12), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
