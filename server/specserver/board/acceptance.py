@@ -29,7 +29,6 @@ from sqlalchemy import Connection
 
 from specserver.board.acceptancesql import Side, pooled_sides
 from specserver.board.aggregate import GroupAggregate, KeyValue, flat_key
-from specserver.board.incremental import Maintainer
 from specserver.board.keystanding import Voices
 from specserver.store import VERDICTS, Filters
 
@@ -93,9 +92,3 @@ def group_acceptance(conn: Connection, filters: Filters, dimensions: Sequence[st
         if group is not None:
             found[key] = group
     return found
-
-
-def maintained_voice(maintainer: Maintainer) -> Voices:
-    """The voices of the boards ``maintainer`` holds (``Maintainer.voices`` once the read
-    service calls it: this stays until then)."""
-    return maintainer._standing.voices()  # noqa: SLF001 - until Maintainer.voices is used

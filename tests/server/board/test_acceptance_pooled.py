@@ -20,6 +20,7 @@ from specschema.breakdown import position_rates
 from specserver.board import aggregate, incremental
 from specserver.board.acceptance import disputed_keys, group_acceptance
 from specserver.board.keystanding import NEW_KEYS_VOICE, Voices
+from specserver.board.leaderboard import ReadService
 from specserver.store import queries, tables
 from tests.server.board.acceptance_reference import across_contributors, reference_acceptance
 from tests.server.board.incremental_support import (
@@ -212,3 +213,9 @@ def test_a_disputed_group_counts_its_established_side_alone(
     assert accepted == established
     assert accepted.contributors == (4, 4) and accepted.rounds == 180
     assert accepted != everyone  # the recent graduate would have moved it
+    # and as the read service computes a board with acceptance=true
+    reads = ReadService(store.engine, min_contributors=MIN_CONTRIBUTORS, probation_days=7.0,
+                        cohort_window_hours=24.0, graduations_per_day=1, settle_days=14.0)
+    served = reads.cold_board(queries.Filters(), dims, "speedup", with_acceptance=True)
+    assert served.acceptance is not None
+    assert list(served.acceptance.values()) == [established]
