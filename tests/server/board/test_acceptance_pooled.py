@@ -32,8 +32,9 @@ from tests.server.board.incremental_support import (
     Store,
     store_submission,
 )
+from tests.support.tiers import examples
 
-SETTINGS = settings(max_examples=20, deadline=None,
+SETTINGS = settings(max_examples=examples(40), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 SPECS: list[incremental.Spec] = [
