@@ -12,8 +12,9 @@ engine that reports them. Each repeat computes the default leaderboard cold
 (``ReadService.cold_board``, the shipped cohort rules), then the same with ``domain`` in
 its dimensions, then with each group's acceptance per position (the maintained standing's
 voices, as ``acceptance=true`` reads it), then ``board.acceptance.group_acceptance`` for the
-default dimensions on its own (each contributor its own voice); wall and CPU (this process,
-DuckDB's threads included).
+default dimensions on its own (each contributor its own voice), then for the page's speed
+board of one chosen chip and target; wall and CPU (this process, DuckDB's threads
+included).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other bench scri
 import query  # noqa: E402
 from specserver.board import acceptance, aggregate  # noqa: E402
 from specserver.board.leaderboard import ReadService  # noqa: E402
+from specserver.http.page.data import SPEED_DIMENSIONS  # noqa: E402
 from specserver.store import queries  # noqa: E402
 from specserver.store.migrations import migrate  # noqa: E402
 
+# A machine and a target chosen on the page: one chip of bench/query.py's 24, its MTP target.
+CHOSEN = queries.Filters.of({"chip": "Apple M2", "target": "qwen3.5:9b-mtp"})
 # Every draft summary's rounds and per-position counts, from its id's hash (deterministic):
 # 20-59 rounds, depth 4 (the first draft config) or 8, position i accepted by ~0.85^(i+1).
 COUNTS_SQL = """
@@ -88,6 +92,12 @@ def main() -> None:
             found = acceptance.group_acceptance(conn, queries.Filters(), plain,
                                                 aggregate.BOARD_VERDICTS)
             print(f"{'acceptance alone':>20}: {len(found)} groups with counts, "
+                  f"wall {time.perf_counter() - wall:.2f} s, cpu {time.process_time() - cpu:.2f} s")
+            # the page's speed board once a machine and a target are chosen
+            wall, cpu = time.perf_counter(), time.process_time()
+            found = acceptance.group_acceptance(conn, CHOSEN, SPEED_DIMENSIONS,
+                                                aggregate.VIEW_VERDICTS["speedup"])
+            print(f"{'one chip, acceptance':>20}: {len(found)} groups with counts, "
                   f"wall {time.perf_counter() - wall:.2f} s, cpu {time.process_time() - cpu:.2f} s")
     engine.dispose()
 

@@ -165,9 +165,9 @@ def page_data(reads: ReadService, reuse: PageReuse, conn: Connection, version: s
     """The page's boards, menus and recent submissions on ``conn`` (at ``version``);
     ``forecaster``: the chosen machine's forecast for the engines given, on ``conn``."""
     menus_version, menus = reuse.menus(conn, version, menu_cut)
-    # Each group's acceptance per draft position once a machine and a target are chosen: a
-    # board that small costs little to pool (the whole board's, ~1.4 s of CPU at a
-    # million results, would be paid at every recomputation: BENCHMARKS.md).
+    # Each group's acceptance per draft position once a machine and a target are chosen:
+    # ~0.35 s of CPU for one chip's board at a million results, against ~1.4 s for the
+    # whole board's, paid at every recomputation of the page (BENCHMARKS.md).
     chosen = all(filters.get(n) is not None for n in DOMAIN_NEEDS)
     data = PageData(
         speed=reads.compute_board(conn, version, filters, SPEED_DIMENSIONS, "speedup",
