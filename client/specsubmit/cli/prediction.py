@@ -56,7 +56,7 @@ def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: b
     is said as such): with the crowd's cost units when it has some for this machine and
     ``own_probe`` does not ask otherwise, else with ``probe``; and with ``probe`` when it
     timed verification rounds and the crowd's units are prefills only (which read low)."""
-    from specsubmit.send import fetch_prediction
+    from specsubmit.send import check_on_contact, fetch_prediction
 
     fp = probe.fingerprint
     if probe.target.digest is None or fp.chip is None:
@@ -68,6 +68,7 @@ def crowd_advice(server: str, probe: CostProbe, domain: str | None, own_probe: b
     if domain is not None:
         query["domain"] = domain
     answer = fetch_prediction(server, query)
+    check_on_contact(server, lambda line: print(line, file=sys.stderr))
     try:
         inputs = inputs_from_json(answer["inputs"])
         better = probe.measured == VERIFICATION and inputs.cost_measured != VERIFICATION

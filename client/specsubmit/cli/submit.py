@@ -13,9 +13,13 @@ ServerOption = Annotated[str | None, typer.Option(
     "--server", envvar="SPECSUBMIT_SERVER", help="The specatlas server, e.g. https://host.")]
 
 
+def _stderr(line: str) -> None:  # the log's lines are said beside the result, not in it
+    typer.echo(line, err=True)
+
+
 def submit_file(path: Path, server: str | None, *, yes: bool, print_payload: bool) -> None:
     from specsubmit.local import load_result
-    from specsubmit.send import submit
+    from specsubmit.send import check_on_contact, submit
 
     submission = load_result(path)
     submit.check_submittable(submission, path)
@@ -29,11 +33,12 @@ def submit_file(path: Path, server: str | None, *, yes: bool, print_payload: boo
     receipt, again = submit.send_submission(submission, target)
     for line in submit.receipt_lines(receipt, again=again):
         typer.echo(line)
+    check_on_contact(target, _stderr)
 
 
 def submit_pending(server: str | None) -> None:
     from specsubmit.local import outbox
-    from specsubmit.send import submit
+    from specsubmit.send import check_on_contact, submit
 
     waiting = outbox.list_pending()
     if not waiting:
@@ -41,7 +46,12 @@ def submit_pending(server: str | None) -> None:
         return
     # Each waits for the server it was meant for, unless --server (or the variable) says
     # another one.
-    undelivered, refused = submit.send_pending(submit.resolve_server(server))
+    target = submit.resolve_server(server)
+    # read before sending: a delivered envelope's pending file, which names it, is gone
+    servers = sorted({where for item in waiting if (where := target or item.server)})
+    undelivered, refused = submit.send_pending(target)
+    for contacted in servers:
+        check_on_contact(contacted, _stderr)
     if refused:  # final: retrying will not change the server's mind
         raise SubmitError(f"{refused} of {len(waiting)} pending results were refused by the "
                           "server" + (f" and {undelivered} not delivered" if undelivered else ""))

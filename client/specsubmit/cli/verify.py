@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from specsubmit.errors import LogMisbehavior, LogUnchecked
+from specsubmit.errors import LogUnchecked
 from specsubmit.outside_text import visible
 
 if TYPE_CHECKING:
@@ -66,30 +66,9 @@ def verify_command(
 def _check_server(where: str, items: list[logcheck.Held], fetch: logcheck.Fetch,
                   log_key: str | None) -> int:
     """Check one server's log; the number of receipts its checkpoint does not hold yet."""
-    from specschema.errors import NoteInvalid
-    from specschema.tlog import parse_vkey
-    from specsubmit.local import logstate
-    from specsubmit.send import logcheck
+    from specsubmit.send import keep_checked
 
-    kept = logstate.load(where)
-    vkey = log_key or (kept.vkey if kept else None)
-    if vkey is None:
-        vkey = fetch("key").decode("utf-8", "replace").strip()
-        typer.echo(f"{visible(where, 300)}: pinned its log key {visible(vkey, 300)} "
-                   "(first contact: compare it with the key its operators publish)")
-    try:
-        verifier = parse_vkey(vkey)
-    except NoteInvalid as exc:
-        raise LogUnchecked(f"not a log key: {visible(vkey, 300)}: {exc.message}") from None
-    try:
-        report = logcheck.check_log(fetch, verifier, kept.checkpoint if kept else None, items)
-    except logcheck.Misbehavior as exc:
-        typer.echo(f"{visible(where, 300)}: SERVER MISBEHAVIOUR: {exc.message}")
-        for line in exc.evidence:
-            typer.echo(line)
-        raise LogMisbehavior(f"the log of {visible(where, 300)} contradicts what this "
-                             "client holds (proof above)") from None
-    logstate.save(logstate.KeptLog(where, verifier.vkey, report.note))
+    report = keep_checked(where, fetch, items, log_key, typer.echo)
     typer.echo(f"{visible(where, 300)}: checkpoint of {report.checkpoint.size} entries, "
                "consistent with the last one kept")
     for item in report.included:

@@ -21,6 +21,7 @@ from specsubmit.local import keys
 from specsubmit.outside_text import LINE_LIMIT, visible
 from specsubmit.send.consent import NOT_SENT, cpu_gpu_line, machine_line
 from specsubmit.send.delivery import Receipt, RetryPolicy, post_envelope
+from specsubmit.send.logwatch import check_on_contact
 from specsubmit.send.submit import SERVER_ENV, Ask, Echo, _tty_ask, resolve_server
 
 PROBES_PATH = "/v1/probes"
@@ -92,4 +93,5 @@ def offer_probe(probe: CostProbe, saved: Path, *, assume_yes: bool, no_submit: b
     receipt = send_probe(probe, target, policy)
     verb = "sent" if receipt.status == 201 else "already sent"
     say(f"probe {verb}: {visible(receipt.submission_id, 80)} to {target}")
+    check_on_contact(target, say)
     return True

@@ -29,6 +29,7 @@ from specsubmit.local import keys, outbox
 from specsubmit.outside_text import visible
 from specsubmit.send.consent import consent_lines
 from specsubmit.send.delivery import Receipt, RetryPolicy, normalize_server, post_envelope
+from specsubmit.send.logwatch import check_on_contact
 
 SERVER_ENV = "SPECSUBMIT_SERVER"
 
@@ -289,3 +290,4 @@ def offer_submission(
     receipt, again = send_submission(submission, target, policy)
     for line in receipt_lines(receipt, again=again):
         say(line)
+    check_on_contact(target, say)
