@@ -1,7 +1,7 @@
 """An identical copy of the target as its draft reads 100 % of its drafts on the pinned
 llama-server, every trial stopping at the token limit: the server never drafts past the
 limit (``get_n_draft_max`` in tools/server/server-context.cpp caps a draft at the tokens
-left less one), so no draft is cut short by it and there is nothing to count apart.
+left less one), so the result says none was drafted past the end (``drafted_past_end``).
 Through `specsubmit run --budget` on Gemma 3 270M (llamacpp-map, --draft the target's own
 file, draft_n8), which also prints its plan before the first trial and ends in its budget.
 """
@@ -50,6 +50,7 @@ def test_an_identical_copy_reads_every_draft_and_the_run_keeps_its_budget(
         assert counters.accepted == counters.drafted, trial  # 100 %, the last round too
         if trial.done_reason == "length":
             assert trial.eval_count == limit
+            assert counters.drafted_past_end == 0
         # every round's draft accepted whole: tokens = accepted + one of the target's own
         # per round, up to the limit
         assert counters.rounds is not None
