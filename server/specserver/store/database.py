@@ -53,7 +53,7 @@ from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
 from specserver.store import origins, queries, tables
-from specserver.store.logentries import LogReceipt, log_refused, receipt_of
+from specserver.store.logentries import LogReceipt, RefusalLog, receipt_of
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
 from specserver.store.writer import GroupCommitWriter
@@ -180,6 +180,7 @@ class Store:
         self.writer = make_writer(
             self.engine, window_s=group_commit_s, max_batch=group_commit_max
         )
+        self._refusals = RefusalLog(lambda fn: self.writer.run_job(fn))
         self.ban_cache_s = ban_cache_s
         self.ban_wait_s = ban_wait_s
         self._bans: frozenset[str] = frozenset()
@@ -365,9 +366,10 @@ class Store:
             raise Unavailable("the store cannot be read right now", retry_after=5) from exc
 
     async def log_refusal(self, envelope_sha256: str) -> LogReceipt:
-        """Log an envelope refused after its signature verified, through the writer
-        (``store/logentries.py`` ``log_refused``); its entry's place."""
-        return await self.awrite(lambda conn: log_refused(conn, envelope_sha256))
+        """Log an envelope refused after its signature verified, through the writer, with
+        the refusals queued beside it (``store/logentries.py`` ``RefusalLog``); its
+        entry's place."""
+        return await asyncio.wrap_future(self._refusals.log(envelope_sha256))
 
     def log_receipt(self, submission_id: str) -> LogReceipt | None:
         """A stored submission's entry in the transparency log (``store/logentries.py``)."""

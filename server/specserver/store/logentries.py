@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -156,19 +158,68 @@ def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
 
 
 # Taken by every storing transaction on PostgreSQL (``changes.mark`` bumps it): holding it
-# orders a refusal's entry among the replicas' entries without marking a board change.
+# orders refusals' entries among the replicas' entries without marking a board change.
 _LOCK_CLOCK = "SELECT seq FROM board_clock WHERE id = 1 FOR UPDATE"
 
 
-def log_refused(conn: Connection, envelope_sha256: str) -> LogReceipt:
-    """Log an envelope refused after its signature verified, alone in its transaction (a
-    writer job: on DuckDB the writer thread numbers it; on PostgreSQL after taking the
-    board clock's row lock, as every storing transaction does). The same bytes refused
+def log_refused(conn: Connection, envelope_sha256s: Sequence[str]) -> list[LogReceipt]:
+    """Log envelopes refused after their signature verified, in one transaction of their
+    own (a writer job: on DuckDB the writer thread numbers them; on PostgreSQL after taking
+    the board clock's row lock, as every storing transaction does). The same bytes refused
     twice are two entries: each refusal is an event, and dropping repeats would cost a
     lookup per refusal without stopping a sender who changes one byte."""
+    if not envelope_sha256s:
+        return []
     if conn.dialect.name != "duckdb":
         conn.exec_driver_sql(_LOCK_CLOCK).all()
     insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
-    entry = typed_entry(REFUSED, bytes.fromhex(envelope_sha256))
     return Sequencer(keeps_count=False).append_entries(
-        conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]
+        conn, [(typed_entry(REFUSED, bytes.fromhex(d)), None) for d in envelope_sha256s],
+        datetime.now(UTC).replace(tzinfo=None), insert)
+
+
+RunJob = Callable[[Callable[[Connection], Any]], "Future[Any]"]
+
+
+class RefusalLog:
+    """Refusals logged together: those that queue while the writer is busy go in one job,
+    one transaction and one read of the next number (a refusal alone costs a transaction,
+    about 2 ms of CPU on DuckDB: BENCHMARKS.md, "Refused envelopes in the log"; a flood
+    of them then costs one per writer turn, not one each). Each future resolves after the
+    commit that holds its entry."""
+
+    def __init__(self, run_job: RunJob) -> None:
+        self._run_job = run_job
+        self._lock = threading.Lock()
+        self._queued: list[tuple[str, Future[LogReceipt]]] = []
+
+    def log(self, envelope_sha256: str) -> Future[LogReceipt]:
+        future: Future[LogReceipt] = Future()
+        with self._lock:
+            self._queued.append((envelope_sha256, future))
+            first = len(self._queued) == 1
+        if first:  # otherwise a job that has not started yet takes it
+            taken: list[tuple[str, Future[LogReceipt]]] = []
+
+            def write(conn: Connection) -> list[LogReceipt]:
+                self._take(taken)
+                return log_refused(conn, [digest for digest, _ in taken])
+
+            self._run_job(write).add_done_callback(lambda done: self._settle(done, taken))
+        return future
+
+    def _take(self, into: list[tuple[str, Future[LogReceipt]]]) -> None:
+        with self._lock:
+            into.extend(self._queued)
+            self._queued = []
+
+    def _settle(self, done: Future[list[LogReceipt]],
+                taken: list[tuple[str, Future[LogReceipt]]]) -> None:
+        error = done.exception()
+        if error is not None and not taken:  # the job never ran (a closed store)
+            self._take(taken)
+        for i, (_, future) in enumerate(taken):
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result()[i])

@@ -12,6 +12,7 @@ import hashlib
 import json
 import pickle
 import re
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from specschema.envelope import key_id_of
 from specschema.tlog import decode_entries, leaf_hash
 from specserver.ingest import CheckLimits
 from specserver.ingest.workers import answer_for, encode_request, error_from_parts
+from specserver.store import LogReceipt, logentries
 from tests.support.crowd import M2, cost_probe, map_result, signed_probe, target_of
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, error_of, settings_for
@@ -124,3 +126,43 @@ def test_a_check_worker_says_which_refusals_came_after_verification() -> None:
     for body, key in ((broken_rule(7), key_id_of(bytes(signer(7).verify_key))), (b"[]", None)):
         kind, parts = pickle.loads(answer_for(encode_request(body, now), limits))
         assert kind == "error" and error_from_parts(parts).signed_by == key
+
+
+def test_refusals_arriving_together_each_get_their_own_entry(served: Served) -> None:
+    bodies = [broken_rule(20 + i) for i in range(12)]
+    answers = served.post_many(bodies)
+    assert [a.status_code for a in answers] == [422] * 12
+    indexes = [logged_at(answer, body) for answer, body in zip(answers, bodies, strict=True)]
+    assert sorted(indexes) == list(range(12))
+    logged = entries(served, 12)
+    assert all(logged[i] == refused_entry(body) for i, body in zip(indexes, bodies,
+                                                                   strict=True))
+
+
+def test_refusals_queued_while_the_writer_is_busy_share_one_job(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs: list[tuple[Any, Future[Any]]] = []
+
+    def run_job(fn: Any) -> Future[Any]:
+        jobs.append((fn, Future()))
+        return jobs[-1][1]
+
+    seen: list[list[str]] = []
+
+    def recorded(conn: Any, digests: list[str]) -> list[LogReceipt]:  # instead of writing
+        seen.append(list(digests))
+        return [LogReceipt(7 + i, b"\x00" * 32) for i in range(len(digests))]
+
+    monkeypatch.setattr(logentries, "log_refused", recorded)
+    refusals = logentries.RefusalLog(run_job)
+    futures = [refusals.log(f"{i:064x}") for i in range(3)]
+    assert len(jobs) == 1  # the writer has not started the first job: the others joined it
+    fn, job = jobs[0]
+    job.set_result(fn(None))
+    assert seen == [[f"{i:064x}" for i in range(3)]]
+    assert [f.result().index for f in futures] == [7, 8, 9]
+    late = refusals.log("f" * 64)  # after the job: a job of its own
+    assert len(jobs) == 2 and not late.done()
+    jobs[1][1].set_exception(RuntimeError("the store is closed"))  # it never ran
+    with pytest.raises(RuntimeError, match="closed"):
+        late.result(timeout=1)
