@@ -14,6 +14,7 @@ figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import resource
 import subprocess
@@ -22,8 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from dev import FAST_TIER, TIER_VARIABLE  # noqa: E402 - scripts/ is not a package
+# scripts/dev.py names the tier's marker expression and the variable (not a package).
+_spec = importlib.util.spec_from_file_location("specatlas_dev", ROOT / "scripts" / "dev.py")
+assert _spec is not None and _spec.loader is not None
+_dev = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_dev)
+FAST_TIER: str = _dev.FAST_TIER
+TIER_VARIABLE: str = _dev.TIER_VARIABLE
 
 FOLDERS = [
     "tests/schema", "tests/client", "tests/server/board", "tests/server/store",
