@@ -10,6 +10,7 @@ from specschema.tlog.entries import (
     ENTRY_SIZE,
     ENVELOPE,
     MODERATION,
+    PROBE,
     REFUSED,
     typed_entry,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "ENTRY_SIZE",
     "ENVELOPE",
     "MODERATION",
+    "PROBE",
     "REFUSED",
     "HASH_SIZE",
     "TILE_HEIGHT",

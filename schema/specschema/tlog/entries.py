@@ -9,6 +9,9 @@
                       stored with other bytes): the SHA-256 of its exact bytes. The bytes
                       are never served (a refused envelope is not public); its sender, who
                       holds them, proves the refusal was logged by inclusion.
+    0x04  PROBE       a cost probe the server verified and stored: the SHA-256 of its exact
+                      bytes (no public read serves one probe's bytes; its sender proves it
+                      by inclusion, and every prediction is computed from stored probes)
 
 The leaf hash is RFC 6962's SHA-256(0x00 || entry) (``merkle.leaf_hash``). A new kind is a
 new type byte: the leaf hashes of the existing kinds never change.
@@ -21,10 +24,11 @@ from specschema.tlog.merkle import HASH_SIZE
 ENVELOPE = 0x01
 MODERATION = 0x02
 REFUSED = 0x03
+PROBE = 0x04
 ENTRY_SIZE = 1 + HASH_SIZE
 # Each type byte's name, as the log's index (``/log/index``) writes it.
 ENTRY_KINDS: dict[int, str] = {ENVELOPE: "envelope", MODERATION: "moderation",
-                               REFUSED: "refused"}
+                               REFUSED: "refused", PROBE: "probe"}
 
 
 def typed_entry(kind: int, digest: bytes) -> bytes:

@@ -36,8 +36,8 @@ from specserver.audit.findings import AuditReport, b64, note_lines
 from specserver.audit.source import PublicSource
 
 # The entry kinds (specschema.tlog.entries): envelope, moderation, refused (an envelope
-# refused after its signature verified, whose bytes no one but its sender has: only its
-# place and kind can be checked).
+# refused after its signature verified) and probe (a stored cost probe), whose bytes no
+# one but their sender has: only their place and kind can be checked.
 ENVELOPE, MODERATION, KINDS = tlog.ENVELOPE, tlog.MODERATION, tlog.ENTRY_KINDS
 ENTRY_BYTES = tlog.ENTRY_SIZE
 
@@ -155,6 +155,8 @@ def _read_index(source: PublicSource, log: LogCopy, report: AuditReport) -> None
                 log.index.pop(index, None)
             elif kind == KINDS[tlog.REFUSED]:
                 report.passed("refused envelopes described (their hashes only)")
+            elif kind == KINDS[tlog.PROBE]:
+                report.passed("cost probes described (their hashes only: not served)")
 
 
 def check_kept(log: LogCopy, kept: bytes, report: AuditReport) -> None:

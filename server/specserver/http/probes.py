@@ -4,13 +4,15 @@ The one gate of ``POST /v1/submissions`` (``submissions.gated``): refusals from 
 charged first, the body under the size limit and its deadline, the checks
 (``ingest.check_probe``: its own envelope type, the wire model, created_at's window), the
 ban list, the rate limits per address and per key (one bucket with submissions: a probe is
-a POST like any other), then one write through the store's single writer. Idempotent by
-probe id: the same bytes again are 200 with the same receipt, other bytes under a stored
-id 409.
+a POST like any other), then one write through the store's single writer, which also
+logs the probe in the transparency log (the receipt's ``log``, as a submission's).
+Idempotent by probe id: the same bytes again are 200 with the same receipt, other bytes
+under a stored id 409.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
@@ -24,7 +26,7 @@ from specserver.http.submissions import check_limits, gated, log_refusal
 from specserver.ingest import check_probe
 from specserver.ratelimit import client_address
 from specserver.settings import ServerSettings
-from specserver.store import Store, probes
+from specserver.store import LogReceipt, Store, probes
 
 router = APIRouter()
 PROBES_PATH = "/v1/probes"
@@ -35,12 +37,16 @@ _ENVELOPE = {"type": "object", "required": ["payloadType", "payload", "signature
                             "cost probe (specschema.probe.CostProbe)"}
 
 
-def _receipt(row: probes.ProbeRow) -> bytes:
+def _receipt(row: probes.ProbeRow, log: LogReceipt | None) -> bytes:
+    """``log``: the probe's entry in the transparency log (null for a probe stored before
+    the log named probes, or by a server without a store)."""
     values = row.values
+    entry = None if log is None else {
+        "index": log.index, "leaf_hash": base64.b64encode(log.leaf_hash).decode()}
     return json.dumps({"probe_id": row.probe_id, "key_id": values["key_id"],
                        "received_at": values["received_at"].isoformat() + "Z",
-                       "target_digest": values["target_digest"], "chip": values["chip"]},
-                      separators=(",", ":")).encode()
+                       "target_digest": values["target_digest"], "chip": values["chip"],
+                       "log": entry}, separators=(",", ":")).encode()
 
 
 @router.post(
@@ -81,7 +87,7 @@ async def post_probe(request: Request) -> Response:
     if settings.store_enabled:
         origin = await store.origin_of(address, state.clock())
         row = probes.ProbeRow({**row.values, "origin_hash": origin})
-        outcome = await store.awrite(lambda conn: probes.insert_probe(conn, row))
+        outcome, logged = await store.store_probe(row)
         if outcome == "conflict":
             conflict = signed_refusal(Conflict("this probe id is already stored with other "
                                                "bytes", {"probe_id": row.probe_id}),
@@ -89,6 +95,6 @@ async def post_probe(request: Request) -> Response:
             await log_refusal(state, conflict, lambda: str(row.values["envelope_sha256"]))
             raise conflict
     else:
-        outcome = "stored"
-    return Response(_receipt(row), status_code=201 if outcome == "stored" else 200,
+        outcome, logged = "stored", None
+    return Response(_receipt(row, logged), status_code=201 if outcome == "stored" else 200,
                     media_type="application/json")

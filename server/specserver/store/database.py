@@ -52,8 +52,8 @@ from sqlalchemy import Connection, Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
-from specserver.store import origins, queries, tables
-from specserver.store.logentries import LogReceipt, RefusalLog, receipt_of
+from specserver.store import origins, probes, queries, tables
+from specserver.store.logentries import LogReceipt, RefusalLog, log_probe, receipt_of
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
 from specserver.store.writer import GroupCommitWriter
@@ -370,6 +370,18 @@ class Store:
         the refusals queued beside it (``store/logentries.py`` ``RefusalLog``); its
         entry's place."""
         return await asyncio.wrap_future(self._refusals.log(envelope_sha256))
+
+    async def store_probe(self, row: probes.ProbeRow
+                          ) -> tuple[str, LogReceipt | None]:
+        """Store a cost probe and log it in the same transaction: ``stored`` with its new
+        entry, ``same`` (these bytes again) with the entry they have, or ``conflict``."""
+        def write(conn: Connection) -> tuple[str, LogReceipt | None]:
+            outcome = probes.insert_probe(conn, row)
+            digest = str(row.values["envelope_sha256"])
+            if outcome == "stored":
+                return outcome, log_probe(conn, row.probe_id, digest)
+            return outcome, receipt_of(conn, row.probe_id) if outcome == "same" else None
+        return await self.awrite(write)
 
     def log_receipt(self, submission_id: str) -> LogReceipt | None:
         """A stored submission's entry in the transparency log (``store/logentries.py``)."""

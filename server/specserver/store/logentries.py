@@ -3,8 +3,10 @@
 An entry is a type byte and a SHA-256 (``specschema.tlog.entries``): ``ENVELOPE`` then the
 digest of the exact envelope bytes the server verified and stored (accepted or
 quarantined); ``REFUSED`` then the digest of an envelope whose signature verified and which
-a rule then refused (logged alone, in its own transaction: ``log_refused``; no submission
-id is kept, so nothing but its hash is public); ``MODERATION`` then the
+a rule then refused (logged in a transaction of its own: ``log_refused``; no submission
+id is kept, so nothing but its hash is public); ``PROBE`` then the digest of a stored cost
+probe's envelope, in the transaction that stores it, naming the probe's id
+(``log_probe``); ``MODERATION`` then the
 digest of a maintainer's decision (every audit row: hide, unhide, reject, ban, unban,
 import, a settled dispute, an ad-hoc query) as canonical JSON (``moderation_text``): the
 audit row as ``GET /v1/submissions/{id}`` shows it, plus ``affects``, the indexes of the
@@ -35,7 +37,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Table, func, select
 
-from specschema.tlog import ENVELOPE, MODERATION, REFUSED, leaf_hash, typed_entry
+from specschema.tlog import ENVELOPE, MODERATION, PROBE, REFUSED, leaf_hash, typed_entry
 from specserver.store import tables
 from specserver.store.appenders import core_insert, duckdb_append
 
@@ -176,6 +178,18 @@ def log_refused(conn: Connection, envelope_sha256s: Sequence[str]) -> list[LogRe
     return Sequencer(keeps_count=False).append_entries(
         conn, [(typed_entry(REFUSED, bytes.fromhex(d)), None) for d in envelope_sha256s],
         datetime.now(UTC).replace(tzinfo=None), insert)
+
+
+def log_probe(conn: Connection, probe_id: str, envelope_sha256: str) -> LogReceipt:
+    """Log a cost probe stored in this transaction (a writer job), under its id; on
+    PostgreSQL after taking the board clock's row lock, as every storing transaction
+    does."""
+    if conn.dialect.name != "duckdb":
+        conn.exec_driver_sql(_LOCK_CLOCK).all()
+    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    return Sequencer(keeps_count=False).append_entries(
+        conn, [(typed_entry(PROBE, bytes.fromhex(envelope_sha256)), probe_id)],
+        datetime.now(UTC).replace(tzinfo=None), insert)[0]
 
 
 RunJob = Callable[[Callable[[Connection], Any]], "Future[Any]"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from specschema.tlog import ENVELOPE, MODERATION, REFUSED
+from specschema.tlog import ENVELOPE, MODERATION, PROBE, REFUSED
 from specserver.store import tables
 from specserver.store.logentries import affected_indexes, moderation_entry
 
@@ -57,8 +57,8 @@ def _decision(conn: Connection, index: int, entry: bytes, logged_at: datetime
 def index_of(conn: Connection, start: int, end: int) -> list[dict[str, Any]]:
     """What entries ``start``..``end - 1`` name, in order: ``{"index", "kind": "envelope",
     "submission_id"}``, ``{"index", "kind": "moderation", "decision", "affects"}`` (both
-    null when no audit row hashes to the entry) or ``{"index", "kind": "refused"}`` (its
-    hash is the entry itself)."""
+    null when no audit row hashes to the entry), ``{"index", "kind": "refused"}`` (its
+    hash is the entry itself) or ``{"index", "kind": "probe", "probe_id"}``."""
     log = tables.log_entries
     rows = conn.execute(select(log.c.idx, log.c.entry, log.c.submission_id, log.c.logged_at)
                         .where(log.c.idx >= start, log.c.idx < end)
@@ -74,6 +74,8 @@ def index_of(conn: Connection, start: int, end: int) -> list[dict[str, Any]]:
                           **(found or {"decision": None, "affects": None})})
         elif entry[:1] == bytes([REFUSED]):  # nothing more: a refused envelope is not public
             items.append({"index": index, "kind": "refused"})
+        elif entry[:1] == bytes([PROBE]):
+            items.append({"index": index, "kind": "probe", "probe_id": submission_id})
         else:
             items.append({"index": index, "kind": "unknown"})
     return items

@@ -3,7 +3,8 @@
 (``Log-Entry``): a rule's refusal, a banned key, an id stored with other bytes, for results
 and cost probes alike. Refusals before verification (a bad signature, bytes that are no
 envelope) are not logged. The index says ``refused`` and names nothing: the bytes are not
-public. The auditor counts such entries and passes. DuckDB and PostgreSQL."""
+public. A stored cost probe is an entry too (0x04), named by its id, its receipt carrying
+it. DuckDB and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -166,3 +167,20 @@ def test_refusals_queued_while_the_writer_is_busy_share_one_job(
     jobs[1][1].set_exception(RuntimeError("the store is closed"))  # it never ran
     with pytest.raises(RuntimeError, match="closed"):
         late.result(timeout=1)
+
+
+def test_a_stored_probe_is_logged_with_its_receipt(served: Served) -> None:
+    target = target_of(map_result(0, M2))
+    body = signed_probe(cost_probe(target, M2), 9)
+    first = served.client.post("/v1/probes", content=body)
+    assert first.status_code == 201, first.text
+    log = first.json()["log"]
+    entry = b"\x04" + hashlib.sha256(body).digest()
+    assert log["index"] == 0 and base64.b64decode(log["leaf_hash"]) == leaf_hash(entry)
+    again = served.client.post("/v1/probes", content=body)  # the same bytes: the same entry
+    assert again.status_code == 200 and again.json()["log"] == log
+    assert served.post(valid_body(seed=30)).json()["log"]["index"] == 1
+    assert entries(served, 2)[0] == entry
+    items = served.get("/log/index/000.p/2").json()["items"]
+    assert items[0] == {"index": 0, "kind": "probe", "probe_id": first.json()["probe_id"]}
+    assert items[1]["kind"] == "envelope"
