@@ -17,13 +17,16 @@ __all__ = ["STORES", "app_on", "make_settings"]  # STORES: the stores app_on tak
 
 
 def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
-    """A DuckDB file in ``tmp``, rate limits off, bans not cached (tests turn them on)."""
+    """A DuckDB file in ``tmp``, rate limits off, bans not cached (tests turn them on);
+    a POST takes one token of a limit a test turns on, whatever its checks cost (the
+    check charge is turned on by the tests of it)."""
     values: dict[str, Any] = {
         "database_url": str(tmp / "store.duckdb"),
         "max_body_bytes": BODY_LIMIT,
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,
         "rate_reject_per_minute": 0,
+        "rate_check_ms_per_token": 0,
         "ban_cache_s": 0,
         "public_base_url": "http://testserver",
     }
