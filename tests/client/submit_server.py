@@ -147,8 +147,11 @@ class RealServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # its own log key: a key file shared between tests is bound to another test's
+        # origin (the URL's port), and its log would answer 500
         settings = ServerSettings(database_url=str(tmp_path / "server.duckdb"),
-                                  public_base_url=self.url, **overrides)
+                                  public_base_url=self.url,
+                                  **{"log_key_file": str(tmp_path / "log-key"), **overrides})
         config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port,
                                 log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)

@@ -86,6 +86,7 @@ def test_probe_then_advise_prints_what_the_server_predicts(
     # before this machine's probe is on the server: predicted here, from its inputs
     local = _cli(env, "advise", "--target", str(model), "--server", server.url, "--json")
     assert local.returncode == 0, local.stderr
+    assert "pinned its log key" in local.stderr  # each contact checks the server's log
     mine = json.loads(local.stdout)
     assert mine["cost"]["source"] == "your probe"
     served = httpx.get(f"{server.url}/v1/predict", params=query).json()
@@ -97,6 +98,7 @@ def test_probe_then_advise_prints_what_the_server_predicts(
     sent = _cli(env, "probe", "--send", str(saved), "--server", server.url, "--yes")
     assert sent.returncode == 0, sent.stderr
     assert "This probe would be sent to" in sent.stderr and "probe sent:" in sent.stderr
+    assert "pinned" not in sent.stderr and "not checked" not in sent.stderr  # kept, checked
 
     shown = _cli(env, "advise", "--target", str(model), "--server", server.url, "--json")
     assert shown.returncode == 0, shown.stderr
