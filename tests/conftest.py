@@ -15,6 +15,7 @@ Property tests try fewer examples outside the full tier (tests/support/tiers.py)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -38,6 +39,20 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     return (f"hypothesis profile: {settings.get_current_profile_name()} "
             f"({tiers.TIER_VARIABLE}=full for the full tier's example counts)")
+
+
+_log_keys = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _own_log_key(monkeypatch: pytest.MonkeyPatch,
+                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test's servers sign their log with a key of their own, never the one in the
+    user's data folder (a key is bound to its origin, which varies with the port; the
+    checkpoint timer reads it in any app that lives a few seconds). Only a path: no file
+    or folder is made unless a server signs."""
+    path = tmp_path_factory.getbasetemp() / "log-keys" / f"{next(_log_keys)}"
+    monkeypatch.setenv("SPECSERVER_LOG_KEY_FILE", str(path))
 
 
 @pytest.fixture(autouse=True)
