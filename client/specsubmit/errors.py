@@ -169,9 +169,13 @@ class SubmitError(SpecSubmitError):
 
 
 class SubmissionRejected(SubmitError):
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0,
+                 log_entry: tuple[int, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
+        # where the server's transparency log holds the refusal (index, base64 leaf hash),
+        # from the answer's Log-Entry header: a refusal after the signature verified
+        self.log_entry = log_entry
 
 
 class ServerUnreachable(SubmitError):

@@ -1,5 +1,6 @@
 """`specsubmit verify [--server URL] [--log-key VKEY]`: every receipt this client holds,
-checked against its server's transparency log (``specsubmit.send.logcheck``).
+checked against its server's transparency log (``specsubmit.send.logcheck``), the
+refusals the server logged (a ``Log-Entry`` answer) too.
 
 Per server: the log's verifier key is pinned on first contact (or given with --log-key,
 as the server's operators publish it), the newest checkpoint must extend the one kept from
@@ -51,6 +52,11 @@ def verify_command(
                        "(delivered before the server kept a log)")
             continue
         by_server[where].append(held)
+    for submission_id, record in outbox.rejected_records():  # refusals the server logged
+        where = str(record.get("server", ""))
+        held = logcheck.held_from_refusal(submission_id, record)
+        if held is not None and where and (target is None or where == target):
+            by_server[where].append(held)
     if not by_server:
         typer.echo("no receipts to check; pass --server URL to check a server's log")
         return

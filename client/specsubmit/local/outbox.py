@@ -126,10 +126,27 @@ def submitted_records(home: Path | None = None) -> list[tuple[str, dict[str, Any
 
 
 def record_rejected(
-    submission_id: str, server: str, status: int, message: str, home: Path | None = None
+    submission_id: str, server: str, status: int, message: str, home: Path | None = None,
+    *, log_entry: tuple[int, str] | None = None, envelope_sha256: str | None = None,
 ) -> Path:
-    record = {"server": server, "rejected_at": _now(), "status": status, "message": message}
+    """``log_entry``: where the server logged the refusal (index, base64 leaf hash), kept
+    with the refused envelope's sha256 so that `specsubmit verify` proves it included."""
+    record: dict[str, Any] = {"server": server, "rejected_at": _now(), "status": status,
+                              "message": message}
+    if log_entry is not None:
+        record["log"] = {"index": log_entry[0], "leaf_hash": log_entry[1]}
+        record["envelope_sha256"] = envelope_sha256
     return _record(REJECTED, submission_id, record, home)
+
+
+def rejected_records(home: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Every refused submission's record, by id."""
+    found = []
+    for path in sorted(folder(REJECTED, home).glob("*.json")):
+        record = _read_record(REJECTED, path.stem, home)
+        if record is not None:
+            found.append((path.stem, record))
+    return found
 
 
 def _read_record(name: str, submission_id: str, home: Path | None) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ import functools
 import json
 import os
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable
@@ -211,6 +212,16 @@ def _exchange(client: httpx.Client, url: str, envelope: bytes | None, headers: d
         return response, bytes(body)
 
 
+_LOG_ENTRY = re.compile(r"index=(\d{1,18}), leaf-hash=:([A-Za-z0-9+/]{43}=):")
+
+
+def log_entry_of(header: str | None) -> tuple[int, str] | None:
+    """A refusal's place in the server's transparency log, from its ``Log-Entry`` header
+    (``index=N, leaf-hash=:<base64>:``); None when absent or not that."""
+    found = _LOG_ENTRY.fullmatch(header.strip()) if header else None
+    return None if found is None else (int(found[1]), found[2])
+
+
 def post_envelope(
     envelope: bytes,
     server: str,
@@ -263,7 +274,8 @@ def post_envelope(
                                 f"{last_problem} (asked to wait {delay:.0f} s)")
                     else:
                         raise SubmissionRejected(
-                            f"server rejected the submission ({status}): {message}", status)
+                            f"server rejected the submission ({status}): {message}", status,
+                            log_entry_of(response.headers.get("Log-Entry")))
             if attempt + 1 < policy.attempts:
                 policy.sleep(delay if delay is not None else backoff_delay(attempt, policy))
     raise SubmissionUndelivered(f"{last_problem} (after {policy.attempts} attempts)")

@@ -20,6 +20,8 @@ import httpx
 
 from specschema.errors import NoteInvalid, ProofInvalid, TileInvalid
 from specschema.tlog import (
+    ENVELOPE,
+    REFUSED,
     Checkpoint,
     TileNodeReader,
     TileRef,
@@ -29,6 +31,7 @@ from specschema.tlog import (
     leaf_hash,
     open_checkpoint,
     parse_checkpoint,
+    typed_entry,
     verify_consistency,
     verify_inclusion,
 )
@@ -65,7 +68,12 @@ class LogReport:
 
 def envelope_leaf(envelope_sha256: str) -> bytes:
     """The leaf of a stored envelope: SHA-256(0x00 || 0x01 || SHA-256(envelope bytes))."""
-    return leaf_hash(b"\x01" + bytes.fromhex(envelope_sha256))
+    return leaf_hash(typed_entry(ENVELOPE, bytes.fromhex(envelope_sha256)))
+
+
+def refused_leaf(envelope_sha256: str) -> bytes:
+    """The leaf of an envelope refused after its signature verified (type 0x03)."""
+    return leaf_hash(typed_entry(REFUSED, bytes.fromhex(envelope_sha256)))
 
 
 def held_from_record(submission_id: str, record: dict[str, object]) -> Held | None:
@@ -73,6 +81,18 @@ def held_from_record(submission_id: str, record: dict[str, object]) -> Held | No
     whose leaf is not the one of the envelope this client sent is misbehaviour."""
     receipt = record.get("receipt")
     entry = receipt.get("log") if isinstance(receipt, dict) else None
+    return _held(submission_id, entry, record.get("envelope_sha256"), envelope_leaf)
+
+
+def held_from_refusal(submission_id: str, record: dict[str, object]) -> Held | None:
+    """A refusal's log entry, from its ``Log-Entry`` header as recorded (None: the server
+    did not log it, a refusal before its signature verified)."""
+    return _held(submission_id, record.get("log"), record.get("envelope_sha256"),
+                 refused_leaf)
+
+
+def _held(submission_id: str, entry: object, digest: object,
+          leaf_of: Callable[[str], bytes]) -> Held | None:
     if not isinstance(entry, dict):
         return None
     index, given = entry.get("index"), entry.get("leaf_hash")
@@ -82,9 +102,8 @@ def held_from_record(submission_id: str, record: dict[str, object]) -> Held | No
         leaf = b""
     if not isinstance(index, int) or index < 0 or len(leaf) != 32:
         raise LogUnchecked(f"{submission_id}: its receipt's log entry is malformed")
-    digest = record.get("envelope_sha256")
     if isinstance(digest, str):
-        mine = envelope_leaf(digest)
+        mine = leaf_of(digest)
         if mine != leaf:
             raise Misbehavior(f"{submission_id}: the receipt's leaf hash is not the one of "
                               "the envelope this client sent", [

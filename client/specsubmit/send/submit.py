@@ -88,7 +88,9 @@ def deliver(submission_id: str, envelope: bytes, server: str,
     try:
         receipt = post_envelope(envelope, server, submission_id, policy)
     except SubmissionRejected as exc:
-        outbox.record_rejected(submission_id, server, exc.status, exc.message)
+        outbox.record_rejected(submission_id, server, exc.status, exc.message,
+                               log_entry=exc.log_entry,
+                               envelope_sha256=hashlib.sha256(envelope).hexdigest())
         raise
     except SubmissionUndelivered as exc:
         raise SubmissionUndelivered(

@@ -4,10 +4,12 @@ key, keeps the newest checkpoint and proves each later one consistent with it; a
 rewritten behind the kept checkpoint is caught on the next submission, which is delivered
 all the same, with exit 3 and the proof printed; a cost probe sent and the pending results
 delivered check it too. A log that does not answer is one line and no failure; a server
-without a log is not checked."""
+without a log is not checked. A refusal the server logged (its Log-Entry) is recorded and
+proven included by `specsubmit verify`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -18,12 +20,15 @@ import pytest
 from sqlalchemy import update
 
 from specschema.examples import example_submission
+from specschema.payload import parse_submission, submission_bytes
 from specserver.store import tables
-from specsubmit.errors import LogUnchecked
+from specsubmit.errors import LogUnchecked, SubmissionRejected
 from specsubmit.local import logstate, outbox
 from specsubmit.local.results import save_result
 from specsubmit.send import check_on_contact, offer_probe
+from specsubmit.send.delivery import RetryPolicy
 from specsubmit.send.logwatch import NoLog
+from specsubmit.send.submit import send_submission
 from tests.client.cli.test_verify_cmd import edit_store, run_cli, running
 from tests.support.crowd import M2, cost_probe, map_result, target_of
 from tests.support.ports import free_port
@@ -116,3 +121,20 @@ def test_a_log_that_does_not_answer_is_one_line_and_no_log_is_silent(
     else:
         assert lines == []
     assert logstate.load("http://h") is None
+
+
+def test_a_refusal_the_server_logged_is_proven_included_by_verify(
+        tmp_path: Path, capsys: Any) -> None:
+    data = json.loads(submission_bytes(example_submission(
+        seed=86, created_at=datetime.now(UTC) - timedelta(minutes=1))))
+    data["configs"][1]["trials"] = data["configs"][1]["trials"][:1]  # a server rule breaks
+    broken = parse_submission(json.dumps(data).encode())
+    with running(tmp_path, free_port()) as url:
+        with pytest.raises(SubmissionRejected) as refused:
+            send_submission(broken, url, RetryPolicy(attempts=1))
+        assert refused.value.status == 422 and refused.value.log_entry is not None
+        record = outbox.rejected_record(str(broken.submission_id))
+        assert record is not None and record["log"]["index"] == 0
+        code, out, err = run_cli(["verify", "--server", url], capsys)
+        assert code == 0, out + err
+        assert f"{broken.submission_id}: entry 0, included" in out
