@@ -117,9 +117,13 @@ def record_submitted(
 
 def submitted_records(home: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Every delivered submission's record, by id."""
+    return _records(SUBMITTED, home)
+
+
+def _records(name: str, home: Path | None) -> list[tuple[str, dict[str, Any]]]:
     found = []
-    for path in sorted(folder(SUBMITTED, home).glob("*.json")):
-        record = _read_record(SUBMITTED, path.stem, home)
+    for path in sorted(folder(name, home).glob("*.json")):
+        record = _read_record(name, path.stem, home)
         if record is not None:
             found.append((path.stem, record))
     return found
@@ -141,12 +145,7 @@ def record_rejected(
 
 def rejected_records(home: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Every refused submission's record, by id."""
-    found = []
-    for path in sorted(folder(REJECTED, home).glob("*.json")):
-        record = _read_record(REJECTED, path.stem, home)
-        if record is not None:
-            found.append((path.stem, record))
-    return found
+    return _records(REJECTED, home)
 
 
 def _read_record(name: str, submission_id: str, home: Path | None) -> dict[str, Any] | None:
