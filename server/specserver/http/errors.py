@@ -98,6 +98,19 @@ def error_doc(description: str) -> dict[str, Any]:
     return {"model": ErrorBody, "description": description}
 
 
+# The header of a refusal the transparency log holds (``response_for``), for OpenAPI.
+LOG_ENTRY_HEADER = {"Log-Entry": {
+    "description": "on a refusal after the envelope's signature verified: its entry in the "
+                   "transparency log, `index=N, leaf-hash=:<base64>:` (the leaf hash of "
+                   "0x03 || SHA-256 of the envelope's bytes)",
+    "schema": {"type": "string"}}}
+
+
+def logged_error_doc(description: str) -> dict[str, Any]:
+    """``error_doc`` for a status that a refusal the log holds may answer."""
+    return {**error_doc(description), "headers": LOG_ENTRY_HEADER}
+
+
 def status_of(error: SpecServerError) -> int:
     return next((status for kind, status in STATUS if isinstance(error, kind)), 500)
 

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from specserver.errors import Conflict, signed_refusal
-from specserver.http.errors import error_doc
+from specserver.http.errors import error_doc, logged_error_doc
 from specserver.http.submissions import check_limits, gated, log_refusal
 from specserver.ingest import check_probe
 from specserver.ratelimit import client_address
@@ -54,14 +54,14 @@ def _receipt(row: probes.ProbeRow, log: LogReceipt | None) -> bytes:
     summary="Submit a signed cost probe (a machine's cost of checking k tokens at once)",
     responses={
         200: {"description": "already stored with these exact bytes"},
-        400: error_doc("malformed envelope or payload JSON"),
+        400: logged_error_doc("malformed envelope or payload JSON"),
         401: error_doc("the signature does not verify"),
-        403: error_doc("the key id is banned"),
+        403: logged_error_doc("the key id is banned"),
         408: error_doc("the body did not arrive in time"),
-        409: error_doc("this probe id is stored with other bytes"),
+        409: logged_error_doc("this probe id is stored with other bytes"),
         413: error_doc("the body is over the size limit"),
-        422: error_doc("the probe does not match the schema, or its created_at is out of "
-                       "the accepted window"),
+        422: logged_error_doc("the probe does not match the schema, or its created_at is "
+                              "out of the accepted window"),
         429: error_doc("rate limited (Retry-After)"),
         503: error_doc("the store cannot take probes now (Retry-After)"),
     },

@@ -41,7 +41,7 @@ from specserver.errors import (
     signed_refusal,
 )
 from specserver.http import caching
-from specserver.http.errors import error_body, error_doc, response_for
+from specserver.http.errors import error_body, error_doc, logged_error_doc, response_for
 from specserver.ingest import CheckLimits, CheckPool, Prepared, prepare_submission, receipt_json
 from specserver.ratelimit import (
     RateLimiter,
@@ -333,13 +333,14 @@ async def _conflict(store: Store, submission_id: str) -> Conflict:
     summary="Submit a signed benchmark result",
     responses={
         200: {"model": Receipt, "description": "already stored with these exact bytes"},
-        400: error_doc("malformed envelope or payload JSON"),
+        400: logged_error_doc("malformed envelope or payload JSON"),
         401: error_doc("the signature does not verify"),
-        403: error_doc("the key id is banned"),
+        403: logged_error_doc("the key id is banned"),
         408: error_doc("the body did not arrive in time"),
-        409: error_doc("this submission id is stored with other bytes"),
+        409: logged_error_doc("this submission id is stored with other bytes"),
         413: error_doc("the body is over the size limit"),
-        422: error_doc("schema, protocol or consistency rule failed (details name it)"),
+        422: logged_error_doc("schema, protocol or consistency rule failed (details name "
+                              "it)"),
         429: error_doc("rate limited (Retry-After)"),
         503: error_doc("the store cannot take submissions now (Retry-After)"),
     },
