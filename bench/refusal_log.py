@@ -11,12 +11,14 @@ so that the two differ by the log's write alone. ``--together N`` sends them N a
 arm the median over rounds of the process's CPU ms (every thread: the writer's too) and
 wall ms per refused POST.
 
-    .venv/bin/python bench/refusal_log.py [--posts 200] [--rounds 4] [--together 1] [--store URL]
+    .venv/bin/python bench/refusal_log.py [--posts 200] [--rounds 4] [--together 1]
+                                          [--store URL | --postgres]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from tests.support.postgres import private_schema_url  # noqa: E402
 from tests.support.served import Served, settings_for  # noqa: E402
 from tests.support.signed import payload_dict, sign_dict  # noqa: E402
 
@@ -67,14 +70,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--together", type=int, default=1, help="POSTs sent at once")
     parser.add_argument("--store", default=None, help="a database URL (default: a DuckDB file)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="a fresh schema of the test PostgreSQL, dropped afterwards")
     args = parser.parse_args()
     original = Store.log_refusal
     arms: dict[str, Any] = {"logged": original, "logged alone": _alone,
                             "not logged": _unlogged}
     results: dict[str, list[tuple[float, float]]] = {arm: [] for arm in arms}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         overrides: dict[str, Any] = {"log_key_file": str(Path(tmp) / "log-key")}
-        if args.store:
+        if args.postgres:
+            overrides["database_url"] = stack.enter_context(private_schema_url())
+        elif args.store:
             overrides["database_url"] = args.store
         with Served(settings_for(Path(tmp), **overrides)) as served:
             served.post(refused_bodies(1, 10**6)[0])  # warm: imports, the first transaction
