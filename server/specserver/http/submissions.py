@@ -203,7 +203,9 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
     is not 50 times cheaper to send than it is to check); the ban list; a token from the
     key's bucket (``key_of``: the checked body's key id). A refusal the sender caused
     (``REJECTIONS``) also costs a token of the address's rejections bucket
-    (ratelimit/rejections.py). Returns what ``check`` made of the body."""
+    (ratelimit/rejections.py); one that came after the signature verified is logged in the
+    transparency log before the answer (``log_refusal``). Returns what ``check`` made of the
+    body."""
     settings: ServerSettings = state.settings
     store: Store = state.store
     limiter: RateLimiter = state.rate_limiter
