@@ -28,11 +28,14 @@ T = TypeVar("T")
 
 
 def settings_for(tmp: Path, **overrides: Any) -> ServerSettings:
+    """Rate limits off; a limit a test turns on takes one token a POST, whatever its
+    checks cost on a loaded machine (the check charge is turned on by its own tests)."""
     values: dict[str, Any] = {
         "database_url": str(tmp / "store.duckdb"),
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,
         "rate_reject_per_minute": 0,
+        "rate_check_ms_per_token": 0,
         "ban_cache_s": 0,
         "public_base_url": "http://testserver",
         "group_commit_ms": 2,
