@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from specserver.store.queries import OS_NAMES, moderation_version, visible_clause
     from specserver.store.redaction import redact_view
     from specserver.store.rowset import QUARANTINE_PREFIX, Row, RowSet, id_digest
+    from specserver.store.storedsubmission import stored_submission
 
 _LAZY: dict[str, str] = {
     "DEFAULT_FORMAT": "specserver.store.exportformat",
@@ -79,6 +80,7 @@ _LAZY: dict[str, str] = {
     "redact_view": "specserver.store.redaction",
     "store_down_errors": "specserver.store.outage",
     "stored_profile": "specserver.store.positions",
+    "stored_submission": "specserver.store.storedsubmission",
     "stored_totals": "specserver.store.positions",
     "submission_clauses": "specserver.store.dimensions",
     "uses_domain": "specserver.store.dimensions",
@@ -132,6 +134,7 @@ __all__ = [
     "redaction",
     "store_down_errors",
     "stored_profile",
+    "stored_submission",
     "stored_totals",
     "submission_clauses",
     "tables",

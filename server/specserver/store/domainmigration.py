@@ -9,17 +9,13 @@ handful on any store, and read one by one.
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import Connection, insert, inspect, select
 
-from specschema.envelope import parse_envelope
-from specschema.errors import SpecSchemaError
-from specschema.payload import parse_submission
 from specschema.protocol import all_protocols
 from specserver.store import tables
 from specserver.store.domainrows import DOMAIN_COLUMNS, domain_rows
 from specserver.store.rowset import id_digest
+from specserver.store.storedsubmission import stored_submission
 
 __all__ = ["add_domain_results"]
 
@@ -34,7 +30,7 @@ def add_domain_results(conn: Connection) -> None:
     table = tables.domain_results
     if not inspect(conn).has_table(table.name):
         table.create(conn)
-    sub, env = tables.submissions, tables.envelopes
+    sub = tables.submissions
     ids = [r[0] for r in conn.execute(
         select(sub.c.submission_id).where(sub.c.protocol_id.in_(_with_prompt_sets()))
         .order_by(sub.c.submission_id))]
@@ -42,14 +38,8 @@ def add_domain_results(conn: Connection) -> None:
     for submission_id in ids:
         if submission_id in done:
             continue
-        body = conn.execute(select(env.c.body).where(env.c.submission_id == submission_id)
-                            ).scalar()
-        if body is None:
-            continue
-        try:
-            _, payload, _, _ = parse_envelope(json.loads(bytes(body)))
-            submission = parse_submission(payload)
-        except (SpecSchemaError, ValueError):
+        submission = stored_submission(conn, submission_id)
+        if submission is None:
             continue
         rows = domain_rows(submission, submission_id, id_digest(submission_id))
         if rows:
