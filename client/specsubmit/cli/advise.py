@@ -23,7 +23,7 @@ from rich.table import Table
 from specschema.advice import predictions, recommendation
 from specschema.domains import domain_label
 from specschema.probe import CostProbe
-from specsubmit.engines import EngineOptions, RunListener, RunSettings, adapter, check_options
+from specsubmit.engines import RunListener, RunSettings, adapter, engine_options
 from specsubmit.errors import UsageError
 from specsubmit.run import report_console
 
@@ -64,9 +64,9 @@ def probe_command(*, target: str | None, engine: str, llama_server: Path | None,
     chosen = adapter(engine)
     if chosen.probe is None:
         raise UsageError(f"the probe runs on llama-server only for now, not {engine}")
-    options = EngineOptions(llama_server=llama_server, ollama_models=ollama_models,
-                            llama_threads=llama_threads)
-    check_options(chosen, options)
+    options = engine_options(chosen, {"--llama-server": llama_server,
+                                      "--ollama-models": ollama_models,
+                                      "--llama-threads": llama_threads})
     check_state_home()
     # The general protocol's baseline: the same launch settings as its runs.
     protocol = get_protocol("llamacpp-map").for_run({"configs": "ngram_simple_m8"})

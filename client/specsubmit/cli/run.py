@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -31,9 +31,8 @@ from specsubmit.cli.protocols import for_run, shipped
 from specsubmit.engines import (
     ADAPTERS,
     DEFAULT_TIMEOUT_S,
-    EngineOptions,
     adapter,
-    check_options,
+    engine_options,
 )
 from specsubmit.errors import (
     BudgetTooShort,
@@ -126,14 +125,14 @@ class _CtrlC:
 
 
 def run_command(
-    *, protocol_id: str | None, target: str | None, ollama: str | None, pull: bool, no_submit: bool,
-    output: Path | None, json_out: bool, yes: bool, ollama_log: str | None, timeout: float,
-    no_log: bool = False,
+    *, protocol_id: str | None, target: str | None, pull: bool, no_submit: bool,
+    output: Path | None, json_out: bool, yes: bool, timeout: float,
     print_payload: bool, server: str | None = None, engine: str = "ollama",
-    llama_server: Path | None = None, ollama_models: Path | None = None,
-    llama_threads: int | None = None, engine_url: str | None = None,
+    engine_flags: Mapping[str, object] | None = None,
     draft: str | None = None, configs: str | None = None, budget: float | None = None,
 ) -> None:
+    """``engine_flags``: the engine options as given, by flag (None: not given); the
+    chosen engine's adapter reads those it owns (``engines.engine_options``)."""
     began = time.monotonic()  # the budget counts from here
     err = Console(stderr=True)
     chosen = adapter(engine)
@@ -144,10 +143,7 @@ def run_command(
         raise UsageError("--timeout must be a positive number of seconds")
     if budget is not None and not budget > 0:
         raise UsageError("--budget must be a positive number of minutes")
-    options = EngineOptions(timeout_s=timeout, url=engine_url, ollama=ollama,
-                            ollama_log=ollama_log, no_log=no_log, llama_server=llama_server,
-                            ollama_models=ollama_models, llama_threads=llama_threads)
-    check_options(chosen, options)
+    options = engine_options(chosen, engine_flags or {}, timeout_s=timeout)
     check_state_home()  # before any request: the result has to be saved somewhere
     submit_to = None if no_submit else resolve_server(server)
     if submit_to is not None:
@@ -323,18 +319,21 @@ def register(app: typer.Typer) -> None:
                               "(see `specsubmit protocols`).")] = None,
         budget: Annotated[float | None, typer.Option(
             "--budget", envvar="SPECSUBMIT_BUDGET", metavar="MINUTES",
-            help="Minutes the run may take: after the first warm-up, and again once every "
-                 "config ran a block, the most bracketed rounds whose estimated end fits (at "
-                 "least one). The plan is printed either way.")] = None,
+            help="Minutes the run may take: once every config ran a block, the most "
+                 "bracketed rounds whose estimated end fits (at least one); a run not even "
+                 "one round fits stops before its first trial. The plan is printed either "
+                 "way.")] = None,
     ) -> None:
         """Run a trial protocol against a local engine and save the result."""
-        run_command(protocol_id=protocol, target=target, ollama=ollama, pull=pull,
+        run_command(protocol_id=protocol, target=target, pull=pull,
                     no_submit=no_submit, output=output, json_out=json_out, yes=yes,
-                    ollama_log=ollama_log, no_log=no_log, timeout=timeout,
-                    print_payload=print_payload,
-                    server=server, engine=engine, llama_server=llama_server,
-                    ollama_models=ollama_models, llama_threads=llama_threads,
-                    engine_url=engine_url, draft=draft, configs=configs, budget=budget)
+                    timeout=timeout, print_payload=print_payload, server=server, engine=engine,
+                    engine_flags={"--ollama": ollama, "--ollama-log": ollama_log,
+                                  "--no-log": no_log, "--engine-url": engine_url,
+                                  "--llama-server": llama_server,
+                                  "--ollama-models": ollama_models,
+                                  "--llama-threads": llama_threads},
+                    draft=draft, configs=configs, budget=budget)
 
     @app.command("show")
     def show(file: Annotated[Path, typer.Argument(help="A saved result JSON file.")]) -> None:

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
         DEFAULT_TIMEOUT_S,
         DraftCounters,
         Engine,
-        EngineOptions,
         EngineReport,
+        Flag,
         Generation,
         Preflight,
         PullProgress,
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         counter_totals,
         unrequested,
     )
-    from specsubmit.engines.registry import ADAPTERS, adapter, check_options
+    from specsubmit.engines.registry import ADAPTERS, adapter, engine_options
 
 _LAZY: dict[str, str] = {
     "ADAPTERS": "specsubmit.engines.registry",
@@ -32,7 +32,7 @@ _LAZY: dict[str, str] = {
     "DEFAULT_TIMEOUT_S": "specsubmit.engines.base",
     "DraftCounters": "specsubmit.engines.base",
     "Engine": "specsubmit.engines.base",
-    "EngineOptions": "specsubmit.engines.base",
+    "Flag": "specsubmit.engines.base",
     "EngineReport": "specsubmit.engines.base",
     "Generation": "specsubmit.engines.base",
     "Preflight": "specsubmit.engines.base",
@@ -40,7 +40,7 @@ _LAZY: dict[str, str] = {
     "RunListener": "specsubmit.engines.base",
     "RunSettings": "specsubmit.engines.base",
     "adapter": "specsubmit.engines.registry",
-    "check_options": "specsubmit.engines.registry",
+    "engine_options": "specsubmit.engines.registry",
     "counter_totals": "specsubmit.engines.base",
     "unrequested": "specsubmit.engines.base",
 }
@@ -51,7 +51,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DraftCounters",
     "Engine",
-    "EngineOptions",
+    "Flag",
     "EngineReport",
     "Generation",
     "Preflight",
@@ -59,7 +59,7 @@ __all__ = [
     "RunListener",
     "RunSettings",
     "adapter",
-    "check_options",
+    "engine_options",
     "counter_totals",
     "unrequested",
 ]

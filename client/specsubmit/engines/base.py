@@ -20,8 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeVar
 
 from specschema import Engine as WireEngine
 from specschema import Fingerprint, ModelInfo, Trial
@@ -35,6 +34,8 @@ if TYPE_CHECKING:
 
 # The wire's engine.name: a key of specschema.engines.ENGINES.
 EngineName = str
+# An adapter's own options class (``Adapter.options``).
+OptionsT = TypeVar("OptionsT")
 # mlx_log / llama_server_log: lines of a log (Ollama's); engine_api: summed from the
 # engine's own per-request counters (llama-server's timings, LM Studio's stats).
 CounterSource = Literal["mlx_log", "llama_server_log", "engine_api"]
@@ -236,54 +237,43 @@ DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
-class EngineOptions:
-    """What the command line says about the engine. Each adapter reads the fields it names
-    in ``Adapter.accepts``; a field given to an engine that does not take it is an error."""
+class Flag:
+    """One command-line option an engine owns: the flag, and the field of the adapter's own
+    options it sets. ``ambient``: often set in the environment (OLLAMA_HOST,
+    SPECSUBMIT_OLLAMA_LOG), so an engine that does not own it ignores it rather than
+    refusing to run."""
 
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    url: str | None = None  # --engine-url: where an HTTP engine listens (its default else)
-    ollama: str | None = None  # --ollama, parsed like OLLAMA_HOST
-    ollama_log: str | None = None  # --ollama-log: a path or a command
-    no_log: bool = False  # --no-log: run without the server log (drafts stay unconfirmed)
-    llama_server: Path | None = None  # --llama-server: the binary
-    ollama_models: Path | None = None  # --ollama-models: the models folder, read-only
-    llama_threads: int | None = None  # --llama-threads
-
-
-# EngineOptions field -> the flag that sets it (for the one error that says which engine
-# takes it).
-OPTION_FLAGS = {"url": "--engine-url", "ollama": "--ollama", "ollama_log": "--ollama-log",
-                "no_log": "--no-log",
-                "llama_server": "--llama-server", "ollama_models": "--ollama-models",
-                "llama_threads": "--llama-threads"}
-# Options often set in the environment (OLLAMA_HOST, SPECSUBMIT_OLLAMA_LOG): an engine that
-# does not take them ignores them rather than refusing to run.
-AMBIENT_OPTIONS = frozenset({"ollama", "ollama_log"})
+    name: str
+    field: str
+    ambient: bool = False
 
 
 @dataclass(frozen=True)
-class Adapter:
+class Adapter(Generic[OptionsT]):
     """One engine as the client runs it: its name (its descriptor's, ``specschema.engines``),
-    one line for ``--engine``'s help, the options it takes, and how to open it (start it or
+    one line for ``--engine``'s help, the options it owns (its own options class, built from
+    the command line's flags by ``registry.engine_options``), and how to open it (start it or
     reach it): a context manager whose exit leaves no process of ours running."""
 
     name: EngineName
     summary: str
-    accepts: frozenset[str]
-    open: Callable[[RunSettings, EngineOptions], AbstractContextManager[Engine]]
+    flags: tuple[Flag, ...]
+    # The adapter's options class: its fields are its flags' fields, and ``timeout_s``.
+    options: Callable[..., OptionsT]
+    open: Callable[[RunSettings, OptionsT], AbstractContextManager[Engine]]
     # The protocol a run on this engine uses when --protocol is not given.
     default_protocol: str
     # Measures the engine's cost of checking several tokens at once (``specsubmit probe``);
     # None: this engine cannot be probed yet.
-    probe: Callable[[RunSettings, EngineOptions, Fingerprint, RunListener,
+    probe: Callable[[RunSettings, OptionsT, Fingerprint, RunListener,
                      threading.Event | None], CostProbe] | None = None
     # Checks the options before anything runs (a malformed URL fails before the trials).
-    check: Callable[[EngineOptions], None] = lambda options: None
+    check: Callable[[OptionsT], None] = lambda options: None
     # Where the engine is (its URL) for the one-run-per-engine lock; None: an engine the
     # client starts itself, whose runs share this machine's cores (one lock per machine).
-    address: Callable[[EngineOptions], str | None] = lambda options: None
+    address: Callable[[OptionsT], str | None] = lambda options: None
 
-    def lock(self, options: EngineOptions) -> tuple[str, str]:
+    def lock(self, options: OptionsT) -> tuple[str, str]:
         """(the lock's key, the engine in words) for ``local.enginelock``."""
         label = descriptor(self.name).label
         where = self.address(options)
@@ -307,7 +297,7 @@ def unrequested(configs: Sequence[ProtocolConfig], can_honor: Mapping[str, bool 
     ]
 
 
-__all__ = ["AMBIENT_OPTIONS", "COLD_LOAD_NS", "DEFAULT_TIMEOUT_S", "OPTION_FLAGS", "Adapter",
-           "CounterSource", "DraftCounters", "Engine", "EngineName", "EngineOptions",
+__all__ = ["COLD_LOAD_NS", "DEFAULT_TIMEOUT_S", "Adapter", "Flag", "OptionsT",
+           "CounterSource", "DraftCounters", "Engine", "EngineName",
            "EngineReport", "Generation", "Preflight", "PullProgress", "RunListener",
            "RunSettings", "unrequested", "wire_version"]

@@ -16,7 +16,8 @@ from specschema.breakdown import domain_results
 from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.payload import submission_bytes
 from specserver.ingest.checks import check_submission
-from specsubmit.engines.base import EngineOptions, RunListener, RunSettings
+from specsubmit.engines.base import RunListener, RunSettings
+from specsubmit.engines.lmstudio.adapter import LMStudioOptions
 from specsubmit.engines.ollama.client import OllamaClient
 from specsubmit.engines.ollama.engine import OllamaEngine, OllamaLog
 from specsubmit.engines.registry import adapter
@@ -69,7 +70,7 @@ def test_lmstudio_map_sends_each_trial_its_prompt_with_counters_from_the_api() -
     protocol = get_protocol("lmstudio-map")
     settings = RunSettings(protocol=protocol)
     with FakeLMStudio() as fake:
-        with adapter("lmstudio").open(settings, EngineOptions(url=fake.url,
+        with adapter("lmstudio").open(settings, LMStudioOptions(url=fake.url,
                                                               timeout_s=10)) as engine:
             outcome = run_protocol(engine, settings, fingerprint=MACHINE,
                                    listener=RunListener(), stop=threading.Event())

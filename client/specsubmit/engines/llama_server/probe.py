@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING
 
 from specschema import ClientInfo, Fingerprint
 from specsubmit import __version__
-from specsubmit.engines.base import EngineOptions, RunListener, RunSettings
+from specsubmit.engines.base import RunListener, RunSettings
 from specsubmit.engines.llama_server import process
 from specsubmit.engines.llama_server.api import LlamaServerApi
 from specsubmit.engines.llama_server.engine import LlamaServerEngine
+from specsubmit.engines.llama_server.options import LlamaServerOptions
 from specsubmit.errors import LlamaServerError, RunAborted
 
 if TYPE_CHECKING:
@@ -188,16 +189,15 @@ def _decode_step_s(api: LlamaServerApi, base: list[int]) -> float:
     return generation.eval_duration_ns / 1e9 / generation.eval_count
 
 
-def run_probe(settings: RunSettings, options: EngineOptions, fingerprint: Fingerprint,
+def run_probe(settings: RunSettings, options: LlamaServerOptions, fingerprint: Fingerprint,
               listener: RunListener, stop: threading.Event | None = None) -> CostProbe:
     """Start the target alone (the protocol's baseline config), measure, stop."""
     from specschema.probe import CostPoint, CostProbe
 
     protocol = settings.protocol
     text = "\n\n".join(p.text for p in protocol.prompts or ()) or protocol.prompt
-    with LlamaServerEngine(settings, binary=options.llama_server,
-                           models_dir=options.ollama_models, timeout_s=options.timeout_s,
-                           threads=options.llama_threads) as engine:
+    with LlamaServerEngine(settings, binary=options.binary, models_dir=options.models_dir,
+                           timeout_s=options.timeout_s, threads=options.threads) as engine:
         pre = engine.preflight(fingerprint, listener, stop)
         assert engine.binary is not None
         rounds = knows_synthetic_acceptance(

@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import httpx
 
-from specsubmit.engines.base import Adapter, Engine, EngineOptions, RunSettings
+from specsubmit.engines.base import DEFAULT_TIMEOUT_S, Adapter, Engine, Flag, RunSettings
 from specsubmit.engines.lmstudio.api import DEFAULT_URL, LMStudioApi
 from specsubmit.engines.lmstudio.engine import LMStudioEngine
 from specsubmit.errors import UsageError
 from specsubmit.outside_text import visible
 
 
-def _url(options: EngineOptions) -> str:
+@dataclass(frozen=True)
+class LMStudioOptions:
+    """What the command line says about the LM Studio server a run reaches."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    url: str | None = None  # --engine-url (else the port `lms server start` uses)
+
+
+def _url(options: LMStudioOptions) -> str:
     text = options.url or DEFAULT_URL
     try:
         url = httpx.URL(text)
@@ -26,12 +35,12 @@ def _url(options: EngineOptions) -> str:
     return text
 
 
-def _check(options: EngineOptions) -> None:
+def _check(options: LMStudioOptions) -> None:
     _url(options)
 
 
 @contextlib.contextmanager
-def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
+def _open(settings: RunSettings, options: LMStudioOptions) -> Iterator[Engine]:
     api = LMStudioApi(_url(options), timeout_s=options.timeout_s)
     try:
         yield LMStudioEngine(api, settings)
@@ -39,9 +48,10 @@ def _open(settings: RunSettings, options: EngineOptions) -> Iterator[Engine]:
         api.close()
 
 
-ADAPTER = Adapter(
+ADAPTER: Adapter[LMStudioOptions] = Adapter(
     name="lmstudio", summary="lmstudio (a running LM Studio server, `lms server start`; "
                              "protocol lmstudio-draft by default)",
-    accepts=frozenset({"url"}), open=_open, check=_check, default_protocol="lmstudio-draft",
+    flags=(Flag("--engine-url", "url"),), options=LMStudioOptions, open=_open, check=_check,
+    default_protocol="lmstudio-draft",
     address=lambda options: _url(options).rstrip("/"),
 )

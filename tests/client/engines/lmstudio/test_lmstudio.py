@@ -17,8 +17,9 @@ from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.evidence import submission_evidence
 from specschema.payload import parse_submission, submission_bytes
 from specserver.ingest.checks import check_submission
-from specsubmit.engines.base import EngineOptions, RunListener, RunSettings
-from specsubmit.engines.registry import adapter, check_options
+from specsubmit.engines.base import RunListener, RunSettings
+from specsubmit.engines.lmstudio.adapter import LMStudioOptions
+from specsubmit.engines.registry import adapter, engine_options
 from specsubmit.errors import EngineModelMissing, EngineUnreachable, UsageError
 from specsubmit.run.report import conclusion, summary_table
 from specsubmit.run.runner import run_protocol
@@ -41,7 +42,7 @@ class Recorder(RunListener):
 def run(fake: FakeLMStudio, listener: RunListener | None = None,
         protocol: Protocol = PROTOCOL) -> Submission:
     settings = RunSettings(protocol=protocol)
-    with adapter("lmstudio").open(settings, EngineOptions(url=fake.url, timeout_s=10)) as engine:
+    with adapter("lmstudio").open(settings, LMStudioOptions(url=fake.url, timeout_s=10)) as engine:
         outcome = run_protocol(engine, settings, fingerprint=MACHINE,
                                listener=listener or Recorder(), stop=threading.Event())
     assert outcome.error is None, outcome.error
@@ -170,7 +171,7 @@ def test_a_missing_model_names_the_lms_command_that_downloads_it() -> None:
 def test_no_server_names_lms_server_start() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     settings = RunSettings(protocol=PROTOCOL)
-    with adapter("lmstudio").open(settings, EngineOptions(url=url, timeout_s=5)) as engine, \
+    with adapter("lmstudio").open(settings, LMStudioOptions(url=url, timeout_s=5)) as engine, \
             pytest.raises(EngineUnreachable, match="start its server with `lms server start`"):
         engine.preflight(MACHINE, RunListener())
 
@@ -188,9 +189,9 @@ def test_a_model_loaded_with_another_context_is_a_warning() -> None:
 
 def test_its_options_go_to_it_alone() -> None:
     with pytest.raises(UsageError, match="--engine-url needs --engine lmstudio"):
-        check_options(adapter("ollama"), EngineOptions(url="http://127.0.0.1:1234"))
+        engine_options(adapter("ollama"), {"--engine-url": "http://127.0.0.1:1234"})
     with pytest.raises(UsageError, match="is not an http"):
-        check_options(adapter("lmstudio"), EngineOptions(url="ftp://x"))
+        engine_options(adapter("lmstudio"), {"--engine-url": "ftp://x"})
 
 
 def test_specsubmit_run_engine_lmstudio(tmp_path: Path, specsubmit_home: Path) -> None:
