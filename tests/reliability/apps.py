@@ -22,6 +22,7 @@ def make_settings(tmp: Path, **overrides: Any) -> ServerSettings:
     check charge is turned on by the tests of it)."""
     values: dict[str, Any] = {
         "database_url": str(tmp / "store.duckdb"),
+        "log_key_file": str(tmp / "log-key"),  # bound to its origin: never the user's
         "max_body_bytes": BODY_LIMIT,
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,

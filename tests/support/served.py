@@ -29,9 +29,12 @@ T = TypeVar("T")
 
 def settings_for(tmp: Path, **overrides: Any) -> ServerSettings:
     """Rate limits off; a limit a test turns on takes one token a POST, whatever its
-    checks cost on a loaded machine (the check charge is turned on by its own tests)."""
+    checks cost on a loaded machine (the check charge is turned on by its own tests). The
+    log's key in ``tmp``: a key is bound to its origin, and an app made by a module-scoped
+    fixture, before the per-test key path is set, would read the user's."""
     values: dict[str, Any] = {
         "database_url": str(tmp / "store.duckdb"),
+        "log_key_file": str(tmp / "log-key"),
         "rate_key_per_minute": 0,
         "rate_addr_per_minute": 0,
         "rate_reject_per_minute": 0,
