@@ -1,8 +1,10 @@
 """The unbounded page: one key can create groups without end (a new chip name per
 submission), and the home page rendered every group, so 28 KB grew to 5 MB after 2,000
 submissions. Now each board section of the page shows at most ``page_groups`` groups, the
-groups with ``min_contributors`` first, with links to the next pages, and each filter menu
-offers at most ``page_menu_values`` values (http/page/routes.py, store/queries.py).
+groups with ``min_contributors`` first, with links to the next pages; the section of chips
+not yet corroborated (where invented chips stay, board/chips.py) its first
+``page_groups``; and each filter menu offers at most ``page_menu_values`` values
+(http/page/routes.py, store/queries.py).
 
 The honest contributors are stored as an older server stored them (established keys, 30
 days before); the attacker posts real signed envelopes through the API with one key, each
@@ -81,10 +83,22 @@ def _chip_options(page: str) -> list[str]:
     return re.findall(r'<option value="([^"]*)"', menu.group(1))
 
 
+def _apart_rows(page: str) -> list[str]:
+    """The chips of the section of chips not yet corroborated."""
+    section = re.search(r'<section class="uncorroborated".*?</section>', page, re.S)
+    if section is None:
+        return []
+    return re.findall(r'<tr class="group".*?<span class="chip">(.*?)</span>', section.group(0),
+                      re.S)
+
+
 @pytest.mark.slow  # a flood of thousands of groups: ~25 s a store, loaded (full tier)
 @pytest.mark.parametrize("store", STORES)
-def test_a_flood_of_groups_leaves_the_page_bounded_and_the_established_first(
+def test_a_flood_of_invented_chips_stays_apart_and_the_page_bounded(
         store: str, tmp_path: Path) -> None:
+    """One key, a chip name of its own per submission: none is a listed chip nor
+    corroborated from other address ranges, so the flood never reaches the speedup board;
+    its section apart shows the first ``page_groups`` and says how many more there are."""
     sizes = {}
     for flood in (30, 90):
         with app_on(store, tmp_path / str(flood), **CAPS) as app, InProcessClient(app) as client:
@@ -93,27 +107,45 @@ def test_a_flood_of_groups_leaves_the_page_bounded_and_the_established_first(
             assert response.status_code == 200
             page = response.text
             sizes[flood] = len(response.content)
-            rows = _speed_rows(page)
-            assert len(rows) == CAPS["page_groups"]  # 2 x flood + 2 groups on this board
-            assert rows[:2] == ["Apple M2", "Apple M2"]  # 4 contributors: ahead of the flood
-            assert f"of {2 * flood + 2}" in page and 'rel="next"' in page
+            assert _speed_rows(page) == ["Apple M2", "Apple M2"]  # the established alone
+            apart = _apart_rows(page)
+            assert len(apart) == CAPS["page_groups"]
+            assert all(chip.startswith("Flood Chip ") for chip in apart)
+            assert f"{2 * flood - CAPS['page_groups']} more groups on chips not yet" in page
             assert len(_chip_options(page)) == 1 + CAPS["page_menu_values"]  # "any" + the cut
-            # the next page: the following groups, and a way back
-            second = client.get("/", params={"protocol": "ollama-draft", "page": 2}).text
-            second_groups = _speed_groups(second)
-            assert len(second_groups) == CAPS["page_groups"]
-            assert not set(second_groups) & set(_speed_groups(page)) and 'rel="prev"' in second
-            # a chip below the menu's cut can still be chosen (by URL) and is kept selected
-            rare = client.get("/", params={"chip": f"Flood Chip {flood - 1}"}).text
-            assert _speed_rows(rare) == [f"Flood Chip {flood - 1}"] * 2
-            assert f'value="Flood Chip {flood - 1}" selected' in rare
-            # past the last page: an empty board with a way back, not an error
-            last = client.get("/", params={"protocol": "ollama-draft", "page": 99}).text
-            assert "no groups on page 99" in last
-            bad = client.get("/", params={"page": "0"})
-            assert bad.status_code == 422 and "page" in bad.json()["error"]["message"]
-    print(f"\npage with {2 * 30 + 2} groups: {sizes[30]:,} B; with {2 * 90 + 2}: {sizes[90]:,} B")
+    print(f"\npage with {2 * 30} groups apart: {sizes[30]:,} B; with {2 * 90}: {sizes[90]:,} B")
     assert sizes[90] < sizes[30] * 1.05  # three times the groups, the same page
+
+
+@pytest.mark.slow  # a flood of groups on the board, paged (full tier)
+@pytest.mark.parametrize("store", STORES)
+def test_a_board_of_many_groups_is_paged(store: str, tmp_path: Path) -> None:
+    """A small deployment that counts every chip (``min_contributors`` 1: corroborated by one
+    range) puts the same flood on the board: each section shows ``page_groups`` groups, with
+    links to the next pages."""
+    flood = 30
+    with app_on(store, tmp_path, **CAPS, min_contributors=1) as app, \
+            InProcessClient(app) as client:
+        _flooded(client, flood)
+        page = client.get("/").text
+        rows = _speed_rows(page)
+        assert len(rows) == CAPS["page_groups"]  # 2 x flood + 2 groups on this board
+        assert f"of {2 * flood + 2}" in page and 'rel="next"' in page
+        assert _apart_rows(page) == []
+        # the next page: the following groups, and a way back
+        second = client.get("/", params={"protocol": "ollama-draft", "page": 2}).text
+        second_groups = _speed_groups(second)
+        assert len(second_groups) == CAPS["page_groups"]
+        assert not set(second_groups) & set(_speed_groups(page)) and 'rel="prev"' in second
+        # a chip below the menu's cut can still be chosen (by URL) and is kept selected
+        rare = client.get("/", params={"chip": f"Flood Chip {flood - 1}"}).text
+        assert _speed_rows(rare) == [f"Flood Chip {flood - 1}"] * 2
+        assert f'value="Flood Chip {flood - 1}" selected' in rare
+        # past the last page: an empty board with a way back, not an error
+        last = client.get("/", params={"protocol": "ollama-draft", "page": 99}).text
+        assert "no groups on page 99" in last
+        bad = client.get("/", params={"page": "0"})
+        assert bad.status_code == 422 and "page" in bad.json()["error"]["message"]
 
 
 @pytest.mark.slow  # the same flood without the caps (full tier)
@@ -127,6 +159,6 @@ def test_without_the_caps_the_same_flood_grows_the_page(tmp_path: Path) -> None:
             _flooded(client, flood)
             response = client.get("/")
             sizes[flood] = len(response.content)
-            assert len(_speed_rows(response.text)) == 2 * flood + 2
+            assert len(_apart_rows(response.text)) == 2 * flood
     print(f"\nuncapped: {sizes[30]:,} B -> {sizes[90]:,} B")
     assert sizes[90] > sizes[30] * 2

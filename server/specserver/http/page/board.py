@@ -373,12 +373,15 @@ def _table(groups: Sequence[GroupAggregate], board: str, title: str, noise: bool
                  paging_note(groups, len(shown), paging, protocol_id) if paging else None)
 
 
-def uncorroborated_table(groups: Sequence[GroupAggregate], sorting: Sorting = DEFAULT_SORTING
-                         ) -> Table | None:
-    """The speedup board's groups of chips kept apart until corroborated (board/chips.py)."""
+def uncorroborated_table(groups: Sequence[GroupAggregate], sorting: Sorting = DEFAULT_SORTING,
+                         limit: int | None = None) -> Table | None:
+    """The speedup board's groups of chips kept apart until corroborated (board/chips.py):
+    the first ``limit`` (the page's groups per section), as one key can name chips without
+    end; the API lists them all."""
     if not groups:
         return None
-    return _table(aggregate.sort_groups(groups, aggregate.DEFAULT_SORT), "uncorroborated",
+    ordered = aggregate.sort_groups(groups, aggregate.DEFAULT_SORT)
+    return _table(ordered[:limit] if limit else ordered, "uncorroborated",
                   "Speedup on chips not yet corroborated", False, None, sorting, "")
 
 

@@ -122,7 +122,9 @@ def home(request: Request, reads: Reads) -> Response:
             "sections": [board.protocol_section(p, speed.get(p, []), noise.get(p, []),
                                                 paging, sorting, data.speed.acceptance)
                          for p in protocols],
-            "apart": board.uncorroborated_table(data.speed.uncorroborated, sorting),
+            "apart": board.uncorroborated_table(data.speed.uncorroborated, sorting,
+                                                settings.page_groups),
+            "apart_more": max(0, len(data.speed.uncorroborated) - settings.page_groups),
             "pooled": pooled,
             "counter_sources": board.counter_sources(),
             "api_engines": board.api_engines(),

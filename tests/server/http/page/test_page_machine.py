@@ -62,11 +62,14 @@ def atlas(tmp_path_factory):
     noise = example_submission("hardnumbers-m2", seed=50, engine_version="0.12.8",
                                target=TARGET, machine=MINE, created_at=WHEN)
     insert_submission(engine, noise, key(350))
-    hostile = example_submission("ollama-draft", seed=60, engine_version="0.30.1",
-                                 target=TARGET, machine=dict(MINE, chip=HOSTILE_CHIP),
-                                 counters_seen=True, draft_speedups={"spec_4": 1.4},
-                                 created_at=WHEN)
-    insert_submission(engine, hostile, key(360))
+    # A hostile chip name from three contributors: corroborated (a chip in no table stays
+    # off the board until results on it come from three ranges), so it reaches the page.
+    for copy in range(3):
+        hostile = example_submission("ollama-draft", seed=60 + copy, engine_version="0.30.1",
+                                     target=TARGET, machine=dict(MINE, chip=HOSTILE_CHIP),
+                                     counters_seen=True, draft_speedups={"spec_4": 1.4},
+                                     created_at=WHEN)
+        insert_submission(engine, hostile, key(360 + copy))
     engine.dispose()
     port = free_port()
     settings = ServerSettings(database_url=str(path), public_base_url=f"http://127.0.0.1:{port}")
