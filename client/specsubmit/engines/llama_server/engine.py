@@ -373,12 +373,9 @@ class LlamaServerEngine:
     def templated(self, prompt: str) -> str:
         """The prompt in the target's chat template, asked of the server once per prompt."""
         found = self.prompts.get(prompt)
-        if found is None:
-            if self._api is None:  # no server to ask (nothing runs yet): the prompt as it is
-                return prompt
-            found = self._api.apply_template(prompt) or prompt
-            self.prompts[prompt] = found
-        return found
+        if found is None and self._api is not None:  # no server yet: the prompt as it is
+            found = self.prompts[prompt] = self._api.apply_template(prompt) or prompt
+        return found or prompt
 
     def request_body(self, config: ProtocolConfig, prompt: str | None = None, *,
                      warmup: bool = False) -> dict[str, Any]:
