@@ -7,6 +7,10 @@ as in production), and ``SPECSERVER_BOARD_REFRESH_S`` 0 lets it start at once (i
 production a board is recomputed at most once a second). Tests of the never-waiting read
 set the wait to 0; tests of the spacing set their own.
 
+User state: the platform data folder is a temporary one for the session, for each module
+and for each test (``_point_data_home``), so that no test, fixture or server it starts
+writes a store, a log key or a snapshot into the user's (tests/test_state_folders.py).
+
 PostgreSQL: ``postgres_url`` gives each test its own schema (tests/support/postgres.py:
 skipped without a server, failed instead under CI=true).
 
@@ -41,18 +45,46 @@ def pytest_report_header(config: pytest.Config) -> str:
             f"({tiers.TIER_VARIABLE}=full for the full tier's example counts)")
 
 
-_log_keys = itertools.count()
+_data_homes = itertools.count()
+# The server's settings that name where it keeps state; unset, each is in the data folder.
+STATE_VARIABLES = ("SPECSERVER_DATABASE_URL", "SPECSERVER_LOG_KEY_FILE",
+                   "SPECSERVER_SNAPSHOT_DIR")
+
+
+def _point_data_home(monkeypatch: pytest.MonkeyPatch, factory: pytest.TempPathFactory) -> None:
+    """The platform data folder (``XDG_DATA_HOME``, read by platformdirs) in the session's
+    temp folder: the server's default store, its log's key and its snapshots go there,
+    never into the user's (``~/.local/share/specserver``), and so does anything a server
+    started as a subprocess keeps. Only a path: no folder is made unless something writes."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(factory.getbasetemp() / "data-homes"
+                                            / f"{next(_data_homes)}"))
+
+
+# One data folder per scope: an app built by a module-scoped fixture exists before any
+# test's own folder is set, and lives long enough for its snapshot timer (60 s after the
+# start) to write; apps of two modules must not share one log key either (a key is bound
+# to its origin, which varies with the port, and a log on another origin's key answers 500).
+@pytest.fixture(scope="session", autouse=True)
+def _session_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        # A developer's own server settings name their real files: never the tests'.
+        for variable in STATE_VARIABLES:
+            monkeypatch.delenv(variable, raising=False)
+        _point_data_home(monkeypatch, tmp_path_factory)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _point_data_home(monkeypatch, tmp_path_factory)
+        yield
 
 
 @pytest.fixture(autouse=True)
-def _own_log_key(monkeypatch: pytest.MonkeyPatch,
-                 tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every test's servers sign their log with a key of their own, never the one in the
-    user's data folder (a key is bound to its origin, which varies with the port; the
-    checkpoint timer reads it in any app that lives a few seconds). Only a path: no file
-    or folder is made unless a server signs."""
-    path = tmp_path_factory.getbasetemp() / "log-keys" / f"{next(_log_keys)}"
-    monkeypatch.setenv("SPECSERVER_LOG_KEY_FILE", str(path))
+def _test_data_home(monkeypatch: pytest.MonkeyPatch,
+                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    _point_data_home(monkeypatch, tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)
