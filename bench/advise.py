@@ -183,7 +183,11 @@ def main() -> None:
     parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
     args = parser.parse_args()
     if args.analyse is not None:
-        analyse(json.loads(args.analyse.read_text()))
+        saved = json.loads(args.analyse.read_text())
+        # --machines: analyse these machines' data only (as if the others had not run)
+        chosen = args.machines.split(",")
+        saved["machines"] = {m: v for m, v in saved["machines"].items() if m in chosen}
+        analyse(saved)
         return
     binary, model = build.llama_server_binary(), gemma.gemma_gguf()
     draft = None if args.no_draft else gemma.first6_gguf()

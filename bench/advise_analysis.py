@@ -43,8 +43,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specschema.forecast import LEVEL
 from specschema.predict import (
     CostCurve,
+    drafting_factor,
     mean_acceptance,
     non_decreasing,
     plain_counts,
@@ -52,6 +54,7 @@ from specschema.predict import (
     predicted_speedup,
     textbook_speedup,
 )
+from specschema.predict_measured import log_variance, measured_interval, measured_spread
 
 Cell = tuple[str, str, str]  # machine, candidate, kind of work
 RESAMPLES = 400
@@ -110,6 +113,7 @@ class Run:
     size_ratio: float
     implied_round: dict[tuple[str, str], float]  # (machine, candidate) -> seconds per round
     base_step: dict[str, float]  # machine -> the baseline blocks' seconds per token
+    spread: dict[Cell, float]  # the log-sd of the cell's measured speedup, from its blocks
 
     @property
     def machines(self) -> list[str]:
@@ -126,6 +130,7 @@ class Run:
 
 def load(data: Mapping[str, Any]) -> Run:
     measured: dict[Cell, float] = {}
+    spread: dict[Cell, float] = {}
     counts: dict[Cell, Counts] = {}
     probes, prefill, draft_steps, implied, steps = {}, {}, {}, {}, {}
     for machine, found in data["machines"].items():
@@ -145,8 +150,11 @@ def load(data: Mapping[str, Any]) -> Run:
         for (config, domain), values in rates.items():
             if config == "baseline":
                 continue
-            base = statistics.fmean(rates[("baseline", domain)])
-            measured[(machine, config, domain)] = statistics.fmean(values) / base
+            base_rates = rates[("baseline", domain)]
+            measured[(machine, config, domain)] = (statistics.fmean(values)
+                                                   / statistics.fmean(base_rates))
+            spread[(machine, config, domain)] = measured_spread(
+                log_variance(values), len(values), log_variance(base_rates), len(base_rates))
             if (config, domain) in sums:
                 counts[(machine, config, domain)] = sums[(config, domain)]
         probe = found["probe"]
@@ -171,7 +179,7 @@ def load(data: Mapping[str, Any]) -> Run:
                 implied[(machine, config)] = ((seconds - pooled.plain_steps * base_step)
                                               / pooled.rounds)
     ratio = (data["draft_bytes"] or 0) / data["target_bytes"]
-    return Run(measured, counts, probes, prefill, draft_steps, ratio, implied, steps)
+    return Run(measured, counts, probes, prefill, draft_steps, ratio, implied, steps, spread)
 
 
 def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
@@ -212,26 +220,55 @@ def _resampled_profile(counts: Counts, rng: random.Random) -> list[float]:
     return out
 
 
-def predict(run: Run, cell: Cell, source: Counts) -> tuple[float, float, float, float]:
-    """(prediction, interval low, high, textbook) for ``cell`` from ``source``."""
+def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
+    """Per known draft-model cell, what a drafted token cost in its blocks in its machine's
+    draft steps (``predict.drafting_factor``, as the server's crowd computes it per row
+    from the row's machine's probes of the target and the draft)."""
+    out = []
+    for cell in cells:
+        machine, candidate, _ = cell
+        if not candidate.startswith("draft") or cell not in run.counts:
+            continue
+        counts, depth = run.counts[cell], depth_of(candidate)
+        profile = counts.profile()
+        plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
+        out.append(drafting_factor(run.measured[cell], profile, depth,
+                                   curve(run.probes[machine]),
+                                   statistics.median(run.draft_steps[machine]), plain))
+    return out
+
+
+def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
+    return statistics.median([values[rng.randrange(len(values))] for _ in values])
+
+
+def predict(run: Run, cell: Cell, known: Sequence[Cell]
+            ) -> tuple[float, float, float, float]:
+    """(prediction, interval low, high, textbook) for ``cell`` from the ``known`` cells
+    (their pooled counts, drafting costs and measured spreads)."""
+    source = pooled(run.counts[k] for k in known)
+    assert source is not None
     machine, candidate, _ = cell
     depth = depth_of(candidate)
     drafting = candidate.startswith("draft")
     share = source.plain_steps / source.decoded
-    draft_s = statistics.median(run.draft_steps[machine]) if drafting else 0.0
+    # the forecast's drafting_steps and measurement_spread: medians over the known units
+    factors = drafting_factors(run, known) if drafting else []
+    factor = statistics.median(factors) if factors else 1.0
+    spread = statistics.median([run.spread[k] for k in known])
+    draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
     point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]), draft_s,
                               plain_steps_per_round(share, source.profile(), depth))
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
-        steps = run.draft_steps[machine]
-        d = statistics.median([steps[rng.randrange(len(steps))] for _ in steps]) \
-            if drafting else 0.0
+        d = _drawn_median(run.draft_steps[machine], rng) if drafting else 0.0
         drawn = _resampled_profile(source, rng)
+        if factors:
+            d *= _drawn_median(factors, rng)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng), d,
                                        plain_steps_per_round(share, drawn, depth)))
-    draws.sort()
-    low, high = draws[int(0.05 * RESAMPLES)], draws[int(0.95 * RESAMPLES) - 1]
+    low, high = measured_interval(draws, spread, LEVEL, rng)
     alpha = mean_acceptance(source.profile()[:depth])
     book = textbook_speedup(alpha, depth, run.size_ratio if drafting else 0.0)
     return point, low, high, book
@@ -240,10 +277,12 @@ def predict(run: Run, cell: Cell, source: Counts) -> tuple[float, float, float, 
 def cases(run: Run) -> list[Case]:
     out: list[Case] = []
 
-    def add(task: str, cell: Cell, source: Counts | None, hidden: set[Cell]) -> None:
+    def add(task: str, cell: Cell, known: Iterable[Cell], hidden: set[Cell]) -> None:
+        known = [k for k in known if k in run.counts]
+        source = pooled(run.counts[k] for k in known)
         if source is None or not source.rounds or cell not in run.measured:
             return
-        point, low, high, book = predict(run, cell, source)
+        point, low, high, book = predict(run, cell, known)
         m, c, x = cell
         pair = [v for (m2, c2, x2), v in run.measured.items()
                 if m2 != m and c2 == c and x2 == x and (m2, c2, x2) not in hidden]
@@ -258,22 +297,18 @@ def cases(run: Run) -> list[Case]:
             ngrams = [c for c in run.candidates if c.startswith("ngram")]
             for c in ngrams:
                 hidden = {(m, c, x)}
-                add("depths", (m, c, x), pooled(run.counts[(m, o, x)] for o in ngrams
-                                                if o != c and (m, o, x) in run.counts), hidden)
-                add("shallower depths", (m, c, x), pooled(
-                    run.counts[(m, o, x)] for o in ngrams
-                    if depth_of(o) > depth_of(c) and (m, o, x) in run.counts), hidden)
+                add("depths", (m, c, x), [(m, o, x) for o in ngrams if o != c], hidden)
+                add("shallower depths", (m, c, x),
+                    [(m, o, x) for o in ngrams if depth_of(o) > depth_of(c)], hidden)
             hidden = {(m, c, x) for c in run.candidates}
             for c in run.candidates:
-                add("kinds of work", (m, c, x), pooled(
-                    v for (m2, c2, x2), v in run.counts.items()
-                    if m2 == m and c2 == c and x2 != x), hidden)
+                add("kinds of work", (m, c, x), [k for k in run.counts if k[0] == m
+                                                 and k[1] == c and k[2] != x], hidden)
         hidden = {cell for cell in run.measured if cell[0] == m}
         for c in run.candidates:
             for x in run.domains:
-                add("machines", (m, c, x), pooled(
-                    v for (m2, c2, x2), v in run.counts.items()
-                    if m2 != m and c2 == c and x2 == x), hidden)
+                add("machines", (m, c, x), [k for k in run.counts if k[0] != m
+                                            and k[1] == c and k[2] == x], hidden)
     return out
 
 
@@ -288,6 +323,22 @@ def _summary(label: str, pairs: Sequence[tuple[float | None, float]]) -> str:
         return f"  {label:<22} n/a"
     return (f"  {label:<22} median |error| {statistics.median(errors):6.1%}   sign right "
             f"{sum(signs)}/{len(signs)} ({sum(signs) / len(signs):.0%})")
+
+
+def _split(chosen: Sequence[Case], machines: Sequence[str]) -> None:
+    """The model's figures per kind of candidate and per machine."""
+    parts = {"lookup": [c for c in chosen if c.cell[1].startswith("ngram")],
+             "draft model": [c for c in chosen if c.cell[1].startswith("draft")]}
+    parts |= {f"on {m}": [c for c in chosen if c.cell[0] == m] for m in machines}
+    for label, group in parts.items():
+        if not group:
+            continue
+        errors = [c.predicted / c.measured - 1 for c in group]
+        inside = sum(c.low <= c.measured <= c.high for c in group)
+        right = sum((c.predicted > 1) == (c.measured > 1) for c in group)
+        print(f"    {label:<12} |error| {statistics.median(abs(e) for e in errors):6.1%}, "
+              f"signed {statistics.median(errors):+6.1%}, sign {right}/{len(group)}, "
+              f"covers {inside}/{len(group)}")
 
 
 def regret(found: Sequence[Case], pick: str) -> float | None:
@@ -327,18 +378,25 @@ def analyse(data: Mapping[str, Any]) -> None:
                          f"{(old.at(g + 1) + draft) / old.at(1):.2f} / "
                          + ("-" if seen is None else f"{seen / run.base_step[m]:.2f}"))
         print(f"  {m}: " + "; ".join(parts))
+    print("\na drafted token in the draft's plain steps (drafting_factor), per kind of work:")
+    for m in run.machines:
+        factors = drafting_factors(run, [k for k in run.counts if k[0] == m])
+        print(f"  {m}: " + " ".join(f"{f:.2f}" for f in factors))
     found = cases(run)
     for task in ("depths", "shallower depths", "machines", "kinds of work"):
         chosen = [c for c in found if c.task == task]
         if not chosen:
             continue
         inside = sum(c.low <= c.measured <= c.high for c in chosen)
+        width = statistics.median(c.high / c.low for c in chosen)
         print(f"\n{task}: {len(chosen)} held-out cells; interval (90 %) covers "
-              f"{inside}/{len(chosen)} ({inside / len(chosen):.0%})")
+              f"{inside}/{len(chosen)} ({inside / len(chosen):.0%}), median high / low "
+              f"{width:.2f}")
         print(_summary("model", [(c.predicted, c.measured) for c in chosen]))
         print(_summary("textbook", [(c.textbook, c.measured) for c in chosen]))
         print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
         print(_summary("machine's median", [(c.machine_median, c.measured) for c in chosen]))
+        _split(chosen, run.machines)
     for pick in ("predicted", "textbook", "pair_median"):
         value = regret(found, pick)
         print(f"top-1 regret (machines task), {pick}: "

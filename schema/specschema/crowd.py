@@ -9,7 +9,10 @@ reduced to one median, and every key still on probation folded into one more uni
 board counts voices (``contributor_units``). A profile with fewer units than the minimum
 is not predicted from. Beside it, per unit counted the same way, the share of the decoded
 tokens that came from plain steps, which drafted nothing (``Profile.plain``; a lookup that
-found no match: ``specschema.predict``'s p).
+found no match: ``specschema.predict``'s p); the spread of their measured speedups as their
+own runs measured them (``Profile.spread``: what a user's run moves by); and for a draft
+model, what a drafted token cost in their runs in the draft's plain steps, from the rows
+of machines whose probes of both the target and the draft are known (``Profile.drafting``).
 
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
@@ -123,6 +126,12 @@ class Profile:
     # not known (no run recorded its tokens beside its rounds), taken as none
     plain: tuple[float, ...] = ()
     draft_bytes: int | None = None  # the draft model's file size, as a result reported it
+    # per contributor unit (sorted), the log-sd of their measured speedups as their runs
+    # measured them (``predict_measured.measured_spread``); empty: not known
+    spread: tuple[float, ...] = ()
+    # per contributor unit (sorted), what a drafted token cost in their runs, in the draft's
+    # plain steps on their machine (``predict.drafting_factor``); empty: not known, one step
+    drafting: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,7 +229,8 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
                       "units": [list(u) for u in p.units], "new_keys": p.new_keys,
                       "measured": [m.json() for m in p.measured],
                       "draft_cost": [u.json() for u in p.draft_cost],
-                      "plain": list(p.plain), "draft_bytes": p.draft_bytes}
+                      "plain": list(p.plain), "draft_bytes": p.draft_bytes,
+                      "spread": list(p.spread), "drafting": list(p.drafting)}
                      for p in inputs.profiles],
     }
 
@@ -234,7 +244,9 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                                _opt_int(m["depth"]), float(m["speedup"]),
                                int(m["contributors"])) for m in p["measured"]),
                 tuple(_cost_from_json(u) for u in p["draft_cost"]),
-                tuple(float(x) for x in p.get("plain", ())), _opt_int(p.get("draft_bytes")))
+                tuple(float(x) for x in p.get("plain", ())), _opt_int(p.get("draft_bytes")),
+                tuple(float(x) for x in p.get("spread", ())),
+                tuple(float(x) for x in p.get("drafting", ())))
         for p in data["profiles"])
     return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),

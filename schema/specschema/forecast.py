@@ -7,8 +7,10 @@ p the plain steps per round at depth g from the contributors' share of plain ste
 the median across contributors' profiles, plain shares and cost units as the point, and an
 interval from resampling them (``DRAWS`` bootstrap draws: contributor units with
 replacement, at most ``RESAMPLE_MAX`` a draw; within a cost unit, its samples with
-replacement). Beside each,
-the speedups measured on machines like the one asked about, and one line that answers.
+replacement), each draw times the noise of a measurement (``predict_measured``: the
+median of the contributors' own measured spreads), so that the interval says where a
+user's run would land, not only where its expectation is. Beside each, the speedups
+measured on machines like the one asked about, and one line that answers.
 
 A draft model's T_d is its own decoding step probed on this chip (``Profile.draft_cost``,
 resampled like the target's); where it never was, it is estimated from the file sizes:
@@ -16,7 +18,12 @@ T_d = T_t(1) * draft bytes / target bytes, T_t(1) from the cost curve in use (so
 asker's own probe when that is the cost). Decoding one token reads every weight once, so at
 one effective bandwidth the step scales with the bytes; the fixed cost of a step is scaled
 with it, which reads a much smaller draft's step low and its speedup high. The answer says
-which (``draft_cost``: "probed" or "size").
+which (``draft_cost``: "probed" or "size"). A drafted token costs more than that step (the
+engine samples every draft token and keeps the draft's context beside the target's): where
+contributors' runs of the draft and probes of their machines tell it, T_d is the step times
+the median of what a drafted token cost in their runs, in their draft's steps
+(``Profile.drafting``, ``predict.drafting_factor``; ``drafting_steps`` in the answer), else
+the step alone.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
@@ -50,8 +57,10 @@ from specschema.predict import (
     plain_steps_per_round,
     predicted_speedup,
 )
+from specschema.predict_measured import measured_interval
 
-__all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "forecast", "recommendation"]
+__all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "drafting_steps", "forecast",
+           "measurement_spread", "recommendation"]
 
 DRAWS = 200
 LEVEL = 0.90  # the interval's nominal coverage
@@ -120,13 +129,6 @@ def _depths(run_depth: int) -> list[int]:
     return sorted({d for d in DEPTHS if d <= run_depth} | {run_depth})
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def _why_not(profile: Profile, inputs: CrowdInputs, have_cost: bool) -> str | None:
     candidate = profile.candidate
     if candidate.adaptive or candidate.depth is None:
@@ -170,12 +172,30 @@ def _draft_steps(profile: Profile, inputs: CrowdInputs, curve: CostCurve,
     return [c.at(1) * ratio for c in (curve, *curves)], "size"
 
 
+def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
+    """The median of one bootstrap draw of ``values`` (at most ``RESAMPLE_MAX`` of them)."""
+    return _median([values[rng.randrange(len(values))]
+                    for _ in range(min(len(values), RESAMPLE_MAX))])
+
+
+def measurement_spread(profile: Profile) -> float:
+    """The log-sd a user's measured speedup has beside the prediction: the median of the
+    contributors' own (``Profile.spread``; 0 when none is known)."""
+    return _median(profile.spread) if profile.spread else 0.0
+
+
+def drafting_steps(profile: Profile) -> float:
+    """A drafted token's cost in the draft's plain steps: the median of the contributors'
+    (``Profile.drafting``; 1 when none is known)."""
+    return _median(profile.drafting) if profile.drafting else 1.0
+
+
 def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
              draft_steps: Sequence[float] | None, salt: str) -> list[Row]:
     assert profile.candidate.depth is not None
     depths = _depths(profile.candidate.depth)
     point_profile = median_vector(profile.units)
-    point_draft = draft_steps[0] if draft_steps else 0.0
+    point_draft = draft_steps[0] * drafting_steps(profile) if draft_steps else 0.0
     rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
                profile.candidate.draft_digest or "", profile.domain)
     units, plain = profile.units, profile.plain
@@ -186,19 +206,20 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
         drawn = median_vector([units[rng.randrange(len(units))] for _ in range(size)])
         t_d = draft_steps[b + 1] if draft_steps else 0.0
         # drawn after the units, and only when known, so that a profile without plain
-        # shares draws what it drew before they were carried
-        share = _median([plain[rng.randrange(len(plain))]
-                         for _ in range(min(len(plain), RESAMPLE_MAX))]) if plain else 0.0
+        # shares (or drafting costs) draws what it drew before they were carried
+        share = _drawn_median(plain, rng) if plain else 0.0
+        if draft_steps and profile.drafting:
+            t_d *= _drawn_median(profile.drafting, rng)
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
                                               plain_steps_per_round(share, drawn, d)))
+    spread = measurement_spread(profile)
     rows = []
     for d in depths:
-        ordered = sorted(draws[d])
-        tail = (1 - LEVEL) / 2
         point = predicted_speedup(point_profile, d, curve, point_draft,
                                   plain_steps_per_round(point_plain, point_profile, d))
-        rows.append(Row(d, point, _quantile(ordered, tail), _quantile(ordered, 1 - tail)))
+        low, high = measured_interval(draws[d], spread, LEVEL, rng)
+        rows.append(Row(d, point, low, high))
     return rows
 
 
@@ -236,7 +257,10 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
             "contributors": len(profile.units), "new_keys": profile.new_keys,
             "predictions": [r.json() for r in rows],
             "measured": [m.json() for m in profile.measured], "why_not_predicted": why,
-            "draft_cost": basis})
+            "draft_cost": basis,
+            "drafting_steps": (round(drafting_steps(profile), DIGITS)
+                               if basis is not None else None),
+            "measurement_spread": round(measurement_spread(profile), DIGITS)})
     answer: dict[str, Any] = {
         "target": {"digest": inputs.target_digest, "name": inputs.target_name},
         "machine": {"chip": inputs.chip, "memory_gb": inputs.memory_gb,

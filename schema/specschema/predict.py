@@ -50,8 +50,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CostCurve", "expected_tokens", "non_decreasing", "plain_counts",
-           "plain_steps_per_round", "predicted_speedup", "textbook_speedup"]
+__all__ = ["CostCurve", "drafting_factor", "expected_tokens", "implied_draft_seconds",
+           "non_decreasing", "plain_counts", "plain_steps_per_round", "predicted_speedup",
+           "textbook_speedup"]
 
 
 def non_decreasing(values: Sequence[float]) -> list[float]:
@@ -144,6 +145,36 @@ def predicted_speedup(per_position: Sequence[float], depth: int, cost: CostCurve
     round_s = depth * draft_s_per_token + cost.at(depth + 1) + cost.overhead_s
     tokens = expected_tokens(per_position, depth) + plain_steps_per_round
     return step * tokens / (round_s + plain_steps_per_round * step)
+
+
+def implied_draft_seconds(measured: float, per_position: Sequence[float], depth: int,
+                          cost: CostCurve, plain_steps_per_round: float = 0.0) -> float:
+    """The T_d at which ``predicted_speedup`` gives ``measured``: S solved for T_d,
+    T_d = (T_t(1) (E[N] + p) / S - T_t(g + 1) - o - p T_t(1)) / g. Below zero when the
+    measured speedup is more than the model allows a drafter that costs nothing."""
+    if depth < 1 or measured <= 0:
+        raise ValueError("a depth below 1 or a speedup that is not positive")
+    step = cost.at(1)
+    tokens = expected_tokens(per_position, depth) + plain_steps_per_round
+    return (step * tokens / measured - cost.at(depth + 1) - cost.overhead_s
+            - plain_steps_per_round * step) / depth
+
+
+def drafting_factor(measured: float, per_position: Sequence[float], depth: int,
+                    cost: CostCurve, draft_step_s: float,
+                    plain_steps_per_round: float = 0.0) -> float:
+    """What a drafted token cost in a measured run, in the draft model's plain decoding
+    steps (``draft_step_s``, its step as a target on that machine): the implied T_d over
+    the step. Drafting is more than the draft's plain step (the engine samples the draft's
+    every token and keeps the draft's context beside the target's; measured on
+    llama-server's draft-simple at 1.6-2.8 steps), never less than one step: a run measured
+    faster than the model allows for one step says its speedup moved with the load, not
+    that its drafter was cheaper than its own forward pass, so it counts as 1."""
+    if draft_step_s <= 0:
+        raise ValueError("a draft step that is not positive")
+    implied = implied_draft_seconds(measured, per_position, depth, cost,
+                                    plain_steps_per_round)
+    return max(implied / draft_step_s, 1.0)
 
 
 def textbook_speedup(alpha: float, depth: int, cost_ratio: float) -> float:

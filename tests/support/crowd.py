@@ -101,3 +101,35 @@ def signed_probe(probe: CostProbe, key_seed: int, payload_type: str = PROBE_PAYL
 def probe_dict(probe: CostProbe) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(probe_bytes(probe))
     return data
+
+
+DRAFT_BYTES = 600_000_000
+
+
+def draft_result(seed: int, machine: dict[str, object]) -> Submission:
+    """A llamacpp-draft result whose trials carry rounds and per-position counts, its
+    models reporting their file sizes (the 0.6B draft's is ``DRAFT_BYTES``)."""
+    run = get_protocol("llamacpp-draft")
+    sub = map_result(seed, machine)  # the engine and counters' shape of the map results
+    draft = example_submission(run, seed=seed, engine_version="b6000", schema_version=2,
+                               runtime="ggml", counters_seen=True, blocks=True,
+                               created_at=sub.created_at, machine=machine)
+    deep = next(c for c in sub.configs if c.name == "ngram_simple_m8").trials[0].counters
+    assert deep is not None
+    shallow = deep.model_copy(update={"drafted": 48, "rounds": 16,
+                                      "accepted_per_position": [16, 16, 16]})
+    configs = []
+    for config in draft.configs:
+        if config.role == "draft":
+            shaped = shallow if config.name.endswith("_n3") else deep
+            config = config.model_copy(update={
+                "trials": [t.model_copy(update={"counters": shaped}) for t in config.trials],
+                "speculation": config.speculation.model_copy(update={
+                    "drafted_tokens": shaped.drafted * len(config.trials),
+                    "accepted_tokens": 48 * len(config.trials),
+                    "counters_source": "engine_api"})})
+        configs.append(config)
+    models = [m.model_copy(update={"size_bytes": DRAFT_BYTES}) if m.name == "qwen3:0.6b"
+              else m for m in draft.models]
+    return draft.model_copy(update={"configs": configs, "models": models,
+                                    "engine": sub.engine})

@@ -112,8 +112,9 @@ def show_advice(answer: dict[str, Any], console: Console) -> None:
     machine = answer["machine"]
     table = Table(title=f"Predicted decode speedup on {visible(str(machine['chip']), 80)}",
                   caption=f"predicted from the crowd's acceptance per draft position and "
-                          f"{source}; interval {LEVEL:.0%}; measured: on machines like "
-                          "yours (contributors)")
+                          f"{source}; interval {LEVEL:.0%}, where a run of yours would "
+                          "measure it (a run's own noise included); measured: on machines "
+                          "like yours (contributors)")
     for column in ("Candidate", "Kind of work", "Depth", "Predicted", "Interval",
                    "Measured"):
         table.add_column(column, justify="left" if column in ("Candidate", "Kind of work")

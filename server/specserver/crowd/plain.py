@@ -23,14 +23,14 @@ from specschema.crowd import ALL_DOMAINS
 from specschema.protocol import all_protocols, find_protocol
 from specserver.store import tables
 
-__all__ = ["PlainCounts", "plain_counts", "shares"]
+__all__ = ["PlainCounts", "plain_counts", "prompt_slots", "shares"]
 
 # Per (submission, config), per domain (ALL_DOMAINS: every trial): (plain steps, decoded
 # tokens).
 PlainCounts = dict[tuple[str, str], dict[str, tuple[int, int]]]
 
 
-def _slots() -> int:
+def prompt_slots() -> int:
     """A multiple of every shipped prompt set's size: trial index modulo it still tells
     each trial's prompt."""
     return math.lcm(*(len(p.prompts) for p in all_protocols() if p.prompts)) or 1
@@ -43,7 +43,7 @@ def plain_counts(conn: Connection, digest: str, wanted: Collection[tuple[str, st
     if not wanted:
         return {}
     t, sub = tables.trials, tables.submissions
-    slots = _slots()
+    slots = prompt_slots()
     steps = t.c.eval_count - 1 - t.c.accepted - t.c.rounds
     slot = (t.c.trial_index % slots).label("slot")
     found = conn.execute(

@@ -8,10 +8,12 @@ acceptance profile comes from the rows that recorded draft rounds and per-positi
 (llama-server's), on any machine: acceptance travels between machines; so do the shares
 of plain steps beside it (``crowd.plain``), counted per key and cohort the same way. Per
 kind of work, from the results per domain of the protocol's prompt set that ingestion stored
-(``domain_results``), with the measured speedups per domain beside them. Each key's rows
-are summed into its a_i, a cohort's keys are one voice and the keys on probation one more
-(``board.newkeys``; the settings ``min_contributors`` and ``new_key_probation_days`` apply
-here as on the board).
+(``domain_results``), with the measured speedups per domain beside them, the spread of each
+row's speedup within its run (``crowd.spread``) and, for a draft model, what a drafted
+token cost in its runs (``crowd.drafting``), both counted per key and cohort the same
+way. Each key's rows are summed into its a_i, a cohort's keys are one voice and the keys
+on probation one more (``board.newkeys``; the settings ``min_contributors`` and
+``new_key_probation_days`` apply here as on the board).
 
 Measured speedups beside them come from the same rows on the asker's chip only ("measured on
 machines like yours"), per contributor then across. Cost curves are the probes of the target
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import timedelta
@@ -45,8 +47,10 @@ from specschema.crowd import (
     merge_cost_units,
 )
 from specserver.board import newkeys
+from specserver.crowd.drafting import DraftRun, drafting_factors
 from specserver.crowd.plain import plain_counts, shares
 from specserver.crowd.sizes import model_sizes
+from specserver.crowd.spread import speedup_spreads
 from specserver.errors import Invalid, NotFound
 from specserver.store import positions_of, probes, queries, tables, visible_clause
 
@@ -158,6 +162,14 @@ def _rates(units: Iterable[tuple[int | None, Sequence[int] | None]]) -> tuple[fl
     return None if totals is None else position_rates(*totals)
 
 
+def _folded_medians(folded: Callable[[Mapping[str, Sequence[float]]],
+                                     tuple[tuple[tuple[float, ...], ...], int]],
+                    by_key: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
+    """Per contributor unit, the median of its keys' values (each key's own median)."""
+    units, _ = folded({k: (_middle(v),) for k, v in by_key.items() if v})
+    return tuple(u[0] for u in units)
+
+
 def _cost_units(found: Sequence[probes.StoredProbe], cohort_of: Mapping[str, str],
                 new: AbstractSet[str], unknown_is_new: bool) -> tuple[CostUnit, ...]:
     """One unit per cohort (its probes' samples together), the new keys' one more; a key
@@ -175,6 +187,31 @@ def _cost_units(found: Sequence[probes.StoredProbe], cohort_of: Mapping[str, str
     if fresh:
         units.append(merge_cost_units(fresh))
     return tuple(units)
+
+
+PerDomainKey = dict[str, dict[str, list[float]]]
+
+
+def _draft_runs(rows: Sequence[_Row], per_domain: DomainRows, plain_of: Mapping[
+        tuple[str, str], Mapping[str, tuple[int, int]]], digest: str) -> list[DraftRun]:
+    """The draft-model rows with what ``crowd.drafting`` needs per domain."""
+    out = []
+    for r in rows:
+        c = r.candidate
+        if c.draft_digest is None or c.depth is None or c.adaptive:
+            continue
+        plain = plain_of.get((r.submission_id, r.config_name), {})
+        found = {ALL_DOMAINS: (r.rounds, r.positions, r.speedup)} | dict(
+            per_domain.get((r.submission_id, r.config_name), {}))
+        wanted = {}
+        for domain, (rounds, positions, speedup) in found.items():
+            rates = _rates([(rounds, positions)])
+            steps, decoded = plain.get(domain, (0, 0))
+            if speedup is not None and rates is not None:
+                wanted[domain] = (speedup, rates, steps / decoded if decoded else 0.0)
+        out.append(DraftRun((r.submission_id, r.config_name), r.key, r.chip, c.depth, digest,
+                            c.draft_digest, wanted))
+    return out
 
 
 def standing_of(conn: Connection, rules: newkeys.CohortRules) -> newkeys.Standing:
@@ -210,7 +247,11 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         if r.candidate.draft_digest is not None and not draft_costs[r.candidate.draft_digest]:
             first.setdefault(r.candidate.draft_digest, r.submission_id)
     sizes = model_sizes(conn, sorted(set(first.values())))
-    plain_of = plain_counts(conn, digest, {(r.submission_id, r.config_name) for r in rows})
+    pairs = {(r.submission_id, r.config_name) for r in rows}
+    plain_of = plain_counts(conn, digest, pairs)
+    spread_of = speedup_spreads(conn, digest, pairs)
+    drafting_of = {run.source: factors for run, factors in drafting_factors(
+        conn, asked.engine, _draft_runs(rows, per_domain, plain_of, digest))}
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (
         c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
     Units = list[tuple[int | None, Sequence[int] | None]]
@@ -221,8 +262,15 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         speed: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         plain: dict[str, dict[str, list[tuple[int, int]]]] = defaultdict(
             lambda: defaultdict(list))
+        spread: PerDomainKey = defaultdict(lambda: defaultdict(list))
+        drafting: PerDomainKey = defaultdict(lambda: defaultdict(list))
         for r in mine:
             here = r.chip == asked.chip
+            for domain, value in spread_of.get((r.submission_id, r.config_name), {}).items():
+                spread[domain][r.key].append(value)
+            for domain, value in drafting_of.get((r.submission_id, r.config_name),
+                                                 {}).items():
+                drafting[domain][r.key].append(value)
             for domain, steps in plain_of.get((r.submission_id, r.config_name), {}).items():
                 plain[domain][r.key].append(steps)
             if r.rounds is not None and r.positions is not None:
@@ -252,7 +300,9 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                                             if k in rated}))
             out.append(Profile(candidate, domain, units, new_keys, measured, draft_cost,
                                tuple(u[0] for u in plain_units),
-                               sizes.get(candidate.draft_digest or "")))
+                               sizes.get(candidate.draft_digest or ""),
+                               _folded_medians(folded, spread[domain]),
+                               _folded_medians(folded, drafting[domain])))
     chosen, cost_kind = probes.prefer_verification(probes.probes_for(
         conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
         memory_gb=asked.memory_gb))

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from specschema import Submission, get_protocol, parse_submission
+from specschema import Submission, parse_submission
 from specschema.crowd import ALL_DOMAINS, inputs_from_json, median_vector
 from specschema.envelope import PAYLOAD_TYPE, key_id_of
-from specschema.examples import example_submission
 from specschema.forecast import cost_curve, forecast
 from specschema.predict import plain_counts, plain_steps_per_round, predicted_speedup
 from specschema.summary import by_domain, prompt_domains
@@ -26,11 +25,13 @@ from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs
 from specserver.store import tables
 from tests.support.crowd import (
+    DRAFT_BYTES,
     M2,
     M3_PRO,
     RADEON,
     RTX,
     cost_probe,
+    draft_result,
     map_result,
     signed_probe,
     signed_result,
@@ -337,42 +338,10 @@ def test_the_real_gemma_result_counts_as_llama_server_counted_it() -> None:
             assert raw >= 0, (config.name, trial.index)
 
 
-DRAFT_BYTES = 600_000_000
-
-
-def _draft_result(seed: int, machine: dict[str, object]) -> Submission:
-    """A llamacpp-draft result whose trials carry rounds and per-position counts, its
-    models reporting their file sizes (the 0.6B draft's is ``DRAFT_BYTES``)."""
-    run = get_protocol("llamacpp-draft")
-    sub = map_result(seed, machine)  # the engine and counters' shape of the map results
-    draft = example_submission(run, seed=seed, engine_version="b6000", schema_version=2,
-                               runtime="ggml", counters_seen=True, blocks=True,
-                               created_at=sub.created_at, machine=machine)
-    deep = next(c for c in sub.configs if c.name == "ngram_simple_m8").trials[0].counters
-    assert deep is not None
-    shallow = deep.model_copy(update={"drafted": 48, "rounds": 16,
-                                      "accepted_per_position": [16, 16, 16]})
-    configs = []
-    for config in draft.configs:
-        if config.role == "draft":
-            shaped = shallow if config.name.endswith("_n3") else deep
-            config = config.model_copy(update={
-                "trials": [t.model_copy(update={"counters": shaped}) for t in config.trials],
-                "speculation": config.speculation.model_copy(update={
-                    "drafted_tokens": shaped.drafted * len(config.trials),
-                    "accepted_tokens": 48 * len(config.trials),
-                    "counters_source": "engine_api"})})
-        configs.append(config)
-    models = [m.model_copy(update={"size_bytes": DRAFT_BYTES}) if m.name == "qwen3:0.6b"
-              else m for m in draft.models]
-    return draft.model_copy(update={"configs": configs, "models": models,
-                                    "engine": sub.engine})
-
-
 def test_a_draft_never_probed_here_is_costed_from_its_size_then_from_its_probe(
         small_on_each_store: Served) -> None:
     small = small_on_each_store
-    subs = [_draft_result(seed, m) for seed, m in enumerate((RTX, M3_PRO, RADEON))]
+    subs = [draft_result(seed, m) for seed, m in enumerate((RTX, M3_PRO, RADEON))]
     for seed, sub in enumerate(subs):
         response = small.client.post("/v1/submissions",
                                      content=sign_dict(json.loads(sub.model_dump_json()), seed),
