@@ -11,7 +11,9 @@ which the submission records in ``protocol.parameters["target"]``. A config whos
 client and server both plan a run from that (same schedule, same configs). A bracketed
 protocol's run may make fewer rounds than the protocol (the run parameter ``rounds``, which
 ``specsubmit run --budget`` sets): every round ends where the next begins, so a run of fewer
-rounds is the first part of the whole protocol's schedule, block for block.
+rounds is the first part of the whole protocol's schedule, block for block. A protocol
+with an early-stop rule (``early_stop``, ``specschema.earlystop``) leaves the configs the
+rule stopped after the first round (the run parameter ``stopped``) out of the later rounds.
 
 A protocol with a prompt set (``prompts``) rotates its trials through the prompts: trial
 ``i`` of every config answers prompt ``i % len(prompts)``, so a block of as many trials as
@@ -37,7 +39,9 @@ from pydantic import (
     ValidationError,
 )
 
+from specschema import schedule as order
 from specschema.domains import DOMAINS
+from specschema.earlystop import stops_named
 from specschema.errors import ProtocolError
 from specschema.models import Mechanism, OptionValue, Role
 from specschema.strictjson import dumps_canonical, loads_strict
@@ -80,6 +84,15 @@ class PromptItem(_ProtocolModel):
     text: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
 
 
+class EarlyStop(_ProtocolModel):
+    """A rule fixed in advance by which a draft config stops after the first round
+    (``specschema.earlystop`` says why it is safe): "none_accepted", none of at least
+    ``min_drafted`` drafted tokens accepted."""
+
+    rule: Literal["none_accepted"]
+    min_drafted: Annotated[int, Field(ge=1)]
+
+
 class Requirements(_ProtocolModel):
     min_engine_version: dict[str, str] = Field(default_factory=dict)
     memory_bytes: int | None = None
@@ -91,7 +104,8 @@ class Requirements(_ProtocolModel):
 _ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": False,
                                      "headline": "decode", "launch_options": {},
                                      "interval": "block_bootstrap", "prompts": None,
-                                     "engine": None, "warmup_tokens": None}
+                                     "engine": None, "warmup_tokens": None,
+                                     "early_stop": None}
 # The engine each protocol pinned before protocols named theirs (``Protocol.engine``).
 _ENGINES_BEFORE: dict[str, str] = {
     "hardnumbers-m2": "ollama", "ollama-draft": "ollama", "llamacpp-draft": "llama-server",
@@ -151,6 +165,10 @@ class Protocol(_ProtocolModel):
     # The engine it is run on (a ``specschema.engines`` name); None in the files before the
     # field (``engine_name`` knows theirs).
     engine: str | None = None
+    # The early-stop rule (bracketed protocols only); None: every config runs every round.
+    early_stop: EarlyStop | None = None
+    # The configs a run stopped by that rule (the run parameter ``stopped``, ``for_run``).
+    _stopped: tuple[str, ...] = PrivateAttr(())
     # A protocol specialised by ``for_run`` keeps the identity of the one it came from.
     _shipped_sha256: str | None = PrivateAttr(None)
 
@@ -207,17 +225,25 @@ class Protocol(_ProtocolModel):
             return None
         return self.trials_per_config // (2 * (self.block_trials or 1))
 
+    @property
+    def stopped(self) -> tuple[str, ...]:
+        """The draft configs this run stopped after its first round (``early_stop``)."""
+        return self._stopped
+
     def for_run(self, parameters: Mapping[str, str]) -> Protocol:
         """This protocol as one run makes it: each ``$NAME`` draft replaced by the
         parameter's value, the configs whose parameter is absent left out, when the
         ``configs`` parameter names some (comma-separated), only those besides the baseline,
         and with the ``rounds`` parameter (a bracketed protocol only: a whole number from 1
-        to its own rounds, written plainly) that many rounds. Keeps this protocol's identity
-        (``sha256``); the protocol itself when nothing changes. Raises ProtocolError for a
-        chosen config it does not have and for rounds it cannot make."""
+        to its own rounds, written plainly) that many rounds, and with ``stopped`` (draft
+        configs of the run, comma-separated in its config order) those configs left out of
+        every round after the first. Keeps this protocol's identity (``sha256``); the
+        protocol itself when nothing changes. Raises ProtocolError for a chosen config it
+        does not have, for rounds it cannot make and for configs it cannot stop."""
         chosen = parameters.get("configs")
         rounds = parameters.get("rounds")
-        if not self.draft_parameters and chosen is None and rounds is None:
+        stopped = parameters.get("stopped")
+        if not self.draft_parameters and chosen is None and rounds is None and stopped is None:
             return self
         keep = None if chosen is None else set(chosen.split(","))
         unknown = sorted((keep or set()) - {c.name for c in self.configs})
@@ -240,6 +266,7 @@ class Protocol(_ProtocolModel):
             update["trials_per_config"] = self._trials_in(rounds)
         run = self.model_copy(update=update)
         run._shipped_sha256 = self.sha256
+        run._stopped = self._stopped if stopped is None else stops_named(run, stopped)
         return run
 
     def _trials_in(self, rounds: str) -> int:
@@ -277,38 +304,17 @@ class Protocol(_ProtocolModel):
         return options
 
     def schedule(self) -> list[tuple[str, int]]:
-        """The run order as (config name, trial index) pairs."""
+        """The run order as (config name, trial index) pairs (``specschema.schedule``)."""
         names = [c.name for c in self.configs]
-        trials = range(self.trials_per_config)
+        trials, size = self.trials_per_config, self.block_trials or 1
         if self.order == "blocked":
-            return [(name, i) for name in names for i in trials]
+            return order.blocked(names, trials)
         if self.order == "abba":
-            size = self.block_trials or 1
-            done = dict.fromkeys(names, 0)
-            out: list[tuple[str, int]] = []
-            for _ in range(self.trials_per_config // (2 * size)):
-                for name in names + names[::-1]:
-                    out.extend((name, done[name] + i) for i in range(size))
-                    done[name] += size
-            return out
+            return order.abba(names, trials, size)
         if self.order == "bracketed":
-            return self._bracketed()
-        return [(name, i) for i in trials for name in names]
-
-    def _bracketed(self) -> list[tuple[str, int]]:
-        size = self.block_trials or 1
-        base = self.baseline().name
-        drafts = [c.name for c in self.configs if c.role == "draft"]
-        done = dict.fromkeys([base, *drafts], 0)
-        blocks: list[str] = []
-        for _ in range(self.trials_per_config // (2 * size)):
-            blocks += [base, *drafts, base, *drafts[::-1]]
-        blocks.append(base)
-        out: list[tuple[str, int]] = []
-        for name in blocks:
-            out.extend((name, done[name] + i) for i in range(size))
-            done[name] += size
-        return out
+            drafts = [c.name for c in self.configs if c.role == "draft"]
+            return order.bracketed(self.baseline().name, drafts, trials, size, self._stopped)
+        return order.interleaved(names, trials)
 
     def blocks(self) -> list[int]:
         """The block number of each ``schedule()`` entry: a block is a run of consecutive
@@ -359,6 +365,9 @@ def _validate(data: object, origin: str) -> Protocol:
     ):
         raise ProtocolError(f"protocol {origin}: order bracketed needs block_trials dividing "
                             "half of trials_per_config, and warmup_each_block")
+    if protocol.early_stop is not None and protocol.order != "bracketed":
+        raise ProtocolError(f"protocol {origin}: early_stop needs order bracketed (it stops "
+                            "a config after the first round)")
     if protocol.interval == "block_t" and protocol.order == "blocked":
         raise ProtocolError(f"protocol {origin}: interval block_t needs two blocks per config "
                             "or more (order blocked has one)")

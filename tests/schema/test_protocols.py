@@ -30,6 +30,7 @@ PINNED = {
     ("ollama-map", 1): "fd0ccfef876ca6a6296d3779c8eaf67d84b7a129c62c64e452cbb63e0d6c0a1a",
     ("lmstudio-map", 1): "4208d0a16b844232ae1d005a1557596f27d3f98ee82a76d6923b9936846e6e99",
     ("llamacpp-draft", 4): "0ffd2b41e614af9451054b372c80cab42d8254c869ccbee72a244513794fab5a",
+    ("llamacpp-draft", 5): "21b1fe8d4030f62d0db9bb9bf24274d16b98462e3cd14a2f171ad4b98115ddb7",
 }
 
 
@@ -37,7 +38,7 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
-        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 4, "llamacpp-draft-long": 3,
+        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 5, "llamacpp-draft-long": 3,
         "lmstudio-draft": 2, "llamacpp-map": 1, "ollama-map": 1, "lmstudio-map": 1}
 
 
@@ -86,8 +87,8 @@ def test_the_llama_server_protocols_pin_their_speculative_settings() -> None:
 
 def test_llamacpp_draft_v4_is_v3_with_warm_ups_of_16_tokens() -> None:
     v3 = find_protocol("llamacpp-draft", 3, PINNED[("llamacpp-draft", 3)])
-    v4 = get_protocol("llamacpp-draft")
-    assert v3 is not None and v4.version == 4 and v4.warmup_tokens == 16
+    v4 = find_protocol("llamacpp-draft", 4, PINNED[("llamacpp-draft", 4)])
+    assert v3 is not None and v4 is not None and v4.warmup_tokens == 16
     assert v3.warmup_tokens is None  # a file without the field keeps its identity
     same = {"version", "description", "warmup_tokens"}
     assert v4.model_dump(exclude=same) == v3.model_dump(exclude=same)
@@ -96,6 +97,18 @@ def test_llamacpp_draft_v4_is_v3_with_warm_ups_of_16_tokens() -> None:
             **v4.request_options(config), "num_predict": 16}
         assert v3.request_options(config, warmup=True) == v3.request_options(config)
     assert "warm-up of 16 tokens" in v4.description
+
+
+def test_llamacpp_draft_v5_is_v4_with_the_early_stop_rule() -> None:
+    v4 = find_protocol("llamacpp-draft", 4, PINNED[("llamacpp-draft", 4)])
+    v5 = get_protocol("llamacpp-draft")
+    assert v4 is not None and v5.version == 5 and v4.early_stop is None
+    assert v5.early_stop is not None and v5.early_stop.rule == "none_accepted"
+    assert v5.early_stop.min_drafted == 256
+    same = {"version", "description", "early_stop"}
+    assert v5.model_dump(exclude=same) == v4.model_dump(exclude=same)
+    assert v5.schedule() == v4.schedule()  # nothing stopped: the same run
+    assert "accepted none runs no block after that round" in v5.description
 
 
 def test_unknown_launch_options_and_a_bad_bracketed_shape_are_refused() -> None:

@@ -120,6 +120,12 @@ class ConsoleListener(RunListener):
         else:
             self.progress.update(self.task, description=escape(visible(message, LINE_LIMIT)))
 
+    def stopped_early(self, config: str, drafted: int) -> None:
+        self.console.print(escape(visible(
+            f"{config}: stopped after the first round by the protocol's rule: none of its "
+            f"{drafted:,} drafted tokens accepted, so it cannot speed the model up; its "
+            "later blocks do not run", LINE_LIMIT)), highlight=False)
+
     def launched(self, config: str, command: list[str]) -> None:
         self.console.print(f"[dim]{escape(config)}: {escape(visible(' '.join(command), 4000))}[/]",
                            soft_wrap=True, highlight=False)

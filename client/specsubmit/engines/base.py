@@ -103,6 +103,10 @@ class RunListener:
     def launched(self, config: str, command: list[str]) -> None:
         """An engine process started for `config` (paths in `command` are digests)."""
 
+    def stopped_early(self, config: str, drafted: int) -> None:
+        """The protocol's early-stop rule stopped `config` after the first round: none of
+        its `drafted` tokens were accepted (``specschema.earlystop``)."""
+
     def trial_started(self, position: int, total: int, config: str, index: int) -> None: ...
 
     def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None: ...

@@ -30,7 +30,11 @@ engine is told of):
   draft that pays is faster, one that costs, or a second model to load at each start,
   slower); then each block of a config takes as long per trial as its blocks so far, its
   start and warm-ups included. Configs refused before the run are left out; one refused
-  at its start is counted until it is, so the estimate errs long.
+  at its start is counted until it is, so the estimate errs long;
+- a config the protocol's early-stop rule would stop, were the first round over now
+  (``Measured.stopping``: none of its drafted tokens accepted so far), runs no block after
+  the first round (``specschema.earlystop``). Its second first-round block could still
+  accept a token: then it runs on and the run ends later than estimated.
 
 **What it can show** (``resolvable``): the smallest speedup that the run's interval can
 tell from none, with K blocks per config: ``exp(t(K-1) * s / sqrt(K)) - 1``, Student's t
@@ -84,6 +88,9 @@ class Measured:
     # has started already (its start and warm-ups done: the first call).
     position: int = 0
     in_block: bool = True
+    # The draft configs the early-stop rule would stop after the first round, by the
+    # counters so far (``specschema.earlystop``).
+    stopping: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,15 +166,21 @@ def trial_seconds(measured: Measured) -> float | None:
             + max(limit - last.eval_count, 0) * per_token)
 
 
-def _run_with(protocol: Protocol, rounds: int | None) -> Protocol:
-    if rounds is None or rounds == protocol.rounds:
-        return protocol
-    return protocol.for_run({"rounds": str(rounds)})
+def _run_with(protocol: Protocol, rounds: int | None, stopping: tuple[str, ...] = ()
+              ) -> Protocol:
+    """The run in ``rounds`` rounds, without the later blocks of the configs ``stopping``
+    (when a round follows the first for them to be left out of)."""
+    parameters: dict[str, str] = {}
+    if rounds is not None and rounds != protocol.rounds:
+        parameters["rounds"] = str(rounds)
+    if stopping and protocol.early_stop is not None and (rounds or 0) >= 2:
+        parameters["stopped"] = ",".join(stopping)
+    return protocol.for_run(parameters) if parameters else protocol
 
 
 def estimate(measured: Measured, rounds: int | None) -> Estimate:
     """The run in ``rounds`` rounds (the module docstring says how it is estimated)."""
-    run = _run_with(measured.protocol, rounds)
+    run = _run_with(measured.protocol, rounds, measured.stopping)
     names = [name for name, _ in run.schedule()]
     sizes = [sum(1 for _ in block) for name, block in groupby(names)
              if name not in measured.refused]
@@ -228,7 +241,7 @@ def decide(measured: Measured, *, budget_s: float | None, elapsed_s: float) -> P
 
 def _can_make(measured: Measured, rounds: int) -> bool:
     """Whether the run can still make ``rounds``: every config's last block is ahead."""
-    schedule = _run_with(measured.protocol, rounds).schedule()
+    schedule = _run_with(measured.protocol, rounds, measured.stopping).schedule()
     last = {name: position for position, (name, _) in enumerate(schedule)}
     return min(last.values()) >= measured.position
 
@@ -305,6 +318,9 @@ def plan_lines(plan: Plan, now: datetime) -> list[str]:
             else " (a draft's blocks taken as long as the baseline's until timed)"
         lines.append(f"  estimated end: {ends:%H:%M}, in {_minutes(chosen.remaining_s)}"
                      f"{untimed}{budget}")
+    if measured.stopping and (chosen.rounds or 0) >= 2:
+        lines.append("  stop after the first round by the protocol's rule, none of their "
+                     "drafted tokens accepted so far: " + ", ".join(measured.stopping))
     if not plan.final and chosen.rounds is not None:
         lines.append("  rounds: fixed once every config has run a block (a draft's speed is "
                      "not known before); until then the run keeps the protocol's")

@@ -18,7 +18,10 @@ over). Protocols without (blocked, interleaved) keep every finished trial.
 Before the first counted trial, a ``planner`` (``specsubmit.run.plan``) is shown the first
 block's engine start and warm-ups, and once more, when every config has run a block, how
 long each block took; it may answer with fewer bracketed rounds: the run then makes those
-(the run parameter ``rounds``), the first part of the same schedule.
+(the run parameter ``rounds``), the first part of the same schedule. A protocol with an
+early-stop rule (``specschema.earlystop``) has it applied at the end of the first round, to
+the counters of the first round's trials: the configs it names run no later block (the run
+parameter ``stopped``), and the planner is told beforehand which configs look set to stop.
 
 Order: an engine that shares one server between configs (Ollama) gets every config's
 warm-ups first, then the trials in the protocol's order. An engine that starts a server
@@ -43,21 +46,21 @@ from specschema import (
     Submission,
     Warmup,
 )
+from specschema.earlystop import first_round_end, round_one_counts, stopped_by_rule
 from specschema.protocol import ProtocolConfig
 from specsubmit.engines import (
     COLD_LOAD_NS,
-    DraftCounters,
     EngineReport,
     Generation,
     Preflight,
     RunListener,
     RunSettings,
-    counter_totals,
     unrequested,
 )
 from specsubmit.engines import Engine as RunEngine
 from specsubmit.errors import EngineError, SpeculationRefused, UsageError
 from specsubmit.fingerprint import collect_fingerprint
+from specsubmit.run.kept import api_counters, cut_report
 from specsubmit.run.plan import Measured
 from specsubmit.run.submission import (
     ConfigState,
@@ -160,7 +163,7 @@ class _Run:
         start_s, warmups, per_block = self.first
         rounds = self.planner(Measured(self.protocol, frozenset(self.refused), start_s,
                                        warmups, per_block, tuple(self.timed), position,
-                                       in_block))
+                                       in_block, stopping=self.stopping()))
         if rounds is None or rounds == self.protocol.rounds:
             return
         value = str(rounds)
@@ -172,6 +175,35 @@ class _Run:
         self.settings = replace(self.settings, protocol=shorter,
                                 parameters={**self.settings.parameters, "rounds": value})
         self.set_protocol(shorter)
+
+    def first_round_counts(self) -> dict[str, tuple[int, int] | None]:
+        """Each draft config's (drafted, accepted) over its kept first-round trials."""
+        return round_one_counts(self.protocol, (
+            (name, trial.position, gen.draft_n, gen.draft_accepted)
+            for name, state in self.kept_states().items()
+            for trial, gen in zip(state.trials, state.generations, strict=True)))
+
+    def stopping(self) -> tuple[str, ...]:
+        """The configs the early-stop rule would stop, were the first round over now: what
+        the planner is shown to estimate the rounds after it."""
+        return stopped_by_rule(self.protocol, self.first_round_counts())
+
+    def stop_early(self, position: int) -> None:
+        """At the end of the first round: the configs the protocol's early-stop rule names
+        run no later block (the run parameter ``stopped``, ``specschema.earlystop``)."""
+        counts = self.first_round_counts()
+        stopped = stopped_by_rule(self.protocol, counts)
+        if not stopped:
+            return
+        value = ",".join(stopped)
+        shorter = self.protocol.for_run({"stopped": value})
+        if shorter.schedule()[:position] != self.schedule[:position]:
+            raise ValueError(f"{value} cannot be stopped at position {position}")
+        self.settings = replace(self.settings, protocol=shorter,
+                                parameters={**self.settings.parameters, "stopped": value})
+        self.set_protocol(shorter)
+        for name in stopped:
+            self.listener.stopped_early(name, (counts[name] or (0, 0))[0])
 
     def every_config_timed(self) -> bool:
         timed = {name for name, _, _ in self.timed}
@@ -294,6 +326,9 @@ class _Run:
             if self.plans == 1 and self.every_config_timed():
                 self.plan(start, in_block=False)
                 end = self.block_end(start)
+            if start == first_round_end(self.protocol):
+                self.stop_early(start)
+                end = self.block_end(start)
             config = self.protocol.config(name)
             began = time.monotonic()
             try:
@@ -381,7 +416,7 @@ def run_protocol(
     keep = run.whole_blocks()
     states = run.kept_states()
     done = _trials(states)
-    report = _cut_report(engine.report(pre, listener), keep)
+    report = cut_report(engine.report(pre, listener), keep)
     counters = dict(report.counters) or api_counters(states)
     submission = build_submission(
         run.settings, pre, states, report, counters, engine=engine, fingerprint=fingerprint,
@@ -396,42 +431,3 @@ def run_protocol(
 
 def _trials(states: Mapping[str, ConfigState]) -> int:
     return sum(len(state.trials) for state in states.values())
-
-
-def _cut_report(report: EngineReport, keep: Mapping[str, int]) -> EngineReport:
-    """The report without the log's evidence of the trials left out (a block cut short):
-    each config's per-trial counters and reload flags cut to its kept trials, and its
-    totals summed again from them."""
-    cut = {name: n for name, n in keep.items()
-           if max(len(report.trial_counters.get(name, ())),
-                  len(report.reloaded.get(name, ()))) > n}
-    if not cut:
-        return report
-    trial_counters = {name: list(found[:cut.get(name, len(found))])
-                      for name, found in report.trial_counters.items()}
-    reloaded = {name: list(found[:cut.get(name, len(found))])
-                for name, found in report.reloaded.items()}
-    counters = dict(report.counters)
-    for name in cut:
-        totals = counter_totals(trial_counters.get(name, []))
-        if totals is None:
-            counters.pop(name, None)
-        else:
-            counters[name] = totals
-    return replace(report, trial_counters=trial_counters, reloaded=reloaded, counters=counters)
-
-
-def api_counters(states: Mapping[str, ConfigState]) -> dict[str, DraftCounters]:
-    """Per config, the sums of the trials' own counters (warm-ups excluded), for the
-    configs where the engine's API reported any."""
-    found: dict[str, DraftCounters] = {}
-    for name, state in states.items():
-        reported = [g for g in state.generations if g.draft_n is not None]
-        if reported:
-            rounds = [g.draft_rounds for g in reported]
-            found[name] = DraftCounters(
-                drafted=sum(g.draft_n or 0 for g in reported),
-                accepted=sum(g.draft_accepted or 0 for g in reported),
-                source="engine_api", lines=len(reported),
-                rounds=None if None in rounds else sum(r or 0 for r in rounds))
-    return found

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
+from specschema.earlystop import first_round_end, round_one_counts, stopped_by_rule
 from specschema.errors import ProtocolError
+from specschema.models import Submission, Trial
 from specschema.protocol import Protocol, all_protocols, get_protocol
 
 # The run parameters besides the target (``Protocol.for_run``: ``draft``, ``configs``), as
@@ -165,3 +167,34 @@ def same_flat(actual: dict[str, Any], wanted: dict[str, Any], exact: bool) -> bo
     if exact:
         return actual == wanted and bool not in map(type, actual.values())
     return same_json(actual, wanted)
+
+
+def stop_problem(protocol: Protocol, submission: Submission) -> str | None:
+    """Why the configs the run says it stopped early (the run parameter ``stopped``) are not
+    the ones the protocol's rule names by the counters of the first round's trials
+    (``specschema.earlystop``); None when they are, or when the rule does not apply. The
+    rule is decided at the end of the first round: a run that has no trial past it has
+    stopped nothing yet."""
+    parameters = submission.protocol.parameters
+    if protocol.early_stop is None and "stopped" not in parameters:
+        return None
+    try:
+        run = protocol.for_run({k: v for k, v in parameters.items() if k != "target"})
+    except ProtocolError:
+        return None  # the plan reports the parameters themselves (configs_need_target)
+    end = first_round_end(run)
+    if end is None:
+        return None
+    trials = [(config.name, trial.position, *_counted(trial))
+              for config in submission.configs for trial in config.trials]
+    decided = any(position >= end for _, position, _, _ in trials)
+    named = stopped_by_rule(run, round_one_counts(run, trials)) if decided else ()
+    if named == run.stopped:
+        return None
+    return (f"by the first round's counters the early-stop rule stops "
+            f"{', '.join(named) or 'no config'}, not {', '.join(run.stopped) or 'none'}")
+
+
+def _counted(trial: Trial) -> tuple[int | None, int | None]:
+    counters = trial.counters
+    return (None, None) if counters is None else (counters.drafted, counters.accepted)

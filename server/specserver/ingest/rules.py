@@ -50,6 +50,7 @@ from specserver.ingest.plan import (
     plan_for,
     same_flat,
     same_json,
+    stop_problem,
 )
 from specserver.ingest.rulebook import (
     DONE_REASONS,
@@ -394,6 +395,14 @@ def speculation_coherent(found: _Found, whole: _Whole, c: _Config) -> None:
              "only a draft config can be refused (a run without its baseline is nothing)")
 
 
+def stops_follow_rule(found: _Found, whole: _Whole, submission: Submission) -> None:
+    """trials_fit_schedule, after the configs: the configs the run stopped early are the
+    ones the protocol's early-stop rule names (``ingest.plan.stop_problem``)."""
+    problem = stop_problem(whole.proto, submission)
+    if problem is not None:
+        _add(found, "trials_fit_schedule", "protocol.parameters.stopped", problem)
+
+
 def counters_consistent(found: _Found, whole: _Whole, c: _Config) -> None:
     for where, message in counter_problems(c.config):
         _add(found, "counters_consistent", f"configs.{c.ci}.{where}", message)
@@ -423,6 +432,7 @@ def violations(submission: Submission, ctx: RuleContext) -> list[Violation]:
         durations_coherent(found, whole, c)
         decode_rate_plausible(found, c)
     configs_complete(found, whole)
+    stops_follow_rule(found, whole, submission)
     if whole.warmup_violations:
         found.setdefault("durations_coherent", []).extend(whole.warmup_violations)
     return _in_order(found)

@@ -110,7 +110,7 @@ def test_what_a_plan_can_resolve_is_students_t_over_its_blocks() -> None:
 def test_the_plan_in_words() -> None:
     lines = plan_lines(decide(_measured(), budget_s=69, elapsed_s=10), NOW)
     assert lines == [
-        "plan: llamacpp-draft v4, 1 round of the protocol's 2 (2 would end about 17:01, "
+        "plan: llamacpp-draft v5, 1 round of the protocol's 2 (2 would end about 17:01, "
         "past the budget)",
         "  configs: no_draft (baseline), draft_qwen3_0.6b_n3",
         "  5 blocks of 2 trials: 10 trials, 5 engine starts, 5 warm-ups",
@@ -124,7 +124,7 @@ def test_the_plan_in_words() -> None:
         "from block to block)",
     ]
     assert plan_lines(decide(_measured(), budget_s=None, elapsed_s=0), NOW)[0] == \
-        "plan: llamacpp-draft v4, 2 rounds as the protocol asks"
+        "plan: llamacpp-draft v5, 2 rounds as the protocol asks"
     over = plan_lines(decide(_measured(), budget_s=36, elapsed_s=10), NOW)
     assert over[4].endswith("about 0.1 min past the budget: it cannot make fewer rounds, "
                             "--configs runs fewer configs")
@@ -156,7 +156,7 @@ def test_the_revision_takes_each_configs_timed_blocks() -> None:
     slow = decide(_timed(30.0), budget_s=120, elapsed_s=50)  # 70 s left: one round fits
     assert slow.rounds == 1 and slow.longer is not None
     lines = plan_lines(slow, NOW)
-    assert lines[0] == ("plan revised, every config timed once: llamacpp-draft v4, 1 round "
+    assert lines[0] == ("plan revised, every config timed once: llamacpp-draft v5, 1 round "
                         "of the protocol's 2 (2 would end about 17:01, past the budget)")
     assert lines[1] == "  5 blocks of 2 trials: 10 trials, 5 engine starts, 5 warm-ups"
     assert lines[2] == ("  a block took: no_draft 7 s, draft_qwen3_0.6b_n3 30 s (its start, "

@@ -158,7 +158,7 @@ def test_a_protocol_without_a_warm_up_per_block_keeps_every_finished_trial() -> 
 def test_the_logs_counters_of_a_dropped_trial_leave_the_totals() -> None:
     from specschema import TrialCounters
     from specsubmit.engines.base import DraftCounters, EngineReport
-    from specsubmit.run.runner import _cut_report
+    from specsubmit.run.kept import cut_report
 
     log = "llama_server_log"
     per_trial = [TrialCounters(drafted=10, accepted=7, source=log), None,
@@ -168,11 +168,11 @@ def test_the_logs_counters_of_a_dropped_trial_leave_the_totals() -> None:
         trial_counters={"spec_4": per_trial,
                         "spec_8": [TrialCounters(drafted=5, accepted=5, source=log)]},
         reloaded={"spec_4": [True, False, True], "spec_8": [False]})
-    cut = _cut_report(report, {"spec_off": 0, "spec_4": 2, "spec_8": 1})
+    cut = cut_report(report, {"spec_off": 0, "spec_4": 2, "spec_8": 1})
     assert cut.counters["spec_4"] == DraftCounters(10, 7, log, 1)
     assert cut.counters["spec_8"] == report.counters["spec_8"]
     assert cut.trial_counters["spec_4"] == per_trial[:2] and cut.reloaded["spec_4"] == [True,
                                                                                          False]
-    gone = _cut_report(report, {"spec_4": 0, "spec_8": 1})
+    gone = cut_report(report, {"spec_4": 0, "spec_8": 1})
     assert "spec_4" not in gone.counters
-    assert _cut_report(report, {"spec_4": 3, "spec_8": 1}) is report
+    assert cut_report(report, {"spec_4": 3, "spec_8": 1}) is report

@@ -21,7 +21,7 @@ from specschema.capability import (
 from specschema.engines import descriptor
 from specschema.models import ConfigResult, Submission, Trial
 from specserver.ingest.namefields import name_fields, name_problem_of
-from specserver.ingest.plan import expected_configs, identity_of, same_json
+from specserver.ingest.plan import expected_configs, identity_of, same_json, stop_problem
 from specserver.ingest.rulebook import (
     DONE_REASONS,
     DURATION_TOLERANCE_FRACTION,
@@ -123,6 +123,9 @@ def trials_fit_schedule(submission: Submission, ctx: RuleContext) -> Iterator[Vi
                     rule, f"configs.{ci}.trials.{ti}.position",
                     f"trial {trial.index} of {config.name} runs at position {expected}",
                 )
+    problem = stop_problem(proto, submission)
+    if problem is not None:
+        yield Violation(rule, "protocol.parameters.stopped", problem)
 
 
 def eval_count_fits_num_predict(submission: Submission, ctx: RuleContext) -> Iterator[Violation]:
