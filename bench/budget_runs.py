@@ -145,7 +145,8 @@ def describe(run: int, meta: dict[str, object], save: Path, budget_min: float) -
                  f", worst block {found_stability.worst.residual:+.0%} off its line")
               + ")")
     rounds = sub.protocol.parameters.get("rounds", "the protocol's")
-    print(f"  rounds: {rounds}; stability: {stable}")
+    stopped = sub.protocol.parameters.get("stopped", "none")
+    print(f"  rounds: {rounds}; stopped after the first round: {stopped}; stability: {stable}")
     found: dict[str, float] = {}
     for summary in summarize(sub):
         if summary.name == sub.configs[0].name or summary.speedup_tps is None:
