@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from specserver.board.acceptance import GroupAcceptance, KeyTuple, acceptance_words
     from specserver.board.aggregate import GroupAggregate, View
     from specserver.board.leaderboard import ReadService
-    from specserver.board.snapshots import Board, Freshness, Snapshot
+    from specserver.board.snapshots import Board, Freshness, Lru, Snapshot
 
 _LAZY: dict[str, str] = {
     "acceptance_words": "specserver.board.acceptance",
@@ -21,6 +21,7 @@ _LAZY: dict[str, str] = {
     "GroupAcceptance": "specserver.board.acceptance",
     "GroupAggregate": "specserver.board.aggregate",
     "KeyTuple": "specserver.board.acceptance",
+    "Lru": "specserver.board.snapshots",
     "ReadService": "specserver.board.leaderboard",
     "Snapshot": "specserver.board.snapshots",
     "View": "specserver.board.aggregate",
@@ -32,6 +33,7 @@ __all__ = [
     "GroupAcceptance",
     "GroupAggregate",
     "KeyTuple",
+    "Lru",
     "ReadService",
     "Snapshot",
     "View",

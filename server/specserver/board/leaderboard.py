@@ -9,8 +9,9 @@ Each read compares the snapshot's version with the store's *data version*
 is marked, and the refresher recomputes the marked snapshots one at a time, most recently
 read first. The refresher also looks at the data version, every ``check_s`` while reads
 come (a read only asks: after a board's first computation no read queries the store), and
-before it serves a new snapshot it renders the bodies read from it most recently
-(``keep_warm``), so that a read after a recomputation finds its body remembered. Nothing
+before it serves a new snapshot it hands it to the hooks given to ``before_serving`` (the
+HTTP side renders the bodies read most recently, http/caching.py), so that a read after a
+recomputation finds its body ready. Nothing
 hooks into the writer, so several server processes on PostgreSQL each keep their own
 snapshots, all from the one database. A computation that fails is logged and kept out of
 the way: the previous snapshot is served and keeps ageing (its age is in every response),
@@ -56,15 +57,14 @@ from sqlalchemy import Connection, Engine
 from specserver.board import acceptance, aggregate, incremental, newkeys
 from specserver.board.aggregate import View
 from specserver.board.snapshots import (
-    WARM_BODIES,
-    WARM_FOR_S,
+    READ_LATELY_S,
+    BeforeServing,
     Board,
     Compute,
     Freshness,
-    Render,
+    Lru,
     Snapshot,
     _Entry,
-    _Lru,
 )
 from specserver.store import queries
 
@@ -120,9 +120,8 @@ class ReadService:
         # The boards read most recently, kept up to date from the store's change log.
         self._incremental_boards = incremental_boards
         self._maintainer = self._new_maintainer()
-        self._entries: _Lru[Hashable, _Entry] = _Lru(cache_size)
-        # Rendered bodies by ETag (which covers the data version and the whole URL).
-        self._bodies: _Lru[str, tuple[int, bytes, str]] = _Lru(cache_size)
+        self._entries: Lru[Hashable, _Entry] = Lru(cache_size)
+        self._before_serving: list[BeforeServing] = []
         self._cache_lock = threading.Lock()
         # One computation at a time (the refresher's, or a first read's).
         self._compute_lock = threading.RLock()
@@ -136,15 +135,7 @@ class ReadService:
         self.failures = 0
         self.last_error: BaseException | None = None
 
-    # --- bodies and data versions -----------------------------------------------------------
-
-    def cached_body(self, key: str) -> tuple[int, bytes, str] | None:
-        with self._cache_lock:
-            return self._bodies.get(key)
-
-    def remember_body(self, key: str, status: int, body: bytes, media_type: str) -> None:
-        with self._cache_lock:
-            self._bodies.put(key, (status, body, media_type))
+    # --- data versions ---------------------------------------------------------------------
 
     def version(self) -> str:
         """The store's data version; reused for ``max_stale_s`` seconds when that is > 0."""
@@ -197,7 +188,7 @@ class ReadService:
             version, now = look[1], time.monotonic()
             self._board_checked = max(look, self._board_checked or look)
             for entry in self._entries.items.values():
-                if entry.snapshot.version != version and now - entry.read < WARM_FOR_S:
+                if entry.snapshot.version != version and now - entry.read < READ_LATELY_S:
                     entry.wanted = True
 
     def known_values(self, version: str | None, needed: dict[str, Any] | None = None
@@ -226,7 +217,6 @@ class ReadService:
             self._maintainer = self._new_maintainer()
         with self._cache_lock:
             self._entries.clear()
-            self._bodies.clear()
             self._known = None
             self._board_checked = None
 
@@ -282,7 +272,7 @@ class ReadService:
     @staticmethod
     def board_key(filters: queries.Filters, dimensions: Sequence[str], view: View,
                   with_acceptance: bool = False) -> Hashable:
-        """The snapshot key of a board (``latest``, ``keep_warm``)."""
+        """The snapshot key of a board (``latest``, ``before_serving``)."""
         key = ("board", filters, tuple(dimensions), view)
         return (*key, "acceptance") if with_acceptance else key
 
@@ -353,40 +343,26 @@ class ReadService:
                     return
                 self._refresh(key, entry)
 
-    def keep_warm(self, key: Hashable, url: str, render: Render) -> None:
-        """Render this URL's body of snapshot ``key`` again as soon as each new snapshot is
-        computed, before that snapshot is served: the first read after a recomputation
-        then finds its body remembered instead of rendering it (a page at a million
-        submissions takes tens of milliseconds to render)."""
+    def before_serving(self, hook: BeforeServing) -> None:
+        """Call ``hook(key, snapshot)`` with each snapshot the refresher computes, before
+        it is served (the HTTP side renders the bodies read most recently, so that the
+        first read after a recomputation finds its body ready: http/caching.py)."""
         with self._cache_lock:
-            entry = self._entries.items.get(key)
-            if entry is None:
-                return
-            entry.warm[url] = (render, time.monotonic())
-            entry.warm.move_to_end(url)
-            while len(entry.warm) > WARM_BODIES:
-                entry.warm.popitem(last=False)
+            self._before_serving.append(hook)
 
-    def _render_ahead(self, entry: _Entry, snapshot: Snapshot[Any]) -> None:
-        now = time.monotonic()
+    def _announce(self, key: Hashable, snapshot: Snapshot[Any]) -> None:
         with self._cache_lock:
-            renders = [render for render, read in entry.warm.values()
-                       if now - read < WARM_FOR_S]
-        for render in renders:
+            hooks = list(self._before_serving)
+        for hook in hooks:
             try:
-                rendered = render(snapshot)
-            except Exception:  # noqa: BLE001 - the read renders it itself, and says why
-                log.warning("rendering a body ahead failed", exc_info=True)
-                continue
-            if rendered is not None:
-                etag, status, body, media_type = rendered
-                self.remember_body(etag, status, body, media_type)
+                hook(key, snapshot)
+            except Exception:  # noqa: BLE001 - the snapshot is served all the same
+                log.warning("a hook before serving a new snapshot failed", exc_info=True)
 
     def _refresh(self, key: Hashable, entry: _Entry) -> None:
         started = time.monotonic()
         try:
             snapshot = self._compute(entry.compute)
-            self._render_ahead(entry, snapshot)
         except Exception as exc:
             log.exception("a board computation failed; the last computed board is served "
                           "meanwhile and ages", exc_info=exc)
@@ -397,6 +373,7 @@ class ReadService:
                 entry.wanted = False  # the next read that finds it behind asks again
                 self._wake.notify_all()
             return
+        self._announce(key, snapshot)
         with self._cache_lock:
             entry.snapshot, entry.computed, entry.wanted = snapshot, started, False
             self.refreshes += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -19,7 +19,9 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 
-class _Lru(Generic[K, V]):
+class Lru(Generic[K, V]):
+    """A dict of at most ``size`` items that forgets the least recently used first."""
+
     def __init__(self, size: int) -> None:
         self.size = size
         self.items: OrderedDict[K, V] = OrderedDict()
@@ -84,17 +86,13 @@ class _Entry:
     read: float  # time.monotonic() of its last read
     failed: float = float("-inf")  # time.monotonic() of its last failed recomputation
     wanted: bool = False  # a read found it behind the store: the refresher recomputes it
-    # The bodies read from it most recently (by URL), rendered again by the refresher for
-    # each new snapshot before it is served (``keep_warm``): URL -> (render, last read).
-    warm: OrderedDict[str, tuple[Render, float]] = field(default_factory=OrderedDict)
 
 
-# A body of one snapshot: (its key among the remembered bodies, status, bytes, media type),
-# or None when it is not to be remembered.
-Rendered = tuple[str, int, bytes, str] | None
-Render = Callable[[Snapshot[Any]], Rendered]
-WARM_BODIES = 4  # bodies of one snapshot rendered ahead, the most recently read
-WARM_FOR_S = 30.0  # a body not read for this long is no longer rendered ahead
+# Called by the refresher with each snapshot it computed (its key, the snapshot), before
+# that snapshot is served: whatever is derived from a snapshot can be made ready for the
+# first read after a recomputation (``ReadService.before_serving``).
+BeforeServing = Callable[[Hashable, Snapshot[Any]], None]
+READ_LATELY_S = 30.0  # a snapshot not read for this long is not looked at for being behind
 
 
 @dataclass(frozen=True)

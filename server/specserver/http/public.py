@@ -395,6 +395,7 @@ def export(request: Request, reads: Reads) -> Response:
 def install(app: FastAPI, reads: ReadService) -> None:
     """Add the public API and CORS for GET to ``app`` (errors: ``http/errors.py``)."""
     app.state.reads = reads
+    app.state.bodies = caching.RememberedBodies(reads)  # by ETag; rendered ahead
     settings = getattr(app.state, "settings", None) or ServerSettings()
     app.state.export_settings = settings
     app.state.export_slots = exports.ExportSlots(settings.export_max_concurrent,

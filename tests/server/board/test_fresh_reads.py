@@ -169,6 +169,38 @@ def test_the_refresher_renders_a_read_body_before_its_board_is_served(
     assert after.content != first.content
 
 
+def test_each_new_snapshot_is_handed_to_the_hooks_before_it_is_served(engine, caplog):
+    """``before_serving``: the refresher hands each snapshot it computed to the hooks
+    (with its key) before a read can see it; a hook that fails is logged and the snapshot
+    is served all the same."""
+    reads = ReadService(engine, wait_s=0, check_s=0)
+    dims = held_dimensions()
+    key = reads.board_key(queries.Filters(), dims, "speedup")
+    seen: list[tuple[Any, str, str]] = []  # (key, its version, the version served then)
+
+    def hook(of: Any, snapshot: Any) -> None:
+        seen.append((of, snapshot.version, reads.latest(of, lambda c, v: None).version))
+
+    def broken(of: Any, snapshot: Any) -> None:
+        raise RuntimeError("a hook that fails")
+
+    reads.before_serving(hook)
+    reads.before_serving(broken)
+    try:
+        first = reads.board(queries.Filters(), dims, "speedup")
+        assert seen == []  # a first computation is served as it is computed
+        _add(engine, 9200)
+        reads.board(queries.Filters(), dims, "speedup")  # finds it behind
+        with caplog.at_level(logging.WARNING, logger="specserver.board.leaderboard"):
+            assert reads.settle()
+        served = reads.board(queries.Filters(), dims, "speedup")
+        assert served.version != first.version
+        assert seen == [(key, served.version, first.version)]
+        assert "a hook before serving a new snapshot failed" in caplog.text
+    finally:
+        reads.close()
+
+
 def test_a_board_is_recomputed_at_most_once_per_refresh_interval(engine):
     """``refresh_s``: a board found behind within the interval after its last computation
     waits for the interval's end (here an hour: it is not recomputed meanwhile), and serves
