@@ -38,6 +38,11 @@ twice or more at 8 what it is at 3). From tokens = rounds E[N] + plain and plain
 
 which is exact at the depth f was measured at.
 
+A drafted token costs more than the draft model's plain step (its own sampling, the draft's
+context kept beside the target's): ``drafting_factor`` reads that cost, in the draft's
+steps, off a run whose speedup was measured on a machine whose costs are known, by solving
+S for T_d (``implied_draft_seconds``).
+
 The textbook formula (Leviathan, Kalman and Matias 2023) is the special case of one
 acceptance alpha at every position and a check of g + 1 tokens that costs one step:
 S = (1 - alpha^(g+1)) / ((1 - alpha) (g c + 1)), c = T_d / T_t(1). On CPUs and llama.cpp's
@@ -166,10 +171,11 @@ def drafting_factor(measured: float, per_position: Sequence[float], depth: int,
     """What a drafted token cost in a measured run, in the draft model's plain decoding
     steps (``draft_step_s``, its step as a target on that machine): the implied T_d over
     the step. Drafting is more than the draft's plain step (the engine samples the draft's
-    every token and keeps the draft's context beside the target's; measured on
-    llama-server's draft-simple at 1.6-2.8 steps), never less than one step: a run measured
-    faster than the model allows for one step says its speedup moved with the load, not
-    that its drafter was cheaper than its own forward pass, so it counts as 1."""
+    every token and keeps the draft's context beside the target's: up to 2.9-3.0 steps on
+    llama-server's draft-simple on the advisor bench, BENCHMARKS.md), never less than one
+    step: a run measured faster than the model allows for one step says its speedup moved
+    with the load, not that its drafter was cheaper than its own forward pass, so it
+    counts as 1."""
     if draft_step_s <= 0:
         raise ValueError("a draft step that is not positive")
     implied = implied_draft_seconds(measured, per_position, depth, cost,
