@@ -21,8 +21,14 @@ The model (``specschema.predict.predicted_speedup``): acceptance per position po
 the rounds of the known cells, the steps that drafted nothing per round (pooled the same
 way), machine m's probe (one round checking k tokens; a plain step; median per size,
 made non-decreasing), and for the draft model its plain step on m as the cost of a drafted
-token. Its interval: the 5th-95th percentile of 400 resamplings (the probe's samples per
-size, the draft's steps, and each position's acceptance drawn binomially from its rounds).
+token, times what a drafted token cost in the known draft cells, in their machines' draft
+steps (the median of ``predict.drafting_factor`` over them; 1 without any). Its interval:
+the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's samples per
+size, the draft's steps, the known cells' drafting factors, and each position's acceptance
+drawn binomially from its rounds), each times the noise of a measured speedup
+(``predict_measured.measured_interval`` with the median of the known cells' own spreads,
+``measured_spread`` of their two candidate and three baseline blocks): where the held-out
+cell's measurement is expected to land, as the product's forecast says it.
 
 Baselines: the textbook formula (one alpha from the same acceptance, c = the draft's file
 size over the target's, 0 for the lookup); the pair's median across machines (the
