@@ -20,10 +20,10 @@ one effective bandwidth the step scales with the bytes; the fixed cost of a step
 with it, which reads a much smaller draft's step low and its speedup high. The answer says
 which (``draft_cost``: "probed" or "size"). A drafted token costs more than that step (the
 engine samples every draft token and keeps the draft's context beside the target's): where
-contributors' runs of the draft and probes of their machines tell it, T_d is the step times
-the median of what a drafted token cost in their runs, in their draft's steps
-(``Profile.drafting``, ``predict.drafting_factor``; ``drafting_steps`` in the answer), else
-the step alone.
+contributors' runs of the draft and probes of their machines tell it (from as many
+contributor units as the acceptance needs), T_d is the step times the median of what a
+drafted token cost in their runs, in their draft's steps (``Profile.drafting``,
+``predict.drafting_factor``; ``drafting_steps`` in the answer), else the step alone.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
@@ -184,18 +184,25 @@ def measurement_spread(profile: Profile) -> float:
     return _median(profile.spread) if profile.spread else 0.0
 
 
-def drafting_steps(profile: Profile) -> float:
+def drafting_steps(profile: Profile, min_contributors: int = 1) -> float:
     """A drafted token's cost in the draft's plain steps: the median of the contributors'
-    (``Profile.drafting``; 1 when none is known)."""
-    return _median(profile.drafting) if profile.drafting else 1.0
+    (``Profile.drafting``), from at least ``min_contributors`` units (it moves the point, so
+    one contributor's own probes and runs must not set it alone where the acceptance needs
+    several); 1 otherwise."""
+    known = profile.drafting
+    return _median(known) if known and len(known) >= min_contributors else 1.0
 
 
 def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
-             draft_steps: Sequence[float] | None, salt: str) -> list[Row]:
+             draft_steps: Sequence[float] | None, salt: str, min_contributors: int
+             ) -> list[Row]:
     assert profile.candidate.depth is not None
     depths = _depths(profile.candidate.depth)
     point_profile = median_vector(profile.units)
-    point_draft = draft_steps[0] * drafting_steps(profile) if draft_steps else 0.0
+    # the drafting costs only from enough contributors (``drafting_steps``)
+    drafting = profile.drafting if len(profile.drafting) >= min_contributors else ()
+    point_draft = (draft_steps[0] * drafting_steps(profile, min_contributors)
+                   if draft_steps else 0.0)
     rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
                profile.candidate.draft_digest or "", profile.domain)
     units, plain = profile.units, profile.plain
@@ -208,8 +215,8 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
         # drawn after the units, and only when known, so that a profile without plain
         # shares (or drafting costs) draws what it drew before they were carried
         share = _drawn_median(plain, rng) if plain else 0.0
-        if draft_steps and profile.drafting:
-            t_d *= _drawn_median(profile.drafting, rng)
+        if draft_steps and drafting:
+            t_d *= _drawn_median(drafting, rng)
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
                                               plain_steps_per_round(share, drawn, d)))
@@ -251,14 +258,14 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
                 if key not in draft_steps:
                     draft_steps[key] = _draft_steps(profile, inputs, curve, curves, salt)
                 steps, basis = draft_steps[key]
-            rows = _predict(profile, curve, curves, steps, salt)
+            rows = _predict(profile, curve, curves, steps, salt, inputs.min_contributors)
         candidates.append({
             "candidate": profile.candidate.json(), "domain": profile.domain,
             "contributors": len(profile.units), "new_keys": profile.new_keys,
             "predictions": [r.json() for r in rows],
             "measured": [m.json() for m in profile.measured], "why_not_predicted": why,
             "draft_cost": basis,
-            "drafting_steps": (round(drafting_steps(profile), DIGITS)
+            "drafting_steps": (round(drafting_steps(profile, inputs.min_contributors), DIGITS)
                                if basis is not None else None),
             "measurement_spread": round(measurement_spread(profile), DIGITS)})
     answer: dict[str, Any] = {

@@ -1,7 +1,8 @@
 """What a user would measure (specschema.predict_measured) and what a drafted token costs
 (specschema.predict.drafting_factor), alone and in the forecast: a measurement's spread
 widens the interval and leaves the point, more spread widens it more; a draft whose
-drafted tokens were measured slower than its plain step predicts lower."""
+drafted tokens were measured slower than its plain step predicts lower, once as many
+contributors tell it as the acceptance needs."""
 
 from __future__ import annotations
 
@@ -136,6 +137,9 @@ def test_a_draft_whose_drafted_tokens_were_measured_slower_predicts_lower() -> N
     answer = forecast(crowd(Profile(DRAFT, "all", GOOD, draft_cost=DRAFT_STEP,
                                     drafting=(1.5, 2.0, 2.5))), (CPU,), "crowd")
     assert answer["candidates"][0]["drafting_steps"] == pytest.approx(2.0)
+    # from fewer contributor units than the acceptance needs (3 here), the step alone
+    few = rows_of(Profile(DRAFT, "all", GOOD, draft_cost=DRAFT_STEP, drafting=(3.0, 4.0)))
+    assert few == plain
     # a candidate without a draft model has no drafting cost to report
     lookup = forecast(crowd(Profile(NGRAM, "all", GOOD)), (CPU,), "crowd")
     assert lookup["candidates"][0]["drafting_steps"] is None
