@@ -30,6 +30,8 @@ from tests.support.realengine.tiny_gguf import ModelSet
 pytestmark = pytest.mark.realengine
 
 SCRIPT = str(Path(sys.executable).with_name("specsubmit"))
+# The seeded unrelated draft under both qwen2.5 names: it accepts nothing (RUN_NAMES)
+UNRELATED = ("draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8")
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
@@ -117,12 +119,23 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     assert sub.engine.build is not None and "0c1e570" in sub.engine.build
     assert sub.protocol.sha256 == protocol.sha256
     # bracketed blocks, two rounds: 10 baseline trials in 5 blocks, 8 per draft in 4, each
-    # block its own start
-    assert [len(c.trials) for c in sub.configs] == [protocol.trials_for(c.name)
+    # block its own start; the unrelated drafts accept none of what they draft, so the
+    # protocol's early-stop rule stops them after the first round: 4 trials in 2 blocks
+    assert sub.protocol.parameters.get("stopped") == ",".join(UNRELATED)
+    run = protocol.for_run(sub.protocol.parameters)
+    assert [len(c.trials) for c in sub.configs] == [run.trials_for(c.name)
                                                     for c in protocol.configs]
-    assert [len(c.trials) for c in sub.configs] == [10] + [8] * 5
+    assert [len(c.trials) for c in sub.configs] == [10, 8, 8, 8, 4, 4]
+    by_name = {c.name: c for c in sub.configs}
     blocks = {c.name: len({t.block for t in c.trials}) for c in sub.configs}
-    assert blocks == {c.name: 5 if c.role == "baseline" else 4 for c in protocol.configs}
+    assert blocks == {c.name: 5 if c.role == "baseline" else 2 if c.name in UNRELATED else 4
+                      for c in protocol.configs}
+    drafted = {name: sum(t.counters.drafted for t in by_name[name].trials if t.counters)
+               for name in UNRELATED}
+    for name in UNRELATED:
+        assert drafted[name] >= 256
+        assert (f"{name}: stopped after the first round by the protocol's rule: none of its "
+                f"{drafted[name]:,} drafted tokens accepted") in " ".join(result.stderr.split())
     # Models by digest, as Ollama named them; never a path.
     assert {m.name for m in sub.models} == set(RUN_NAMES) and all(m.digest for m in sub.models)
     assert str(sub.models) and "blobs" not in json.dumps(sub.model_dump(mode="json"))
@@ -133,7 +146,7 @@ def test_the_run_completes_as_a_v2_llama_server_result(full_run) -> None:  # typ
     assert launches["no_draft"][0].flags == {"n-gpu-layers": "999", "flash-attn": "off"}
     digests = {m.name: m.digest for m in sub.models}
     for config in protocol.configs[1:]:
-        assert len(launches[config.name]) == 4  # one start per block
+        assert len(launches[config.name]) == blocks[config.name]  # one start per block
         launch = launches[config.name][0]
         assert launch.spec_type == "draft-simple" and launch.draft_model_digest == (
             digests[config.draft_model or ""])
@@ -159,7 +172,7 @@ def test_exact_counters_from_the_engines_api(full_run) -> None:  # type: ignore[
     identical = by_name["draft_qwen3_1.7b_n8"].trials[0].counters
     assert identical is not None and identical.drafted > 0
     assert identical.accepted == identical.drafted  # a copy of the target: 100 %
-    for name in ("draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8"):
+    for name in UNRELATED:
         unrelated = by_name[name].trials[0].counters
         assert unrelated is not None and unrelated.drafted > 0 and unrelated.accepted == 0
     truncated = by_name["draft_qwen3_0.6b_n8"].trials[0].counters
