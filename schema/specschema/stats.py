@@ -196,20 +196,25 @@ def _bootstrap_ci_direct(
     return percentile(ratios, alpha), percentile(ratios, 1.0 - alpha)
 
 
-# --- the same bootstrap, computed exactly but ~100x faster --------------------------------
+# --- the same bootstrap, computed exactly and without drawing ----------------------------
 #
 # The seed is fixed, so the indices drawn for every resample depend only on the two sample
-# sizes. A resample's median depends only on which *ranks* were drawn, so for a given
-# ordering of the values (a permutation, cached) each resample's median is one of a few
-# "rank specs". Marking the resamples of each spec as bits of an int, the number of
-# resamples with (numerator spec a, denominator spec b) is popcount(mask_a & mask_b);
-# the percentiles are then read off the weighted, sorted distinct ratios. The arithmetic
-# on the values is the same as in ``_bootstrap_ci_direct``, so results are bit-identical
-# (tests/schema/test_stats_fast.py checks this against the direct definition).
+# sizes (cached). A resample's median depends only on which *ranks* were drawn: for odd n
+# it is the value of rank r when at least n//2 + 1 of its draws have rank <= r and fewer
+# have rank <= r - 1 (even n: the two middle ranks the same way, with n//2 and n//2 + 1).
+# Marking resamples as bits of an int, the values are taken in ascending order and, for
+# each count k, the resamples with at least k draws among the values taken so far are kept
+# as one mask (a few dozen big-int operations per value instead of a sort per resample).
+# The number of resamples with (numerator median a, denominator median b) is then
+# popcount(mask_a & mask_b), and the percentiles are read off the weighted, sorted distinct
+# ratios. The arithmetic on the values is the same as in ``_bootstrap_ci_direct``, so the
+# results are bit-identical (tests/schema/test_stats_fast.py checks this against the
+# direct definition, which is kept only as the reference).
 
-# Up to 12 trials a side (v3 protocols run 10 for the baseline): ~3 ms a call instead of
-# ~20 ms; beyond, the direct definition.
-_FAST_MAX_N = 12
+# Protocols run at most 18 trials a config (a bracketed baseline); wire models allow 200.
+# The masks' cost grows with n * n / 2 per side, the direct definition's with n: beyond
+# this the direct definition is used.
+_FAST_MAX_N = 64
 RankSpec = tuple[int, ...]
 
 
@@ -227,17 +232,21 @@ def _draws(
 
 
 @lru_cache(maxsize=64)
-def _draw_groups(
+def _count_masks(
     n_num: int, n_den: int, resamples: int, seed: int, side: int
-) -> tuple[tuple[tuple[int, ...], int], ...]:
-    """One side's draws grouped by the multiset of indices drawn (sorted), each with the
-    mask of the resamples that drew it: a median depends only on that multiset, and for
-    n=5 the 2,000 draws fall into at most 126 groups."""
-    members: dict[tuple[int, ...], int] = {}
-    for index, drawn in enumerate(_draws(n_num, n_den, resamples, seed)[side]):
-        key = tuple(sorted(drawn))
-        members[key] = members.get(key, 0) | (1 << index)
-    return tuple(members.items())
+) -> tuple[tuple[int, ...], ...]:
+    """For each index of one side, the resamples that drew it at least once, twice, ...:
+    bit j of ``masks[i][m - 1]`` is set when resample j drew index i at least m times."""
+    n = n_num if side == 0 else n_den
+    bits: list[list[list[int]]] = [[] for _ in range(n)]  # bits[i][m - 1]: resample numbers
+    for resample, drawn in enumerate(_draws(n_num, n_den, resamples, seed)[side]):
+        seen = [0] * n
+        for index in drawn:
+            seen[index] += 1
+            if len(bits[index]) < seen[index]:
+                bits[index].append([])
+            bits[index][seen[index] - 1].append(resample)
+    return tuple(tuple(sum(1 << j for j in members) for members in levels) for levels in bits)
 
 
 @lru_cache(maxsize=4096)
@@ -248,16 +257,33 @@ def _spec_masks(
     resamples of one side grouped by where their median comes from: the index of the
     middle value (odd n) or of the two middle ones (even n), each group as a mask."""
     n = len(order)
-    rank_of = [0] * n
-    for rank, index in enumerate(order):
-        rank_of[index] = rank
     mid = n // 2
-    masks: dict[RankSpec, int] = {}
-    for drawn, mask in _draw_groups(n_num, n_den, resamples, seed, side):
-        ranks = sorted([rank_of[i] for i in drawn])
-        spec = (order[ranks[mid]],) if n % 2 else (order[ranks[mid - 1]], order[ranks[mid]])
-        masks[spec] = masks.get(spec, 0) | mask
-    return tuple(masks.items())
+    counts = _count_masks(n_num, n_den, resamples, seed, side)
+    # at_least[k]: the resamples with at least k draws among the values taken so far
+    at_least = [(1 << resamples) - 1] + [0] * (mid + 1)
+    lower: list[int] = []  # per rank r: resamples whose (mid - 1)-th draw has rank <= r
+    upper: list[int] = []  # the same for the mid-th draw (0-based, in ascending order)
+    for index in order:
+        levels = counts[index]
+        for k in range(mid + 1, 0, -1):  # downwards: at_least[k - m] is still the old one
+            gained = 0
+            for m, mask in enumerate(levels[:k], 1):
+                gained |= at_least[k - m] & mask
+            at_least[k] |= gained
+        lower.append(at_least[mid])
+        upper.append(at_least[mid + 1])
+    uppers = [(rank, mask & ~(upper[rank - 1] if rank else 0)) for rank, mask in enumerate(upper)]
+    if n % 2:
+        return tuple(((order[rank],), mask) for rank, mask in uppers if mask)
+    masks: list[tuple[RankSpec, int]] = []
+    for low, low_mask in enumerate(lower):
+        low_mask &= ~(lower[low - 1] if low else 0)
+        if not low_mask:
+            continue
+        for high, high_mask in uppers[low:]:
+            if both := low_mask & high_mask:
+                masks.append(((order[low], order[high]), both))
+    return tuple(masks)
 
 
 def _medians_by_spec(

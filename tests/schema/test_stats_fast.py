@@ -1,5 +1,6 @@
 """The fast bootstrap CI is bit-identical to the direct definition it replaces."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,8 +18,8 @@ def _direct(num: list[float], den: list[float]) -> tuple[float, float]:
 
 @settings(max_examples=examples(40), deadline=None)
 @given(
-    st.lists(rates, min_size=2, max_size=12),
-    st.lists(st.floats(min_value=0.1, max_value=500.0), min_size=2, max_size=12),
+    st.lists(rates, min_size=2, max_size=20),
+    st.lists(st.floats(min_value=0.1, max_value=500.0), min_size=2, max_size=20),
 )
 def test_fast_ci_equals_direct_definition(num: list[float], den: list[float]) -> None:
     estimate = stats.ratio_of_medians(num, den)
@@ -35,8 +36,19 @@ def test_fast_ci_equals_direct_with_ties_and_zeros(values: list[float]) -> None:
     assert (estimate.ci_low, estimate.ci_high) == _direct(values, den)
 
 
-def test_large_samples_use_the_direct_definition() -> None:
-    num = [float(i % 7 + 10) for i in range(14)]
-    den = [float(i % 5 + 9) for i in range(13)]
+@pytest.mark.parametrize(("n_num", "n_den"), [(12, 18), (18, 12), (13, 14), (17, 17)])
+def test_map_protocol_sizes_equal_the_direct_definition(n_num: int, n_den: int) -> None:
+    """The map protocols' sizes (12 trials a draft config, 18 for the bracketed baseline)
+    took the direct definition before (~60 ms a submission): ties and repeats included."""
+    num = [float(i % 7 + 10) + i / 100 for i in range(n_num)]
+    den = [float(i % 5 + 9) for i in range(n_den)]
+    estimate = stats.ratio_of_medians(num, den)
+    assert (estimate.ci_low, estimate.ci_high) == _direct(num, den)
+
+
+def test_samples_past_the_masks_use_the_direct_definition() -> None:
+    n = stats._FAST_MAX_N + 1
+    num = [float(i % 7 + 10) for i in range(n)]
+    den = [float(i % 5 + 9) for i in range(n - 1)]
     estimate = stats.ratio_of_medians(num, den)
     assert (estimate.ci_low, estimate.ci_high) == _direct(num, den)
