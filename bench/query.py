@@ -35,8 +35,8 @@ from specserver.board import aggregate, columns
 from specserver.board import sql as board_sql
 from specserver.board.leaderboard import ReadService
 from specserver.store import queries, tables
+from specserver.store.backend import DUCKDB
 from specserver.store.migrations import migrate
-from specserver.store.migrationsteps import id_digest_sql
 
 CHIPS = [
     "Apple M1", "Apple M1 Pro", "Apple M1 Max", "Apple M2", "Apple M2 Pro", "Apple M2 Max",
@@ -77,7 +77,7 @@ def generate(path: Path, start: int, stop: int) -> None:
         FROM (SELECT i, hash(i * 7919) % {contributors} AS k FROM range({start}, {stop}) t(i))
     """)
     con.execute("ALTER TABLE gen ADD COLUMN digest BIGINT")
-    con.execute(f"UPDATE gen SET digest = {id_digest_sql('duckdb', 'sid')}")
+    con.execute(f"UPDATE gen SET digest = {DUCKDB.id_digest_sql('sid')}")
     con.execute(f"""
         INSERT INTO submissions SELECT
             sid, key_id, 'signed', NULL, t0, t0 + INTERVAL 1 SECOND, sha256(sid),

@@ -48,7 +48,7 @@ from specserver.board.aggregate import DIMENSIONS, KeyValue
 from specserver.board.groupkeys import GroupKeys
 from specserver.board.keystanding import Voices
 from specserver.board.sql import board_rows, contributor_of, joined_source, plain_rows
-from specserver.store import Filters, draft_rows, field_column, tables
+from specserver.store import Filters, backend_of, draft_rows, field_column, tables
 
 __all__ = ["Side", "pooled_sides"]
 
@@ -116,11 +116,11 @@ def pooled_sides(conn: Connection, filters: Filters, dimensions: Sequence[str],
     width = longest_list(conn)
     if not width:
         return {}
-    dialect = conn.dialect.name
+    backend = backend_of(conn)
     draft = draft_rows(filters, dimensions)
-    source = joined_source(draft, dialect)
+    source = joined_source(draft, backend)
     keys: GroupKeys | None = None
-    if dialect == "duckdb":
+    if backend.hashes_keys:
         keys = GroupKeys.read(conn, draft, filters, dimensions, counted)
         source, named = keys.grouped(source)
     else:

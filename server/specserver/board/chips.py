@@ -31,7 +31,7 @@ from collections.abc import Collection
 from sqlalchemy import Connection, func, literal, select
 
 from specserver.board.newkeys import ageing_clause
-from specserver.store import tables, visible_clause
+from specserver.store import backend_of, tables, visible_clause
 
 
 def corroborated(conn: Connection, listed: Collection[str], min_contributors: int
@@ -52,7 +52,7 @@ def corroborated(conn: Connection, listed: Collection[str], min_contributors: in
                           literal("import:") + sub.c.submission_id)
     found = conn.execute(
         select(sub.c.chip)
-        .where(sub.c.chip.in_(unlisted), visible_clause(), ageing_clause(conn.dialect.name))
+        .where(sub.c.chip.in_(unlisted), visible_clause(), ageing_clause(backend_of(conn)))
         .group_by(sub.c.chip)
         .having(func.count(voice.distinct()) >= min_contributors)
     ).scalars()

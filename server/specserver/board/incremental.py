@@ -49,7 +49,7 @@ from specserver.board import aggregate, chips, columns, newkeys, sql
 from specserver.board.aggregate import GroupAggregate, KeyValue, View
 from specserver.board.columns import NAT, Bools, Codes, Ints, Rows, Standing, micros
 from specserver.board.keystanding import KeyStanding, Voices
-from specserver.store import changes, current_version, queries
+from specserver.store import backend_of, changes, current_version, queries
 
 KeyTuple = tuple[KeyValue, ...]
 Spec = tuple[queries.Filters, tuple[str, ...], View]
@@ -76,8 +76,9 @@ class Computed:
 def snapshot(engine: Engine) -> Iterator[Connection]:
     """A connection whose reads all see one snapshot of the store."""
     with engine.connect() as conn:
-        if conn.dialect.name == "postgresql":
-            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        isolation = backend_of(conn).snapshot_isolation
+        if isolation is not None:
+            conn = conn.execution_options(isolation_level=isolation)
         yield conn
 
 
@@ -331,7 +332,7 @@ class Maintainer:
         """Whether the board's rows may name keys by their hash: every key of the snapshot
         has had its hash learnt from the keys' arrivals (read with the rules on, in full
         and then for every changed key), and no two share one."""
-        return (conn.dialect.name == "duckdb" and self.rules.active
+        return (backend_of(conn).hashes_keys and self.rules.active
                 and not self._codes.clash)
 
     def _place(self, spec: Spec, reduced: columns.Reduced) -> _Board:

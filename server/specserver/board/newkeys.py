@@ -55,7 +55,7 @@ from sqlalchemy import ColumnElement, Connection, and_, func, select
 from specserver.board.columns import NAT, Hashes, Ints, micros, time_column, when
 from specserver.board.sql import fetch_columns
 from specserver.errors import NotFound
-from specserver.store import moderation, queries, tables
+from specserver.store import Backend, backend_of, moderation, queries, tables
 
 DEFAULT_PROBATION_DAYS = 7.0
 DEFAULT_WINDOW_HOURS = 24.0
@@ -152,7 +152,7 @@ class ArrivalColumns:
                    np.array([micros(a.aged_from) for a in found], dtype=np.int64))
 
 
-def ageing_clause(dialect: str) -> ColumnElement[bool]:
+def ageing_clause(backend: Backend) -> ColumnElement[bool]:
     """Rule 2: a submission that ages its key (complete, visible, a draft result on a board).
     Whether a submission reached a board is recorded with it at ingest (store.verdicts): a
     semi-join on its summaries cost a quarter of ``arrival_columns``' query. On PostgreSQL a
@@ -160,7 +160,7 @@ def ageing_clause(dialect: str) -> ColumnElement[bool]:
     answer for those rows."""
     sub = tables.submissions
     reached: ColumnElement[bool] = sub.c.reaches_board.is_(True)
-    if dialect != "duckdb":
+    if backend.rolling_upgrades:
         draft = tables.summaries.alias("d")
         reached = func.coalesce(sub.c.reaches_board, sub.c.submission_id.in_(
             select(draft.c.submission_id).where(queries.reaches_board_clause(draft))))
@@ -175,14 +175,14 @@ def arrival_columns(conn: Connection, submission_ids: Collection[str] | None = N
     which: ColumnElement[bool] = sub.c.key_id.is_not(None)
     if submission_ids is not None:
         which = and_(which, sub.c.submission_id.in_(sorted(submission_ids)))
-    counted = ageing_clause(conn.dialect.name)
+    counted = ageing_clause(backend_of(conn))
     # A key's range is that of its first submission (the smallest range among several
     # stored at that same instant), known only when that submission had one: the first
     # (receipt, range) among its submissions that have a range, if it is that early.
     ranged = sub.c.origin_hash.is_not(None)
     head = [sub.c.key_id, func.min(sub.c.received_at),
             func.min(sub.c.received_at).filter(counted)]
-    if conn.dialect.name == "duckdb":
+    if backend_of(conn).hashes_keys:
         found = fetch_columns(conn, select(
             *head, func.min(sub.c.received_at).filter(ranged),
             func.arg_min(sub.c.origin_hash, func.row(sub.c.received_at, sub.c.origin_hash)

@@ -43,8 +43,11 @@ from specserver.board.columns import (
     segment_medians,
 )
 from specserver.store import (
+    DUCKDB,
     VERDICTS,
+    Backend,
     Filters,
+    backend_of,
     by_domain,
     changes,
     domainview,
@@ -84,7 +87,7 @@ def draft_results(conn: Connection, filters: Filters, per_domain: bool = False
     columns = _row_columns(draft)
     stmt = (
         select(*(columns[f.name] for f in fields(DraftResult)))
-        .select_from(joined_source(draft, conn.dialect.name))
+        .select_from(joined_source(draft, backend_of(conn)))
         .where(*_visible_drafts(draft, filters))
     )
     rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
@@ -123,7 +126,7 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
                      verdicts: Iterable[str], by_key_hash: bool = False) -> ContributorRows:
     """The query of ``contributor_columns``."""
     counted = [v for v in VERDICTS if v in set(verdicts)]
-    if conn.dialect.name == "duckdb":
+    if backend_of(conn).reduces_in_numpy:
         return _SortedRows(conn, filters, dimensions, counted, by_key_hash)
     draft = draft_rows(filters, dimensions)
     keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
@@ -140,7 +143,7 @@ def contributor_rows(conn: Connection, filters: Filters, dimensions: Sequence[st
     stmt = (
         select(*keys, contributor, submissions, median(draft.c.speedup_tps),
                median(draft.c.speedup_wall), median(draft.c.baseline_tps), *counts)
-        .select_from(joined_source(draft, conn.dialect.name))
+        .select_from(joined_source(draft, backend_of(conn)))
         .where(*board_rows(draft, filters, counted))
         .group_by(*keys, contributor)
     )
@@ -160,13 +163,13 @@ def contributor_of() -> Any:
     return func.coalesce(sub.c.key_id, literal(changes.IMPORTED) + sub.c.submission_id)
 
 
-def joined_source(draft: Any, dialect: str) -> Any:
+def joined_source(draft: Any, backend: Backend) -> Any:
     """The draft's summary rows joined to their submissions. On DuckDB the ids' digests
     are compared first (integers: the join took ~20 % less time at a million
     submissions), then the ids themselves (``store.id_digest``). On PostgreSQL rows written
     by a replica of the version before may have no digest (``tables``): the ids alone."""
     on = sub.c.submission_id == draft.c.submission_id
-    if dialect == "duckdb":
+    if not backend.rolling_upgrades:
         on = and_(sub.c.id_digest == draft.c.id_digest, on)
     return draft.join(sub, on)
 
@@ -214,7 +217,7 @@ class _SortedRows(ContributorRows):
         tail = [*who, *once, *(func.coalesce(draft.c[name], none) for name in
                                ("speedup_tps", "speedup_wall", "baseline_tps")),
                 verdict, levels]
-        source, named = self.keys.grouped(joined_source(draft, "duckdb"))
+        source, named = self.keys.grouped(joined_source(draft, DUCKDB))
         self.width = len(named)
         self.found = fetch_columns(conn, select(*named, *tail).select_from(source)
                                    .where(*board_rows(draft, filters, counted))
@@ -289,7 +292,7 @@ def fetch_columns(conn: Connection, stmt: Any) -> list[Any]:
     """A query's result as columns: numpy arrays on DuckDB (its own fast path, no Python
     object per value; NULL numbers come masked), lists of Python values elsewhere."""
     result = conn.execute(stmt)
-    if result.dialect.name == "duckdb":
+    if backend_of(result).fetches_numpy:
         found = result.cursor.fetchnumpy()
         result.close()
         return list(found.values())
@@ -301,7 +304,7 @@ def fetch_columns(conn: Connection, stmt: Any) -> list[Any]:
 def plain_rows(result: CursorResult[Any]) -> Sequence[Sequence[Any]]:
     """A result's rows, all at once. DuckDB's own rows are plain tuples of Python values
     already: building SQLAlchemy Row objects for them is skipped."""
-    if result.dialect.name == "duckdb":
+    if backend_of(result).fetches_numpy:
         rows: Sequence[Sequence[Any]] = result.cursor.fetchall()
         result.close()
         return rows
@@ -316,7 +319,7 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
     draft = draft_rows(filters)
     level = func.coalesce(draft.c.evidence, "none")
     stmt = (select(draft.c.observed, level, func.count())
-            .select_from(joined_source(draft, conn.dialect.name))
+            .select_from(joined_source(draft, backend_of(conn)))
             .where(*_visible_drafts(draft, filters))
             .group_by(draft.c.observed, level))
     totals = np.zeros(len(VERDICTS) + len(LEVELS), np.int64)
@@ -337,7 +340,7 @@ def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[st
     counts = [func.count().filter(draft.c.observed == v) for v in VERDICTS]
     counts += [func.count().filter(level == name) for name in LEVELS]
     stmt = (select(who, *counts)
-            .select_from(joined_source(draft, conn.dialect.name))
+            .select_from(joined_source(draft, backend_of(conn)))
             .where(*_visible_drafts(draft, filters))
             .group_by(who))
     found = fetch_columns(conn, stmt)
@@ -385,7 +388,7 @@ def restricted_to(conn: Connection, contributors: Collection[str]) -> Iterator[N
     keys = sorted(c for c in contributors if not c.startswith(changes.IMPORTED))
     imported = sorted(c[len(changes.IMPORTED):] for c in contributors
                       if c.startswith(changes.IMPORTED))
-    temporary = "temp.main" if conn.dialect.name == "duckdb" else "pg_temp"
+    temporary = backend_of(conn).temporary_schema
     quote = conn.dialect.identifier_preparer.quote
 
     def listed(table: str) -> str:

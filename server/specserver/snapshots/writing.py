@@ -34,7 +34,7 @@ from sqlalchemy import Engine
 
 from specschema.tlog import Checkpoint, Signer
 from specserver.snapshots.manifest import Manifest, sign_manifest
-from specserver.store import Filters, current_version, exporting, next_index
+from specserver.store import Filters, backend_of, current_version, exporting, next_index
 
 log = logging.getLogger("specserver")
 _NAME = re.compile(r"snapshot-(\d{8}T\d{6}\d{6}Z)-(\d+)\.manifest")
@@ -72,8 +72,8 @@ def write_snapshot(engine: Engine, folder: Path, scratch: Path, signer: Signer,
     os.unlink(scratch_name)  # DuckDB writes it anew
     written = Path(scratch_name)
     try:
-        options = {} if engine.dialect.name == "duckdb" else {
-            "isolation_level": "REPEATABLE READ"}
+        isolation = backend_of(engine).snapshot_isolation
+        options = {} if isolation is None else {"isolation_level": isolation}
         with engine.connect().execution_options(**options) as conn, conn.begin():
             size = next_index(conn)
             query = exporting.export_sql(conn, Filters())

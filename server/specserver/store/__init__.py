@@ -9,6 +9,7 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
+    from specserver.store.backend import DUCKDB, POSTGRESQL, Backend, backend_of
     from specserver.store.database import Store, display_url
     from specserver.store.dimensions import (
         DIMENSIONS,
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
     from specserver.store.storedsubmission import stored_submission
 
 _LAZY: dict[str, str] = {
+    "Backend": "specserver.store.backend",
+    "DUCKDB": "specserver.store.backend",
+    "POSTGRESQL": "specserver.store.backend",
+    "backend_of": "specserver.store.backend",
     "DEFAULT_FORMAT": "specserver.store.exportformat",
     "DIMENSIONS": "specserver.store.dimensions",
     "Dimension": "specserver.store.dimensions",
@@ -88,7 +93,11 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "Backend",
     "DEFAULT_FORMAT",
+    "DUCKDB",
+    "POSTGRESQL",
+    "backend_of",
     "DIMENSIONS",
     "Dimension",
     "FILTER_NAMES",

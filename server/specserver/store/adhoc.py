@@ -57,6 +57,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from specserver.errors import Invalid
+from specserver.store.backend import DUCKDB, POSTGRESQL, backend_of
 from specserver.store.tables import metadata
 
 QUERY_ROW_LIMIT = 10_000
@@ -167,12 +168,13 @@ def run_query(conn: Connection, sql: str, limit: int = QUERY_ROW_LIMIT,
         raise ValueError("run_query needs a connection without an open transaction")
     if not 1 <= limit <= QUERY_ROW_LIMIT:
         raise QueryRefused(f"the row limit is 1 to {QUERY_ROW_LIMIT}", {"limit": limit})
-    if conn.dialect.name == "duckdb":
+    backend = backend_of(conn)
+    if backend is DUCKDB:
         columns, rows = _run_duckdb(conn, single_select(sql), limit, timeout_s)
-    elif conn.dialect.name == "postgresql":
+    elif backend is POSTGRESQL:
         columns, rows = _run_postgres(conn, sql, limit, timeout_s)
     else:
-        raise QueryRefused(f"ad-hoc queries are not supported on {conn.dialect.name}")
+        raise QueryRefused(f"ad-hoc queries are not supported on {backend.name}")
     return {"columns": columns, "rows": rows[:limit], "truncated": len(rows) > limit}
 
 

@@ -14,6 +14,8 @@ import duckdb
 from sqlalchemy import Connection, Table
 from sqlalchemy.exc import IntegrityError
 
+from specserver.store.backend import Backend
+
 BulkInsert = Callable[[Connection, Table, list[tuple[Any, ...]]], None]
 
 
@@ -81,12 +83,17 @@ def core_insert(conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> 
     conn.execute(table.insert(), [dict(zip(names, row, strict=True)) for row in rows])
 
 
-def bulk_insert_for(dialect_name: str) -> BulkInsert:
-    """DuckDB's appenders; anything else Core inserts. PostgreSQL's binary COPY comes with
-    its own writer (``store/postgres.py``, chosen by ``database.make_writer``)."""
-    if dialect_name == "duckdb":
+def bulk_insert_for(backend: Backend) -> BulkInsert:
+    """DuckDB's appenders, kept; anything else Core inserts. PostgreSQL's binary COPY comes
+    with its own writer (``store/postgres.py``, chosen by ``database.make_writer``)."""
+    if backend.has_appender:
         return DuckDBAppenders()
     return core_insert
+
+
+def insert_for(backend: Backend) -> BulkInsert:
+    """One bulk insert outside the writer: the driver's appender, else Core inserts."""
+    return duckdb_append if backend.has_appender else core_insert
 
 
 def is_conflict(exc: BaseException) -> bool:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, delete, func, insert, select, text
 
 from specserver.store import tables
+from specserver.store.backend import backend_of
 
 IMPORTED = "imported:"
 # Every PRUNE_EVERY-th logging transaction of a process deletes the entries numbered more
@@ -74,7 +75,7 @@ def mark(conn: Connection, submissions: Mapping[str, int] | None = None,
         conn.execute(delete(tables.board_changes).where(
             tables.board_changes.c.seq < select(func.max(tables.board_changes.c.seq))
             .scalar_subquery() - KEEP))
-    if conn.dialect.name == "duckdb":
+    if backend_of(conn).one_writer:
         # One statement (each costs the writer ~0.5 ms of CPU on DuckDB): the number is the
         # log's largest plus one, safe because one writer thread makes every write to a
         # DuckDB store (a file admits one process), so there is no commit order to keep.
@@ -117,7 +118,7 @@ class Position:
 
 
 def position(conn: Connection) -> Position:
-    clock = (select(func.max(tables.board_changes.c.seq)) if conn.dialect.name == "duckdb"
+    clock = (select(func.max(tables.board_changes.c.seq)) if backend_of(conn).one_writer
              else select(tables.board_clock.c.seq).where(tables.board_clock.c.id == 1))
     row = conn.execute(select(
         clock.scalar_subquery(),

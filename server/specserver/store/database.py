@@ -53,6 +53,7 @@ from sqlalchemy.engine import make_url
 
 from specserver.errors import Unavailable, log
 from specserver.store import origins, probes, queries, tables
+from specserver.store.backend import Backend, backend_of
 from specserver.store.logentries import LogReceipt, RefusalLog, log_probe, receipt_of
 from specserver.store.migrations import migrate
 from specserver.store.tables import RowSet
@@ -87,7 +88,7 @@ def make_engine(url: str, *, duckdb_settings: Mapping[str, str] | None = None,
     # that cannot get one within it is 503 with Retry-After, not a 30 s hang of a thread.
     engine = (create_engine(url, pool_timeout=DUCKDB_POOL_TIMEOUT_S) if file_backed
               else create_engine(url))
-    if engine.dialect.name == "duckdb":
+    if backend_of(engine).embedded:
         settings = {**DUCKDB_SETTINGS, **(duckdb_settings or {})}
         event.listen(engine, "connect", duckdb_lockdown(settings, allowed_directories))
     return engine
@@ -127,8 +128,8 @@ def display_url(url: str) -> str:
 
 
 def make_writer(engine: Engine, *, window_s: float, max_batch: int) -> GroupCommitWriter:
-    """The single writer for this dialect (PostgreSQL: insert-or-conflict, for replicas)."""
-    if engine.dialect.name == "postgresql":
+    """The single writer for this backend (several replicas: insert-or-conflict)."""
+    if not backend_of(engine).one_writer:
         from specserver.store.postgres import PostgresWriter
 
         return PostgresWriter(engine, window_s=window_s, max_batch=max_batch)
@@ -193,7 +194,11 @@ class Store:
 
     @property
     def dialect(self) -> str:
-        return self.engine.dialect.name
+        return self.backend.name
+
+    @property
+    def backend(self) -> Backend:
+        return backend_of(self.engine)
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -216,7 +221,7 @@ class Store:
         """The engine of the maintainers' ad-hoc SQL: ``query_url``'s (PostgreSQL only:
         a DuckDB file admits one process, and the store's own instance is locked down)
         or the store's."""
-        if not self.query_url or self.dialect != "postgresql":
+        if not self.query_url or self.backend.embedded:
             return self.engine
         if self._query_engine is None:
             self._query_engine = make_engine(self.query_url)

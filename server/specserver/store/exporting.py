@@ -46,6 +46,7 @@ from sqlalchemy.exc import DBAPIError
 from specserver.errors import Unavailable
 from specserver.licence import LICENCE_ID, LICENCE_URL
 from specserver.store import exportformat, queries, tables
+from specserver.store.backend import backend_of
 from specserver.store.dimensions import (
     Filters,
     draft_clauses,
@@ -211,7 +212,7 @@ def export_sql(conn: Connection, filters: Filters, rows: str = DEFAULT_ROWS) -> 
 def write_parquet(conn: Connection, filters: Filters, path: str | Path,
                   rows: str = DEFAULT_ROWS) -> None:
     target = _sql_string(str(path))
-    if conn.dialect.name == "duckdb":
+    if backend_of(conn).copies_to_parquet:
         conn.exec_driver_sql(f"COPY ({export_sql(conn, filters, rows)}) TO {target} "
                              f"({PARQUET_OPTIONS})")
         return
@@ -249,7 +250,7 @@ def write_export(conn: Connection, filters: Filters, fmt: str, path: str | Path,
 def _interrupt_later(conn: Connection, after_s: float) -> threading.Timer | None:
     """Interrupt a DuckDB query that runs past ``after_s`` (PostgreSQL has its own
     statement_timeout, ``store/postgres.py``)."""
-    if conn.dialect.name != "duckdb" or after_s <= 0:
+    if not backend_of(conn).interrupts_long_queries or after_s <= 0:
         return None
     raw: Any = conn.connection.dbapi_connection
     timer = threading.Timer(after_s, raw.interrupt)
@@ -283,7 +284,7 @@ def materialize(engine: Engine, filters: Filters, fmt: str, *, folder: str | Pat
         paths.append(_temporary(folder, f".{fmt}"))
         with engine.connect() as conn:
             convert = (exportformat.FORMATS[fmt].chunks is not None
-                       and conn.dialect.name == "duckdb")
+                       and backend_of(conn).copies_to_parquet)
             if convert:
                 paths.append(_temporary(folder, ".parquet"))
             timer = _interrupt_later(conn, timeout_s)

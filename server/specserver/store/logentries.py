@@ -39,7 +39,8 @@ from sqlalchemy import Connection, Table, func, select
 
 from specschema.tlog import ENVELOPE, MODERATION, PROBE, REFUSED, leaf_hash, typed_entry
 from specserver.store import tables
-from specserver.store.appenders import core_insert, duckdb_append
+from specserver.store.appenders import insert_for
+from specserver.store.backend import backend_of
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def create_log(conn: Connection) -> None:
     stored = conn.execute(select(sub.c.submission_id, sub.c.envelope_sha256)
                           .where(sub.c.source == "signed")
                           .order_by(sub.c.received_at, sub.c.submission_id)).all()
-    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    insert = insert_for(backend_of(conn))
     Sequencer(keeps_count=False).append(
         conn, [(str(r[0]), str(r[1])) for r in stored],
         datetime.now(UTC).replace(tzinfo=None), insert)
@@ -154,7 +155,7 @@ def log_moderation(conn: Connection, audit_row: dict[str, Any]) -> LogReceipt:
     PostgreSQL the clock's row lock orders it among the replicas' entries)."""
     affects = affected_indexes(conn, str(audit_row["action"]), str(audit_row["target"]))
     entry = moderation_entry(audit_row, affects)
-    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    insert = insert_for(backend_of(conn))
     return Sequencer(keeps_count=False).append_entries(
         conn, [(entry, None)], datetime.now(UTC).replace(tzinfo=None), insert)[0]
 
@@ -172,9 +173,10 @@ def log_refused(conn: Connection, envelope_sha256s: Sequence[str]) -> list[LogRe
     lookup per refusal without stopping a sender who changes one byte."""
     if not envelope_sha256s:
         return []
-    if conn.dialect.name != "duckdb":
+    backend = backend_of(conn)
+    if not backend.one_writer:
         conn.exec_driver_sql(_LOCK_CLOCK).all()
-    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    insert = insert_for(backend)
     return Sequencer(keeps_count=False).append_entries(
         conn, [(typed_entry(REFUSED, bytes.fromhex(d)), None) for d in envelope_sha256s],
         datetime.now(UTC).replace(tzinfo=None), insert)
@@ -184,9 +186,10 @@ def log_probe(conn: Connection, probe_id: str, envelope_sha256: str) -> LogRecei
     """Log a cost probe stored in this transaction (a writer job), under its id; on
     PostgreSQL after taking the board clock's row lock, as every storing transaction
     does."""
-    if conn.dialect.name != "duckdb":
+    backend = backend_of(conn)
+    if not backend.one_writer:
         conn.exec_driver_sql(_LOCK_CLOCK).all()
-    insert = duckdb_append if conn.dialect.name == "duckdb" else core_insert
+    insert = insert_for(backend)
     return Sequencer(keeps_count=False).append_entries(
         conn, [(typed_entry(PROBE, bytes.fromhex(envelope_sha256)), probe_id)],
         datetime.now(UTC).replace(tzinfo=None), insert)[0]

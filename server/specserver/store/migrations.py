@@ -27,6 +27,7 @@ from sqlalchemy import (
 
 from specserver.errors import SpecServerError
 from specserver.store import changes, tables
+from specserver.store.backend import backend_of
 from specserver.store.domainmigration import add_domain_results
 from specserver.store.logentries import create_log
 from specserver.store.migrationsteps import (
@@ -121,7 +122,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> i
     """Bring the store to the newest version; return it. Idempotent."""
     latest = migrations[-1].version
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
+        if backend_of(conn).advisory_locks:
             conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
         version = current_version(conn)
         if version is None:
@@ -143,7 +144,7 @@ def migrate(engine: Engine, migrations: tuple[Migration, ...] = MIGRATIONS) -> i
         if migration.version <= version:
             continue
         with engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
+            if backend_of(conn).advisory_locks:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADVISORY_LOCK_ID})
             if (current_version(conn) or 0) >= migration.version:
                 continue  # another replica got here first

@@ -27,6 +27,7 @@ from sqlalchemy import (
 
 from specschema import evidence, speculation
 from specserver.store import changes, queries, tables
+from specserver.store.backend import backend_of
 from specserver.store.writer import duckdb_append
 
 
@@ -44,7 +45,7 @@ def create_v1(conn: Connection) -> None:
 
 def received_at_index(conn: Connection) -> None:
     """PostgreSQL only (see tables.py): an index for the newest receipt and the list."""
-    if conn.dialect.name == "postgresql":
+    if backend_of(conn).secondary_indexes:
         conn.execute(text(
             "CREATE INDEX IF NOT EXISTS ix_submissions_received_at "
             "ON submissions (received_at, submission_id)"))
@@ -73,7 +74,7 @@ def wire_v2(conn: Connection) -> None:
     for table, column, kind in _WIRE_V2_COLUMNS:
         if column not in present[table]:
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
-    if conn.dialect.name == "postgresql":
+    if backend_of(conn).enforces_varchar_length:
         for table in ("configs", "summaries"):
             conn.execute(text(f"ALTER TABLE {table} ALTER COLUMN observed TYPE VARCHAR(32)"))
 
@@ -142,7 +143,7 @@ def evidence_levels(conn: Connection) -> None:
                  Column("config_name", String(120)), Column("evidence", String(16)),
                  Column("evidence_reason", Text), prefixes=["TEMPORARY"])
     fill.create(conn)
-    if conn.dialect.name == "duckdb":  # its appender: executemany is one statement per row
+    if backend_of(conn).has_appender:
         duckdb_append(conn, fill, [tuple(level.values()) for level in levels])
     else:
         conn.execute(insert(fill), levels)
@@ -230,24 +231,12 @@ def baseline_tps(conn: Connection) -> None:
         "AND summaries.role = 'draft'"))
 
 
-def id_digest_sql(dialect: str, column: str = "submission_id") -> str:
-    """``rowset.id_digest`` of a column in SQL (DuckDB's or PostgreSQL's): the first 16 hex
-    digits of its SHA-256 read as a signed 64-bit integer. A test holds both equal to the
-    Python on ids of every kind."""
-    if dialect == "duckdb":
-        return (f"(('0x' || substr(sha256({column}), 1, 16))::UBIGINT::HUGEINT "
-                f"- CASE WHEN substr(sha256({column}), 1, 1) >= '8' "
-                "THEN 18446744073709551616::HUGEINT ELSE 0 END)::BIGINT")
-    return (f"('x' || substr(encode(sha256(convert_to({column}, 'UTF8')), 'hex'), 1, 16))"
-            "::bit(64)::bigint")
-
-
 def board_keys(conn: Connection) -> None:
     """submissions.id_digest and summaries.id_digest (``rowset.id_digest`` of each row's
-    submission id, in SQL: ``id_digest_sql``), and submissions.reaches_board (whether one
+    submission id, in SQL: ``Backend.id_digest_sql``), and submissions.reaches_board (whether one
     of its draft results is on a board: ``queries.reaches_board_clause``, the rule
     ingestion applies in Python)."""
-    digest = id_digest_sql(conn.dialect.name)
+    digest = backend_of(conn).id_digest_sql()
     for table in ("submissions", "summaries"):
         if "id_digest" not in columns_of(conn, table):
             conn.execute(text(f"ALTER TABLE {table} ADD COLUMN id_digest BIGINT"))
@@ -266,7 +255,7 @@ def require_board_keys(conn: Connection) -> None:
     from version 12 because DuckDB takes the constraint only once the backfill has
     committed. Not on PostgreSQL: while a rolling upgrade replaces its replicas, those of
     the version before write rows without them (``tables._NULL_WHILE_UPGRADING``)."""
-    if conn.dialect.name != "duckdb":
+    if backend_of(conn).rolling_upgrades:
         return
     for table, column in (("submissions", "id_digest"), ("summaries", "id_digest"),
                           ("submissions", "reaches_board")):
@@ -319,7 +308,7 @@ def speculation_keys(conn: Connection) -> None:
                  Column("config_name", String(120)), Column("spec_type", Text),
                  Column("depth", Integer), prefixes=["TEMPORARY"])
     fill.create(conn)
-    if conn.dialect.name == "duckdb":  # its appender: executemany is one statement per row
+    if backend_of(conn).has_appender:
         duckdb_append(conn, fill, found)
     else:
         conn.execute(insert(fill), [dict(zip(("submission_id", "config_name", "spec_type",

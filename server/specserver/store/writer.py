@@ -54,6 +54,7 @@ from specserver.errors import SpecServerError, Unavailable
 from specserver.store import changes, tables
 from specserver.store.appenders import BulkInsert, DuckDBAppenders, bulk_insert_for, is_conflict
 from specserver.store.appenders import duckdb_append as duckdb_append  # migrations use it
+from specserver.store.backend import backend_of
 from specserver.store.logentries import LogReceipt, Sequencer
 from specserver.store.tables import INGEST_TABLES, RowSet
 from specserver.store.writes import Pacing, Staging, Status, WriteJob, WriteOutcome, WriteRequest
@@ -99,7 +100,8 @@ class GroupCommitWriter:
         self.last_commit_s = 0.0
         self.pacing = Pacing(pace_per_commit, self.max_window_s)
         self.max_batch = max_batch
-        self.bulk_insert = bulk_insert or bulk_insert_for(engine.dialect.name)
+        self.backend = backend_of(engine)
+        self.bulk_insert = bulk_insert or bulk_insert_for(self.backend)
         # Staged appends need appenders that can hold rows unflushed (the module doc).
         self._stager = self.bulk_insert if isinstance(self.bulk_insert, DuckDBAppenders) else None
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -111,7 +113,7 @@ class GroupCommitWriter:
         self.paced = 0  # batches begun within the pacing interval: their commit waited (tests)
         self.resets = 0  # connections dropped after a failure (tests count them)
         self._staging: Staging | None = None
-        self.sequencer = Sequencer(keeps_count=engine.dialect.name == "duckdb")
+        self.sequencer = Sequencer(keeps_count=self.backend.one_writer)
 
     # public -----------------------------------------------------------------------------
 
@@ -238,7 +240,7 @@ class GroupCommitWriter:
         self.resets += 1
         self.sequencer.forget()
         self._close_conn()
-        if self.engine.dialect.name == "duckdb":
+        if self.backend.embedded:
             self.engine.dispose()
 
     def gather_window(self) -> float:

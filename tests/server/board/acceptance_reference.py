@@ -16,7 +16,14 @@ from specserver.board.acceptance import GroupAcceptance, KeyTuple
 from specserver.board.aggregate import DIMENSIONS
 from specserver.board.keystanding import Voices
 from specserver.board.sql import board_rows, contributor_of, joined_source
-from specserver.store import VERDICTS, Filters, draft_rows, field_column, positions_of
+from specserver.store import (
+    VERDICTS,
+    Filters,
+    backend_of,
+    draft_rows,
+    field_column,
+    positions_of,
+)
 
 
 def across_contributors(profiles: Iterable[tuple[int, tuple[float, ...]]]
@@ -68,7 +75,7 @@ def reference_acceptance(conn: Connection, filters: Filters, dimensions: Sequenc
     draft = draft_rows(filters, dimensions)
     keys = [field_column(f, draft) for d in dimensions for f in DIMENSIONS[d]]
     stmt = (select(*keys, contributor_of(), draft.c.rounds, draft.c.accepted_per_position)
-            .select_from(joined_source(draft, conn.dialect.name))
+            .select_from(joined_source(draft, backend_of(conn)))
             .where(*board_rows(draft, filters, counted), draft.c.rounds.is_not(None),
                    draft.c.rounds > 0, draft.c.accepted_per_position.is_not(None)))
     width = len(keys)
