@@ -21,12 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from specschema.errors import ProtocolError
 
 if TYPE_CHECKING:
     from specschema.protocol import Protocol
 
-__all__ = ["first_round_end", "round_one_counts", "stopped_by_rule", "stops_named"]
+__all__ = ["first_round_end", "round_one_counts", "stopped_by_rule"]
 
 
 def first_round_end(protocol: Protocol) -> int | None:
@@ -78,17 +77,3 @@ def stopped_by_rule(protocol: Protocol, counts: Mapping[str, tuple[int, int] | N
                 stopped.append(config.name)
     return tuple(stopped)
 
-
-def stops_named(protocol: Protocol, stopped: str) -> tuple[str, ...]:
-    """The run parameter ``stopped`` of this run (``Protocol.for_run``), checked: draft
-    configs of the run, each once, in its config order, of a protocol with an early-stop
-    rule and a run of two rounds or more. Raises ProtocolError otherwise."""
-    names = tuple(stopped.split(","))
-    drafts = [c.name for c in protocol.configs if c.role == "draft"]
-    if protocol.early_stop is None or (protocol.rounds or 0) < 2:
-        raise ProtocolError(f"protocol {protocol.id} stops no config early (it has no "
-                            "early-stop rule, or the run has no second round)")
-    if list(names) != [d for d in drafts if d in names]:
-        raise ProtocolError(f"protocol {protocol.id} cannot stop {stopped!r}: the run's draft "
-                            "configs, each once, in its order")
-    return names

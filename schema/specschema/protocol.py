@@ -41,7 +41,6 @@ from pydantic import (
 
 from specschema import schedule as order
 from specschema.domains import DOMAINS
-from specschema.earlystop import stops_named
 from specschema.errors import ProtocolError
 from specschema.models import Mechanism, OptionValue, Role
 from specschema.strictjson import dumps_canonical, loads_strict
@@ -266,7 +265,13 @@ class Protocol(_ProtocolModel):
             update["trials_per_config"] = self._trials_in(rounds)
         run = self.model_copy(update=update)
         run._shipped_sha256 = self.sha256
-        run._stopped = self._stopped if stopped is None else stops_named(run, stopped)
+        if stopped is not None:  # specschema.earlystop: a rule, and a round after the first
+            drafts = [c.name for c in configs if c.role == "draft"]
+            run._stopped = order.named_drafts(stopped, drafts) or ()
+            if self.early_stop is None or (run.rounds or 0) < 2 or not run._stopped:
+                raise ProtocolError(f"protocol {self.id} cannot stop {stopped!r} early: only "
+                                    "its drafts, once each in its order, in a run of two "
+                                    "rounds or more, when it has an early-stop rule")
         return run
 
     def _trials_in(self, rounds: str) -> int:

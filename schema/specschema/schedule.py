@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 
 Slot = tuple[str, int]
 
-__all__ = ["Slot", "abba", "blocked", "bracketed", "interleaved"]
+__all__ = ["Slot", "abba", "blocked", "bracketed", "interleaved", "named_drafts"]
 
 
 def blocked(names: Sequence[str], trials: int) -> list[Slot]:
@@ -52,3 +52,10 @@ def bracketed(base: str, drafts: Sequence[str], trials: int, size: int,
         out.extend((name, done[name] + i) for i in range(size))
         done[name] += size
     return out
+
+
+def named_drafts(value: str, drafts: Sequence[str]) -> tuple[str, ...] | None:
+    """The drafts a comma-separated run parameter names (``stopped``), each once and in
+    their order; None when it names anything else."""
+    names = tuple(value.split(","))
+    return names if list(names) == [d for d in drafts if d in names] else None

@@ -46,10 +46,10 @@ def test_the_parameter_names_draft_configs_of_a_run_with_a_second_round() -> Non
                 "no_draft", "nothing", "", "draft_qwen3_0.6b_n3,draft_qwen3_0.6b_n3"):
         with pytest.raises(ProtocolError, match="cannot stop"):
             protocol.for_run({"stopped": bad})
-    with pytest.raises(ProtocolError, match="no second round"):
+    with pytest.raises(ProtocolError, match="cannot stop .* two rounds or more"):
         protocol.for_run({"rounds": "1", "stopped": "draft_qwen3_0.6b_n3"})
-    with pytest.raises(ProtocolError, match="stops no config early"):
-        get_protocol("llamacpp-draft-long").for_run({"stopped": "draft_qwen3_0.6b_n3"})
+    with pytest.raises(ProtocolError, match="cannot stop .* early-stop rule"):
+        get_protocol("ollama-draft").for_run({"stopped": "spec_4"})
     # a config left out by ``configs`` cannot be stopped
     with pytest.raises(ProtocolError, match="cannot stop"):
         protocol.for_run({"configs": "draft_qwen3_0.6b_n3", "stopped": "draft_qwen3_0.6b_n8"})
@@ -82,8 +82,9 @@ def test_no_rule_or_one_round_stops_nothing() -> None:
     counts = {"draft_qwen2.5_0.5b_n8": (4000, 0)}
     one_round = get_protocol("llamacpp-draft").for_run({"rounds": "1"})
     assert first_round_end(one_round) is None and stopped_by_rule(one_round, counts) == ()
-    older = get_protocol("llamacpp-draft-long")
-    assert older.early_stop is None and stopped_by_rule(older, counts) == ()
+    older = get_protocol("ollama-draft")  # bracketed, without the rule
+    assert older.rounds == 2 and older.early_stop is None
+    assert stopped_by_rule(older, {"spec_4": (4000, 0)}) == ()
 
 
 def test_an_early_stop_rule_needs_the_bracketed_order() -> None:

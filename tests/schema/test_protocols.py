@@ -31,6 +31,8 @@ PINNED = {
     ("lmstudio-map", 1): "4208d0a16b844232ae1d005a1557596f27d3f98ee82a76d6923b9936846e6e99",
     ("llamacpp-draft", 4): "0ffd2b41e614af9451054b372c80cab42d8254c869ccbee72a244513794fab5a",
     ("llamacpp-draft", 5): "21b1fe8d4030f62d0db9bb9bf24274d16b98462e3cd14a2f171ad4b98115ddb7",
+    ("llamacpp-draft-long", 4):
+        "604666eea76ec448e26b57671da1cb1825b87ececebdc230d561098d68c798db",
 }
 
 
@@ -38,7 +40,7 @@ def test_both_protocols_ship_with_pinned_hashes() -> None:
     found = {(p.id, p.version): p.sha256 for p in all_protocols()}
     assert found == PINNED
     assert {p.id: p.version for p in shipped_protocols().values()} == {
-        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 5, "llamacpp-draft-long": 3,
+        "hardnumbers-m2": 1, "ollama-draft": 4, "llamacpp-draft": 5, "llamacpp-draft-long": 4,
         "lmstudio-draft": 2, "llamacpp-map": 1, "ollama-map": 1, "lmstudio-map": 1}
 
 
@@ -109,6 +111,19 @@ def test_llamacpp_draft_v5_is_v4_with_the_early_stop_rule() -> None:
     assert v5.model_dump(exclude=same) == v4.model_dump(exclude=same)
     assert v5.schedule() == v4.schedule()  # nothing stopped: the same run
     assert "accepted none runs no block after that round" in v5.description
+
+
+def test_llamacpp_draft_long_v4_is_v3_with_short_warm_ups_and_the_early_stop_rule() -> None:
+    v3 = find_protocol("llamacpp-draft-long", 3, PINNED[("llamacpp-draft-long", 3)])
+    v4 = get_protocol("llamacpp-draft-long")
+    assert v3 is not None and v4.version == 4 and v3.warmup_tokens is None
+    assert v4.warmup_tokens == 16 and v4.early_stop == get_protocol("llamacpp-draft").early_stop
+    same = {"version", "description", "early_stop", "warmup_tokens"}
+    assert v4.model_dump(exclude=same) == v3.model_dump(exclude=same)
+    for config in v4.configs:  # the warm-up prefills the whole long prompt, then 16 tokens
+        assert v4.request_options(config, warmup=True)["num_predict"] == 16
+    assert v4.prompt_for(0) == v3.prompt_for(0)
+    assert "warm-up of 16 tokens after the whole prompt" in v4.description
 
 
 def test_unknown_launch_options_and_a_bad_bracketed_shape_are_refused() -> None:
