@@ -65,17 +65,22 @@ def models_folder(directory: Path) -> Path:
 
 def one_run(run: int, args: argparse.Namespace, models: Path, home: Path) -> dict[str, object]:
     command = [str(SCRIPT), "run", "--engine", "llama-server", "--protocol", args.protocol,
-               "--budget", str(args.budget), "--no-submit", "--json", "--llama-threads",
+               "--no-submit", "--json", "--llama-threads",
                str(args.threads), "--ollama-models", str(models), "--llama-server",
                str(llama_server_binary())]
+    if args.budget is not None:
+        command += ["--budget", str(args.budget)]
     if args.configs:
         command += ["--configs", args.configs]
     env = {**os.environ, "SPECSUBMIT_HOME": str(home), "COLUMNS": "160"}
     stop = multiprocessing.Event()
-    load = None
-    if not args.no_load:
-        load = multiprocessing.Process(target=switching_load, args=(args.seed + run, stop))
-        load.start()
+    # busy processes switching on and off (calibration.py's load), each with its own seed
+    busy = 0 if args.no_load else getattr(args, "load_processes", 1)
+    loads_on = [multiprocessing.Process(target=switching_load,
+                                        args=(args.seed + run + 1000 * k, stop))
+                for k in range(busy)]
+    for process in loads_on:
+        process.start()
     loads: list[float] = []
     done = threading.Event()
 
@@ -103,8 +108,8 @@ def one_run(run: int, args: argparse.Namespace, models: Path, home: Path) -> dic
     wall = time.monotonic() - began
     done.set()
     stop.set()
-    if load is not None:
-        load.join(10)
+    for process in loads_on:
+        process.join(10)
     save: Path = args.save
     (save / f"stderr-run{run}.txt").write_text("".join(lines))
     if stdout.strip():
@@ -115,7 +120,8 @@ def one_run(run: int, args: argparse.Namespace, models: Path, home: Path) -> dic
         "wall_s": round(wall, 1), "rc": code, "load_1m_every_10s": loads,
         "load_min": min(loads, default=None), "load_max": max(loads, default=None),
         "load_mean": round(sum(loads) / len(loads), 2) if loads else None,
-        "command": command, "switching_load": not args.no_load, "seed": args.seed + run}
+        "command": command, "switching_load": not args.no_load, "load_processes": busy,
+        "seed": args.seed + run}
     (save / f"meta-run{run}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta
 
