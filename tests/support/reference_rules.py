@@ -24,7 +24,6 @@ from specschema.stats import (
 )
 from specserver.board import newkeys, sql
 from specserver.board.aggregate import (
-    ContributorResult,
     Dispute,
     GroupAggregate,
     GroupKey,
@@ -35,6 +34,7 @@ from specserver.board.aggregate import (
 from specserver.board.columns import Codes
 from specserver.board.newkeys import NEW_KEYS, Arrival, CohortRules, Cohorts, Standing
 from specserver.store import VERDICTS, queries
+from tests.support.reference_board import ContributorResult
 
 _DAY = timedelta(days=1)
 _HEAD = ("key", "contributor", "submissions", "speedup", "speedup_wall", "baseline_tps")
@@ -301,7 +301,7 @@ def contributor_results(conn: Connection, filters: queries.Filters,
                         dimensions: Sequence[str], verdicts: Iterable[str],
                         by_key_hash: bool = False) -> list[ContributorResult]:
     """``sql.contributor_columns`` as one ``ContributorResult`` per row, to compare with
-    ``aggregate.reduce_contributors`` (``by_key_hash``: keys named by the hashes the keys'
+    ``reference_board.reduce_contributors`` (``by_key_hash``: keys named by the hashes the keys'
     arrivals give, then named again by their ids)."""
     found = sql.contributor_columns(conn, filters, dimensions, verdicts, by_key_hash)
     if by_key_hash:

@@ -7,7 +7,7 @@ The rules (documented for contributors in ``docs/aggregation.md``):
    median decode tok/s of the baseline, the same for wall time, and the bootstrap CI).
 2. Rows are grouped by whitelisted dimensions (``DIMENSIONS``).
 3. One contributor cannot dominate a group: each contributor's (key id's) rows in a group
-   are reduced to their median first (``reduce_contributors``); the group's statistics
+   are reduced to their median first (``board.sql.contributor_columns``); the group's statistics
    are taken across those per-contributor medians (``aggregate_contributors``). Imported
    rows have no key id and each counts as its own contributor.
 4. Percentiles (p25, p75) are reported only when a group has at least
@@ -39,24 +39,18 @@ The rules (documented for contributors in ``docs/aggregation.md``):
 The caller (``queries``) has already kept only complete, non-hidden submissions of keys
 that are not banned. The board runs the first step of rule 3 on the store's rows
 (``board.sql.contributor_columns``: in SQL on PostgreSQL, over numpy columns of rows
-sorted by DuckDB; equal to ``reduce_contributors``: a test holds them together), and the
-steps after it over the per-contributor rows as columns (``board.columns``, held equal to
-the same rules written row by row in ``tests/support/reference_rules.py``).
+sorted by DuckDB), and the steps after it over the per-contributor rows as columns
+(``board.columns``). Tests hold them equal to the same rules written over plain rows:
+the first step in ``tests/support/reference_board.py``, the others row by row in
+``tests/support/reference_rules.py``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
-from typing import NamedTuple
 
-from specschema.evidence import LEVELS
-from specschema.stats import (
-    median,
-)
-from specserver.store import VERDICTS, dimensions, verdicts
+from specserver.store import dimensions, verdicts
 
 # Rules 5 and 6 live in the store (``store.verdicts``: what ingestion records depends on
 # them); named here as well, with the rest of the board's rules.
@@ -72,8 +66,8 @@ DEFAULT_MIN_CONTRIBUTORS = 3
 # Views whose groups are always split by verdict (their verdicts mean different things).
 _SPLIT_BY_VERDICT: frozenset[View] = frozenset({"unverified"})
 
-# Dimension name -> the DraftResult fields that identify a value of it: the dimension
-# table's (store/dimensions.py), which also gives their columns, filters and words.
+# Dimension name -> the fields of a draft result that identify a value of it: the
+# dimension table's (store/dimensions.py), which also gives their columns, filters and words.
 DIMENSIONS: dict[str, tuple[str, ...]] = dimensions.GROUP_FIELDS
 
 # The leaderboard never mixes results that measure different things: these dimensions are
@@ -90,43 +84,6 @@ DEFAULT_SORT = "-speedup"
 KeyValue = dimensions.KeyValue
 
 
-@dataclass(frozen=True, slots=True)
-class DraftResult:
-    """One submission x one draft config, as the leaderboard sees it."""
-
-    submission_id: str
-    key_id: str | None
-    protocol_id: str
-    protocol_version: int
-    protocol_sha256: str
-    target_model: str
-    target_digest: str | None
-    chip: str | None
-    memory_gb: int | None
-    ollama_version: str | None  # null for llama-server rows
-    os: str | None
-    backend: str | None
-    config_name: str
-    draft_model: str | None
-    mechanism: str
-    verdict: str
-    speedup_tps: float | None
-    speedup_wall: float | None
-    baseline_tps: float | None
-    evidence: str | None = None  # specschema.evidence level; None: not assessed
-    engine: str = "ollama"
-    engine_version: str | None = None
-    target_quant: str | None = None
-    draft_digest: str | None = None
-    draft_quant: str | None = None
-    spec_type: str | None = None
-    depth: int | None = None
-    # The kind of work: set on the per-domain rows (``store.domainview``), None otherwise.
-    domain: str | None = None
-
-    @property
-    def contributor(self) -> str:
-        return self.key_id if self.key_id is not None else f"imported:{self.submission_id}"
 
 
 @dataclass(frozen=True)
@@ -190,20 +147,6 @@ class GroupAggregate:
 
 def view_of(verdict: str) -> View | None:
     return next((view for view in VIEWS if verdict in VIEW_VERDICTS[view]), None)
-
-
-def in_view(rows: Iterable[DraftResult], view: View) -> list[DraftResult]:
-    return [r for r in rows if view_of(r.verdict) == view and on_board(r.verdict, r.evidence)]
-
-
-def evidence_counts(rows: Iterable[DraftResult]) -> dict[str, int]:
-    counts = Counter(r.evidence or "none" for r in rows)
-    return {level: counts.get(level, 0) for level in LEVELS}
-
-
-def verdict_counts(rows: Iterable[DraftResult]) -> dict[str, int]:
-    counts = Counter(r.verdict for r in rows)
-    return {v: counts.get(v, 0) for v in VERDICTS}
 
 
 def check_dimensions(names: Sequence[str]) -> list[str]:
@@ -289,16 +232,6 @@ def distinct_labels(groups: Sequence[GroupAggregate]) -> list[GroupAggregate]:
     return out
 
 
-def _key_getter(dimensions: Sequence[str]) -> Callable[[DraftResult], tuple[KeyValue, ...]]:
-    fields = [f for d in dimensions for f in DIMENSIONS[d]]
-    if len(fields) > 1:
-        return attrgetter(*fields)
-    if fields:
-        single = attrgetter(fields[0])
-        return lambda row: (single(row),)
-    return lambda row: ()
-
-
 GroupKey = dict[str, dict[str, KeyValue]]
 
 
@@ -313,82 +246,13 @@ def key_dict(dimensions: Sequence[str], flat: tuple[KeyValue, ...]) -> GroupKey:
 
 
 def flat_key(group: GroupAggregate) -> tuple[KeyValue, ...]:
-    """The group's values in the order of ``ContributorResult.key``."""
+    """The group's values in the order of its dimensions' fields (a contributor row's key)."""
     return tuple(v for part in group.key.values() for v in part.values())
 
 
-def _median_or_none(values: list[float]) -> float | None:
-    return median(values) if values else None
-
-
-# ContributorResult's field for each evidence level, in specschema.evidence.LEVELS order.
+# A contributor's count field for each evidence level, in specschema.evidence.LEVELS order
+# (``columns.COUNT_FIELDS``).
 LEVEL_FIELDS = ("engine_api", "log", "reported", "implausible", "no_counters")
-
-
-class ContributorResult(NamedTuple):
-    """Rule 3, first step: one contributor's rows in one group, reduced to medians.
-
-    A NamedTuple: tens of thousands are built per cold aggregation, and tuples build fast.
-    """
-
-    key: tuple[KeyValue, ...]  # the group's values, in the order of its dimensions' fields
-    contributor: str
-    submissions: int
-    speedup: float | None  # median of the contributor's speedup_tps in the group
-    speedup_wall: float | None
-    baseline_tps: float | None
-    confirmed: int = 0
-    not_observed: int = 0
-    not_applied: int = 0
-    unknown: int = 0
-    baseline_speculated: int = 0
-    synthetic: int = 0
-    cannot_compare: int = 0
-    unstable: int = 0
-    incompatible: int = 0
-    # Rows per evidence level, in specschema.evidence.LEVELS order (the SQL's too).
-    engine_api: int = 0
-    log: int = 0
-    reported: int = 0
-    implausible: int = 0
-    no_counters: int = 0  # level "none"
-
-    def evidence(self) -> dict[str, int]:
-        return {level: getattr(self, name) for level, name in zip(LEVELS, LEVEL_FIELDS,
-                                                                     strict=True)}
-
-
-def reduce_contributors(rows: Iterable[DraftResult], dimensions: Sequence[str]
-                        ) -> list[ContributorResult]:
-    """Each contributor's rows in each group, reduced to their medians (None when absent).
-
-    ``board.sql.contributor_columns`` computes the same from the store; a test holds the two
-    equal.
-    """
-    getter = _key_getter(dimensions)
-    pools: dict[tuple[tuple[KeyValue, ...], str], list[DraftResult]] = {}
-    for row in rows:
-        pools.setdefault((getter(row), row.contributor), []).append(row)
-    reduced = []
-    for (key, who), members in pools.items():
-        counts = Counter(r.verdict for r in members)
-        levels = evidence_counts(members)
-        reduced.append(ContributorResult(
-            key=key, contributor=who, submissions=len({r.submission_id for r in members}),
-            speedup=_median_or_none([r.speedup_tps for r in members if r.speedup_tps is not None]),
-            speedup_wall=_median_or_none(
-                [r.speedup_wall for r in members if r.speedup_wall is not None]),
-            baseline_tps=_median_or_none(
-                [r.baseline_tps for r in members if r.baseline_tps is not None]),
-            confirmed=counts["confirmed"], not_observed=counts["not_observed"],
-            not_applied=counts["not_applied"], unknown=counts["unknown"],
-            baseline_speculated=counts["baseline_speculated"], synthetic=counts["synthetic"],
-            cannot_compare=counts["cannot_compare"], unstable=counts["unstable"],
-            incompatible=counts["incompatible"],
-            engine_api=levels["engine_api"], log=levels["log"], reported=levels["reported"],
-            implausible=levels["implausible"], no_counters=levels["none"],
-        ))
-    return reduced
 
 
 def _sort_value(value: KeyValue) -> tuple[int, str]:

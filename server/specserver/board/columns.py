@@ -34,17 +34,11 @@ import numpy.typing as npt
 
 from specschema.evidence import LEVELS
 from specserver.board.aggregate import (
-    DEFAULT_MIN_CONTRIBUTORS,
     LEVEL_FIELDS,
     Dispute,
-    DraftResult,
     GroupAggregate,
     GroupKey,
     KeyValue,
-    check_dimensions,
-    key_dict,
-    reduce_contributors,
-    sort_groups,
 )
 from specserver.board.groupstats import (
     Sides,
@@ -63,7 +57,7 @@ Hashes = npt.NDArray[np.uint64]
 Bools = npt.NDArray[np.bool_]
 KeyTuple = tuple[KeyValue, ...]
 
-# The value columns (NaN: none) and the count columns of a row, in ContributorResult's order.
+# The value columns (NaN: none) and the count columns of a contributor's row.
 VALUE_FIELDS = ("speedup", "speedup_wall", "baseline_tps")
 COUNT_FIELDS = ("submissions", *VERDICTS, *LEVEL_FIELDS)
 _VERDICT_SLICE = slice(1, 1 + len(VERDICTS))
@@ -416,28 +410,3 @@ def membership(codes: Iterable[int], size: int) -> Bools:
     found = np.zeros(size, np.bool_)
     found[np.fromiter(codes, dtype=np.int64)] = True
     return found
-
-
-def aggregate(rows: Iterable[DraftResult], group_by: Sequence[str],
-              min_contributors: int = DEFAULT_MIN_CONTRIBUTORS) -> list[GroupAggregate]:
-    """Group ``rows`` by the whitelisted dimensions ``group_by`` (every contributor its own
-    voice: no cohorts, no probation); groups in key order. Small sets of rows in memory:
-    the board computes the same from the store (``incremental``)."""
-    unknown = check_dimensions(group_by)
-    if unknown:
-        raise ValueError(f"unknown dimensions: {', '.join(unknown)}")
-    dimensions = list(dict.fromkeys(group_by))
-    reduced = reduce_contributors(rows, dimensions)
-    keys, group = group_numbers(r.key for r in reduced)
-    found = Reduced(keys, group, [r.contributor for r in reduced],
-                    np.array([[math.nan if v is None else v for v in r[3:6]] for r in reduced],
-                             dtype=np.float64).reshape(-1, len(VALUE_FIELDS)),
-                    np.array([(r.submissions, *r[6:]) for r in reduced],
-                             dtype=np.int64).reshape(-1, len(COUNT_FIELDS)))
-    codes = Codes()
-    standing = Standing.empty()
-    by_group = found.by_group(codes)
-    standing.fit(len(codes))
-    return sort_groups([group_aggregate(key_dict(dimensions, key), rows_, standing, 0,
-                                        min_contributors)
-                        for key, rows_ in by_group.items()], "key")

@@ -1,7 +1,7 @@
 """How the board tells its groups apart: a group is its key, the values of its dimensions'
 fields, and a group's label is that key, never one of its rows.
 
-On PostgreSQL, and in memory (``columns.aggregate``), groups are formed on the key values
+On PostgreSQL (and in the tests' reference in memory), groups are formed on the key values
 themselves (``GROUP BY``, a dictionary). On DuckDB the board's rows come sorted by group
 and are reduced over numpy columns (``sql``), and grouping or sorting ~1,000,000 rows on
 fourteen strings each costs 2-2.5x more than on a number. So there a row carries two

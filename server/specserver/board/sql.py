@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import fields
 from functools import cache
 from typing import Any
 
@@ -22,7 +21,6 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
-    null,
     select,
     text,
 )
@@ -31,7 +29,7 @@ from sqlalchemy.sql.expression import ColumnClause
 
 from specschema.evidence import LEVELS
 from specserver.board import groupkeys
-from specserver.board.aggregate import DIMENSIONS, DraftResult
+from specserver.board.aggregate import DIMENSIONS
 from specserver.board.columns import (
     COUNT_FIELDS,
     VALUE_FIELDS,
@@ -48,7 +46,6 @@ from specserver.store import (
     Backend,
     Filters,
     backend_of,
-    by_domain,
     changes,
     domainview,
     draft_clauses,
@@ -57,7 +54,6 @@ from specserver.store import (
     queries,
     submission_clauses,
     tables,
-    uses_domain,
     visible_clause,
 )
 
@@ -65,39 +61,11 @@ sub = tables.submissions
 summ = tables.summaries
 
 
-def _row_columns(draft: Any) -> dict[str, Any]:
-    """DraftResult field -> the column it comes from (``draft``: the draft's summary row):
-    the dimensions' fields from their table, and the rest (the domain is null on rows that
-    are not per domain)."""
-    return {
-        **{name: field_column(name, draft) for fields in DIMENSIONS.values() for name in fields
-           if name != "domain"},
-        "domain": draft.c.domain if by_domain(draft) else null(),
-        "submission_id": sub.c.submission_id, "key_id": sub.c.key_id,
-        "speedup_tps": draft.c.speedup_tps, "speedup_wall": draft.c.speedup_wall,
-        "baseline_tps": draft.c.baseline_tps, "evidence": draft.c.evidence,
-    }
-
-
-def draft_results(conn: Connection, filters: Filters, per_domain: bool = False
-                  ) -> list[DraftResult]:
-    """One row per visible submission x draft config (x domain: ``per_domain``, or a
-    ``domain`` filter), with its baseline's median tok/s."""
-    draft = domainview.draft_rows(per_domain or uses_domain(filters))
-    columns = _row_columns(draft)
-    stmt = (
-        select(*(columns[f.name] for f in fields(DraftResult)))
-        .select_from(joined_source(draft, backend_of(conn)))
-        .where(*_visible_drafts(draft, filters))
-    )
-    rows = conn.execute(stmt).all()  # one bulk fetch (iterating fetches row by row)
-    return [DraftResult(*row) for row in rows]
-
-
 def contributor_columns(conn: Connection, filters: Filters, dimensions: Sequence[str],
                         verdicts: Iterable[str], by_key_hash: bool = False) -> Reduced:
-    """``aggregate.reduce_contributors`` from the store: one row per group and contributor,
-    as columns (``columns.Reduced``).
+    """Rule 3's first step from the store: each contributor's rows in each group reduced
+    to their medians, one row per group and contributor, as columns (``columns.Reduced``;
+    held equal to the reference over plain rows, tests/support/reference_board.py).
 
     Same rules: a group is its key values (``groupkeys``), medians ignore missing values
     (the mean of the middle pair for an even count), submissions are counted once,
@@ -174,7 +142,7 @@ def joined_source(draft: Any, backend: Backend) -> Any:
     return draft.join(sub, on)
 
 
-def _visible_drafts(draft: Any, filters: Filters) -> list[Any]:
+def visible_drafts(draft: Any, filters: Filters) -> list[Any]:
     """Draft results of visible submissions that match the filters."""
     return [draft.c.role == "draft", visible_clause(), *submission_clauses(filters),
             *draft_clauses(filters, draft)]
@@ -182,7 +150,7 @@ def _visible_drafts(draft: Any, filters: Filters) -> list[Any]:
 
 def board_rows(draft: Any, filters: Filters, counted: Sequence[str]) -> list[Any]:
     """Those of them on a board, with one of the view's verdicts."""
-    return [*_visible_drafts(draft, filters), draft.c.observed.in_(counted),
+    return [*visible_drafts(draft, filters), draft.c.observed.in_(counted),
             queries.on_board_clause(draft)]
 
 
@@ -320,7 +288,7 @@ def draft_totals(conn: Connection, filters: Filters) -> Any:
     level = func.coalesce(draft.c.evidence, "none")
     stmt = (select(draft.c.observed, level, func.count())
             .select_from(joined_source(draft, backend_of(conn)))
-            .where(*_visible_drafts(draft, filters))
+            .where(*visible_drafts(draft, filters))
             .group_by(draft.c.observed, level))
     totals = np.zeros(len(VERDICTS) + len(LEVELS), np.int64)
     for verdict, evidence, count in plain_rows(conn.execute(stmt)):
@@ -341,7 +309,7 @@ def contributor_tallies(conn: Connection, filters: Filters) -> tuple[Sequence[st
     counts += [func.count().filter(level == name) for name in LEVELS]
     stmt = (select(who, *counts)
             .select_from(joined_source(draft, backend_of(conn)))
-            .where(*_visible_drafts(draft, filters))
+            .where(*visible_drafts(draft, filters))
             .group_by(who))
     found = fetch_columns(conn, stmt)
     table = np.column_stack([np.asarray(c, dtype=np.int64) for c in found[1:]])

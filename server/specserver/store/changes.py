@@ -10,7 +10,7 @@ change numbered up to n (``since``). On DuckDB, where one writer thread makes ev
 (a file admits one process), the number is the log's largest plus one, in one statement.
 
 A contributor is what the board reduces to one voice before its rules: the key id, or
-``imported:<submission id>`` for a row without one (``board.aggregate.DraftResult``).
+``imported:<submission id>`` for a row without one (``board.sql.contributor_of``).
 
 What the log cannot see, a reader checks: every stored submission and every audit row is
 counted in the log (``submissions``, ``audits``), so a write that bypassed it (a test's

@@ -2,7 +2,7 @@
 
 Each entry says once what every surface needs of one dimension:
 
-- its ``fields``: the ``board.aggregate.DraftResult`` fields that identify one value of it,
+- its ``fields``: the fields of a draft result that identify one value of it,
   each with its SQL column (``board.sql`` groups and reads rows by them; ``group_by``
   accepts the dimensions that have fields);
 - its ``filter``: the query parameter's kind (free text, integer, one of a closed list, a
@@ -15,7 +15,7 @@ Each entry says once what every surface needs of one dimension:
   group's value reads (``label``).
 
 Adding a dimension is one entry here plus the code for its value: the column (or computed
-expression) its field reads and the ``DraftResult`` field it fills. ``docs/aggregation.md``
+expression) its field reads and the draft result's field it fills. ``docs/aggregation.md``
 is held to this table by a test.
 
 The ``domain`` dimension's field is a column of the per-domain draft rows only
@@ -45,7 +45,7 @@ KeyValue = str | int | None
 FilterValue = str | int | tuple[str, ...]
 
 # The wire format's verdicts (``SpeculationEvidence.observed``) in the order the API and the
-# board list them (and ``ContributorResult`` holds their counts): the verdict table's.
+# board list them (and a contributor's row holds their counts): the verdict table's.
 VERDICTS: tuple[str, ...] = VERDICT_ORDER
 if set(VERDICTS) != set(get_args(Observed)):  # a new wire verdict must be placed here
     raise ImportError(f"VERDICTS {VERDICTS} differ from the wire format's {get_args(Observed)}")
@@ -79,7 +79,7 @@ Column = Callable[[Any], Any]
 
 @dataclass(frozen=True)
 class Field:
-    """A ``DraftResult`` field and where its value comes from."""
+    """A draft result's field and where its value comes from."""
 
     name: str
     column: Column
@@ -237,7 +237,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
 )
 
 BY_NAME: dict[str, Dimension] = {d.name: d for d in DIMENSIONS}
-# group_by dimension -> the DraftResult fields that identify a value of it.
+# group_by dimension -> the draft result's fields that identify a value of it.
 GROUP_FIELDS: dict[str, tuple[str, ...]] = {
     d.name: tuple(f.name for f in d.fields) for d in DIMENSIONS if d.fields}
 FILTERS: dict[str, Filter] = {d.name: d.filter for d in DIMENSIONS if d.filter is not None}

@@ -9,15 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specschema.stats import median, percentile
-from specserver.board.aggregate import (
-    DraftResult,
-    in_view,
-    leaderboard_dimensions,
-    sort_groups,
-    verdict_counts,
-    view_of,
-)
-from specserver.board.columns import aggregate
+from specserver.board.aggregate import leaderboard_dimensions, sort_groups, view_of
+from tests.support.reference_board import DraftResult, aggregate, in_view, verdict_counts
 
 _counter = iter(range(10**9))
 
@@ -233,14 +226,10 @@ def _sql_vs_pure(engine, by_key_hash=False):
     from specschema.domains import DOMAINS
     from specschema.evidence import LEVELS
     from specserver.board import sql as board_sql
-    from specserver.board.aggregate import (
-        VIEW_VERDICTS,
-        evidence_counts,
-        on_board,
-        reduce_contributors,
-    )
+    from specserver.board.aggregate import VIEW_VERDICTS, on_board
     from specserver.store import VERDICTS, queries
     from tests.support import reference_rules
+    from tests.support.reference_board import draft_results, evidence_counts, reduce_contributors
     from tests.support.reference_rules import aggregate_contributors
 
     cases = [["protocol", "target", "draft", "engine", "chip", "memory_gb"], ["chip"],
@@ -250,8 +239,8 @@ def _sql_vs_pure(engine, by_key_hash=False):
              ["protocol", "target", "draft", "engine", "domain"]]
     named: set[str] = set()  # the contributors of every case: keys and imported rows
     with engine.connect() as conn:
-        rows = board_sql.draft_results(conn, queries.Filters())
-        per_domain = board_sql.draft_results(conn, queries.Filters(), per_domain=True)
+        rows = draft_results(conn, queries.Filters())
+        per_domain = draft_results(conn, queries.Filters(), per_domain=True)
         assert {r.domain for r in per_domain} == {*DOMAINS, "unspecified"}
         assert {r.spec_type for r in rows} >= {"ngram-simple", "draft-mtp", None}
         assert {r.depth for r in rows} >= {8, 16, 3, None}

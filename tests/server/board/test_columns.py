@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specserver.board import columns, groupstats, newkeys
-from specserver.board.aggregate import ContributorResult
 from specserver.board.columns import NAT, Codes, Standing
 from tests.support import reference_rules
+from tests.support.reference_board import ContributorResult
 from tests.support.tiers import examples
 
 T0 = datetime(2026, 11, 1, 12, 0, 0)

@@ -35,11 +35,12 @@ def test_the_view_parameter_names_the_verdicts_of_each_view(client):
 
 
 def test_the_store_reads_its_views_and_order_from_the_table():
-    from specserver.board.aggregate import ContributorResult
+    from tests.support.reference_board import ContributorResult
 
     assert dimensions.VERDICTS == ORDER
-    # The one place a new verdict must still be named by hand: a contributor's counts, a
-    # NamedTuple whose count fields board.columns reads in the table's order.
+    # The one place a new verdict must still be named by hand: the tests' reference row of a
+    # contributor (tests/support/reference_board.py), whose count fields must follow the
+    # table's order as board.columns' do.
     fields = ContributorResult._fields
     start = fields.index(ORDER[0])
     assert fields[start:start + len(ORDER)] == ORDER
