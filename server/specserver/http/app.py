@@ -23,7 +23,14 @@ from specserver.http.licenceheader import LicenceHeader
 from specserver.http.page import routes as page_routes
 from specserver.ingest import CheckPool, known_chips
 from specserver.licence import LICENCE_NAME, LICENCE_URL, SENTENCE
-from specserver.ratelimit import Limit, MemoryRateLimiter, RateLimiter, rejections
+from specserver.ratelimit import (
+    CheckQueue,
+    Limit,
+    MemoryRateLimiter,
+    RateLimiter,
+    Schedule,
+    rejections,
+)
 from specserver.settings import ServerSettings, get_settings
 from specserver.store import Store
 
@@ -117,6 +124,8 @@ def create_app(
     app.state.store = store
     app.state.rate_limiter = limiter
     app.state.rejection_gate = rejections.RejectionGate(limiter)
+    # every signed POST's checks wait their address's turn (ratelimit/checkqueue.py)
+    app.state.check_queue = CheckQueue(Schedule(slots=max(1, settings.check_workers)))
     app.state.check_pool = None
     app.state.clock = clock or _wall_clock
     install_error_handlers(app)

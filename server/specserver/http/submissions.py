@@ -44,6 +44,7 @@ from specserver.http import caching
 from specserver.http.errors import error_body, error_doc, logged_error_doc, response_for
 from specserver.ingest import CheckLimits, CheckPool, Prepared, prepare_submission, receipt_json
 from specserver.ratelimit import (
+    CheckQueue,
     RateLimiter,
     RejectionGate,
     charge,
@@ -198,9 +199,10 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
     address blocked for its refusals is refused before its body is read; the body under
     the size limit and its deadline; a token from the address's bucket *before* the checks
     (``check``: the expensive part, with the CPU seconds it took), so a bad body is never
-    free; checks that took more than ``rate_check_ms_per_token`` take the rest from the
-    address's bucket after them (``check_tokens``: a kind of body that costs 50 ms to check
-    is not 50 times cheaper to send than it is to check); the ban list; a token from the
+    free; the checks in the address's turn of the check queue (``in_turn``); checks that
+    took more than ``rate_check_ms_per_token`` take the rest from the address's bucket
+    after them (``check_tokens``: a kind of body that costs 50 ms to check is not 50 times
+    cheaper to send than it is to check); the ban list; a token from the
     key's bucket (``key_of``: the checked body's key id). A refusal the sender caused
     (``REJECTIONS``) also costs a token of the address's rejections bucket
     (ratelimit/rejections.py); one that came after the signature verified is logged in the
@@ -219,7 +221,8 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
                                settings.body_read_timeout_s, settings.body_min_rate_bytes_s)
         refused = first_refusal(limiter, (("address", address),))
         if refused is None:
-            checked, cpu_s = await check(body)
+            checked, cpu_s = await in_turn(getattr(state, "check_queue", None), address,
+                                           check, body)
             charge(limiter, "address", address,
                    check_tokens(cpu_s, settings.rate_check_ms_per_token) - 1.0)
             key_id = key_of(checked)
@@ -238,6 +241,19 @@ async def gated(state: Any, address: str, receive: Receive, content_length: str 
         raise RateLimited(f"too many submissions from this {scope}; retry later",
                           {"scope": scope}, retry_after=wait)
     return checked
+
+
+async def in_turn(queue: CheckQueue | None, address: str,
+                  check: Callable[[bytes], Awaitable[tuple[T, float]]], body: bytes
+                  ) -> tuple[T, float]:
+    """``check(body)`` in the address's turn of the check queue (served per address by the
+    check CPU each took, ratelimit/checkqueue.py), which learns what this one took."""
+    if queue is None:
+        return await check(body)
+    async with queue.turn(address) as ticket:
+        checked, cpu_s = await check(body)
+        ticket.cost_s = cpu_s
+    return checked, cpu_s
 
 
 async def log_refusal(state: Any, exc: Exception, envelope_sha256: Callable[[], str]) -> None:

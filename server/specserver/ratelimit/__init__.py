@@ -9,6 +9,7 @@ from specserver.frontdoor import lazy_names
 # importing one does not import the whole room.
 
 if TYPE_CHECKING:
+    from specserver.ratelimit.checkqueue import CheckQueue, Schedule
     from specserver.ratelimit.memory import (
         Limit,
         MemoryRateLimiter,
@@ -21,22 +22,26 @@ if TYPE_CHECKING:
     from specserver.ratelimit.rejections import RejectionGate
 
 _LAZY: dict[str, str] = {
+    "CheckQueue": "specserver.ratelimit.checkqueue",
     "Limit": "specserver.ratelimit.memory",
     "MemoryRateLimiter": "specserver.ratelimit.memory",
     "RateLimiter": "specserver.ratelimit.memory",
     "RedisRateLimiter": "specserver.ratelimit.redis",
     "RejectionGate": "specserver.ratelimit.rejections",
+    "Schedule": "specserver.ratelimit.checkqueue",
     "charge": "specserver.ratelimit.memory",
     "client_address": "specserver.ratelimit.memory",
     "first_refusal": "specserver.ratelimit.memory",
 }
 
 __all__ = [
+    "CheckQueue",
     "Limit",
     "MemoryRateLimiter",
     "RateLimiter",
     "RedisRateLimiter",
     "RejectionGate",
+    "Schedule",
     "charge",
     "client_address",
     "first_refusal",
