@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -44,15 +44,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from sqlalchemy import Connection, Engine
 
-from specschema.evidence import LEVELS
 from specserver.board import aggregate, chips, columns, newkeys, sql
-from specserver.board.aggregate import GroupAggregate, KeyValue, View
-from specserver.board.columns import NAT, Bools, Codes, Ints, Rows, Standing, micros
+from specserver.board.aggregate import GroupAggregate, View
+from specserver.board.columns import NAT, Codes, Ints, Rows, micros
+from specserver.board.heldboards import HeldBoard, KeyTuple, Spec, Tallies
 from specserver.board.keystanding import KeyStanding, Voices
 from specserver.store import backend_of, changes, current_version, queries
 
-KeyTuple = tuple[KeyValue, ...]
-Spec = tuple[queries.Filters, tuple[str, ...], View]
 DEFAULT_BOARDS = 8  # boards maintained at once (each holds a row per group and contributor)
 # Past this many changed contributors in one refresh, everything is computed in full: the
 # restricted read would hold most of the store, and its IN lists grow with it.
@@ -90,102 +88,26 @@ def compute(conn: Connection, filters: queries.Filters, dimensions: Sequence[str
                       ).board(conn, filters, tuple(dimensions), view)
 
 
-# --- the keys' standing, by range ----------------------------------------------------------
-
-
-class _Tallies:
-    """Draft results per verdict and evidence level of one set of filters, in total and,
-    once a refresh has needed them, per contributor (a row per code): what a refresh
-    subtracts for the contributors it reads again. A first read needs the totals alone
-    (``sql.draft_totals``, a third of the per-contributor query's time at a million
-    submissions); the first refresh reads the per-contributor counts in full, on its own
-    snapshot, and takes its totals from them."""
-
-    def __init__(self, total: Ints) -> None:
-        self.per: Ints | None = None
-        self.total = total
-
-    def start(self, codes: Codes, found: tuple[Sequence[str], Ints]) -> None:
-        """Per-contributor counts from the whole store (this snapshot): the totals too."""
-        names, counts = found
-        coded = codes.encode(names)
-        self.per = np.zeros((len(codes), counts.shape[1]), np.int64)
-        self.per[coded] = counts
-        self.total = counts.sum(axis=0)
-
-    def fit(self, size: int) -> None:
-        per = self.per
-        if per is not None and size > len(per):
-            grow = max(size, 2 * len(per)) - len(per)
-            self.per = np.concatenate([per, np.zeros((grow, per.shape[1]), np.int64)])
-
-    def update(self, codes: Codes, touched: Ints, fresh: tuple[Sequence[str], Ints]) -> None:
-        """The contributors ``touched`` read again (``fresh``: their counts now)."""
-        assert self.per is not None, "per-contributor counts before a refresh"
-        names, counts = fresh
-        coded = codes.encode(names)
-        self.fit(len(codes))
-        per = self.per
-        self.total -= per[touched].sum(axis=0)
-        per[touched] = 0
-        per[coded] = counts
-        self.total += counts.sum(axis=0)
-
-    def verdicts(self) -> dict[str, int]:
-        return dict(zip(queries.VERDICTS, self.total[:len(queries.VERDICTS)].tolist(),
-                        strict=True))
-
-    def levels(self) -> dict[str, int]:
-        return dict(zip(LEVELS, self.total[len(queries.VERDICTS):].tolist(), strict=True))
-
-
-class _Board:
-    def __init__(self, spec: Spec, rows: dict[KeyTuple, Rows]) -> None:
-        self.filters, self.dimensions, self.view = spec
-        self.rows = rows
-        self.groups: dict[KeyTuple, GroupAggregate] = {}
-        self._shown: list[GroupAggregate] | None = None
-
-    def aggregate(self, key: KeyTuple, standing: Standing, window_us: int,
-                  min_contributors: int) -> None:
-        rows = self.rows.get(key)
-        if rows is None or not len(rows):
-            self.rows.pop(key, None)
-            self.groups.pop(key, None)
-            return
-        self.groups[key] = columns.group_aggregate(
-            aggregate.key_dict(self.dimensions, key), rows, standing, window_us,
-            min_contributors)
-
-    def update(self, touched: Bools, fresh: Mapping[KeyTuple, Rows], restanded: Bools | None,
-               standing: Standing, window_us: int, min_contributors: int) -> None:
-        """``touched`` (by code): contributors whose rows are read again, ``fresh`` their
-        rows now; ``restanded`` (by code): contributors whose standing changed."""
-        dirty: set[KeyTuple] = set()
-        for key, rows in self.rows.items():
-            drop = touched[rows.codes]
-            if drop.any():
-                self.rows[key] = rows.without(drop)
-                dirty.add(key)
-            elif restanded is not None and restanded[rows.codes].any():
-                dirty.add(key)
-        for key, rows in fresh.items():
-            held = self.rows.get(key)
-            self.rows[key] = rows if held is None else Rows.joined([held, rows])
-            dirty.add(key)
-        for key in dirty:
-            self.aggregate(key, standing, window_us, min_contributors)
-        if dirty:
-            self._shown = None
-
-    def shown(self) -> list[GroupAggregate]:
-        if self._shown is None:
-            self._shown = aggregate.distinct_labels(
-                aggregate.sort_groups(list(self.groups.values()), "key"))
-        return self._shown
-
-
 # --- the maintainer ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Change:
+    """What the change log says changed since the boards' state (``Maintainer._refresh``)."""
+
+    at: changes.Position  # the state now
+    logged: changes.Changes  # since the boards' state
+    newest: int  # the newest receipt, in microseconds (NAT: the rules are off)
+
+
+@dataclass(frozen=True)
+class _ReadAgain:
+    """The changed contributors read again: whose keys' standing moved (codes), their
+    counts per filters, and their rows on each board held, by group."""
+
+    restanded: Ints
+    tallies: dict[queries.Filters, tuple[Sequence[str], Ints]]
+    fresh: dict[Spec, dict[KeyTuple, Rows]]
 
 
 class Maintainer:
@@ -207,8 +129,8 @@ class Maintainer:
         self._schema: int | None = None
         self._codes = Codes()
         self._standing = KeyStanding(rules, self._codes)
-        self._boards: OrderedDict[Spec, _Board] = OrderedDict()
-        self._tallies: dict[queries.Filters, _Tallies] = {}
+        self._boards: OrderedDict[Spec, HeldBoard] = OrderedDict()
+        self._tallies: dict[queries.Filters, Tallies] = {}
         self._unbuilt = True  # the keys' standing is to be formed (after a rebuild)
         # What the refreshes did (tests and the bench read them): full rebuilds, and
         # refreshes from the log with the contributors they read again.
@@ -280,7 +202,7 @@ class Maintainer:
         self._chips = (at, found)
         return found
 
-    def _held(self, conn: Connection, spec: Spec, tallied: queries.Filters) -> _Board:
+    def _held(self, conn: Connection, spec: Spec, tallied: queries.Filters) -> HeldBoard:
         """The maintained board of ``spec``, computed in full when there is none; the
         counts of ``tallied`` (the filters as read) with it."""
         board, tallies = self._boards.get(spec), self._tallies.get(tallied)
@@ -288,9 +210,9 @@ class Maintainer:
             board, tallies = self._compute(conn, spec, board, tallies, tallied)
         return board
 
-    def _compute(self, conn: Connection, spec: Spec, board: _Board | None,
-                 tallies: _Tallies | None, tallied: queries.Filters
-                 ) -> tuple[_Board, _Tallies]:
+    def _compute(self, conn: Connection, spec: Spec, board: HeldBoard | None,
+                 tallies: Tallies | None, tallied: queries.Filters
+                 ) -> tuple[HeldBoard, Tallies]:
         """What is missing, computed in full: the board's rows, the keys' standing after a
         rebuild, the filters' counts. The queries run one after another on the snapshot's
         connection (one transaction serves one query at a time), in a thread of their own,
@@ -321,7 +243,7 @@ class Maintainer:
                 board = self._place(spec, reduced)
                 reduced = None
             if totals is not None:
-                tallies = self._tallies[tallied] = _Tallies(totals.result())
+                tallies = self._tallies[tallied] = Tallies(totals.result())
         if reduced is not None:  # two keys share a hash: the rows again, by name
             board = self._place(spec, sql.contributor_columns(
                 conn, filters, dimensions, aggregate.VIEW_VERDICTS[view], False))
@@ -335,8 +257,8 @@ class Maintainer:
         return (backend_of(conn).hashes_keys and self.rules.active
                 and not self._codes.clash)
 
-    def _place(self, spec: Spec, reduced: columns.Reduced) -> _Board:
-        board = _Board(spec, reduced.by_group(self._codes))
+    def _place(self, spec: Spec, reduced: columns.Reduced) -> HeldBoard:
+        board = HeldBoard(spec, reduced.by_group(self._codes))
         self._fit()
         for key in list(board.rows):
             board.aggregate(key, self._standing.arrays, self.window_us, self.min_contributors)
@@ -362,33 +284,59 @@ class Maintainer:
         self._at, self._schema = at, schema
 
     def _refresh(self, conn: Connection) -> None:
+        """Bring the boards held to the state ``conn`` sees: the contributors the change
+        log names since the last state are read again, and their groups aggregated again;
+        everything is forgotten instead when the log cannot account for the writes."""
+        change = self._logged_change(conn)
+        if change is None:
+            return
+        started = self._tally_per_contributor(conn)
+        read = self._read_again(conn, change, started)
+        self._apply(change, read)
+        self._at = change.at
+
+    def _logged_change(self, conn: Connection) -> _Change | None:
+        """What changed since the boards' state (``_at``), by the change log; None when
+        nothing did, or when a rebuild was chosen instead (``_rebuild``): no state yet,
+        another schema, a log that went back or does not account for every write, more
+        contributors than ``FULL_ABOVE``, or the keys' clock started or went back."""
         at = changes.position(conn)
         schema = current_version(conn)
         previous = self._at
         if previous is None or schema != self._schema or at.seq < previous.seq:
             self._rebuild(at, schema)
-            return
+            return None
         if at == previous:
-            return
+            return None
         logged = changes.since(conn, previous.seq, at.seq)
         if (at.submissions - previous.submissions != logged.submissions
                 or at.audits - previous.audits != logged.audits
                 or len(logged.contributors) > FULL_ABOVE):
             self._rebuild(at, schema)  # a write the log did not see: trust nothing
-            return
+            return None
         newest = micros(newkeys.newest_receipt(conn)) if self.rules.active else int(NAT)
         if newest != NAT and (self._standing.newest == NAT or newest < self._standing.newest):
             self._rebuild(at, schema)  # the clock started (or went back)
-            return
-        # Counts kept in total only (since a first read) are read per contributor now, in
-        # full on this snapshot (the changed contributors' included), before the store is
-        # restricted; the others are brought up to date for the changed contributors.
+            return None
+        return _Change(at, logged, newest)
+
+    def _tally_per_contributor(self, conn: Connection) -> set[queries.Filters]:
+        """Counts kept in total only (since a first read) are read per contributor now, in
+        full on this snapshot (the changed contributors' included), before the store is
+        restricted; the filters of the others, brought up to date by ``_read_again``."""
         started = {f for f, held in self._tallies.items() if held.per is not None}
         for filters, held in self._tallies.items():
             if held.per is None:
                 held.start(self._codes, sql.contributor_tallies(conn, filters))
+        return started
+
+    def _read_again(self, conn: Connection, change: _Change, started: set[queries.Filters]
+                    ) -> _ReadAgain:
+        """With the store restricted to the changed contributors: their keys' standing,
+        their counts under ``started`` filters, and their rows on every board held."""
+        logged = change.logged
         with sql.restricted_to(conn, logged.contributors):
-            restanded = (self._standing.update(conn, newest, logged.audits > 0)
+            restanded = (self._standing.update(conn, change.newest, logged.audits > 0)
                          if self.rules.active
                          else np.zeros(0, np.int64))
             tallies = {f: sql.contributor_tallies(conn, f) for f in started}
@@ -396,16 +344,21 @@ class Maintainer:
             fresh = {spec: sql.contributor_columns(
                 conn, spec[0], spec[1], aggregate.VIEW_VERDICTS[spec[2]], by_key_hash
             ).by_group(self._codes) for spec in self._boards}
+        return _ReadAgain(restanded, tallies, fresh)
+
+    def _apply(self, change: _Change, read: _ReadAgain) -> None:
+        """The contributors read again replace theirs in the counts and on the boards."""
+        contributors = change.logged.contributors
         self.refreshes += 1
-        self.contributors_read += len(logged.contributors)
-        touched_codes = self._codes.encode(sorted(logged.contributors))
+        self.contributors_read += len(contributors)
+        touched_codes = self._codes.encode(sorted(contributors))
         self._fit()
         size = len(self._standing.arrays.cohort)
         touched = columns.membership(touched_codes.tolist(), size)
-        standing_moved = columns.membership(restanded.tolist(), size) if len(restanded) else None
-        for filters, counts in tallies.items():
+        standing_moved = (columns.membership(read.restanded.tolist(), size)
+                          if len(read.restanded) else None)
+        for filters, counts in read.tallies.items():
             self._tallies[filters].update(self._codes, touched_codes, counts)
         for spec, board in self._boards.items():
-            board.update(touched, fresh[spec], standing_moved, self._standing.arrays,
+            board.update(touched, read.fresh[spec], standing_moved, self._standing.arrays,
                          self.window_us, self.min_contributors)
-        self._at = at
