@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
-from sqlalchemy.dialects import postgresql
 
 from specserver.store import DUCKDB, POSTGRESQL, backend_of
 
@@ -21,7 +20,8 @@ def test_each_dialect_has_its_backend(tmp_path: Path) -> None:
             assert backend_of(engine) is backend_of(conn) is DUCKDB
     finally:
         engine.dispose()
-    assert backend_of(postgresql.dialect()) is POSTGRESQL
+    # Made, never connected: a PostgreSQL URL names its backend without a server.
+    assert backend_of(create_engine("postgresql+psycopg://127.0.0.1/test")) is POSTGRESQL
 
 
 def test_a_database_without_a_backend_is_named() -> None:
