@@ -155,13 +155,12 @@ class Server:
     settings: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> None:
-        env = dict(os.environ)
-        env.update({
-            "SPECSERVER_RATE_KEY_PER_MINUTE": "0",
-            "SPECSERVER_RATE_ADDR_PER_MINUTE": "0",
-            "SPECSERVER_STORE_ENABLED": "true" if self.store_enabled else "false",
-            **self.settings,
-        })
+        env = {**os.environ, "SPECSERVER_RATE_KEY_PER_MINUTE": "0",
+               "SPECSERVER_RATE_ADDR_PER_MINUTE": "0",
+               "SPECSERVER_STORE_ENABLED": "true" if self.store_enabled else "false",
+               # its log's key and snapshots in its folder, never in the user's data folder
+               "SPECSERVER_LOG_KEY_FILE": str(self.folder / "log-key"),
+               "SPECSERVER_SNAPSHOT_DIR": str(self.folder / "snapshots"), **self.settings}
         if self.check_workers is not None:
             env["SPECSERVER_CHECK_WORKERS"] = str(self.check_workers)
         self.proc = subprocess.Popen(
