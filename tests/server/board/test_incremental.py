@@ -4,8 +4,7 @@ Random sequences of inserts (signed keys from a few address ranges, imports, inc
 quarantined submissions, every verdict and evidence level, repeated and missing speedups),
 hides, unhides, bans, unbans, cohorts accepted by maintainers and the store's clock moving
 past probations and settle times (cohorts turning recent, then established: disputes), on
-DuckDB and
-PostgreSQL. After every write the maintained boards (all views, a filtered one, one by
+DuckDB and PostgreSQL. After every write the maintained boards (all views, a filtered one, one by
 another grouping) must equal ``incremental.compute`` on the same snapshot, and the whole
 sequence must have been followed from the change log (one rebuild: the first read).
 """
