@@ -85,6 +85,7 @@ class ConsoleListener(RunListener):
             TransferSpeedColumn(), TimeRemainingColumn(), console=console,
         )
         self.task: TaskID | None = None
+        self.total: int | None = None  # the run's trials, as the last trial started knew them
         # rich redraws the elapsed time on a terminal; elsewhere the heartbeat speaks.
         self.heartbeat = Heartbeat(self._pulse) if not console.is_terminal else None
         self.pull_tasks: dict[str, TaskID] = {}
@@ -150,7 +151,9 @@ class ConsoleListener(RunListener):
         if self.task is None:
             self.start_trials(total)
         assert self.task is not None
-        self.progress.update(self.task, description=f"{config} trial {index + 1}")
+        # the run's trials change when its rounds are fixed or a draft stops early
+        self.progress.update(self.task, description=f"{config} trial {index + 1}", total=total)
+        self.total = total
         self._busy(f"{config} trial {index + 1} of {total}")
 
     def trial_finished(self, position: int, total: int, config: str, trial: Trial) -> None:

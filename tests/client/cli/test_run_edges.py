@@ -112,6 +112,19 @@ def test_a_console_that_is_not_a_terminal_hears_the_heartbeat_during_a_trial() -
     terminal.stop()
 
 
+def test_the_progress_follows_a_run_that_became_shorter_and_says_a_stopped_draft() -> None:
+    shown = io.StringIO()
+    listener = ConsoleListener(Console(file=shown, force_terminal=True, width=200))
+    listener.trial_started(0, 26, "no_draft", 0)
+    listener.stopped_early("draft_qwen2.5_0.5b_n8", 6224)
+    listener.trial_started(12, 22, "no_draft", 6)  # the draft's later blocks are gone
+    assert listener.task is not None and listener.total == 22
+    assert listener.progress.tasks[0].total == 22
+    listener.stop()
+    assert ("draft_qwen2.5_0.5b_n8: stopped after the first round by the protocol's rule: "
+            "none of its 6,224 drafted tokens accepted") in shown.getvalue()
+
+
 def _file_size_limit(limit: int) -> Callable[[], None]:
     """For the child: writes past ``limit`` bytes fail (EFBIG), as on a full disk (ENOSPC)
     for the process; SIGXFSZ ignored so that the write fails rather than the process."""
