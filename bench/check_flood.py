@@ -2,16 +2,17 @@
 real `specserver serve` with its default limits, beside one honest contributor.
 
     .venv/bin/python bench/check_flood.py [--duration 60] [--senders 50] [--ms-per-token 10,0]
+        [--kind "llamacpp-draft v2, wire v2, blocks"]
 
 Each sender is its own loopback address (127.0.1.N: Linux routes all of 127/8 to lo), sends
-the kind bench/check_cost.py finds costliest to check (a map protocol sent as wire v1),
-and waits what Retry-After says on a 429, as a patient attacker would. Beside them one
-honest contributor (127.0.0.1) sends a hardnumbers-m2 result every second and a monitor
-(127.0.0.2) asks /healthz every half second. Prints per setting of
+one kind of bench/check_cost.py (``--kind``, the costliest it finds to check: a map protocol
+sent as wire v1 before that bootstrap was made cheaper, a llamacpp-draft v2 result with
+blocks after), and waits what Retry-After says on a 429, as a patient attacker would.
+Beside them one honest contributor (127.0.0.1) sends a hardnumbers-m2 result every second
+and a monitor (127.0.0.2) asks /healthz every half second. Prints per setting of
 SPECSERVER_RATE_CHECK_MS_PER_TOKEN (0: one token a POST, as before; ``--addr-burst``:
-SPECSERVER_RATE_ADDR_BURST): the senders' answers,
-the server's CPU (its process and check workers) as cores, and the honest POSTs' and
-/healthz's latency (p50, p99, max) and answers.
+SPECSERVER_RATE_ADDR_BURST): the senders' answers, the server's CPU (its process and check
+workers) as cores, and the honest POSTs' and /healthz's latency (p50, p99, max) and answers.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, bench
-from bench.check_cost import _fresh, _shipped, hardnumbers_template  # noqa: E402
+from bench.check_cost import KINDS, _fresh, hardnumbers_template  # noqa: E402
 from bench.ingest import Server  # noqa: E402
 
 from specserver.settings import ServerSettings  # noqa: E402
@@ -56,9 +57,11 @@ class Tally:
 
     def words(self) -> str:
         steady = [s for at, s in self.latencies if at >= STEADY_AFTER_S]
+        slowest = sorted(self.latencies, key=lambda x: -x[1])[:3]
         return (f"{self._spread([s for _, s in self.latencies])} (after {STEADY_AFTER_S:g} s: "
                 f"{self._spread(steady)}, {len(steady)}), answers "
-                f"{dict(sorted(self.statuses.items()))}")
+                f"{dict(sorted(self.statuses.items()))}, slowest at "
+                + ", ".join(f"{at:.0f} s: {s * 1e3:.0f} ms" for at, s in slowest))
 
 
 async def _request(port: int, source: str, method: str, path: str, body: bytes = b""
@@ -132,12 +135,15 @@ def main() -> None:
     parser.add_argument("--ms-per-token", default="2,0")
     parser.add_argument("--addr-burst", type=int, default=None,
                         help="SPECSERVER_RATE_ADDR_BURST (the server's default: unset)")
+    parser.add_argument("--kind", default="ollama-map v1, wire v1",
+                        choices=[k for k, (_, probe) in KINDS.items() if not probe],
+                        help="what the senders send (bench/check_cost.py's kinds)")
     args = parser.parse_args()
-    costly = _shipped("ollama-map", 1, 1)
+    costly = KINDS[args.kind][0]
     senders = [[costly(5000 + 100 * i + j) for j in range(args.bodies)]
                for i in range(args.senders)]
     honest = [_fresh(hardnumbers_template(900 + j), 900 + j) for j in range(200)]
-    print(f"{args.senders} senders x {args.bodies} bodies of ollama-map v1 (wire v1), "  # noqa: T201
+    print(f"{args.senders} senders x {args.bodies} bodies of {args.kind}, "  # noqa: T201
           f"{args.duration:g} s per run; load before: {os.getloadavg()[0]:.1f}")
     for ms_per_token in (float(v) for v in args.ms_per_token.split(",")):
         with tempfile.TemporaryDirectory(prefix="bench-flood-") as folder:
@@ -163,8 +169,9 @@ def main() -> None:
         print(f"ms per token {ms_per_token:g}, address burst {args.addr_burst or 'default'}:"  # noqa: T201
               f" senders {dict(sorted(attack.statuses.items()))}"  # noqa: T201
               f" ({attack.statuses.get(201, 0) / wall:.1f} stored/s), server CPU "
-              f"{cores:.2f} cores; honest POST {posts.words()}; /healthz {health.words()}; "
-              f"load after {os.getloadavg()[0]:.1f}")
+              f"{cores:.2f} cores (server process {(main1 - main0) / wall:.2f}, check workers "
+              f"{(workers1 - workers0) / wall:.2f}); honest POST {posts.words()}; "
+              f"/healthz {health.words()}; load after {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
