@@ -72,7 +72,7 @@ def reference_run(models: Path, configs: str, rounds: int, threads: int) -> Subm
     """The long reference: the protocol's design with ``rounds`` rounds, in one run."""
     run = get_protocol(PROTOCOL).for_run({"configs": configs})
     long = run.model_copy(update={"trials_per_config": rounds * 2 * (run.block_trials or 1)})
-    settings = RunSettings(protocol=long, parameters={"configs": configs})
+    settings = RunSettings(protocol=long, parameters={"configs": configs}, assume_yes=True)
     with LlamaServerEngine(settings, binary=llama_server_binary(), models_dir=models,
                            startup_timeout_s=120, threads=threads) as engine:
         return run_protocol(engine, settings, fingerprint=MACHINE).submission
