@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 # Expected CPU of a check from an address with no measured check: an honest result's (the
 # hardnumbers and llama-server kinds take 1-3 ms, bench/check_cost.py).
 FIRST_COST_S = 0.002
-# Expected check CPU let through to each check worker at once, beyond its first check: ~20
-# honest checks, so the workers' frames stay batched at high honest load; a waiting check
-# is ~one depth of work from its turn.
-DEPTH_PER_SLOT_S = 0.02
+# Expected check CPU let through to each check worker at once, beyond its first check: a
+# waiting check is about this much work from its turn. 20 ms (~40 honest checks) cost the
+# stored honest path 0.08 ms of CPU a submission at 192 connections (smaller batches of
+# frames after each commit's burst of answers); 100 ms cost nothing measurable
+# (BENCHMARKS.md, "The check queue and the bootstrap without drawing").
+DEPTH_PER_SLOT_S = 0.1
 MAX_ADDRESSES = 65_536
 SWEEP_EVERY = 1024  # checks done between sweeps of the addresses left behind the clock
 
