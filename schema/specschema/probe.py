@@ -39,8 +39,10 @@ from specschema.strictjson import loads_strict
 
 PROBE_SCHEMA_VERSION: Literal[2] = 2
 # What each version's points are (the module docstring); one entry per version.
-PREFILL, VERIFICATION = "prefill", "verification"
-MEASURED_BY_VERSION = {1: PREFILL, 2: VERIFICATION}
+Measured = Literal["prefill", "verification"]
+PREFILL: Measured = "prefill"
+VERIFICATION: Measured = "verification"
+MEASURED_BY_VERSION: dict[int, Measured] = {1: PREFILL, 2: VERIFICATION}
 # A probe is signed into a DSSE envelope of its own type, so that neither kind's signature
 # can be replayed as the other's.
 PROBE_PAYLOAD_TYPE = "application/vnd.specbench.cost-probe.v1+json"

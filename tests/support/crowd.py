@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from specschema import Submission, TrialCounters, get_protocol, submission_bytes
+from specschema.crowd import inputs_from_json
 from specschema.envelope import envelope_bytes, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_fingerprint, example_submission
 from specschema.models import ClientInfo, Engine, ModelInfo
@@ -25,6 +26,7 @@ from specschema.probe import (
     CostProbe,
     probe_bytes,
 )
+from tests.support.served import Served
 from tests.support.signed import sign_dict, signer
 
 RUN = get_protocol("llamacpp-map").for_run({})  # no draft model: n-gram, MTP, baseline
@@ -133,3 +135,16 @@ def draft_result(seed: int, machine: dict[str, object]) -> Submission:
               else m for m in draft.models]
     return draft.model_copy(update={"configs": configs, "models": models,
                                     "engine": sub.engine})
+
+
+def predicted_entry(served: Served, target_digest: str, *, chip: str = "Apple M2",
+                    draft: str = "qwen3:0.6b", depth: int = 8) -> dict[str, Any]:
+    """``GET /v1/predict``'s candidate for this draft at this depth over every kind of work
+    ("all"), its ``inputs`` parsed (``inputs_from_json``)."""
+    answer = served.get("/v1/predict", params={"target": target_digest, "chip": chip}).json()
+    found: dict[str, Any] = next(
+        c for c in answer["candidates"] if c["domain"] == "all"
+        and c["candidate"]["draft"] == draft and c["candidate"]["depth"] == depth)
+    found["inputs"] = inputs_from_json(answer["inputs"])
+    return found
+

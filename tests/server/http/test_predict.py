@@ -33,6 +33,7 @@ from tests.support.crowd import (
     cost_probe,
     draft_result,
     map_result,
+    predicted_entry,
     signed_probe,
     signed_result,
     target_of,
@@ -353,13 +354,8 @@ def test_a_draft_never_probed_here_is_costed_from_its_size_then_from_its_probe(
     small.client.post("/v1/probes", content=signed_probe(cost_probe(target, M2), 9))
 
     def entry() -> dict[str, Any]:
-        answer = small.get("/v1/predict", params={"target": target.digest,
-                                                  "chip": "Apple M2"}).json()
-        found: dict[str, Any] = next(
-            c for c in answer["candidates"] if c["domain"] == "all"
-            and c["candidate"]["draft"] == "qwen3:0.6b" and c["candidate"]["depth"] == 8)
-        found["inputs"] = inputs_from_json(answer["inputs"])
-        return found
+        assert target.digest is not None
+        return predicted_entry(small, target.digest)
 
     sized = entry()
     assert sized["why_not_predicted"] is None and sized["draft_cost"] == "size"

@@ -13,13 +13,22 @@ from typing import Any
 import pytest
 
 from specschema import Submission
-from specschema.crowd import inputs_from_json, median_vector
+from specschema.crowd import median_vector
 from specschema.forecast import cost_curve
 from specschema.predict import plain_steps_per_round, predicted_speedup
 from specschema.predict_measured import log_variance, measured_spread
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs
-from tests.support.crowd import M2, M3_PRO, RADEON, RTX, cost_probe, draft_result, signed_probe
+from tests.support.crowd import (
+    M2,
+    M3_PRO,
+    RADEON,
+    RTX,
+    cost_probe,
+    draft_result,
+    predicted_entry,
+    signed_probe,
+)
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
 from tests.support.signed import sign_dict
@@ -85,13 +94,8 @@ def test_a_run_that_measured_drafting_slower_lowers_the_prediction(
                                  content=signed_probe(probe, seed)).status_code == 201
 
     def entry() -> dict[str, Any]:
-        answer = small.get("/v1/predict", params={"target": target.digest,
-                                                  "chip": "Apple M2"}).json()
-        found: dict[str, Any] = next(
-            c for c in answer["candidates"] if c["domain"] == "all"
-            and c["candidate"]["draft"] == "qwen3:0.6b" and c["candidate"]["depth"] == 8)
-        found["inputs"] = inputs_from_json(answer["inputs"])
-        return found
+        assert target.digest is not None
+        return predicted_entry(small, target.digest)
 
     before = entry()
     assert before["drafting_steps"] == 1.0 and before["measurement_spread"] > 0
