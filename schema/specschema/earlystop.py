@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-
 if TYPE_CHECKING:
     from specschema.protocol import Protocol
 
