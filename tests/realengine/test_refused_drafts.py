@@ -166,8 +166,8 @@ def test_specsubmit_run_with_a_refused_draft(tmp_path: Path, llama_server_bin: P
                if c.role == "draft" and c.name != "draft_qwen2.5_1.5b_n8")
     refused = next(c for c in sub.configs if c.name == "draft_qwen2.5_1.5b_n8")
     assert refused.trials == [] and "<|retext_0|>" in (refused.speculation.refusal or "")
-    protocol = get_protocol("llamacpp-draft")
-    assert all(len(c.trials) == protocol.trials_for(c.name) for c in sub.configs
+    run = get_protocol("llamacpp-draft").for_run(sub.protocol.parameters)
+    assert all(len(c.trials) == run.trials_for(c.name) for c in sub.configs
                if c is not refused)
     # --llama-threads 1, recorded in every launch of the result.
     assert {launch.threads for c in sub.configs for launch in c.speculation.launches} == {1}

@@ -326,7 +326,8 @@ def test_a_target_given_as_a_gguf_path_is_published_by_digest(
     public = f"sha256-{digest[:16]}.gguf"
     text = json.dumps(sub.model_dump(mode="json"))
     assert "alice-private" not in text and "my-finetune" not in text
-    assert sub.protocol.parameters == {"target": public}
+    # the unrelated drafts accept nothing and stop after the first round (the rule)
+    assert sub.protocol.parameters == {"target": public, "stopped": ",".join(UNRELATED)}
     assert {c.model for c in sub.configs} == {public}
     assert any(m.name == public and m.digest == digest for m in sub.models)
 

@@ -67,8 +67,11 @@ def test_incompatible_vocabularies(tmp_path: Path, llama_server_bin: Path,
     (sub,) = _saved(tmp_path)
     refused = next(c for c in sub.configs if c.name == "draft_qwen2.5_1.5b_n8")
     assert refused.speculation.observed == "incompatible" and refused.trials == []
-    protocol = get_protocol("llamacpp-draft")
-    assert sub.complete and all(len(c.trials) == protocol.trials_for(c.name)
+    # the other configs run the run's schedule: the protocol's, less the later blocks of a
+    # draft the early-stop rule stopped (the unrelated qwen2.5:0.5b accepts nothing)
+    run = get_protocol("llamacpp-draft").for_run(sub.protocol.parameters)
+    assert run.stopped == ("draft_qwen2.5_0.5b_n8",)
+    assert sub.complete and all(len(c.trials) == run.trials_for(c.name)
                                 for c in sub.configs if c is not refused)
     # Never started: no launch recorded for it.
     assert refused.speculation.launches == []
