@@ -1,7 +1,8 @@
 """Speculative decoding on a real model: Gemma 3 270M Q4_K_M (tests/support/realengine/gemma.py).
 
 The tiny synthetic models prove the counters; only a real model shows what benchmark
-submissions claim: that n-gram drafting speeds up an answer that repeats its input, that
+submissions claim: that n-gram drafting takes most of an answer that repeats its input
+from accepted drafts (the target's passes it saves are what makes it faster), that
 the same drafter finds little to copy in free prose, and that a bad draft model is a real
 slowdown. Speeds are measured on a shared 2-core machine, so the servers of the three
 configurations run side by side (an idle one costs nothing with --poll 0) and the requests
@@ -196,18 +197,21 @@ def measured(
 
 
 @pytest.mark.realengine
-def test_ngram_drafting_gives_the_same_text_faster_on_a_code_edit(measured: Measured) -> None:
+def test_ngram_drafting_gives_the_same_text_in_few_target_passes_on_a_code_edit(
+        measured: Measured) -> None:
     baseline, ngram = measured.configs["baseline"], measured.configs["ngram"]
     assert baseline.texts[0].startswith("def summarize(records, threshold):\n")
     assert ngram.texts == baseline.texts == [baseline.texts[0]] * ROUNDS
     for response in ngram.responses:
         assert {"draft_n", "draft_n_accepted"} <= response["timings"].keys()
     assert ngram.accepted > 0.5 * ngram.drafted, (ngram.accepted, ngram.drafted)
-    # Load on the shared machine only ever slows a request down (up to 2x seen), by more
-    # than the n-gram gain (1.2-1.4x between the fastest requests): the medians of five
-    # differed by 1.5 % in one of four runs, the fastest requests by 17-39 %. So the
-    # least disturbed request of each configuration is compared.
-    assert max(ngram.rates) > max(baseline.rates), (ngram.rates, baseline.rates)
+    # What makes it faster: every accepted token is a pass of the target not made. Each
+    # request takes at least half of its answer from accepted drafts (54 of 64 here), so
+    # the target runs at most about half the baseline's passes. How much faster that is
+    # depends on the machine and its load (its fastest request 17-39 % above the baseline's
+    # on one machine, 1.5 % below on a faster one under CI): a timing is not a test here.
+    for response in ngram.responses:
+        assert counters(response)[1] >= N_PREDICT // 2, counters(response)
 
 
 @pytest.mark.realengine
