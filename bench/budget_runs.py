@@ -46,7 +46,7 @@ from tests.support.realengine.fixtures import RUN_NAMES  # noqa: E402
 from tests.support.realengine.ollama_store import add_model  # noqa: E402
 from tests.support.realengine.tiny_gguf import write_model_set  # noqa: E402
 
-from calibration import switching_load  # type: ignore[import-not-found]  # noqa: E402
+from calibration import ramping_load, switching_load  # type: ignore[import-not-found]  # noqa: E402
 from specschema import summarize  # noqa: E402
 from specschema.blocks import timed  # noqa: E402
 from specschema.payload import parse_submission  # noqa: E402
@@ -74,9 +74,13 @@ def one_run(run: int, args: argparse.Namespace, models: Path, home: Path) -> dic
         command += ["--configs", args.configs]
     env = {**os.environ, "SPECSUBMIT_HOME": str(home), "COLUMNS": "160"}
     stop = multiprocessing.Event()
-    # busy processes switching on and off (calibration.py's load), each with its own seed
+    # busy processes switching on and off (calibration.py's load), each with its own seed,
+    # or, with a ramp, busy for a growing share of the time (a steady drift)
     busy = 0 if args.no_load else getattr(args, "load_processes", 1)
-    loads_on = [multiprocessing.Process(target=switching_load,
+    ramp_s: float | None = getattr(args, "ramp_s", None)
+    loads_on = [multiprocessing.Process(target=ramping_load, args=(ramp_s, stop))
+                if ramp_s else
+                multiprocessing.Process(target=switching_load,
                                         args=(args.seed + run + 1000 * k, stop))
                 for k in range(busy)]
     for process in loads_on:
@@ -120,7 +124,8 @@ def one_run(run: int, args: argparse.Namespace, models: Path, home: Path) -> dic
         "wall_s": round(wall, 1), "rc": code, "load_1m_every_10s": loads,
         "load_min": min(loads, default=None), "load_max": max(loads, default=None),
         "load_mean": round(sum(loads) / len(loads), 2) if loads else None,
-        "command": command, "switching_load": not args.no_load, "load_processes": busy,
+        "command": command, "switching_load": not args.no_load and not ramp_s,
+        "ramp_s": ramp_s, "load_processes": busy,
         "seed": args.seed + run}
     (save / f"meta-run{run}.json").write_text(json.dumps(meta, indent=1) + "\n")
     return meta

@@ -96,6 +96,18 @@ def switching_load(seed: int, stop: multiprocessing.synchronize.Event) -> None:
         stop.wait(rng.uniform(0.5, 4))
 
 
+def ramping_load(ramp_s: float, stop: multiprocessing.synchronize.Event) -> None:
+    """A steady drift: busy for a share of every 0.1 s that grows from 0 to 1 over
+    ``ramp_s`` seconds, then stays busy until ``stop``. The machine slows smoothly, with no
+    step, which is what the bracketed design corrects and the stability rule must let pass."""
+    began = time.monotonic()
+    while not stop.is_set():
+        share = min(1.0, (time.monotonic() - began) / ramp_s)
+        _spin(time.monotonic() + 0.1 * share)
+        if share < 1.0:
+            time.sleep(0.1 * (1.0 - share))
+
+
 def without_blocks(sub: Submission) -> Submission:
     """The submission as a client before blocks would have sent it (the old estimator)."""
     configs = [c.model_copy(update={"trials": [t.model_copy(update={"block": None})

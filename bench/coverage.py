@@ -3,7 +3,7 @@ llama-server: the fair calibration of "a run worth sitting through".
 
     flock /tmp/specatlas-engine.lock .venv/bin/python bench/coverage.py --save DIR \\
         [--reference-rounds 6] [--runs 10] [--loads 0,1,2] \\
-        [--configs draft_qwen3_0.6b_n3,draft_qwen3_0.6b_n8] [--seed 0]
+        [--configs draft_qwen3_0.6b_n3,draft_qwen3_0.6b_n8 | all] [--ramp SECONDS] [--seed 0]
     .venv/bin/python bench/coverage.py --analyse --save DIR   # re-read a saved bench
 
 1. **The reference**: the newest llamacpp-draft's design (bracketed, blocks of 2 trials,
@@ -16,9 +16,13 @@ llama-server: the fair calibration of "a run worth sitting through".
    ``specsubmit run --engine llama-server --no-submit --json --configs ...``, no budget:
    the protocol's two rounds), ``--runs`` times; run i has ``loads[i % len(loads)]`` busy
    processes switching on and off at random moments beside it (calibration.py's load, each
-   seeded), so that the load changes between runs as well as within them.
+   seeded), so that the load changes between runs as well as within them. With ``--ramp
+   SECONDS`` the busy processes instead ramp up: busy for a share of every 0.1 s that grows
+   from 0 to 1 over SECONDS (a steady drift, the case the stability rule must let pass).
+   ``--configs all`` runs the protocol's own configs (the whole protocol).
 3. **Coverage**: how often a run's 95 % interval holds the reference's speedup, per draft,
-   over all, and per load level; each run's estimate against the reference.
+   over all, and per load level; each run's estimate against the reference; and how many
+   runs the stability rule called ``unstable`` (under a ramp: its false alarms).
 
 The models are the seeded ``bench`` set of tests/support/realengine (budget_runs.py's): the
 311 MB 12-layer f16 target, its 1-layer truncation as ``qwen3:0.6b``. ``--threads``: the
@@ -51,7 +55,9 @@ from tests.support.realengine.build import llama_server_binary  # noqa: E402
 
 from budget_runs import models_folder, one_run  # type: ignore[import-not-found]  # noqa: E402
 from specschema import Fingerprint, Submission, get_protocol, summarize_configs  # noqa: E402
+from specschema.blocks import timed  # noqa: E402
 from specschema.payload import parse_submission, submission_bytes  # noqa: E402
+from specschema.stability import baseline_stability  # noqa: E402
 from specsubmit.engines.llama_server.engine import LlamaServerEngine  # noqa: E402
 from specsubmit.run.runner import RunSettings, run_protocol  # noqa: E402
 
@@ -68,11 +74,16 @@ def estimates(sub: Submission) -> dict[str, Estimate]:
             if s.name != sub.configs[0].name and s.speedup_tps is not None}
 
 
+def chosen(configs: str) -> dict[str, object]:
+    """The run parameters that pick ``configs`` ("all": none, the protocol's own)."""
+    return {} if configs == "all" else {"configs": configs}
+
+
 def reference_run(models: Path, configs: str, rounds: int, threads: int) -> Submission:
     """The long reference: the protocol's design with ``rounds`` rounds, in one run."""
-    run = get_protocol(PROTOCOL).for_run({"configs": configs})
+    run = get_protocol(PROTOCOL).for_run(chosen(configs))
     long = run.model_copy(update={"trials_per_config": rounds * 2 * (run.block_trials or 1)})
-    settings = RunSettings(protocol=long, parameters={"configs": configs}, assume_yes=True)
+    settings = RunSettings(protocol=long, parameters=chosen(configs), assume_yes=True)
     with LlamaServerEngine(settings, binary=llama_server_binary(), models_dir=models,
                            startup_timeout_s=120, threads=threads) as engine:
         return run_protocol(engine, settings, fingerprint=MACHINE).submission
@@ -81,8 +92,9 @@ def reference_run(models: Path, configs: str, rounds: int, threads: int) -> Subm
 def run_args(args: argparse.Namespace, load_processes: int) -> argparse.Namespace:
     """budget_runs.one_run's arguments for one contributor's run."""
     return argparse.Namespace(protocol=PROTOCOL, budget=None, threads=args.threads,
-                              configs=args.configs, no_load=load_processes == 0,
-                              load_processes=load_processes, seed=args.seed, save=args.save)
+                              configs=None if args.configs == "all" else args.configs,
+                              no_load=load_processes == 0, load_processes=load_processes,
+                              ramp_s=args.ramp, seed=args.seed, save=args.save)
 
 
 def measure(args: argparse.Namespace) -> None:
@@ -115,6 +127,8 @@ def analyse(save: Path) -> None:
     covered: dict[str, list[bool]] = {}
     by_load: dict[int, list[bool]] = {}
     errors: dict[str, list[float]] = {}
+    unstable: list[int] = []
+    judged = 0
     for path in sorted(save.glob("meta-run*.json"), key=lambda p: int(p.stem[8:])):
         meta = json.loads(path.read_text())
         run = int(meta["run"])
@@ -125,8 +139,15 @@ def analyse(save: Path) -> None:
         sub = parse_submission(result.read_bytes())
         found = estimates(sub)
         verdicts = {c.name: c.speculation.observed for c in sub.configs[1:]}
+        stability = baseline_stability(sub.configs[0], timed(sub.configs))
+        judged += stability is not None
+        if stability is not None and stability.unstable:
+            unstable.append(run)
         parts = []
         for name, (point, low, high) in found.items():
+            if name not in reference or low is None:
+                parts.append(f"{name} {point:.2f}x (no interval: {verdicts.get(name)})")
+                continue
             truth = reference[name][0]
             inside = low is not None and high is not None and low <= truth <= high
             covered.setdefault(name, []).append(inside)
@@ -134,8 +155,12 @@ def analyse(save: Path) -> None:
             errors.setdefault(name, []).append(math.log(point / truth))
             parts.append(f"{name} {point:.2f}x [{low or 0:.2f}-{high or 0:.2f}] "
                          f"{'covers' if inside else 'MISSES'} ({verdicts.get(name)})")
-        print(f"run {run}: {meta.get('load_processes', 1)} busy, load {meta['load_min']}-"
-              f"{meta['load_max']}, {float(meta['wall_s']) / 60:.1f} min: " + "; ".join(parts))
+        ramp = f" ramping over {meta['ramp_s']} s" if meta.get("ramp_s") else ""
+        judgement = ("no blocks" if stability is None else
+                     f"{'UNSTABLE' if stability.unstable else 'stable'} ({stability.rule})")
+        print(f"run {run}: {meta.get('load_processes', 1)} busy{ramp}, load {meta['load_min']}-"
+              f"{meta['load_max']}, {float(meta['wall_s']) / 60:.1f} min, {judgement}: "
+              + "; ".join(parts))
     every = [hit for hits in covered.values() for hit in hits]
     if not every:
         print("no runs to judge")
@@ -149,6 +174,8 @@ def analyse(save: Path) -> None:
               f"(median {math.exp(logs[len(logs) // 2]):.3f})")
     for busy, hits in sorted(by_load.items()):
         print(f"  {busy} busy processes: {sum(hits)}/{len(hits)}")
+    print(f"called unstable by the stability rule: {len(unstable)} of {judged} runs"
+          + (f" (runs {', '.join(map(str, unstable))})" if unstable else ""))
 
 
 def main() -> None:
@@ -158,6 +185,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--loads", default="0,1,2")
     parser.add_argument("--configs", default="draft_qwen3_0.6b_n3,draft_qwen3_0.6b_n8")
+    parser.add_argument("--ramp", type=float, default=None,
+                        help="seconds over which the busy processes ramp up (a steady drift)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--analyse", action="store_true", help="read a saved bench only")
