@@ -19,10 +19,11 @@ predicting them from the rest:
 
 The model (``specschema.predict.predicted_speedup``): acceptance per position pooled over
 the rounds of the known cells, the steps that drafted nothing per round (pooled the same
-way), machine m's probe (one round checking k tokens; a plain step; median per size,
-made non-decreasing), and for the draft model its plain step on m as the cost of a drafted
-token, times what a drafted token cost in the known draft cells, in their machines' draft
-steps (the median of ``predict.drafting_factor`` over them; 1 without any). Its interval:
+way), machine m's probe (one round checking k tokens; a plain step; the product's
+``forecast.cost_curve``: each size's median), and for the draft model its plain step on m
+as the cost of a drafted token, times what a drafted token cost in the known draft cells,
+in their machines' draft steps (the median of ``predict.drafting_factor`` over them; 1
+without any). Its interval:
 the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's samples per
 size, the draft's steps, the known cells' drafting factors, and each position's acceptance
 drawn binomially from its rounds), each times the noise of a measured speedup
@@ -49,12 +50,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specschema.forecast import LEVEL
+from specschema.crowd import CostUnit
+from specschema.forecast import LEVEL, cost_curve
 from specschema.predict import (
     CostCurve,
     drafting_factor,
     mean_acceptance,
-    non_decreasing,
     plain_counts,
     plain_steps_per_round,
     predicted_speedup,
@@ -190,13 +191,11 @@ def load(data: Mapping[str, Any]) -> Run:
 
 def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
           ) -> CostCurve:
-    def mid(values: Sequence[float]) -> float:
-        if pick is None:
-            return statistics.median(values)
-        return statistics.median([values[pick.randrange(len(values))] for _ in values])
-    sizes = sorted(k for k in samples if k > 1)
-    smooth = non_decreasing([mid(samples[k]) for k in sizes])
-    return CostCurve({1: mid(samples[1]), **dict(zip(sizes, smooth, strict=True))})
+    """The machine's probe as the product's cost curve (``forecast.cost_curve`` of one
+    unit); with ``pick``, of its samples drawn with replacement per size."""
+    if pick is not None:
+        samples = {k: [v[pick.randrange(len(v))] for _ in v] for k, v in samples.items()}
+    return cost_curve([CostUnit({k: tuple(v) for k, v in samples.items()})])
 
 
 def pooled(counts: Iterable[Counts]) -> Counts | None:

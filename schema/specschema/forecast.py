@@ -53,7 +53,6 @@ from specschema.crowd import (
 )
 from specschema.predict import (
     CostCurve,
-    non_decreasing,
     plain_steps_per_round,
     predicted_speedup,
 )
@@ -92,14 +91,11 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _unit_medians(samples: Mapping[int, Sequence[float]]) -> dict[int, float]:
-    """A unit's curve as ``CostProbe.curve`` makes it: the medians, non-decreasing in k
-    for k > 1 (a dip is load), k = 1 the decoding step."""
-    sizes = sorted(k for k in samples if k > 1)
-    smooth = non_decreasing([_median(samples[k]) for k in sizes])
-    out = dict(zip(sizes, smooth, strict=True))
-    if 1 in samples:
-        out[1] = _median(samples[1])
-    return out
+    """A unit's curve as ``CostProbe.curve`` makes it: each size's own median (k = 1 the
+    decoding step). Not smoothed across sizes: a pass over more tokens can cost less
+    (``predict.CostCurve``), so pooling a size with its neighbour moves it off what the
+    engine spends on it."""
+    return {k: _median(v) for k, v in samples.items() if v}
 
 
 def cost_curve(units: Sequence[CostUnit]) -> CostCurve:

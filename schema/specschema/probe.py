@@ -2,9 +2,10 @@
 model, pure).
 
 ``specsubmit probe`` measures, with the target alone, the seconds the engine spends on k
-tokens at once after a fixed context, for k = 2 ... 16, and one step of plain decoding
-(k = 1). With a pair's acceptance per draft position (which travels between machines) it
-predicts a speedup on this machine (``specschema.predict``). Two versions, told apart by
+tokens at once after a fixed context, for k from 2 to 17 (version 2: the sizes the advisor
+predicts at), and one step of plain decoding (k = 1). With a pair's acceptance per draft
+position (which travels between machines) it predicts a speedup on this machine
+(``specschema.predict``). Two versions, told apart by
 ``schema_version`` and named in ``measured``:
 
 - 2, ``"verification"``: each point is one speculative round as the engine runs it,
@@ -33,7 +34,7 @@ from specschema.models import (
     UtcDatetime,
     WireModel,
 )
-from specschema.predict import CostCurve, non_decreasing
+from specschema.predict import CostCurve
 from specschema.stats import median
 from specschema.strictjson import loads_strict
 
@@ -82,12 +83,10 @@ class CostProbe(WireModel):
         return self
 
     def curve(self) -> CostCurve:
-        """The medians as a cost curve, made non-decreasing in k (``predict.non_decreasing``:
-        a pass over more tokens never costs less; a dip is load); T_t(1) is the plain
-        decoding step (what the baseline's speed is made of)."""
-        measured = sorted((p.tokens, median(p.samples)) for p in self.points if p.tokens > 1)
-        smooth = non_decreasing([s for _, s in measured])
-        seconds = {k: s for (k, _), s in zip(measured, smooth, strict=True)}
+        """Each size's median as a cost curve, not smoothed across sizes (a pass over more
+        tokens can cost less: ``predict.CostCurve``); T_t(1) is the plain decoding step
+        (what the baseline's speed is made of)."""
+        seconds = {p.tokens: median(p.samples) for p in self.points if p.tokens > 1}
         seconds[1] = median(self.decode_samples)
         return CostCurve(seconds)
 

@@ -183,10 +183,26 @@ def test_the_answer_is_the_same_from_the_inputs_sent_as_json() -> None:
     assert "for code_edit" in only["recommendation"]
 
 
-def test_the_cost_curve_is_the_median_of_the_units_medians_made_non_decreasing() -> None:
+def test_the_cost_curve_is_the_median_of_the_units_medians_each_size_its_own() -> None:
     dip = CostUnit({1: (0.01,), 2: (0.03,), 4: (0.02,)})
     curve = cost_curve((dip, CostUnit({1: (0.03,), 2: (0.05,), 4: (0.05,)})))
-    assert curve.seconds == pytest.approx({1: 0.02, 2: 0.0375, 4: 0.0375})
+    assert curve.seconds == pytest.approx({1: 0.02, 2: 0.04, 4: 0.035})
+
+
+def test_a_cheaper_even_round_is_kept_not_pooled_with_its_dearer_neighbour() -> None:
+    # the advisor bench's m3, first run: the probe's medians (ms) of a plain step and of
+    # rounds checking 2-6 tokens; 3 and 5 cost more than 4 and 6 in every round of it
+    m3 = CostUnit({1: (0.039, 0.038, 0.038, 0.037, 0.037, 0.039),
+                   2: (0.054, 0.052, 0.054), 3: (0.088, 0.083, 0.086),
+                   4: (0.073, 0.074, 0.076), 5: (0.106, 0.106, 0.110),
+                   6: (0.094, 0.096, 0.101)})
+    curve = cost_curve((m3,))
+    assert curve.at(4) == pytest.approx(0.074) and curve.at(6) == pytest.approx(0.096)
+    # depth 3 checks 4 tokens: lookup accepting everything yields 4 tokens a round for
+    # 74 ms, 2.05x a 38 ms step; pooled with the 3-token round (80 ms) it read 1.90x
+    assert predicted_speedup([1.0] * 3, 3, curve) == pytest.approx(4 * 0.038 / 0.074)
+    pooled = CostCurve({1: 0.038, 4: (0.086 + 0.074) / 2})
+    assert predicted_speedup([1.0] * 3, 3, pooled) == pytest.approx(1.9, abs=0.01)
 
 
 def test_recommendation_reads_the_rows() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from specschema.forecast import DEPTHS
 from specschema.predict import (
     CostCurve,
     expected_tokens,
     mean_acceptance,
-    non_decreasing,
     predicted_speedup,
     textbook_speedup,
 )
@@ -52,8 +52,16 @@ def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
     alpha = mean_acceptance([0.9, 0.8, 0.7])
     assert sum(alpha ** k for k in range(4)) == pytest.approx(
         expected_tokens([0.9, 0.8, 0.7], 3), rel=1e-9)
-    assert non_decreasing([3.0, 1.0, 2.0, 5.0, 4.0]) == [2.0, 2.0, 2.0, 4.5, 4.5]
+    # past the largest measured size a curve never falls: a cheaper last size is a tile
+    tiled = CostCurve({1: 0.01, 3: 0.03, 4: 0.025})
+    assert tiled.at(4) == 0.025 and tiled.at(6) == 0.025 and tiled.at(2) == pytest.approx(0.02)
     assert not math.isnan(textbook_speedup(1.0, 4, 0.1))
+
+
+def test_the_probe_measures_every_round_the_advisor_predicts() -> None:
+    # a round at depth g checks g + 1 tokens; a size read between two measured ones would
+    # read its neighbours' cost, which differs by the batch's tiles (predict.CostCurve)
+    assert {d + 1 for d in DEPTHS} <= set(ROUND_SIZES)
 
 
 @pytest.fixture()
