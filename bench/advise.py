@@ -17,8 +17,9 @@ steps: its own decoding runs on a server that speculates here) and the draft mod
 step (its cost per drafted token on that machine). Everything is written to
 bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
 --analyse) predicts held-out depths, machines and kinds of work and prints the errors
-against the three baselines. Prints figures; asserts nothing. The load is printed and
-recorded at every block.
+against the three baselines, then ``bench/advise_noise.py`` how far two measurements of one
+cell fall apart and what the crowd's acceptance adds to the error. Prints figures; asserts
+nothing. The load is printed and recorded at every block.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tests.support.realengine import build, gemma  # noqa: E402
 
 from advise_analysis import analyse  # noqa: E402
+from advise_noise import report  # noqa: E402
 from specschema import get_protocol  # noqa: E402
 from specsubmit.engines.base import RunListener  # noqa: E402
 from specsubmit.engines.llama_server.api import LlamaServerApi  # noqa: E402
@@ -187,7 +189,7 @@ def main() -> None:
         # --machines: analyse these machines' data only (as if the others had not run)
         chosen = args.machines.split(",")
         saved["machines"] = {m: v for m, v in saved["machines"].items() if m in chosen}
-        analyse(saved)
+        report(saved, *analyse(saved))
         return
     binary, model = build.llama_server_binary(), gemma.gemma_gguf()
     draft = None if args.no_draft else gemma.first6_gguf()
@@ -209,7 +211,7 @@ def main() -> None:
     data["load_end"] = os.getloadavg()
     out.write_text(json.dumps(data, indent=1))
     print(f"saved {out.relative_to(ROOT)}; load at end: {os.getloadavg()}", flush=True)
-    analyse(data)
+    report(data, *analyse(data))
 
 
 if __name__ == "__main__":

@@ -363,7 +363,8 @@ def regret(found: Sequence[Case], pick: str) -> float | None:
     return statistics.fmean(regrets) if regrets else None
 
 
-def analyse(data: Mapping[str, Any]) -> None:
+def analyse(data: Mapping[str, Any]) -> tuple[Run, list[Case]]:
+    """Print the figures; return the run and its held-out cases (for ``advise_noise``)."""
     run = load(data)
     print(f"\nrun {data['started']}: {len(run.machines)} machines, candidates "
           f"{', '.join(run.candidates)}, {len(run.domains)} kinds of work; load "
@@ -412,3 +413,4 @@ def analyse(data: Mapping[str, Any]) -> None:
               f"[{case.low:4.2f}-{case.high:4.2f}]  {case.textbook:5.2f}x  {case.task}")
     if math.isnan(sum(c.predicted for c in found)):
         print("a prediction is NaN")
+    return run, found
