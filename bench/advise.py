@@ -5,7 +5,7 @@ thread counts and CPU sets; candidates prompt lookup (ngram-simple, lookup 3) at
 six prompts as six kinds of work. Every block checks that its candidate drafted.
 
     .venv/bin/python bench/advise.py [--num-predict 48] [--machines m1,m2,m3]
-    .venv/bin/python bench/advise.py --analyse bench/data/advise-<stamp>.json
+    .venv/bin/python bench/advise.py --analyse bench/data/advise-<stamp>.json [--board]
 
 Per machine, one llama-server start per block, blocks bracketed: baseline, the
 candidates ascending, baseline, the candidates descending, baseline; each block the six
@@ -183,13 +183,16 @@ def main() -> None:
     parser.add_argument("--machines", default=",".join(MACHINES))
     parser.add_argument("--no-draft", action="store_true")
     parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
+    parser.add_argument("--board", action="store_true",
+                        help="measured speedups as the board estimates them (each block "
+                        "over the baseline at its place), not mean rate over mean rate")
     args = parser.parse_args()
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)
         chosen = args.machines.split(",")
         saved["machines"] = {m: v for m, v in saved["machines"].items() if m in chosen}
-        report(saved, *analyse(saved))
+        report(saved, *analyse(saved, args.board))
         return
     binary, model = build.llama_server_binary(), gemma.gemma_gguf()
     draft = None if args.no_draft else gemma.first6_gguf()
@@ -211,7 +214,7 @@ def main() -> None:
     data["load_end"] = os.getloadavg()
     out.write_text(json.dumps(data, indent=1))
     print(f"saved {out.relative_to(ROOT)}; load at end: {os.getloadavg()}", flush=True)
-    report(data, *analyse(data))
+    report(data, *analyse(data, args.board))
 
 
 if __name__ == "__main__":

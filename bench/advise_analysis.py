@@ -4,8 +4,11 @@ held-out cells against their measurement, beside three baselines. Pure; prints f
 A cell is (machine, candidate, kind of work). Its measured speedup is the candidate's
 decode rate (tokens / engine decode seconds, over the block's request for that prompt)
 over the mean of the machine's three baseline blocks' for the same prompt; a candidate ran
-in two blocks, so its rate is the mean of the two. Three tasks, each hiding cells and
-predicting them from the rest:
+in two blocks, so its rate is the mean of the two. With ``--board``, the board's estimate
+instead (``specschema.block_t``: each candidate block's rate over the baseline
+interpolated at the block's place in the run, their geometric mean): two reasonable
+readings of the same requests, whose difference says how much of the error is the
+yardstick's. Three tasks, each hiding cells and predicting them from the rest:
 
 - depths: prompt lookup at depth d on machine m and kind of work x, from the acceptance of
   the other depths on (m, x) (positions beyond them credit nothing, so a depth above every
@@ -50,10 +53,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specschema.block_ratios import Block
+from specschema.block_t import blocked_ratio_t
 from specschema.crowd import CostUnit
 from specschema.forecast import LEVEL, cost_curve
 from specschema.predict import (
     CostCurve,
+    draft_passes,
     drafting_factor,
     mean_acceptance,
     plain_counts,
@@ -135,19 +141,26 @@ class Run:
         return sorted({x for _, _, x in self.measured})
 
 
-def load(data: Mapping[str, Any]) -> Run:
+def load(data: Mapping[str, Any], board: bool = False) -> Run:
+    """The saved run's cells. A cell's measured speedup is the candidate's mean rate over
+    the baseline's (as in every analysis so far), or with ``board`` the board's
+    (``block_t``: each candidate block's rate over the baseline interpolated at its place
+    in the run, their geometric mean)."""
     measured: dict[Cell, float] = {}
     spread: dict[Cell, float] = {}
     counts: dict[Cell, Counts] = {}
     probes, prefill, draft_steps, implied, steps = {}, {}, {}, {}, {}
     for machine, found in data["machines"].items():
         rates: dict[tuple[str, str], list[float]] = {}
+        placed: dict[tuple[str, str], list[Block]] = {}
         sums: dict[tuple[str, str], Counts] = {}
         spent: dict[str, list[float]] = {}
-        for block in found["blocks"]:
+        for place, block in enumerate(found["blocks"]):
             for row in block["rows"]:
                 key = (block["config"], row["domain"])
                 rates.setdefault(key, []).append(row["tokens"] / row["seconds"])
+                placed.setdefault(key, []).append(
+                    Block(float(place), (row["tokens"] / row["seconds"],)))
                 if block["config"] != "baseline" and row["rounds"]:
                     plain, decoded = plain_counts(row["tokens"], row["accepted"],
                                                   row["rounds"])
@@ -158,8 +171,9 @@ def load(data: Mapping[str, Any]) -> Run:
             if config == "baseline":
                 continue
             base_rates = rates[("baseline", domain)]
-            measured[(machine, config, domain)] = (statistics.fmean(values)
-                                                   / statistics.fmean(base_rates))
+            measured[(machine, config, domain)] = (
+                blocked_ratio_t(placed[(config, domain)], placed[("baseline", domain)]).ratio
+                if board else statistics.fmean(values) / statistics.fmean(base_rates))
             spread[(machine, config, domain)] = measured_spread(
                 log_variance(values), len(values), log_variance(base_rates), len(base_rates))
             if (config, domain) in sums:
@@ -363,9 +377,9 @@ def regret(found: Sequence[Case], pick: str) -> float | None:
     return statistics.fmean(regrets) if regrets else None
 
 
-def analyse(data: Mapping[str, Any]) -> tuple[Run, list[Case]]:
+def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Case]]:
     """Print the figures; return the run and its held-out cases (for ``advise_noise``)."""
-    run = load(data)
+    run = load(data, board)
     print(f"\nrun {data['started']}: {len(run.machines)} machines, candidates "
           f"{', '.join(run.candidates)}, {len(run.domains)} kinds of work; load "
           f"{data['load_start'][0]:.1f} at start, {data.get('load_end', ['?'])[0]} at end")
@@ -378,13 +392,13 @@ def analyse(data: Mapping[str, Any]) -> tuple[Run, list[Case]]:
         for c in run.candidates:
             g = depth_of(c)
             seen = run.implied_round.get((m, c))
-            draft = (g * statistics.median(run.draft_steps[m])
+            draft = (draft_passes(g) * statistics.median(run.draft_steps[m])
                      if c.startswith("draft") and run.draft_steps[m] else 0.0)
             parts.append(f"{c} {(probe.at(g + 1) + draft) / probe.at(1):.2f} / "
                          f"{(old.at(g + 1) + draft) / old.at(1):.2f} / "
                          + ("-" if seen is None else f"{seen / run.base_step[m]:.2f}"))
         print(f"  {m}: " + "; ".join(parts))
-    print("\na drafted token in the draft's plain steps (drafting_factor), per kind of work:")
+    print("\na pass of the draft in the draft's plain steps (drafting_factor), per kind of work:")
     for m in run.machines:
         factors = drafting_factors(run, [k for k in run.counts if k[0] == m])
         print(f"  {m}: " + " ".join(f"{f:.2f}" for f in factors))

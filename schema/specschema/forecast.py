@@ -3,7 +3,8 @@
 ``forecast`` is the one answer ``GET /v1/predict`` gives and ``specsubmit advise --server``
 prints: per candidate and kind of work, S at each depth up to the one its runs used
 (``specschema.predict``: S(g) = T_t(1) (E[N](g) + p) / (g T_d + T_t(g + 1) + o + p T_t(1)),
-p the plain steps per round at depth g from the contributors' share of plain steps), with
+a draft model paying one pass more a round and one a plain step, p the plain steps per
+round at depth g from the contributors' share of plain steps), with
 the median across contributors' profiles, plain shares and cost units as the point, and an
 interval from resampling them (``DRAWS`` bootstrap draws: contributor units with
 replacement, at most ``RESAMPLE_MAX`` a draw; within a cost unit, its samples with
@@ -18,11 +19,11 @@ T_d = T_t(1) * draft bytes / target bytes, T_t(1) from the cost curve in use (so
 asker's own probe when that is the cost). Decoding one token reads every weight once, so at
 one effective bandwidth the step scales with the bytes; the fixed cost of a step is scaled
 with it, which reads a much smaller draft's step low and its speedup high. The answer says
-which (``draft_cost``: "probed" or "size"). A drafted token costs more than that step (the
-engine samples every draft token and keeps the draft's context beside the target's): where
+which (``draft_cost``: "probed" or "size"). A pass of the draft costs more than that step
+(the engine samples every draft token over the whole vocabulary): where
 contributors' runs of the draft and probes of their machines tell it (from as many
 contributor units as the acceptance needs), T_d is the step times the median of what a
-drafted token cost in their runs, in their draft's steps (``Profile.drafting``,
+pass cost in their runs, in their draft's steps (``Profile.drafting``,
 ``predict.drafting_factor``; ``drafting_steps`` in the answer), else the step alone.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only

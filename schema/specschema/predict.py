@@ -5,7 +5,8 @@ position i, a_i is the share of the rounds that reached position i whose draft t
 accepted too (``specschema.breakdown.Acceptance.per_position``). The cost of checking
 several tokens at once is the machine's: T_t(k), the target's time for one forward pass
 over k new tokens (a "cost curve", measured by ``specsubmit probe``). With T_d the drafter's
-time per drafted token and o a fixed cost per round, one round of depth g yields
+time per drafted token (a draft model pays one pass more: below) and o a fixed cost per
+round, one round of depth g yields
 
     E[N](g) = 1 + sum over k = 1..g of a_1 * ... * a_k     tokens, and costs
     g * T_d + T_t(g + 1) + o,
@@ -38,10 +39,23 @@ twice or more at 8 what it is at 3). From tokens = rounds E[N] + plain and plain
 
 which is exact at the depth f was measured at.
 
-A drafted token costs more than the draft model's plain step (its own sampling, the draft's
-context kept beside the target's): ``drafting_factor`` reads that cost, in the draft's
-steps, off a run whose speedup was measured on a machine whose costs are known, by solving
-S for T_d (``implied_draft_seconds``).
+A draft model runs once more than it drafts. llama-server (the pinned build's
+``server-context.cpp``, "always re-evaluate for simplicity") passes every batch the target
+decodes through the draft as well, so that the draft's context follows the text: a round's
+checked batch of g + 1 tokens (whose drafted tokens the draft had just dropped from its
+own cache), and each plain step's token. A round of a draft model is then g passes that
+draft (the first over the target's last token, then one over each drafted token but the
+last) and one over the checked batch, which computes one output, as a step does (its g
+extra tokens through the draft's layers are left out: a lower bound); a plain step costs
+T_t(1) + T_d. With T_d one pass of the draft,
+
+    S(g) = T_t(1) (E[N](g) + p) / ((g + 1) T_d + T_t(g + 1) + o + p (T_t(1) + T_d))
+
+(``predicted_speedup`` with ``draft_s_per_token``; the n-gram lookup drafts with no model,
+T_d = 0). A pass costs more than the draft model's plain step (its own sampling over the
+whole vocabulary, ...): ``drafting_factor`` reads that cost, in the draft's steps, off a
+run whose speedup was measured on a machine whose costs are known, by solving S for T_d
+(``implied_draft_seconds``).
 
 The textbook formula (Leviathan, Kalman and Matias 2023) is the special case of one
 acceptance alpha at every position and a check of g + 1 tokens that costs one step:
@@ -55,8 +69,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CostCurve", "drafting_factor", "expected_tokens", "implied_draft_seconds",
-           "plain_counts", "plain_steps_per_round", "predicted_speedup", "textbook_speedup"]
+__all__ = ["CostCurve", "draft_passes", "drafting_factor", "expected_tokens",
+           "implied_draft_seconds", "plain_counts", "plain_steps_per_round",
+           "predicted_speedup", "textbook_speedup"]
 
 
 @dataclass(frozen=True)
@@ -132,48 +147,57 @@ def plain_steps_per_round(share: float, per_position: Sequence[float], depth: in
     return share * expected_tokens(per_position, depth) / (1.0 - share)
 
 
+def draft_passes(depth: int, plain_steps_per_round: float = 0.0) -> float:
+    """A draft model's passes per round: ``depth`` that draft, one over the checked batch,
+    and one per plain step (module docstring: the engine runs every target batch through
+    the draft too)."""
+    return depth + 1 + plain_steps_per_round
+
+
 def predicted_speedup(per_position: Sequence[float], depth: int, cost: CostCurve,
                       draft_s_per_token: float = 0.0,
                       plain_steps_per_round: float = 0.0) -> float:
-    """S(depth) of the module docstring. ``draft_s_per_token`` is 0 for drafters that
-    cost next to nothing (n-gram lookup) and the draft model's time per token otherwise.
-    ``plain_steps_per_round``: the steps between rounds that drafted nothing (a lookup
-    that found no match), per round; each yields one token at one plain step's cost:
-    S = T_t(1) (E[N] + p) / (round + p T_t(1))."""
+    """S(depth) of the module docstring. ``draft_s_per_token`` (T_d) is 0 for drafters
+    that cost next to nothing (n-gram lookup) and one pass of the draft model otherwise,
+    paid ``draft_passes`` times a round. ``plain_steps_per_round``: the steps between
+    rounds that drafted nothing (a lookup that found no match), per round; each yields one
+    token at one plain step's cost: S = T_t(1) (E[N] + p) / (round + p T_t(1))."""
     if depth < 1:
         raise ValueError("speculation drafts at least one token per round")
     if plain_steps_per_round < 0:
         raise ValueError("a negative number of plain steps")
     step = cost.at(1)
-    round_s = depth * draft_s_per_token + cost.at(depth + 1) + cost.overhead_s
+    drafting = draft_passes(depth, plain_steps_per_round) * draft_s_per_token
     tokens = expected_tokens(per_position, depth) + plain_steps_per_round
-    return step * tokens / (round_s + plain_steps_per_round * step)
+    return step * tokens / (drafting + cost.at(depth + 1) + cost.overhead_s
+                            + plain_steps_per_round * step)
 
 
 def implied_draft_seconds(measured: float, per_position: Sequence[float], depth: int,
                           cost: CostCurve, plain_steps_per_round: float = 0.0) -> float:
     """The T_d at which ``predicted_speedup`` gives ``measured``: S solved for T_d,
-    T_d = (T_t(1) (E[N] + p) / S - T_t(g + 1) - o - p T_t(1)) / g. Below zero when the
-    measured speedup is more than the model allows a drafter that costs nothing."""
+    T_d = (T_t(1) (E[N] + p) / S - T_t(g + 1) - o - p T_t(1)) / (g + 1 + p). Below zero
+    when the measured speedup is more than the model allows a drafter that costs
+    nothing."""
     if depth < 1 or measured <= 0:
         raise ValueError("a depth below 1 or a speedup that is not positive")
     step = cost.at(1)
     tokens = expected_tokens(per_position, depth) + plain_steps_per_round
     return (step * tokens / measured - cost.at(depth + 1) - cost.overhead_s
-            - plain_steps_per_round * step) / depth
+            - plain_steps_per_round * step) / draft_passes(depth, plain_steps_per_round)
 
 
 def drafting_factor(measured: float, per_position: Sequence[float], depth: int,
                     cost: CostCurve, draft_step_s: float,
                     plain_steps_per_round: float = 0.0) -> float:
-    """What a drafted token cost in a measured run, in the draft model's plain decoding
-    steps (``draft_step_s``, its step as a target on that machine): the implied T_d over
-    the step. Drafting is more than the draft's plain step (the engine samples the draft's
-    every token and keeps the draft's context beside the target's: up to 2.9-3.0 steps on
-    llama-server's draft-simple on the advisor bench, BENCHMARKS.md), never less than one
-    step: a run measured faster than the model allows for one step says its speedup moved
-    with the load, not that its drafter was cheaper than its own forward pass, so it
-    counts as 1."""
+    """What a pass of the draft cost in a measured run, in the draft model's plain
+    decoding steps (``draft_step_s``, its step as a target on that machine): the implied
+    T_d over the step. A pass can cost more than the draft's plain step (the engine
+    samples the draft's every token over the whole vocabulary: with the re-evaluation
+    counted, 1.0-2.7 steps a pass on llama-server's draft-simple on the advisor bench,
+    BENCHMARKS.md), never less than one step: a run measured faster than the model allows
+    for one step says its speedup moved with the load, not that its drafter was cheaper
+    than its own forward pass, so it counts as 1."""
     if draft_step_s <= 0:
         raise ValueError("a draft step that is not positive")
     implied = implied_draft_seconds(measured, per_position, depth, cost,

@@ -115,8 +115,13 @@ def test_a_draft_model_pays_its_probed_step() -> None:
     assert rows[4]["predicted"] == pytest.approx(
         predicted_speedup(median_vector(GOOD), 4, curve, 0.008), abs=1e-4)
     assert rows[4]["predicted"] < 1.0  # a draft almost as slow as the target
+    # each round runs the draft once more than it drafts (over the checked batch): at
+    # depth 1 that doubles its cost, so depth 2 reads best, E[N] 2.665 tokens for three
+    # passes of 8 ms and a check of 10.3 ms: 0.78x of the 10 ms step
+    assert rows[2]["predicted"] == pytest.approx(0.010 * 2.665 / (3 * 0.008 + 0.0103),
+                                                 abs=1e-3)
     assert answer["recommendation"].startswith("leave speculation off: the best predicted is "
-                                               "draft-simple with small at depth 1")
+                                               "draft-simple with small at depth 2, 0.78x")
 
 
 def test_steps_that_draft_nothing_are_paid_and_grow_with_depth_by_hand() -> None:

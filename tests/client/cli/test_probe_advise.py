@@ -17,6 +17,7 @@ from specschema.forecast import DEPTHS
 from specschema.predict import (
     CostCurve,
     expected_tokens,
+    implied_draft_seconds,
     mean_acceptance,
     predicted_speedup,
     textbook_speedup,
@@ -42,8 +43,16 @@ def test_expected_tokens_and_the_speedup_of_the_general_form() -> None:
         expected_tokens([0.8] * 3, 3) / 3)
     assert dear.at(2) == pytest.approx(0.01 + 0.02 / 3) and dear.at(6) == pytest.approx(
         0.03 + 2 * 0.02 / 3)
-    # a drafter that costs a step per token, at depth 2: two steps more per round
-    assert predicted_speedup([1.0, 1.0], 2, flat, 0.01) == pytest.approx(3 / 3)
+    # a draft model that costs a step per pass, at depth 2: two passes that draft and one
+    # over the checked batch (llama-server runs every target batch through the draft too),
+    # three steps more per round: 3 tokens in 4 steps
+    assert predicted_speedup([1.0, 1.0], 2, flat, 0.01) == pytest.approx(3 / 4)
+    # ... and a plain step between rounds pays a pass of the draft as well: 4 tokens in 6
+    assert predicted_speedup([1.0, 1.0], 2, flat, 0.01, plain_steps_per_round=1.0) == \
+        pytest.approx(4 / 6)
+    # solved back for the pass's cost, the same run gives the step it was built from
+    assert implied_draft_seconds(3 / 4, [1.0, 1.0], 2, flat) == pytest.approx(0.01)
+    assert implied_draft_seconds(4 / 6, [1.0, 1.0], 2, flat, 1.0) == pytest.approx(0.01)
     # a lookup that drafts in one step of two: each round (3 tokens) is followed by a plain
     # step (1 token), at a step's cost each: 4 tokens in 2 steps
     assert predicted_speedup([1.0, 1.0], 2, flat, plain_steps_per_round=1.0) == pytest.approx(2)
