@@ -194,7 +194,7 @@ def drafting_factor(measured: float, per_position: Sequence[float], depth: int,
     decoding steps (``draft_step_s``, its step as a target on that machine): the implied
     T_d over the step. A pass can cost more than the draft's plain step (the engine
     samples the draft's every token over the whole vocabulary: with the re-evaluation
-    counted, 1.0-2.7 steps a pass on llama-server's draft-simple on the advisor bench,
+    counted, 1.0-2.3 steps a pass on llama-server's draft-simple on the advisor bench,
     BENCHMARKS.md), never less than one step: a run measured faster than the model allows
     for one step says its speedup moved with the load, not that its drafter was cheaper
     than its own forward pass, so it counts as 1."""
