@@ -7,10 +7,11 @@ Two readings of a saved run of bench/advise.py, beside ``advise_analysis``'s fig
   over the baseline interpolated at its place (``specschema.block_ratios``, the product's
   rule: a linear drift between neighbouring baseline blocks cancels) is one measurement of
   the same speedup; |log(first / second)| is how far two measurements of it fall apart.
-  If they were independent with log-sd s each, their mean, which the analysis compares a
-  prediction with, would be off the truth by s / sqrt(2), so a perfect prediction's median
-  |log error| would be about half the median of |log(first / second)| (more: the baseline
-  blocks they share add their own noise, which this difference cancels).
+  If they were independent with log-sd s each, their mean would be off the truth by
+  s / sqrt(2), so a perfect prediction's median |log error| would be about half the median
+  of |log(first / second)|: a scale, not a bound (the baseline blocks they share add noise
+  this difference cancels; one block over an interpolated baseline is noisier than the
+  three-baseline mean the analysis compares with).
 - **What acceptance adds.** Each held-out case predicted again with the cell's own
   acceptance per position and plain steps (what a perfect crowd would give) and everything
   else as the model takes it: what is left is the cost side (the machine's probe, the
@@ -64,8 +65,8 @@ def own_acceptance(run: Run, case: Case) -> float:
 
 def report(data: Mapping[str, Any], run: Run, found: Sequence[Case]) -> None:
     print("\ntwo measurements of one cell (its two blocks, each over the baseline at its "
-          "place): median |log(first / second)|, and half of it (a perfect prediction's "
-          "median |log error| against their mean, at least)")
+          "place): median |log(first / second)|, and half of it (about a perfect "
+          "prediction's median |log error| against their mean)")
     for machine, diffs in sorted(split_halves(data).items()):
         half = statistics.median(diffs) / 2
         print(f"  {machine}: {statistics.median(diffs):.3f}, half {half:.3f} "
