@@ -79,14 +79,15 @@ class CostCurve:
     """The target's seconds per forward pass over k new tokens (k >= 1), and the fixed
     seconds per draft round besides (sampling, bookkeeping).
 
-    Not monotone in k, and taken as measured: the CPU's matrix kernels take a batch in
-    tiles of a few columns, and an odd batch leaves a narrow remainder. On the advisor
-    bench's two quieter stand-ins a round checking 3 tokens cost 3-34 % more than one
-    checking 4 in all five probes (three runs), one of 5 up to 15 % more than one of 6 in
-    three (equal within 2 % in the others); a prefill, which computes the output of its
-    last token only, shows no such step. On Metal a batch of 2 cost as much as one of 8
-    (predicting.md). Pooling a size with a dearer neighbour, as a non-decreasing fit did,
-    read the round at depth 3 (4 tokens) up to 17 % dear."""
+    Not monotone in k, and taken as measured (likely the CPU's matrix kernels, which take a
+    batch in tiles of a few columns, an odd batch leaving a narrow remainder; not traced to
+    the kernel). On the advisor bench's two quieter stand-ins a round checking 3 tokens
+    cost 3-34 % more than one checking 4 in all five probes (three runs), one of 5 up to
+    15 % more than one of 6 in three (equal within 2 % in the others); a prefill, which
+    computes the output of its last token only, shows no such step. On llama.cpp's Metal
+    backend (an M3 Max) a batch of 2 took as long as one of 8, 77-78 ms. Pooling a size
+    with a dearer neighbour, as a non-decreasing fit did, read the round at depth 3 (4
+    tokens) up to 17 % dear."""
 
     seconds: Mapping[int, float]
     overhead_s: float = 0.0

@@ -51,9 +51,9 @@ if TYPE_CHECKING:
 SIZES = tuple(range(2, 17))  # the prefill probe's sizes (cheap: no sampling, no rounds)
 # The verification probe's sizes: a round at depth g checks g + 1 tokens, so the sizes the
 # advisor predicts at (``specschema.forecast.DEPTHS`` + 1: 2, 3, 4, 5, 7, 9, 13, 17) and 6
-# for depth 5. Measured, not interpolated: a batch's cost is not smooth in its size (an odd
-# one leaves a narrow remainder to the CPU's matrix tiles), so a size read between two
-# neighbours reads theirs. As many tokens a round as the sizes before (66).
+# for depth 5. Measured, not interpolated: a batch's cost is not smooth in its size (on the
+# advisor bench's CPU a round of 3 or 5 tokens cost more than one of 4 or 6), so a size read
+# between two neighbours reads theirs. As many tokens a round as the sizes before (66).
 ROUND_SIZES = (2, 3, 4, 5, 6, 7, 9, 13, 17)
 ROUNDS = 3
 BUDGET_S = 35.0
