@@ -11,8 +11,9 @@ is not predicted from. Beside it, per unit counted the same way, the share of th
 tokens that came from plain steps, which drafted nothing (``Profile.plain``; a lookup that
 found no match: ``specschema.predict``'s p); the spread of their measured speedups as their
 own runs measured them (``Profile.spread``: what a user's run moves by); and for a draft
-model, what a drafted token cost in their runs in the draft's plain steps, from the rows
-of machines whose probes of both the target and the draft are known (``Profile.drafting``).
+model, what a pass of the draft cost in their runs in the draft's plain steps, from the
+rows of machines whose probes of both the target and the draft are known
+(``Profile.drafting``).
 
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
@@ -129,8 +130,9 @@ class Profile:
     # per contributor unit (sorted), the log-sd of their measured speedups as their runs
     # measured them (``predict_measured.measured_spread``); empty: not known
     spread: tuple[float, ...] = ()
-    # per contributor unit (sorted), what a drafted token cost in their runs, in the draft's
-    # plain steps on their machine (``predict.drafting_factor``); empty: not known, one step
+    # per contributor unit (sorted), what a pass of the draft cost in their runs, in the
+    # draft's plain steps on their machine (``predict.drafting_factor``); empty: not known,
+    # one step
     drafting: tuple[float, ...] = ()
 
 

@@ -182,7 +182,7 @@ def measurement_spread(profile: Profile) -> float:
 
 
 def drafting_steps(profile: Profile, min_contributors: int = 1) -> float:
-    """A drafted token's cost in the draft's plain steps: the median of the contributors'
+    """A pass of the draft's cost in the draft's plain steps: the median of the contributors'
     (``Profile.drafting``), from at least ``min_contributors`` units (it moves the point, so
     one contributor's own probes and runs must not set it alone where the acceptance needs
     several); 1 otherwise."""

@@ -1,8 +1,10 @@
-"""What a drafted token cost in the crowd's runs of a draft model, in that draft's plain
-decoding steps (``specschema.predict.drafting_factor``), from the stored rows and probes.
+"""What a pass of the draft cost in the crowd's runs of a draft model, in that draft's
+plain decoding steps (``specschema.predict.drafting_factor``), from the stored rows and
+probes.
 
-A draft model's plain step (the draft probed as a target) leaves out what drafting adds:
-the engine samples every drafted token and keeps the draft's context beside the target's.
+A draft model's plain step (the draft probed as a target) leaves out what drafting adds
+(the engine samples every drafted token over the whole vocabulary; the pass over each
+checked batch is counted by ``specschema.predict`` itself).
 A run of the draft tells the whole cost when its machine's costs are known: its measured
 speedup, its acceptance per position and plain steps, the target's probed cost curve on
 that machine and the draft's probed step there give the T_d the model needs to meet the
@@ -59,8 +61,8 @@ def _mine(found: Mapping[str, list[probes.StoredProbe]], key: str
 
 def drafting_factors(conn: Connection, engine: str, found: Sequence[DraftRun]
                      ) -> list[tuple[DraftRun, dict[str, float]]]:
-    """Per run whose machine's costs are known, per domain, a drafted token's cost in the
-    draft's plain steps (module docstring)."""
+    """Per run whose machine's costs are known, per domain, a pass of the draft's cost in
+    the draft's plain steps (module docstring)."""
     targets: dict[tuple[str, str], dict[str, list[probes.StoredProbe]]] = {}
     drafts: dict[tuple[str, str], dict[str, list[probes.StoredProbe]]] = {}
     out: list[tuple[DraftRun, dict[str, float]]] = []
