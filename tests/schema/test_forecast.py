@@ -195,8 +195,9 @@ def test_the_cost_curve_is_the_median_of_the_units_medians_each_size_its_own() -
 
 
 def test_a_cheaper_even_round_is_kept_not_pooled_with_its_dearer_neighbour() -> None:
-    # the advisor bench's m3, first run: the probe's medians (ms) of a plain step and of
-    # rounds checking 2-6 tokens; 3 and 5 cost more than 4 and 6 in every round of it
+    # the advisor bench's m3, first run (bench/data/advise-20261206-212201.json): its
+    # probe's samples (s) of a plain step and of rounds checking 2-6 tokens; 3 and 5 cost
+    # more than 4 and 6 in every round of it
     m3 = CostUnit({1: (0.039, 0.038, 0.038, 0.037, 0.037, 0.039),
                    2: (0.054, 0.052, 0.054), 3: (0.088, 0.083, 0.086),
                    4: (0.073, 0.074, 0.076), 5: (0.106, 0.106, 0.110),
