@@ -27,6 +27,14 @@ def test_the_default_tier_tries_a_quarter_and_never_fewer_than_two(
     assert [tiers.examples(n) for n in (1, 2, 7, 12, 300)] == [1, 2, 2, 3, 75]
 
 
+def test_a_test_may_name_a_smaller_share_and_the_full_tier_ignores_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(tiers.TIER_VARIABLE, "default")
+    assert [tiers.examples(n, share=8) for n in (1, 12, 40)] == [1, 2, 5]
+    monkeypatch.setenv(tiers.TIER_VARIABLE, "full")
+    assert tiers.examples(40, share=8) == 40
+
+
 def test_an_unset_variable_is_the_default_tier(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(tiers.TIER_VARIABLE, raising=False)
     assert tiers.tier() == "default"

@@ -35,12 +35,13 @@ def tier() -> str:
     return chosen
 
 
-def examples(full_count: int) -> int:
+def examples(full_count: int, share: int = DEFAULT_SHARE) -> int:
     """A property test's ``max_examples``: ``full_count`` in the full tier, a quarter of it
-    (at least MINIMUM) elsewhere."""
+    (at least MINIMUM) elsewhere. A test whose every example costs seconds (a store
+    written and read whole) names a larger ``share``: 1 in ``share`` of its count."""
     if tier() == "full":
         return full_count
-    return min(full_count, max(MINIMUM, full_count // DEFAULT_SHARE))
+    return min(full_count, max(MINIMUM, full_count // share))
 
 
 def load_profile() -> str:
