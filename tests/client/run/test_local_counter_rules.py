@@ -31,7 +31,9 @@ def _run(tmp_path: Path, inflate: int):  # type: ignore[no-untyped-def]
     settings = RunSettings(protocol=get_protocol("ollama-draft"), target=MTP)
     with FakeOllama(version="0.33.1", models=models, log_path=log) as fake, \
             OllamaClient(fake.url, timeout_s=10) as client:
-        return run_protocol(OllamaEngine(client, settings, OllamaLog(path=log)), settings,
+        # settle 5 ms: the fake writes its log lines before it answers (test_runner's _run)
+        engine = OllamaEngine(client, settings, OllamaLog(path=log, settle_s=0.005))
+        return run_protocol(engine, settings,
                             fingerprint=Fingerprint(memory_gb=24), listener=RunListener())
 
 

@@ -53,7 +53,8 @@ def test_ollama_map_sends_each_trial_its_prompt_and_reads_the_log(tmp_path: Path
     settings = RunSettings(protocol=protocol, target=MTP)
     with FakeOllama(version="0.33.1", models=models, log_path=log) as fake, \
             OllamaClient(fake.url, timeout_s=10) as client:
-        outcome = run_protocol(OllamaEngine(client, settings, OllamaLog(path=log, settle_s=0.05)),
+        # settle 5 ms: the fake writes its log lines before it answers (test_runner's _run)
+        outcome = run_protocol(OllamaEngine(client, settings, OllamaLog(path=log, settle_s=0.005)),
                                settings, fingerprint=MACHINE, listener=RunListener(),
                                stop=threading.Event())
         sent = [b["prompt"] for _, p, b in fake.requests if p == "/api/generate"]

@@ -54,8 +54,11 @@ def _run(fake: FakeOllama, protocol: str | Protocol | None = "hardnumbers-m2", *
     # Ollama's log settings are its adapter's (OllamaLog), the rest the run's
     # Most runs here are about something other than the log: they run as with --no-log
     # (a missing log is a warning); the refusal without it is tested on its own.
+    # The fake writes a request's log lines before it answers (unless ``log_delay_s``), so
+    # the quiet-log wait after each request finds nothing to wait for: 5 ms of it, not the
+    # CLI's 50 ms (which cost these runs 2-5 s each, ~100 requests, in sleep alone).
     log = OllamaLog(path=kw.pop("log_path", None), command=kw.pop("log_command", None),
-                    settle_s=kw.pop("log_settle_s", 0.05),
+                    settle_s=kw.pop("log_settle_s", 0.005),
                     accept_missing=kw.pop("no_log", True))
     settings = RunSettings(protocol=chosen, **kw)
     with OllamaClient(fake.url, timeout_s=10) as client:
