@@ -22,17 +22,10 @@ from specschema.crowd import (
 )
 from specschema.forecast import cost_curve, forecast, recommendation
 from specschema.predict import CostCurve, plain_steps_per_round, predicted_speedup
+from tests.support.crowd_inputs import CPU, DRAFT, GOOD, NGRAM
 
-NGRAM = Candidate("llama-server", "server_launch", "ngram-simple", 8)
-DRAFT = Candidate("llama-server", "server_launch", "draft-simple", 4, draft="small",
-                  draft_digest="d" * 64)
-# A CPU-like machine: checking k tokens costs more than one step.
-CPU = CostUnit({1: (0.010, 0.011, 0.010), 2: (0.013, 0.012), 4: (0.017, 0.018),
-                8: (0.024, 0.026), 9: (0.026, 0.027)})
 # A machine where checking is nearly free.
 GPU = CostUnit({1: (0.010, 0.010), 2: (0.0102,), 4: (0.0104,), 8: (0.0108,), 9: (0.0109,)})
-GOOD = ((0.9, 0.85, 0.8, 0.8, 0.75, 0.7, 0.7, 0.6), (0.92, 0.88, 0.8, 0.78, 0.7, 0.7, 0.65,
-        0.6), (0.88, 0.8, 0.75, 0.7, 0.7, 0.6, 0.6, 0.5))
 
 
 def inputs(*profiles: Profile, cost: tuple[CostUnit, ...] = (CPU,), minimum: int = 3

@@ -14,7 +14,6 @@ import statistics
 import pytest
 
 from specschema.crowd import (
-    Candidate,
     CostUnit,
     CrowdInputs,
     Profile,
@@ -35,14 +34,8 @@ from specschema.predict_measured import (
     measured_spread,
     moments_variance,
 )
+from tests.support.crowd_inputs import CPU, DRAFT, GOOD, NGRAM
 
-NGRAM = Candidate("llama-server", "server_launch", "ngram-simple", 8)
-DRAFT = Candidate("llama-server", "server_launch", "draft-simple", 4, draft="small",
-                  draft_digest="d" * 64)
-CPU = CostUnit({1: (0.010, 0.011, 0.010), 2: (0.013, 0.012), 4: (0.017, 0.018),
-                5: (0.019, 0.020), 8: (0.024, 0.026), 9: (0.026, 0.027)})
-GOOD = ((0.9, 0.85, 0.8, 0.8, 0.75, 0.7, 0.7, 0.6), (0.92, 0.88, 0.8, 0.78, 0.7, 0.7, 0.65,
-        0.6), (0.88, 0.8, 0.75, 0.7, 0.7, 0.6, 0.6, 0.5))
 DRAFT_STEP = (CostUnit({1: (0.002, 0.002)}),)
 
 
