@@ -27,11 +27,15 @@ BIN = Path(sys.executable).parent
 MTP = "qwen3.5:9b-mtp"
 
 
-@pytest.fixture
-def specserver(tmp_path: Path) -> Iterator[str]:
+# One server for the module, as a real one serves many contributors: each test sends its
+# own protocol's run from its own key and reads only that protocol's boards, and starting
+# `specserver serve` costs seconds.
+@pytest.fixture(scope="module")
+def specserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("specserver")
     port = free_port()
-    env = {**os.environ, "SPECSERVER_DATABASE_URL": str(tmp_path / "store.duckdb")}
-    log = tmp_path / "specserver.log"
+    env = {**os.environ, "SPECSERVER_DATABASE_URL": str(folder / "store.duckdb")}
+    log = folder / "specserver.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [str(BIN / "specserver"), "serve", "--port", str(port)],
