@@ -114,7 +114,7 @@ def plan(full: bool) -> list[str]:
     else:
         lines += [f"Default tier: pytest -m \"{FAST_TIER}\": no other download or build, no "
                   "database or browser needed; property tests try a quarter of their "
-                  "examples.",
+                  "examples (the costliest fewer).",
                   "  The full tier (what CI runs) is `python3 scripts/dev.py test --full`."]
     return lines
 

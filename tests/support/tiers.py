@@ -3,7 +3,8 @@
 The full tier (``python3 scripts/dev.py test --full``, which CI runs) sets
 ``SPECATLAS_TEST_TIER=full``, and every property test tries its full count. Anywhere else
 (the default tier, or pytest run by hand on a few files) a test written with
-``max_examples=examples(N)`` tries a quarter of N, and a test that names no count tries
+``max_examples=examples(N)`` tries a quarter of N (``examples(N, share)``: 1 in ``share``,
+for the few whose every example costs seconds), and a test that names no count tries
 the ``default-tier`` profile's 25 instead of Hypothesis's 100. The default tier keeps
 every property and every assertion. It only tries fewer random inputs, so a rare
 counterexample is more likely to turn up in the full tier first. Hypothesis keeps every
