@@ -45,8 +45,7 @@ from tests.server.board.incremental_support import (
 from tests.support.tiers import examples
 
 # Each example replays up to 15 writes and checks every board after each (several seconds
-# of CPU): the default tier tries 2 of the full tier's 12 sequences (the two tests with
-# it were 37 s of a 11 min default tier at 3 each).
+# of CPU): the default tier tries 2 of the full tier's 12 sequences (3 cost it 37 s).
 SETTINGS = settings(max_examples=examples(12, share=6), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
