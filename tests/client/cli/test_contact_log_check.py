@@ -71,7 +71,11 @@ def test_each_submission_checks_the_log_and_a_fork_exits_3_after_delivery(
         assert kept_size(url) == 2  # a checkpoint that did not verify is never kept
 
 
-def test_pending_results_and_a_probe_check_the_log(tmp_path: Path, capsys: Any) -> None:
+def test_pending_results_and_a_probe_check_the_log(tmp_path: Path, capsys: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing listens for the first submit: its retries' backoff (0.5 s doubling, random
+    # jitter: 7.75 s on average) is not what this tests, so it is kept to milliseconds.
+    monkeypatch.setenv("SPECSUBMIT_RETRY_BASE_S", "0.001")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     code, _, err = run_cli(["submit", str(result_file(84)), "--server", url, "--yes"], capsys)
