@@ -53,9 +53,15 @@ def unreused_client(store):
     yield from app_client(store, ServerSettings(export_reuse_s=0))
 
 
-@pytest.fixture(params=[0, 1], ids=["checks-in-process", "check-worker"])
+# The check-worker variant is the full tier's (``slow``): it starts a worker process per
+# test (29 tests, about 50 s of a loaded default tier against 13 s in process). The default
+# tier keeps what it checks: tests/server/ingest/test_checkpool.py holds a real pool's
+# answers (twelve valid bodies; a refusal at each stage: JSON, signature, schema, rule)
+# equal to the server process's, and posts through a `specserver serve` with two workers.
+@pytest.fixture(params=[0, pytest.param(1, marks=pytest.mark.slow)],
+                ids=["checks-in-process", "check-worker"])
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    """Every test with this fixture runs twice: checks in the server process, and in a
-    check worker process (``checkpool``): the answers must not differ."""
+    """Every test with this fixture runs twice in the full tier: checks in the server
+    process, and in a check worker process (``checkpool``): the answers must not differ."""
     with Served(settings_for(tmp_path, check_workers=request.param)) as s:
         yield s
