@@ -25,10 +25,13 @@ if staging fails for any reason, the transaction is rolled back and the batch is
 the plain way, with the same outcomes.
 
 Idempotency lives in the database: the submission id is the primary key. A batch is
-appended optimistically; if the database refuses it (a duplicate id, a full disk, a
-concurrent replica on PostgreSQL), the batch is rolled back and each request is retried
-alone with an explicit lookup: same id and same bytes -> ``duplicate`` (200 with the
-original receipt), other bytes -> ``conflict`` (409), still failing -> ``Unavailable``.
+appended optimistically; if the database refuses it for an id already stored (a repeated
+POST), the batch is rolled back, its ids are looked up in one query, the stored ones are
+answered from it (same bytes -> ``duplicate``, 200 with the original receipt; other bytes
+-> ``conflict``, 409) and the rest is written as one batch again. If that fails too, or the
+refusal was anything else (a full disk, a concurrent replica on PostgreSQL), each request
+is retried alone with an explicit lookup, with the same outcomes, still failing ->
+``Unavailable``.
 
 Bulk appends per dialect (``store/appenders.py``): DuckDB's native appender; PostgreSQL's
 binary COPY (``store/postgres.py``, a writer of its own); anything else SQLAlchemy Core
@@ -112,6 +115,7 @@ class GroupCommitWriter:
         self.staged_commits = 0  # batches committed from staged appends
         self.paced = 0  # batches begun within the pacing interval: their commit waited (tests)
         self.resets = 0  # connections dropped after a failure (tests count them)
+        self.refused_batches_split = 0  # refused for a stored id, the rest written together
         self._staging: Staging | None = None
         self.sequencer = Sequencer(keeps_count=self.backend.one_writer)
 
@@ -265,7 +269,9 @@ class GroupCommitWriter:
             self.sequencer.forget()
             if not is_conflict(exc):
                 self._reset()
-            outcomes = None
+                outcomes = None
+            else:
+                outcomes = self._write_past_stored(batch)
         if outcomes is not None:
             self.batches += 1
             self.committed += sum(1 for o in outcomes if o.status == "created")
@@ -286,6 +292,49 @@ class GroupCommitWriter:
                 if outcome.status == "created":
                     self.committed += 1
                 request.future.set_result(outcome)
+
+    def _write_past_stored(self, batch: list[WriteRequest]) -> list[WriteOutcome] | None:
+        """After the batch was refused for an id already stored (a repeated POST): its
+        stored ids are read in one query and answered as ``_write_one`` answers them, and
+        the rest is written as one batch again. A batch with one repeat in it would
+        otherwise cost a transaction per submission (~10 ms of commit each), and every
+        batch has one when repeats keep arriving. None when nothing of it is stored or the
+        second write fails too: then each is retried alone."""
+        sub = tables.submissions
+        ids = list(dict.fromkeys(r.submission_id for r in batch))
+        try:
+            conn = self._connection()
+            with conn.begin():
+                found = {str(row.submission_id): row for row in conn.execute(
+                    select(sub.c.submission_id, sub.c.envelope_sha256, sub.c.received_at)
+                    .where(sub.c.submission_id.in_(ids)))}
+        except Exception as exc:  # noqa: BLE001 - each is retried alone
+            log.info("reading a refused batch's stored ids failed (%s)", exc)
+            self._reset()
+            return None
+        if not found:
+            return None
+        fresh = [r for r in batch if r.submission_id not in found]
+        try:
+            written = iter(self._write_batch(fresh) if fresh else [])
+        except Exception as exc:  # noqa: BLE001 - each is retried alone
+            log.info("batch of %d new refused too (%s)", len(fresh), exc)
+            self._forget_bulk_state()
+            self.sequencer.forget()
+            if not is_conflict(exc):
+                self._reset()
+            return None
+        self.refused_batches_split += 1
+        outcomes: list[WriteOutcome] = []
+        for request in batch:
+            row = found.get(request.submission_id)
+            if row is None:
+                outcomes.append(next(written))
+                continue
+            status: Status = ("duplicate" if row.envelope_sha256 == request.body_sha256
+                              else "conflict")
+            outcomes.append(WriteOutcome(status, row.received_at))
+        return outcomes
 
     def _stage(self, batch: Sequence[object]) -> None:
         """Append the rows of the batch's requests not appended yet (the first of each id)

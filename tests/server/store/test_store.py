@@ -91,6 +91,38 @@ def test_a_refused_batch_is_retried_one_by_one(store: Store) -> None:
     assert count(store, tables.trials) == 45
 
 
+def test_a_batch_refused_for_a_stored_id_commits_its_new_submissions_together(
+        tmp_path: Path) -> None:
+    """Repeats of stored ids in a batch cost it one lookup, not a transaction per
+    submission: the stored ids are answered from the lookup (same bytes 200, other bytes
+    409) and the new ones are committed in one batch, their log entries in order."""
+    s = Store(f"duckdb:///{tmp_path / 'repeats.duckdb'}", group_commit_s=5.0)
+    s.open()
+    try:
+        stored = valid_body(seed=250)
+        with s.arriving():
+            first = submit_checked(s, checked(stored), NOW)
+        assert first.result(5.0).status == "created"
+        data = payload_dict(250)
+        data["note"] = "other bytes"
+        batches = s.writer.batches
+        with s.arriving():  # one batch: the writer gathers until the last one is in
+            futures = [submit_checked(s, checked(b), NOW) for b in [
+                valid_body(seed=251), stored, valid_body(seed=252), sign_dict(data),
+                valid_body(seed=253), stored]]
+        outcomes = [f.result(5.0) for f in futures]
+        assert [o.status for o in outcomes] == [
+            "created", "duplicate", "created", "conflict", "created", "duplicate"]
+        assert (s.writer.batches - batches, s.writer.refused_batches_split) == (1, 1)
+        assert [o.log.index for o in outcomes if o.log is not None] == [1, 2, 3]
+        assert outcomes[1].received_at.replace(tzinfo=None) == NOW.replace(tzinfo=None)
+        assert count(s, tables.submissions) == 4
+        assert count(s, tables.trials) == 60
+        assert count(s, tables.log_entries) == 4
+    finally:
+        s.close()
+
+
 def test_writes_through_the_writer_and_reads_by_id(store: Store) -> None:
     body = valid_body(seed=170)
     c = checked(body)
