@@ -13,6 +13,14 @@ and a monitor (127.0.0.2) asks /healthz every half second. Prints per setting of
 SPECSERVER_RATE_CHECK_MS_PER_TOKEN (0: one token a POST, as before; ``--addr-burst``:
 SPECSERVER_RATE_ADDR_BURST): the senders' answers, the server's CPU (its process and check
 workers) as cores, and the honest POSTs' and /healthz's latency (p50, p99, max) and answers.
+
+``--tree DIR`` (repeatable) runs the flood once per tree against a server whose packages
+come from that tree (``PYTHONPATH=DIR/server:DIR/schema``; ``.``: the installed checkout),
+all with the same bodies, so that two commits can be alternated without signing the bodies
+again. ``--py-spy PREFIX`` records the server process of every run with py-spy (sampled
+stacks of every thread, idle ones included, at ``--py-spy-rate`` a second) into
+``PREFIX-<run>.txt`` (collapsed stacks; ``--py-spy-run N``: only run N); such a run is not
+a clean figure.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -138,6 +147,14 @@ def main() -> None:
     parser.add_argument("--kind", default="ollama-map v1, wire v1",
                         choices=[k for k, (_, probe) in KINDS.items() if not probe],
                         help="what the senders send (bench/check_cost.py's kinds)")
+    parser.add_argument("--tree", action="append", default=None,
+                        help="a run against the server from this tree (repeatable; '.': the "
+                        "installed checkout, the default)")
+    parser.add_argument("--py-spy", default=None, metavar="PREFIX",
+                        help="record each run's server process with py-spy into PREFIX-N.txt")
+    parser.add_argument("--py-spy-rate", type=int, default=50)
+    parser.add_argument("--py-spy-run", type=int, action="append", default=None,
+                        help="record only this run (1 = the first; repeatable)")
     args = parser.parse_args()
     costly = KINDS[args.kind][0]
     senders = [[costly(5000 + 100 * i + j) for j in range(args.bodies)]
@@ -145,7 +162,10 @@ def main() -> None:
     honest = [_fresh(hardnumbers_template(900 + j), 900 + j) for j in range(200)]
     print(f"{args.senders} senders x {args.bodies} bodies of {args.kind}, "  # noqa: T201
           f"{args.duration:g} s per run; load before: {os.getloadavg()[0]:.1f}")
-    for ms_per_token in (float(v) for v in args.ms_per_token.split(",")):
+    runs = [(float(v), tree) for v in args.ms_per_token.split(",")
+            for tree in (args.tree or ["."])]
+    for run, (ms_per_token, tree) in enumerate(runs, 1):
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="bench-flood-") as folder:
             # the shipped rate limits (bench/ingest.py's Server turns them off)
             shipped = ServerSettings()
@@ -154,23 +174,40 @@ def main() -> None:
                       "SPECSERVER_RATE_CHECK_MS_PER_TOKEN": repr(ms_per_token)}
             if args.addr_burst is not None:
                 limits["SPECSERVER_RATE_ADDR_BURST"] = str(args.addr_burst)
+            if tree != ".":
+                root = Path(tree).resolve()
+                limits["PYTHONPATH"] = f"{root / 'server'}:{root / 'schema'}"
             server = Server(True, Path(folder), settings=limits)
             server.start()
+            spy = None
             try:
+                if args.py_spy is not None and run in (args.py_spy_run or [run]):
+                    assert server.proc is not None
+                    spy = subprocess.Popen(  # noqa: S603 - the bench's own tool
+                        [str(Path(sys.executable).with_name("py-spy")), "record", "--pid",
+                         str(server.proc.pid), "--duration", f"{args.duration:.0f}", "--rate",
+                         str(args.py_spy_rate), "--idle", "--threads", "--format", "raw",
+                         "--output", f"{args.py_spy}-{run}.txt"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 main0, workers0 = server.cpu_seconds()
-                wall0 = time.perf_counter()
+                wall0, own0 = time.perf_counter(), time.process_time()
                 attack, posts, health = asyncio.run(flood(server.port, senders, honest,
                                                           args.duration))
                 wall = time.perf_counter() - wall0
+                own = (time.process_time() - own0) / wall
                 main1, workers1 = server.cpu_seconds()
             finally:
+                if spy is not None:
+                    spy.wait(30)
                 server.stop()
         cores = (main1 - main0 + workers1 - workers0) / wall
-        print(f"ms per token {ms_per_token:g}, address burst {args.addr_burst or 'default'}:"  # noqa: T201
+        print(f"run {run}, tree {tree}, load before {load_before:.1f}, "  # noqa: T201
+              f"ms per token {ms_per_token:g}, address burst {args.addr_burst or 'default'}:"
               f" senders {dict(sorted(attack.statuses.items()))}"  # noqa: T201
               f" ({attack.statuses.get(201, 0) / wall:.1f} stored/s), server CPU "
               f"{cores:.2f} cores (server process {(main1 - main0) / wall:.2f}, check workers "
-              f"{(workers1 - workers0) / wall:.2f}); honest POST {posts.words()}; "
+              f"{(workers1 - workers0) / wall:.2f}; the bench's own client {own:.2f}); "
+              f"honest POST {posts.words()}; "
               f"/healthz {health.words()}; load after {os.getloadavg()[0]:.1f}")
 
 
