@@ -35,6 +35,11 @@ PACKAGES = ["schema/specschema", "client/specsubmit", "server/specserver"]
 FULL_ONLY_MARKERS = ("slow", "realengine", "postgres", "browser")
 FAST_TIER = " and ".join(f"not {marker}" for marker in FULL_ONLY_MARKERS)
 TIER_VARIABLE = "SPECATLAS_TEST_TIER"
+# The default tier runs on two pytest-xdist workers: its time line is a 2-core machine's,
+# where two halve it (BENCHMARKS.md "The default tier on two workers"). The full tier (CI)
+# stays in one process: its real-engine, load and deadline tests measure the machine, and a
+# second worker beside them would be a load they did not ask for.
+DEFAULT_TIER_WORKERS = 2
 
 
 def run(*command: str | Path) -> None:
@@ -112,7 +117,8 @@ def plan(full: bool) -> list[str]:
                   "browser: Chromium at /usr/bin/chromium (skipped when missing, failed "
                   "when CI=true)."]
     else:
-        lines += [f"Default tier: pytest -m \"{FAST_TIER}\": no other download or build, no "
+        lines += [f"Default tier: pytest -m \"{FAST_TIER}\" on {DEFAULT_TIER_WORKERS} "
+                  "workers (pytest-xdist): no other download or build, no "
                   "database or browser needed; property tests try a quarter of their "
                   "examples (the costliest fewer).",
                   "  The full tier (what CI runs) is `python3 scripts/dev.py test --full`."]
@@ -127,7 +133,7 @@ def test(args: list[str]) -> None:
     ensure_venv(["schema", "client", "server"], dev_group())
     run(BIN / "ruff", "check", ".")
     run(BIN / "mypy", *PACKAGES)
-    tier = [] if full else ["-m", FAST_TIER]
+    tier = [] if full else ["-m", FAST_TIER, "-n", str(DEFAULT_TIER_WORKERS)]
     # Property tests try their full example counts only in the full tier
     # (tests/support/tiers.py reads this).
     os.environ[TIER_VARIABLE] = "full" if full else "default"

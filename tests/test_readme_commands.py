@@ -75,7 +75,8 @@ def test_the_test_command_runs_its_tier(monkeypatch: pytest.MonkeyPatch,
     dev.test(list(argv))
     pytest_command = commands[-1][commands[-1].index("pytest") + 1:]
     rest = [arg for arg in argv if arg != "--full"]
-    assert pytest_command == (["-m", dev.FAST_TIER] if tier else []) + rest
+    assert pytest_command == (["-m", dev.FAST_TIER, "-n", str(dev.DEFAULT_TIER_WORKERS)]
+                              if tier else []) + rest
     # pytest learns the tier (the property tests' example counts: tests/support/tiers.py)
     assert tiers_seen[-1] == ("default" if tier else "full")
     said = capsys.readouterr().out
