@@ -25,13 +25,11 @@ if staging fails for any reason, the transaction is rolled back and the batch is
 the plain way, with the same outcomes.
 
 Idempotency lives in the database: the submission id is the primary key. A batch is
-appended optimistically; if the database refuses it for an id already stored (a repeated
-POST), the batch is rolled back, its ids are looked up in one query, the stored ones are
-answered from it (same bytes -> ``duplicate``, 200 with the original receipt; other bytes
--> ``conflict``, 409) and the rest is written as one batch again. If that fails too, or the
-refusal was anything else (a full disk, a concurrent replica on PostgreSQL), each request
-is retried alone with an explicit lookup, with the same outcomes, still failing ->
-``Unavailable``.
+appended optimistically; refused for an id already stored (a repeated POST), it is rolled
+back, its stored ids are answered from one query (``store/refusals.py``: same bytes ->
+``duplicate``, other bytes -> ``conflict``) and the rest written together again. If that
+fails too, or on any other refusal (a full disk, a concurrent replica on PostgreSQL), each
+request is retried alone, with the same outcomes, still failing -> ``Unavailable``.
 
 Bulk appends per dialect (``store/appenders.py``): DuckDB's native appender; PostgreSQL's
 binary COPY (``store/postgres.py``, a writer of its own); anything else SQLAlchemy Core
@@ -50,17 +48,16 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Engine
 
-from specserver.errors import SpecServerError, Unavailable
-from specserver.store import changes, tables
+from specserver.errors import Unavailable
+from specserver.store import changes, refusals, tables
 from specserver.store.appenders import BulkInsert, DuckDBAppenders, bulk_insert_for, is_conflict
 from specserver.store.appenders import duckdb_append as duckdb_append  # migrations use it
 from specserver.store.backend import backend_of
 from specserver.store.logentries import LogReceipt, Sequencer
 from specserver.store.tables import INGEST_TABLES, RowSet
-from specserver.store.writes import Pacing, Staging, Status, WriteJob, WriteOutcome, WriteRequest
+from specserver.store.writes import Pacing, Staging, WriteJob, WriteOutcome, WriteRequest
 
 log = logging.getLogger("specserver.store.writer")
 
@@ -294,20 +291,14 @@ class GroupCommitWriter:
                 request.future.set_result(outcome)
 
     def _write_past_stored(self, batch: list[WriteRequest]) -> list[WriteOutcome] | None:
-        """After the batch was refused for an id already stored (a repeated POST): its
-        stored ids are read in one query and answered as ``_write_one`` answers them, and
-        the rest is written as one batch again. A batch with one repeat in it would
-        otherwise cost a transaction per submission (~10 ms of commit each), and every
-        batch has one when repeats keep arriving. None when nothing of it is stored or the
-        second write fails too: then each is retried alone."""
-        sub = tables.submissions
-        ids = list(dict.fromkeys(r.submission_id for r in batch))
+        """After the batch was refused for an id already stored: its stored ids are
+        answered from one query, the rest written as one batch again (else a batch with
+        one repeat costs a ~10 ms commit per submission, and with repeats arriving every
+        batch has one). None when nothing is stored or the second write fails too."""
         try:
             conn = self._connection()
             with conn.begin():
-                found = {str(row.submission_id): row for row in conn.execute(
-                    select(sub.c.submission_id, sub.c.envelope_sha256, sub.c.received_at)
-                    .where(sub.c.submission_id.in_(ids)))}
+                found = refusals.stored(conn, {r.submission_id for r in batch})
         except Exception as exc:  # noqa: BLE001 - each is retried alone
             log.info("reading a refused batch's stored ids failed (%s)", exc)
             self._reset()
@@ -325,16 +316,8 @@ class GroupCommitWriter:
                 self._reset()
             return None
         self.refused_batches_split += 1
-        outcomes: list[WriteOutcome] = []
-        for request in batch:
-            row = found.get(request.submission_id)
-            if row is None:
-                outcomes.append(next(written))
-                continue
-            status: Status = ("duplicate" if row.envelope_sha256 == request.body_sha256
-                              else "conflict")
-            outcomes.append(WriteOutcome(status, row.received_at))
-        return outcomes
+        return [next(written) if r.submission_id not in found
+                else refusals.answer(found[r.submission_id], r) for r in batch]
 
     def _stage(self, batch: Sequence[object]) -> None:
         """Append the rows of the batch's requests not appended yet (the first of each id)
@@ -436,19 +419,11 @@ class GroupCommitWriter:
                 for r, o in zip(batch, outcomes, strict=True)]
 
     def _write_one(self, request: WriteRequest) -> WriteOutcome:
-        sub = tables.submissions
         conn = self._connection()
         with conn.begin():
-            found = conn.execute(
-                select(sub.c.envelope_sha256, sub.c.received_at).where(
-                    sub.c.submission_id == request.submission_id
-                )
-            ).first()
+            found = refusals.stored(conn, [request.submission_id]).get(request.submission_id)
             if found is not None:
-                status: Status = (
-                    "duplicate" if found.envelope_sha256 == request.body_sha256 else "conflict"
-                )
-                return WriteOutcome(status, found.received_at)
+                return refusals.answer(found, request)
             for table in INGEST_TABLES:
                 table_rows = request.rows.rows[table.name]
                 if table_rows:
@@ -468,29 +443,8 @@ class GroupCommitWriter:
             with conn.begin():
                 result = job.fn(conn)
         except Exception as exc:  # noqa: BLE001 - handed to the caller
-            if self._connection_broken(exc):
+            if refusals.connection_broken(self._conn, exc):
                 self._reset()
             job.future.set_exception(exc)
         else:
             job.future.set_result(result)
-
-    def _connection_broken(self, exc: Exception) -> bool:
-        """After a job failed (its transaction rolled back by ``conn.begin()``): does the
-        connection need a reset? Not for a domain refusal (no such submission, already
-        imported, a bad key id: 404/409/422 on the admin API), which says nothing about the
-        connection; resetting there let any failed admin action dispose DuckDB's engine
-        under the ingest path. Otherwise only if the connection is gone or no
-        longer answers."""
-        conn = self._conn
-        if conn is None or conn.closed or conn.invalidated:
-            return True
-        if isinstance(exc, SpecServerError):
-            return False
-        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-            return True
-        try:  # e.g. a constraint refusal: the connection is fine if it still answers
-            conn.exec_driver_sql("SELECT 1").close()
-            conn.rollback()
-        except Exception:  # noqa: BLE001 - any failure here means: reconnect
-            return True
-        return False
