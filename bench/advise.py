@@ -5,27 +5,49 @@ thread counts and CPU sets; candidates prompt lookup (ngram-simple, lookup 3) at
 six prompts as six kinds of work. Every block checks that its candidate drafted.
 
     .venv/bin/python bench/advise.py [--num-predict 48] [--machines m1,m2,m3]
+        [--repeats 1] [--probe-rounds R] [--probe-twice] [--no-draft]
     .venv/bin/python bench/advise.py --analyse bench/data/advise-<stamp>.json [--board]
+
+The finer run the fourth analysis asks for (BENCHMARKS.md), on a machine nothing else
+loads (m2's two threads on two busy cores measure the load, not the machine):
+
+    flock /tmp/specatlas-engine.lock .venv/bin/python bench/advise.py --machines m1,m3 \
+        --num-predict 96 --repeats 2 --probe-rounds 5 --probe-twice
+
+Its time is estimated, not measured: the default run took 47-50 min for three machines
+at 48 tokens (decode 6-7 min on m1, 3.5-5.5 on m3, 23-27 on m2; the rest, ~4 min a
+machine, starts, prompts and probes); twice the tokens twice a block is up to four times
+the decode (less where an answer ends before 96 tokens), so ~25 min on m1 and 15-22 on
+m3, with ~5-6 min a machine besides (each prompt processed twice as often, two probes of
+five rounds): about 50-60 min, at those runs' load of 3-10.
 
 Per machine, one llama-server start per block, blocks bracketed: baseline, the
 candidates ascending, baseline, the candidates descending, baseline; each block the six
-prompts once (decode tok/s from the engine's timings, the speculative counters from
-/metrics around each request). Then the machine's probe (``specsubmit probe``'s
-``measure_rounds``: one speculative round checking k tokens, and a plain step; also the
+prompts once, or ``--repeats`` times (all six, then all six again: each row records its
+``repeat``; the analysis takes a block's median per prompt, the product's rule for a
+block's trials), decode tok/s from the engine's timings, the speculative counters from
+/metrics around each request. Then the machine's probe (``specsubmit probe``'s
+``measure_rounds``: one speculative round checking k tokens, and a plain step; its default
+rounds and time budget, or exactly ``--probe-rounds`` rounds with no budget; also the
 version-1 prefill curve on the same start, for comparison, its k = 1 taken from the plain
-steps: its own decoding runs on a server that speculates here) and the draft model's plain
-step (its cost per drafted token on that machine). Everything is written to
+steps: its own decoding runs on a server that speculates here), saved as ``probe``. With
+``--probe-twice`` the same rounds probe is taken before the blocks too, saved as
+``probe_before`` (no prefill curve): the analysis pools each size's samples of the two
+(the blocks ran between them, so neither alone saw their load; each size's cost is then
+the median of both probes' samples) and prints how far the two disagree. Then the draft
+model's plain step (its cost per drafted token on that machine). Everything is written to
 bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
 --analyse) predicts held-out depths, machines and kinds of work and prints the errors
 against the three baselines, then ``bench/advise_noise.py`` how far two measurements of one
 cell fall apart and what the crowd's acceptance adds to the error. Prints figures; asserts
-nothing. The load is printed and recorded at every block.
+nothing. The load is printed and recorded at every block and probe.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -94,13 +116,14 @@ def stop(proc: subprocess.Popen[bytes], api: LlamaServerApi) -> None:
     proc.wait()
 
 
-def run_block(api: LlamaServerApi, prompts: list[tuple[str, str]], num_predict: int
-              ) -> list[dict[str, object]]:
+def run_block(api: LlamaServerApi, prompts: list[tuple[str, str]], num_predict: int,
+              repeats: int = 1) -> list[dict[str, object]]:
     templated = {text: api.apply_template(text) or text for _, text in prompts}
     api.completion({"prompt": templated[prompts[0][1]], "n_predict": 8, "temperature": 0.0,
                     "cache_prompt": False, "stream": True})  # warm-up
     rows: list[dict[str, object]] = []
-    for domain, text in prompts:
+    # every prompt, then every prompt again: a repeat sees the block's load a while later
+    for repeat, (domain, text) in ((r, p) for r in range(repeats) for p in prompts):
         before = parse_spec_metrics(api.metrics_text() or "")
         gen = api.completion({
             "prompt": templated[text], "n_predict": num_predict, "temperature": 0.0,
@@ -109,7 +132,7 @@ def run_block(api: LlamaServerApi, prompts: list[tuple[str, str]], num_predict: 
         after = parse_spec_metrics(api.metrics_text() or "")
         counts = (after.since(before) if after is not None and before is not None
                   else after)
-        rows.append({"domain": domain, "tokens": gen.eval_count,
+        rows.append({"domain": domain, "repeat": repeat, "tokens": gen.eval_count,
                      "seconds": gen.eval_duration_ns / 1e9,
                      "drafted": gen.draft_n or 0, "accepted": gen.draft_accepted or 0,
                      "rounds": counts.rounds if counts else 0,
@@ -126,19 +149,55 @@ def plain_steps(api: LlamaServerApi, text: str, times: int = 3) -> list[float]:
     return out
 
 
+def probe_machine(binary: Path, model: Path, port: int, machine: str, text: str,
+                  rounds: int | None, prefill: bool) -> dict[str, object]:
+    """The machine's rounds probe on its own start: ``measure_rounds``'s default rounds and
+    budget, or exactly ``rounds`` (no budget: the finer run wants every size that often);
+    with ``prefill``, the version-1 prefill curve on the same start after it."""
+    load = os.getloadavg()[0]
+    out: dict[str, object] = {}
+    proc, api = start(binary, model, port, machine, ["--swa-full", *verification_args(
+        max(ROUND_SIZES))])
+    try:
+        began = time.monotonic()
+        context, found, steps = (
+            measure_rounds(api, text, RunListener()) if rounds is None
+            else measure_rounds(api, text, RunListener(), rounds=rounds, budget_s=math.inf))
+        probe_s = time.monotonic() - began
+        if prefill:
+            _, curve, decoded = measure(api, text, RunListener(), sizes=ROUND_SIZES, rounds=2)
+            out = {"prefill": {str(k): v for k, v in curve.items()}, "decoded": decoded}
+    finally:
+        stop(proc, api)
+    size = 9 if 9 in found else max(found)  # a 9-token round: what depth 8 pays
+    print(f"{machine} probe: {probe_s:.0f} s, step {statistics.median(steps) * 1000:.1f} ms, "
+          f"round of {size} {statistics.median(found[size]) * 1000:.1f} ms, "
+          f"load {load:.1f}", flush=True)
+    return {"context": context, "seconds": probe_s, "load": load,
+            "rounds": {str(k): v for k, v in found.items()}, "steps": steps} | out
+
+
 def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
-                    prompts: list[tuple[str, str]], num_predict: int, port: int
-                    ) -> dict[str, object]:
+                    prompts: list[tuple[str, str]], num_predict: int, port: int,
+                    repeats: int = 1, probe_rounds: int | None = None,
+                    probe_twice: bool = False) -> dict[str, object]:
     menu = candidates(draft)
     names = list(menu)
     order = [None, *names, None, *reversed(names), None]
+    text = "\n\n".join(t for _, t in prompts) * 4
+    found: dict[str, object] = {"threads": MACHINES[machine][0],
+                                "cpus": MACHINES[machine][1]}
+    if probe_twice:
+        port += 1
+        found["probe_before"] = probe_machine(binary, model, port, machine, text,
+                                              probe_rounds, prefill=False)
     blocks: list[dict[str, object]] = []
     for index, name in enumerate(order):
         port += 1
         load = os.getloadavg()[0]
         proc, api = start(binary, model, port, machine, [] if name is None else menu[name])
         try:
-            rows = run_block(api, prompts, num_predict)
+            rows = run_block(api, prompts, num_predict, repeats)
         finally:
             stop(proc, api)
         if name is not None and not any(r["drafted"] for r in rows):
@@ -147,20 +206,8 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
         rate = sum(r["tokens"] for r in rows) / sum(r["seconds"] for r in rows)  # type: ignore[misc]
         print(f"{machine} block {index + 1}/{len(order)} {name or 'baseline':>9}: "
               f"{rate:6.1f} tok/s, load {load:.1f}", flush=True)
-    text = "\n\n".join(t for _, t in prompts) * 4
     port += 1
-    proc, api = start(binary, model, port, machine, ["--swa-full", *verification_args(
-        max(ROUND_SIZES))])
-    try:
-        began = time.monotonic()
-        context, rounds, steps = measure_rounds(api, text, RunListener())
-        probe_s = time.monotonic() - began
-        _, prefill, decoded = measure(api, text, RunListener(), sizes=ROUND_SIZES, rounds=2)
-    finally:
-        stop(proc, api)
-    print(f"{machine} probe: {probe_s:.0f} s, step {statistics.median(steps) * 1000:.1f} ms, "
-          f"round of 9 {statistics.median(rounds[8 if 8 in rounds else max(rounds)]) * 1000:.1f}"
-          " ms", flush=True)
+    probe = probe_machine(binary, model, port, machine, text, probe_rounds, prefill=True)
     draft_steps: list[float] = []
     if draft is not None:
         port += 1
@@ -169,12 +216,7 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
             draft_steps = plain_steps(api, prompts[0][1])
         finally:
             stop(proc, api)
-    return {"threads": MACHINES[machine][0], "cpus": MACHINES[machine][1], "blocks": blocks,
-            "probe": {"context": context, "seconds": probe_s,
-                      "rounds": {str(k): v for k, v in rounds.items()}, "steps": steps,
-                      "prefill": {str(k): v for k, v in prefill.items()},
-                      "decoded": decoded},
-            "draft_steps": draft_steps}
+    return found | {"blocks": blocks, "probe": probe, "draft_steps": draft_steps}
 
 
 def main() -> None:
@@ -182,11 +224,20 @@ def main() -> None:
     parser.add_argument("--num-predict", type=int, default=48)
     parser.add_argument("--machines", default=",".join(MACHINES))
     parser.add_argument("--no-draft", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="each prompt this many times in every block")
+    parser.add_argument("--probe-rounds", type=int, default=None,
+                        help="exactly this many probe rounds, no time budget (default: the "
+                        "probe's own rounds and budget)")
+    parser.add_argument("--probe-twice", action="store_true",
+                        help="probe each machine before its blocks too (probe_before)")
     parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
     parser.add_argument("--board", action="store_true",
                         help="measured speedups as the board estimates them (each block "
                         "over the baseline at its place), not mean rate over mean rate")
     args = parser.parse_args()
+    if args.repeats < 1 or (args.probe_rounds is not None and args.probe_rounds < 1):
+        parser.error("--repeats and --probe-rounds take a count of one or more")
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)
@@ -201,13 +252,17 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     data: dict[str, object] = {
         "started": stamp, "load_start": os.getloadavg(), "num_predict": args.num_predict,
+        "repeats": args.repeats, "probe_rounds": args.probe_rounds,
+        "probe_twice": args.probe_twice,
         "target_bytes": model.stat().st_size,
         "draft_bytes": draft.stat().st_size if draft is not None else None, "machines": {}}
     print(f"load at start: {os.getloadavg()}", flush=True)
     machines: dict[str, object] = {}
     for offset, machine in enumerate(args.machines.split(",")):
         machines[machine] = measure_machine(machine, binary, model, draft, prompts,
-                                            args.num_predict, 18400 + 100 * offset)
+                                            args.num_predict, 18400 + 100 * offset,
+                                            args.repeats, args.probe_rounds,
+                                            args.probe_twice)
         data["machines"] = machines
         out = ROOT / "bench" / "data" / f"advise-{stamp}.json"
         out.write_text(json.dumps(data, indent=1))

@@ -2,13 +2,14 @@
 held-out cells against their measurement, beside three baselines. Pure; prints figures.
 
 A cell is (machine, candidate, kind of work). Its measured speedup is the candidate's
-decode rate (tokens / engine decode seconds, over the block's request for that prompt)
-over the mean of the machine's three baseline blocks' for the same prompt; a candidate ran
-in two blocks, so its rate is the mean of the two. With ``--board``, the board's estimate
-instead (``specschema.block_t``: each candidate block's rate over the baseline
-interpolated at the block's place in the run, their geometric mean): two reasonable
-readings of the same requests, whose difference says how much of the error is the
-yardstick's. Three tasks, each hiding cells and predicting them from the rest:
+decode rate (tokens / engine decode seconds, over the block's request for that prompt; the
+median of its requests in a block that asked each prompt more than once: the block is the
+unit, ``advise_measurements``) over the mean of the machine's three baseline blocks' for
+the same prompt; a candidate ran in two blocks, so its rate is the mean of the two. With
+``--board``, the board's estimate instead (``specschema.block_t``: each candidate block's
+rate over the baseline interpolated at the block's place in the run, their geometric
+mean): two reasonable readings of the same requests, whose difference says how much of the
+error is the yardstick's. Three tasks, each hiding cells and predicting them from the rest:
 
 - depths: prompt lookup at depth d on machine m and kind of work x, from the acceptance of
   the other depths on (m, x) (positions beyond them credit nothing, so a depth above every
@@ -23,7 +24,8 @@ yardstick's. Three tasks, each hiding cells and predicting them from the rest:
 The model (``specschema.predict.predicted_speedup``): acceptance per position pooled over
 the rounds of the known cells, the steps that drafted nothing per round (pooled the same
 way), machine m's probe (one round checking k tokens; a plain step; the product's
-``forecast.cost_curve``: each size's median), and for the draft model its plain step on m
+``forecast.cost_curve``: each size's median; a run that probed before its blocks too pools
+both probes' samples per size), and for the draft model its plain step on m
 as the cost of a drafted token, times what a drafted token cost in the known draft cells,
 in their machines' draft steps (the median of ``predict.drafting_factor`` over them; 1
 without any). Its interval:
@@ -53,7 +55,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specschema.block_ratios import Block
+from advise_measurements import block_rates, probe_samples
 from specschema.block_t import blocked_ratio_t
 from specschema.crowd import CostUnit
 from specschema.forecast import LEVEL, cost_curve
@@ -68,6 +70,7 @@ from specschema.predict import (
     textbook_speedup,
 )
 from specschema.predict_measured import log_variance, measured_interval, measured_spread
+from specschema.stats import median
 
 Cell = tuple[str, str, str]  # machine, candidate, kind of work
 RESAMPLES = 400
@@ -151,16 +154,13 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
     counts: dict[Cell, Counts] = {}
     probes, prefill, draft_steps, implied, steps = {}, {}, {}, {}, {}
     for machine, found in data["machines"].items():
-        rates: dict[tuple[str, str], list[float]] = {}
-        placed: dict[tuple[str, str], list[Block]] = {}
+        placed = block_rates(found)
+        rates = {key: [median(b.values) for b in blocks] for key, blocks in placed.items()}
         sums: dict[tuple[str, str], Counts] = {}
         spent: dict[str, list[float]] = {}
-        for place, block in enumerate(found["blocks"]):
+        for block in found["blocks"]:
             for row in block["rows"]:
                 key = (block["config"], row["domain"])
-                rates.setdefault(key, []).append(row["tokens"] / row["seconds"])
-                placed.setdefault(key, []).append(
-                    Block(float(place), (row["tokens"] / row["seconds"],)))
                 if block["config"] != "baseline" and row["rounds"]:
                     plain, decoded = plain_counts(row["tokens"], row["accepted"],
                                                   row["rounds"])
@@ -179,9 +179,9 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
             if (config, domain) in sums:
                 counts[(machine, config, domain)] = sums[(config, domain)]
         probe = found["probe"]
-        probes[machine] = {int(k): v for k, v in probe["rounds"].items()} | {1: probe["steps"]}
+        probes[machine] = probe_samples(found)
         # the v1 curve's own decoding step ran on the probe's server, which speculates: the
-        # plain steps of the rounds probe stand in for it
+        # plain steps of the rounds probe on that start stand in for it
         prefill[machine] = ({int(k): v for k, v in probe["prefill"].items()}
                             | {1: probe["steps"]})
         draft_steps[machine] = found["draft_steps"]

@@ -1,7 +1,10 @@
 """How much of the advisor bench's error its measurement leaves to the model (pure; prints).
 
-Two readings of a saved run of bench/advise.py, beside ``advise_analysis``'s figures:
+Readings of a saved run of bench/advise.py, beside ``advise_analysis``'s figures:
 
+- **Two probes of one machine** (a run with ``--probe-twice``): how far the plain step
+  and the 9-token round moved between the probe before the machine's blocks and the one
+  after them, the load the probe alone cannot see.
 - **Two measurements of one cell.** A candidate ran in two blocks (one in each sweep of the
   bracketed order), and its tokens are the same in both (temperature 0). Each block's rate
   over the baseline interpolated at its place (``specschema.block_ratios``, the product's
@@ -26,19 +29,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advise_analysis import Case, Run, curve, depth_of, drafting_factors
-from specschema.block_ratios import Block, block_ratios
+from advise_measurements import block_rates, drift_line, probe_drift
+from specschema.block_ratios import block_ratios
 from specschema.predict import plain_steps_per_round, predicted_speedup
 
 
 def split_halves(data: Mapping[str, Any]) -> dict[str, list[float]]:
-    """Per machine, |log(first / second)| of each candidate cell's two block ratios."""
+    """Per machine, |log(first / second)| of each candidate cell's two block ratios (a
+    block with repeats: the median of its requests, ``advise_measurements``)."""
     out: dict[str, list[float]] = {}
     for machine, found in data["machines"].items():
-        rates: dict[tuple[str, str], list[Block]] = {}
-        for place, block in enumerate(found["blocks"]):
-            for row in block["rows"]:
-                rates.setdefault((block["config"], row["domain"]), []).append(
-                    Block(float(place), (row["tokens"] / row["seconds"],)))
+        rates = block_rates(found)
         for (config, domain), blocks in rates.items():
             if config == "baseline" or len(blocks) != 2:
                 continue
@@ -64,6 +65,13 @@ def own_acceptance(run: Run, case: Case) -> float:
 
 
 def report(data: Mapping[str, Any], run: Run, found: Sequence[Case]) -> None:
+    drifts = {m: d for m, f in sorted(data["machines"].items())
+              if (d := probe_drift(f)) is not None}
+    if drifts:  # a run probed once (every run before --probe-twice) prints nothing here
+        print("\nthe probe before the blocks and after them (medians; log after / before): "
+              "the analysis pools the two")
+        for machine, drift in drifts.items():
+            print(drift_line(machine, drift))
     print("\ntwo measurements of one cell (its two blocks, each over the baseline at its "
           "place): median |log(first / second)|, and half of it (about a perfect "
           "prediction's median |log error| against their mean)")
