@@ -22,7 +22,9 @@ target alone). Scenarios:
   run: what a bracketed design cannot correct.
 
 Per scenario it prints how often each rule calls a run ``unstable`` (the older block-drift
-rule, max / min > 1.5, and the off-line rule of ``specschema.stability``), and the coverage
+rule, max / min > 1.5, the off-line rule of ``specschema.stability``, and its ``load way``
+variant, whose load-aided bound also asks the block to depart the way its load moved:
+slower where the load rose), and the coverage
 of the 95 % ``block_t`` interval with the baseline interpolated by run position (before)
 and by time with the shared baseline blocks counted (now, as ``summary`` computes it for a
 run with times): against the run's own truth (its trials' average speedup: what a
@@ -60,7 +62,13 @@ from specschema.block_ratios import Block, block_drift  # noqa: E402
 from specschema.block_t import blocked_ratio_t  # noqa: E402
 from specschema.blocks import block_loads, decode_rates, timed, trial_blocks  # noqa: E402
 from specschema.payload import parse_submission, submission_bytes  # noqa: E402
-from specschema.stability import MAX_BASELINE_DRIFT, Bounds, judge, off_line_blocks  # noqa: E402
+from specschema.stability import (  # noqa: E402
+    MAX_BASELINE_DRIFT,
+    Bounds,
+    OffLine,
+    judge,
+    off_line_blocks,
+)
 from specschema.stats import median  # noqa: E402
 
 DRAFTS = {"draft_qwen3_0.6b_n3": 1.6, "draft_qwen3_0.6b_n8": 1.9, "draft_qwen3_1.7b_n8": 1.3}
@@ -196,13 +204,27 @@ def estimates(run: Run, by_time: bool) -> dict[str, tuple[float, float | None, f
     return out
 
 
-def rules(run: Run, bounds: Bounds) -> tuple[bool, bool]:
+def breaks_load_way(block: OffLine, bounds: Bounds) -> bool:
+    """The off-line rule with its load-aided bound asking the departure to go the load's
+    way (slower where the load rose, faster where it fell): the variant the shipped rule
+    is compared with (``--real`` and the ``load way`` column)."""
+    off = abs(block.residual)
+    if off > bounds.off_line:
+        return True
+    return (off > bounds.off_line_with_load and block.load_change is not None
+            and abs(block.load_change) >= bounds.load_moved
+            and block.residual * block.load_change < 0)
+
+
+def rules(run: Run, bounds: Bounds) -> tuple[bool, bool, bool]:
+    """The older block-drift rule, the shipped off-line rule, and its load-way variant."""
     base = run.blocks["no_draft"]
     medians = [median(b[2]) for b in base]
     drift = block_drift(medians)
     old = drift is not None and drift > MAX_BASELINE_DRIFT
-    unstable, _ = judge(off_line_blocks([b[0] for b in base], medians, run.loads), bounds)
-    return old, unstable
+    blocks = off_line_blocks([b[0] for b in base], medians, run.loads)
+    unstable, _ = judge(blocks, bounds)
+    return old, unstable, any(breaks_load_way(b, bounds) for b in blocks)
 
 
 def covers(found: tuple[float, float | None, float | None], value: float) -> bool:
@@ -220,7 +242,8 @@ def real(folders: list[Path]) -> None:
     """The saved real runs, by both rules (see the module docstring)."""
     import json
 
-    print(f"{'run':<48} {'drift':>6} {'old':>9} {'off line':>9} {'off-line':>9} {'draft':>8}")
+    print(f"{'run':<48} {'drift':>6} {'old':>9} {'off line':>9} {'off-line':>9} "
+          f"{'load way':>9} {'draft':>8}")
     for path in sorted(p for folder in folders for p in folder.rglob("run*.json")):
         timed_sub = sub = parse_submission(path.read_bytes())
         if not timed(sub.configs):  # made before times: the wall times back to back
@@ -238,8 +261,10 @@ def real(folders: list[Path]) -> None:
             block_loads(base.trials), strict=True) if b.values]
         medians = [median(b.values) for b, _ in kept]
         drift = block_drift(medians) or 0.0
-        flagged, worst = judge(off_line_blocks([b.centre for b, _ in kept], medians,
-                                               [load for _, load in kept]))
+        blocks = off_line_blocks([b.centre for b, _ in kept], medians,
+                                 [load for _, load in kept])
+        flagged, worst = judge(blocks)
+        load_way = any(breaks_load_way(b, Bounds()) for b in blocks)
         loads = [load for _, load in kept if load is not None]
         seen = f" load {min(loads):.1f}-{max(loads):.1f}" if loads else ""
         moved = ("" if worst is None or worst.load_change is None
@@ -251,6 +276,7 @@ def real(folders: list[Path]) -> None:
               f"{'unstable' if drift > MAX_BASELINE_DRIFT else 'stable':>9} "
               f"{(worst.residual if worst else 0.0):>+9.0%} "
               f"{'unstable' if flagged else 'stable':>9} "
+              f"{'unstable' if load_way else 'stable':>9} "
               f"{(draft.speedup_tps or 0.0) if draft else 0.0:>7.2f}x{moved}{seen}")
 
 
@@ -312,20 +338,21 @@ def main() -> None:
           f"{noise.trial}, speedup -{noise.load_shift:.0%} per busy process; "
           f"reference ({args.reference_rounds} quiet rounds): "
           + ", ".join(f"{ref[n]:.3f}x" for n in DRAFTS))
-    print(f"{'scenario':<10} {'runs':>5} {'old rule':>9} {'off-line':>9} "
+    print(f"{'scenario':<10} {'runs':>5} {'old rule':>9} {'off-line':>9} {'load way':>9} "
           f"{'cover own: pos':>15} {'time':>6} {'cover ref: time':>16} {'stable only':>12} "
           f"{'correct':>8}")
     bounds = Bounds()
     for scenario in SCENARIOS:
-        old = new = 0
+        old = new = load_way = 0
         own_pos = own_time = ref_time = ref_stable = stable_cells = cells = 0
         correct = correct_cells = 0
         for index in range(args.runs):
             cond = conditions(scenario, rng, length)
             run = simulate(cond, rng, noise)
-            flagged_old, flagged = rules(run, bounds)
+            flagged_old, flagged, flagged_load_way = rules(run, bounds)
             old += flagged_old
             new += flagged
+            load_way += flagged_load_way
             by_pos, by_time = estimates(run, False), estimates(run, True)
             for name in DRAFTS:
                 cells += 1
@@ -344,6 +371,7 @@ def main() -> None:
                     correct_cells += 1
                     correct += abs(centre - math.log(ref[name])) <= 1.96 * spread
         print(f"{scenario:<10} {args.runs:>5} {old / args.runs:>9.1%} {new / args.runs:>9.1%} "
+              f"{load_way / args.runs:>9.1%} "
               f"{own_pos / cells:>15.1%} {own_time / cells:>6.1%} {ref_time / cells:>16.1%} "
               f"{(ref_stable / stable_cells if stable_cells else float('nan')):>12.1%} "
               f"{correct / max(correct_cells, 1):>8.1%}")
