@@ -19,7 +19,8 @@ at 48 tokens (decode 6-7 min on m1, 3.5-5.5 on m3, 23-27 on m2; the rest, ~4 min
 machine, starts, prompts and probes); twice the tokens twice a block is up to four times
 the decode (less where an answer ends before 96 tokens), so ~25 min on m1 and 15-22 on
 m3, with ~5-6 min a machine besides (each prompt processed twice as often, two probes of
-five rounds): about 50-60 min, at those runs' load of 3-10.
+five rounds): about 50-60 min, at those runs' load of 3-10. Measured on a quiet
+machine of the faster kind (2026-12-07): m1 and m3 26 min, m2 alone 8 min.
 
 Per machine, one llama-server start per block, blocks bracketed: baseline, the
 candidates ascending, baseline, the candidates descending, baseline; each block the six
