@@ -208,12 +208,10 @@ def breaks_load_way(block: OffLine, bounds: Bounds) -> bool:
     """The off-line rule with its load-aided bound asking the departure to go the load's
     way (slower where the load rose, faster where it fell): the variant the shipped rule
     is compared with (``--real`` and the ``load way`` column)."""
-    off = abs(block.residual)
-    if off > bounds.off_line:
-        return True
-    return (off > bounds.off_line_with_load and block.load_change is not None
-            and abs(block.load_change) >= bounds.load_moved
-            and block.residual * block.load_change < 0)
+    if not block.breaks(bounds):
+        return False
+    return (abs(block.residual) > bounds.off_line
+            or (block.load_change or 0.0) * block.residual < 0)
 
 
 def rules(run: Run, bounds: Bounds) -> tuple[bool, bool, bool]:
