@@ -33,8 +33,12 @@ the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's sam
 size, the draft's steps, the known cells' drafting factors, and each position's acceptance
 drawn binomially from its rounds), each times the noise of a measured speedup
 (``predict_measured.measured_interval`` with the median of the known cells' own spreads,
-``measured_spread`` of their two candidate and three baseline blocks): where the held-out
-cell's measurement is expected to land, as the product's forecast says it.
+``measured_spread`` of their two candidate and three baseline blocks, or where known
+lookup cells can be held against their own machine's probe, what the model missed by
+there, ``predict_measured.model_error``: each known lookup cell's log(measured /
+predicted from its own counts and its machine's probe), Student's t with as many degrees
+of freedom as there are misses): where the held-out cell's measurement is expected to
+land, as the product's forecast says it (``crowd.residuals``, ``forecast.miss``).
 
 Baselines: the textbook formula (one alpha from the same acceptance, c = the draft's file
 size over the target's, 0 for the lookup); the pair's median across machines (the
@@ -69,7 +73,12 @@ from specschema.predict import (
     predicted_speedup,
     textbook_speedup,
 )
-from specschema.predict_measured import log_variance, measured_interval, measured_spread
+from specschema.predict_measured import (
+    log_variance,
+    measured_interval,
+    measured_spread,
+    model_error,
+)
 from specschema.stats import median
 
 Cell = tuple[str, str, str]  # machine, candidate, kind of work
@@ -257,6 +266,23 @@ def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
     return out
 
 
+def residuals(run: Run, cells: Iterable[Cell]) -> list[float]:
+    """Per known lookup cell, log(measured / predicted from its own counts and its own
+    machine's probe): the model's miss there (the server's ``crowd.residuals``; a draft
+    model's cells are left out, as there: its drafting cost is read off them)."""
+    out = []
+    for cell in cells:
+        machine, candidate, _ = cell
+        if not candidate.startswith("ngram") or cell not in run.counts:
+            continue
+        counts, depth = run.counts[cell], depth_of(candidate)
+        profile = counts.profile()
+        plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
+        out.append(math.log(run.measured[cell] / predicted_speedup(
+            profile, depth, curve(run.probes[machine]), 0.0, plain)))
+    return out
+
+
 def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
     return statistics.median([values[rng.randrange(len(values))] for _ in values])
 
@@ -287,7 +313,8 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
             d *= _drawn_median(factors, rng)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng), d,
                                        plain_steps_per_round(share, drawn, depth)))
-    low, high = measured_interval(draws, spread, LEVEL, rng)
+    noise = model_error(residuals(run, known), spread)
+    low, high = measured_interval(draws, noise.scale, LEVEL, rng, noise.dof)
     alpha = mean_acceptance(source.profile()[:depth])
     book = textbook_speedup(alpha, depth, run.size_ratio if drafting else 0.0)
     return point, low, high, book

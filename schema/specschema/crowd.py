@@ -13,7 +13,8 @@ found no match: ``specschema.predict``'s p); the spread of their measured speedu
 own runs measured them (``Profile.spread``: what a user's run moves by); and for a draft
 model, what a pass of the draft cost in their runs in the draft's plain steps, from the
 rows of machines whose probes of both the target and the draft are known
-(``Profile.drafting``).
+(``Profile.drafting``); and for a drafter that costs nothing, how far the model missed on
+their own machines, their runs against their probes (``Profile.residual``).
 
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
@@ -134,6 +135,9 @@ class Profile:
     # draft's plain steps on their machine (``predict.drafting_factor``); empty: not known,
     # one step
     drafting: tuple[float, ...] = ()
+    # per contributor unit (sorted), log(measured / predicted) of their runs, predicted
+    # from their own acceptance and their machine's cost curve; empty: not known
+    residual: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,8 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
                       "measured": [m.json() for m in p.measured],
                       "draft_cost": [u.json() for u in p.draft_cost],
                       "plain": list(p.plain), "draft_bytes": p.draft_bytes,
-                      "spread": list(p.spread), "drafting": list(p.drafting)}
+                      "spread": list(p.spread), "drafting": list(p.drafting),
+                      "residual": list(p.residual)}
                      for p in inputs.profiles],
     }
 
@@ -248,7 +253,8 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                 tuple(_cost_from_json(u) for u in p["draft_cost"]),
                 tuple(float(x) for x in p.get("plain", ())), _opt_int(p.get("draft_bytes")),
                 tuple(float(x) for x in p.get("spread", ())),
-                tuple(float(x) for x in p.get("drafting", ())))
+                tuple(float(x) for x in p.get("drafting", ())),
+                tuple(float(x) for x in p.get("residual", ())))
         for p in data["profiles"])
     return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),

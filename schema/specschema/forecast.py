@@ -9,8 +9,10 @@ the median across contributors' profiles, plain shares and cost units as the poi
 interval from resampling them (``DRAWS`` bootstrap draws: contributor units with
 replacement, at most ``RESAMPLE_MAX`` a draw; within a cost unit, its samples with
 replacement), each draw times the noise of a measurement (``predict_measured``: the
-median of the contributors' own measured spreads), so that the interval says where a
-user's run would land, not only where its expectation is. Beside each, the speedups
+median of the contributors' own measured spreads, or where contributors' runs of the
+candidate can be held against their machines' probes, what the model missed by there,
+``model_error``), so that the interval says where a user's run would land, not only where
+its expectation is. Beside each, the speedups
 measured on machines like the one asked about, and one line that answers.
 
 A draft model's T_d is its own decoding step probed on this chip (``Profile.draft_cost``,
@@ -57,10 +59,10 @@ from specschema.predict import (
     plain_steps_per_round,
     predicted_speedup,
 )
-from specschema.predict_measured import measured_interval
+from specschema.predict_measured import ModelError, measured_interval, model_error
 
 __all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "drafting_steps", "forecast",
-           "measurement_spread", "recommendation"]
+           "measurement_spread", "miss", "recommendation"]
 
 DRAWS = 200
 LEVEL = 0.90  # the interval's nominal coverage
@@ -181,6 +183,13 @@ def measurement_spread(profile: Profile) -> float:
     return _median(profile.spread) if profile.spread else 0.0
 
 
+def miss(profile: Profile, min_contributors: int = 1) -> ModelError:
+    """The noise a user's run has beside the prediction (``predict_measured.model_error``):
+    the contributors' misses on their own machines (``Profile.residual``) when known from
+    at least ``min_contributors`` units, the measured spread at least."""
+    return model_error(profile.residual, measurement_spread(profile), min_contributors)
+
+
 def drafting_steps(profile: Profile, min_contributors: int = 1) -> float:
     """A pass of the draft's cost in the draft's plain steps: the median of the contributors'
     (``Profile.drafting``), from at least ``min_contributors`` units (it moves the point, so
@@ -217,12 +226,12 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
                                               plain_steps_per_round(share, drawn, d)))
-    spread = measurement_spread(profile)
+    noise = miss(profile, min_contributors)
     rows = []
     for d in depths:
         point = predicted_speedup(point_profile, d, curve, point_draft,
                                   plain_steps_per_round(point_plain, point_profile, d))
-        low, high = measured_interval(draws[d], spread, LEVEL, rng)
+        low, high = measured_interval(draws[d], noise.scale, LEVEL, rng, noise.dof)
         rows.append(Row(d, point, low, high))
     return rows
 
@@ -264,7 +273,8 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
             "draft_cost": basis,
             "drafting_steps": (round(drafting_steps(profile, inputs.min_contributors), DIGITS)
                                if basis is not None else None),
-            "measurement_spread": round(measurement_spread(profile), DIGITS)})
+            "measurement_spread": round(measurement_spread(profile), DIGITS),
+            "model_error": _miss_json(profile, inputs.min_contributors)})
     answer: dict[str, Any] = {
         "target": {"digest": inputs.target_digest, "name": inputs.target_name},
         "machine": {"chip": inputs.chip, "memory_gb": inputs.memory_gb,
@@ -279,6 +289,15 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
     }
     answer["recommendation"] = recommendation(candidates, domain or ALL_DOMAINS)
     return answer
+
+
+def _miss_json(profile: Profile, min_contributors: int) -> dict[str, Any] | None:
+    """The model's misses on contributors' own machines, as the answer carries them (None
+    while too few contributors tell them to be used)."""
+    noise = miss(profile, min_contributors)
+    if noise.dof is None:
+        return None
+    return {"log_sd": round(noise.scale, DIGITS), "contributors": len(profile.residual)}
 
 
 def recommendation(candidates: Sequence[Mapping[str, Any]], domain: str) -> str:

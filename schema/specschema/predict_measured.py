@@ -19,6 +19,23 @@ across contributor units of theirs as the spread a run like theirs has, and draw
 its bootstrap predictions times exp(s z), z standard normal (``measured_interval``): the
 interval is then the one a user's run is expected to fall in, not the one the speedup's
 expectation is.
+
+The model itself misses too, and not by a run's noise: on the advisor bench's finer run
+(the noise above down to 1-3 %) the probe priced a round 5-12 % off what the runs spent,
+one way on one machine and the other way on another, and the interval covered 24-65 %.
+Where contributors both probed their machine and ran a drafter that costs nothing, each
+such run's miss is known: r = log(measured / predicted from its own acceptance and cost
+curve), which holds the model's miss on that machine and the run's own noise, the two
+things a user's run will see. With n such misses r_1..r_n (one per contributor unit),
+taken as centred on the prediction (the point is not moved by them),
+
+    s_model = sqrt((r_1^2 + ... + r_n^2) / n),
+
+and a new machine's miss over s_model follows Student's t with n degrees of freedom (for
+normal misses this is exact: n r^2 / sigma^2 is chi-square with n), so a few contributors
+widen the interval much more than many (``model_error``). The noise each draw is multiplied
+by is then exp(s t), s the larger of s_model and the measured spread (a run's noise is
+never less than what it is measured to be).
 """
 
 from __future__ import annotations
@@ -26,8 +43,10 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["log_variance", "measured_interval", "measured_spread", "moments_variance"]
+__all__ = ["ModelError", "log_variance", "measured_interval", "measured_spread",
+           "model_error", "moments_variance"]
 
 
 def log_variance(values: Sequence[float]) -> float:
@@ -57,6 +76,27 @@ def measured_spread(var_candidate: float, n_candidate: int, var_baseline: float,
     return math.sqrt(var_candidate / n_candidate + var_baseline / n_baseline)
 
 
+@dataclass(frozen=True)
+class ModelError:
+    """The log-sd of a user's measured speedup beside the prediction and the degrees of
+    freedom it is known with (None: taken as exact, the noise normal)."""
+
+    scale: float
+    dof: int | None
+
+
+def model_error(residuals: Sequence[float], spread: float, at_least: int = 1) -> ModelError:
+    """From the contributors' misses (module docstring) and the measured spread: the spread
+    alone (normal) when fewer than ``at_least`` misses are known (a deployment's minimum of
+    contributors: one contributor's misses do not set everyone's interval alone)."""
+    if spread < 0:
+        raise ValueError("a negative spread")
+    if not residuals or len(residuals) < at_least:
+        return ModelError(spread, None)
+    rms = math.sqrt(sum(r * r for r in residuals) / len(residuals))
+    return ModelError(max(rms, spread), len(residuals))
+
+
 def _quantile(ordered: Sequence[float], q: float) -> float:
     position = q * (len(ordered) - 1)
     low = int(position)
@@ -64,16 +104,35 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+# A draw's log noise is held within this: a t with few degrees of freedom has tails that
+# overflow exp(), and a factor of e^40 lies far outside any central interval anyway.
+LOG_NOISE_MAX = 40.0
+
+
+def _t(rng: random.Random, dof: int | None) -> float:
+    """A draw of Student's t with ``dof`` degrees of freedom (None: standard normal)."""
+    z = rng.gauss(0.0, 1.0)
+    return z if dof is None else z / math.sqrt(rng.gammavariate(dof / 2, 2.0) / dof)
+
+
+def _noise(spread: float, rng: random.Random, dof: int | None) -> float:
+    return math.exp(min(max(spread * _t(rng, dof), -LOG_NOISE_MAX), LOG_NOISE_MAX))
+
+
 def measured_interval(draws: Sequence[float], spread: float, level: float,
-                      rng: random.Random) -> tuple[float, float]:
+                      rng: random.Random, dof: int | None = None) -> tuple[float, float]:
     """The central ``level`` interval of the ``draws`` (bootstrap predictions) each times
-    exp(``spread`` z), z drawn from ``rng``: where a run whose measurement has that log-sd
-    is expected to land. ``spread`` 0 leaves the draws as they are (and draws nothing)."""
+    exp(``spread`` t), t drawn from ``rng`` (standard normal, or Student's t with ``dof``
+    degrees of freedom when the spread is itself an estimate from that many misses,
+    ``model_error``): where a run whose measurement has that log-sd is expected to land.
+    ``spread`` 0 leaves the draws as they are (and draws nothing)."""
     if not draws:
         raise ValueError("an interval of no draws")
     if spread < 0:
         raise ValueError("a negative spread")
-    noisy = [d * math.exp(spread * rng.gauss(0.0, 1.0)) for d in draws] if spread else \
+    if dof is not None and dof < 1:
+        raise ValueError("degrees of freedom below one")
+    noisy = [d * _noise(spread, rng, dof) for d in draws] if spread else \
         list(draws)
     ordered = sorted(noisy)
     tail = (1 - level) / 2

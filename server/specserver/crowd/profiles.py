@@ -10,9 +10,10 @@ of plain steps beside it (``crowd.plain``), counted per key and cohort the same 
 kind of work, from the results per domain of the protocol's prompt set that ingestion stored
 (``domain_results``), with the measured speedups per domain beside them, the spread of each
 row's speedup within its run (``crowd.spread``) and, for a draft model, what a drafted
-token cost in its runs (``crowd.drafting``), both counted per key and cohort the same
-way. Each key's rows are summed into its a_i, a cohort's keys are one voice and the keys
-on probation one more (``board.newkeys``; the settings ``min_contributors`` and
+token cost in its runs (``crowd.drafting``), and for an n-gram lookup how far the model
+missed on the contributors' own machines (``crowd.residuals``), each counted per key and
+cohort the same way. Each key's rows are summed into its a_i, a cohort's keys are one
+voice and the keys on probation one more (``board.newkeys``; the settings ``min_contributors`` and
 ``new_key_probation_days`` apply here as on the board).
 
 Measured speedups beside them come from the same rows on the asker's chip only ("measured on
@@ -47,8 +48,10 @@ from specschema.crowd import (
     merge_cost_units,
 )
 from specserver.board import newkeys
-from specserver.crowd.drafting import DraftRun, drafting_factors
+from specserver.crowd.drafting import drafting_factors
+from specserver.crowd.own_costs import MachineCosts, MeasuredRun
 from specserver.crowd.plain import plain_counts, shares
+from specserver.crowd.residuals import model_residuals
 from specserver.crowd.sizes import model_sizes
 from specserver.crowd.spread import speedup_spreads
 from specserver.errors import Invalid, NotFound
@@ -192,13 +195,14 @@ def _cost_units(found: Sequence[probes.StoredProbe], cohort_of: Mapping[str, str
 PerDomainKey = dict[str, dict[str, list[float]]]
 
 
-def _draft_runs(rows: Sequence[_Row], per_domain: DomainRows, plain_of: Mapping[
-        tuple[str, str], Mapping[str, tuple[int, int]]], digest: str) -> list[DraftRun]:
-    """The draft-model rows with what ``crowd.drafting`` needs per domain."""
+def _measured_runs(rows: Sequence[_Row], per_domain: DomainRows, plain_of: Mapping[
+        tuple[str, str], Mapping[str, tuple[int, int]]], digest: str) -> list[MeasuredRun]:
+    """The rows of a draft model or a costless drafter at a fixed depth, with what
+    ``crowd.drafting`` and ``crowd.residuals`` need per domain."""
     out = []
     for r in rows:
         c = r.candidate
-        if c.draft_digest is None or c.depth is None or c.adaptive:
+        if (c.draft_digest is None and not c.costless) or c.depth is None or c.adaptive:
             continue
         plain = plain_of.get((r.submission_id, r.config_name), {})
         found = {ALL_DOMAINS: (r.rounds, r.positions, r.speedup)} | dict(
@@ -209,8 +213,8 @@ def _draft_runs(rows: Sequence[_Row], per_domain: DomainRows, plain_of: Mapping[
             steps, decoded = plain.get(domain, (0, 0))
             if speedup is not None and rates is not None:
                 wanted[domain] = (speedup, rates, steps / decoded if decoded else 0.0)
-        out.append(DraftRun((r.submission_id, r.config_name), r.key, r.chip, c.depth, digest,
-                            c.draft_digest, wanted))
+        out.append(MeasuredRun((r.submission_id, r.config_name), r.key, r.chip, c.depth,
+                               digest, c.draft_digest, wanted))
     return out
 
 
@@ -250,8 +254,11 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
     pairs = {(r.submission_id, r.config_name) for r in rows}
     plain_of = plain_counts(conn, digest, pairs)
     spread_of = speedup_spreads(conn, digest, pairs)
-    drafting_of = {run.source: factors for run, factors in drafting_factors(
-        conn, asked.engine, _draft_runs(rows, per_domain, plain_of, digest))}
+    runs = _measured_runs(rows, per_domain, plain_of, digest)
+    costs = MachineCosts(conn, asked.engine)
+    drafting_of = {run.source: factors for run, factors in drafting_factors(costs, runs)}
+    residual_of = {run.source: misses for run, misses in model_residuals(
+        costs, [r for r in runs if r.draft_digest is None])}
     candidates = sorted({r.candidate for r in rows}, key=lambda c: (
         c.spec_type or c.mechanism, c.draft or "", c.depth or 0, c.draft_digest or ""))
     Units = list[tuple[int | None, Sequence[int] | None]]
@@ -264,6 +271,7 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
             lambda: defaultdict(list))
         spread: PerDomainKey = defaultdict(lambda: defaultdict(list))
         drafting: PerDomainKey = defaultdict(lambda: defaultdict(list))
+        residual: PerDomainKey = defaultdict(lambda: defaultdict(list))
         for r in mine:
             here = r.chip == asked.chip
             for domain, value in spread_of.get((r.submission_id, r.config_name), {}).items():
@@ -271,6 +279,9 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
             for domain, value in drafting_of.get((r.submission_id, r.config_name),
                                                  {}).items():
                 drafting[domain][r.key].append(value)
+            for domain, value in residual_of.get((r.submission_id, r.config_name),
+                                                 {}).items():
+                residual[domain][r.key].append(value)
             for domain, steps in plain_of.get((r.submission_id, r.config_name), {}).items():
                 plain[domain][r.key].append(steps)
             if r.rounds is not None and r.positions is not None:
@@ -302,7 +313,8 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                                tuple(u[0] for u in plain_units),
                                sizes.get(candidate.draft_digest or ""),
                                _folded_medians(folded, spread[domain]),
-                               _folded_medians(folded, drafting[domain])))
+                               _folded_medians(folded, drafting[domain]),
+                               _folded_medians(folded, residual[domain])))
     chosen, cost_kind = probes.prefer_verification(probes.probes_for(
         conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
         memory_gb=asked.memory_gb))

@@ -2,20 +2,22 @@
 measured spread, as its stored trials give it (``crowd.spread``, the logs summed by the
 store on either dialect), and what a drafted token cost in a run whose machine probed both
 the target and the draft (``crowd.drafting``): runs measured slower than the draft's plain
-step predict lower everywhere, once as many contributors tell it as the acceptance needs."""
+step predict lower everywhere, once as many contributors tell it as the acceptance needs;
+and how far the model missed on each contributor's own machine (``crowd.residuals``)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from specschema import Submission
-from specschema.crowd import median_vector
+from specschema.crowd import Profile, cost_unit, median_vector
 from specschema.forecast import cost_curve
-from specschema.predict import plain_steps_per_round, predicted_speedup
+from specschema.predict import plain_counts, plain_steps_per_round, predicted_speedup
 from specschema.predict_measured import log_variance, measured_spread
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs
@@ -24,10 +26,13 @@ from tests.support.crowd import (
     M3_PRO,
     RADEON,
     RTX,
+    SHAPES,
     cost_probe,
     draft_result,
+    map_result,
     predicted_entry,
     signed_probe,
+    target_of,
 )
 from tests.support.postgres import STORES, store_url_for
 from tests.support.served import Served, settings_for
@@ -126,3 +131,58 @@ def test_a_run_that_measured_drafting_slower_lowers_the_prediction(
     row = next(r for r in after["predictions"] if r["depth"] == 8)
     assert row["predicted"] == pytest.approx(predicted_speedup(
         vector, 8, curve, 0.002 * factor, plain_steps_per_round(share, vector, 8)), abs=1e-4)
+
+
+def test_each_contributor_brings_the_models_miss_on_its_own_machine(
+        small_on_each_store: Served) -> None:
+    """Three n-gram results of one shape (seeds 0, 4, 8) on three machines; as each key
+    probes its own machine, its run's log(measured / predicted from its own counts and its
+    own curve) joins the profile, computed here by hand from the result and the probe."""
+    small = small_on_each_store
+    machines = (RTX, M3_PRO, RADEON)
+    subs = [map_result(seed, m) for seed, m in zip((0, 4, 8), machines, strict=True)]
+    for key, sub in enumerate(subs):
+        response = small.client.post("/v1/submissions", content=sign_dict(
+            json.loads(sub.model_dump_json()), key), peer=(f"198.51.{100 + key}.7", 40000))
+        assert response.status_code == 201, response.text
+    target = target_of(subs[0])
+    assert target.digest is not None
+
+    def profile(chip: str) -> Profile:
+        with small.store.engine.connect() as conn:
+            inputs = crowd_inputs(conn, Asked(target.digest or "", chip, "llama-server"),
+                                  newkeys.CohortRules.of(0, 0, 0), 3)
+        return next(p for p in inputs.profiles if p.domain == "all"
+                    and p.candidate.spec_type == "ngram-simple")
+
+    assert profile("Apple M2").residual == ()
+    expected = []
+    for key, (sub, machine) in enumerate(zip(subs, machines, strict=True)):
+        probe = cost_probe(target, machine, per_token_s=0.002 * (key + 1))
+        assert small.client.post("/v1/probes",
+                                 content=signed_probe(probe, key)).status_code == 201
+        found = profile(str(machine["chip"]))
+        assert len(found.residual) == key + 1  # each key against its own machine only
+        config = next(c for c in sub.configs if c.name == "ngram_simple_m8")
+        depth = found.candidate.depth
+        assert depth is not None
+        rounds, positions = SHAPES[0]
+        rates = [p / r for p, r in zip(positions, [rounds, *positions[:-1]], strict=False)]
+        plain, decoded = plain_counts(sum(t.eval_count for t in config.trials),
+                                      48 * len(config.trials), rounds * len(config.trials),
+                                      len(config.trials))
+        curve = cost_curve([cost_unit(probe)])
+        predicted = predicted_speedup(rates, depth, curve, 0.0, plain_steps_per_round(
+            plain / decoded, rates, depth))
+        expected.append(math.log(found.measured[0].speedup / predicted))
+        assert list(found.residual) == pytest.approx(sorted(expected), abs=1e-9)
+    # dearer rounds on the third machine: it measured more than its curve allows
+    assert expected[2] > expected[0]
+    entry = small.get("/v1/predict", params={"target": target.digest,
+                                             "chip": "Apple M2"}).json()
+    ngram = next(c for c in entry["candidates"] if c["domain"] == "all"
+                 and c["candidate"]["spec_type"] == "ngram-simple")
+    assert ngram["model_error"]["contributors"] == 3
+    assert ngram["model_error"]["log_sd"] == pytest.approx(
+        max(math.sqrt(sum(r * r for r in expected) / 3), ngram["measurement_spread"]),
+        abs=1e-4)

@@ -1,0 +1,88 @@
+"""A stored run beside its machine's probes: what ``crowd.drafting`` and ``crowd.residuals``
+read the crowd's runs against.
+
+A run's machine is known by its chip and its key: the key's own probes there are used when
+it has any (its machine), else every probe of that chip (engine family alike). The
+target's cost curve counts only probes that timed verification rounds (a prefill probe
+reads a round low); a draft model's step is its own probe as a target there.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection
+
+from specschema.crowd import CostUnit
+from specschema.forecast import cost_curve
+from specschema.predict import CostCurve
+from specschema.probe import VERIFICATION
+from specschema.stats import median
+from specserver.store import probes
+
+__all__ = ["MachineCosts", "MeasuredRun"]
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One stored row of a speculating config, per domain what its prediction needs:
+    (measured speedup, acceptance per position, plain steps' share of decoded tokens)."""
+
+    source: tuple[str, str]  # (submission, config)
+    key: str
+    chip: str | None
+    depth: int
+    target_digest: str
+    draft_digest: str | None
+    per_domain: Mapping[str, tuple[float, Sequence[float], float]]
+
+
+def _by_key(found: Sequence[probes.StoredProbe]) -> dict[str, list[probes.StoredProbe]]:
+    out: dict[str, list[probes.StoredProbe]] = defaultdict(list)
+    for probe in found:
+        out[probe.key_id].append(probe)
+    return out
+
+
+def _mine(found: Mapping[str, list[probes.StoredProbe]], key: str
+          ) -> list[probes.StoredProbe]:
+    """The key's own probes when it has any, else every one."""
+    return found.get(key) or [p for ps in found.values() for p in ps]
+
+
+@dataclass
+class MachineCosts:
+    """The probes of one engine family, read once per (model, chip)."""
+
+    conn: Connection
+    engine: str
+    _targets: dict[tuple[str, str], dict[str, list[probes.StoredProbe]]] = field(
+        default_factory=dict)
+    _drafts: dict[tuple[str, str], dict[str, list[probes.StoredProbe]]] = field(
+        default_factory=dict)
+
+    def target_curve(self, run: MeasuredRun) -> CostCurve | None:
+        """The run's machine's verification curve of its target; None when unknown."""
+        if run.chip is None:
+            return None
+        where = (run.target_digest, run.chip)
+        if where not in self._targets:
+            self._targets[where] = _by_key([p for p in probes.probes_for(
+                self.conn, target_digests=[run.target_digest], chip=run.chip,
+                engine=self.engine) if p.measured == VERIFICATION])
+        found = _mine(self._targets[where], run.key)
+        return cost_curve([CostUnit(p.samples) for p in found]) if found else None
+
+    def draft_step(self, run: MeasuredRun) -> float | None:
+        """The run's machine's plain decoding step of its draft model; None when unknown."""
+        if run.chip is None or run.draft_digest is None:
+            return None
+        where = (run.draft_digest, run.chip)
+        if where not in self._drafts:
+            self._drafts[where] = _by_key(probes.probes_for(
+                self.conn, target_digests=[run.draft_digest], chip=run.chip,
+                engine=self.engine))
+        steps = [s for p in _mine(self._drafts[where], run.key) for s in p.samples.get(1, ())]
+        return median(steps) if steps else None
