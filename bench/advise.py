@@ -1,8 +1,10 @@
 """The advisor's validation bench on the real engine: Gemma 3 270M (PyPI,
 tests/support/realengine/gemma.py) on the pinned llama-server; "machines" stood in by
-thread counts and CPU sets; candidates prompt lookup (ngram-simple, lookup 3) at depths 3,
-5 and 8 and the truncated first-6-blocks draft (draft-simple) at depth 3; llamacpp-map's
-six prompts as six kinds of work. Every block checks that its candidate drafted.
+thread counts and CPU sets (``MACHINES``: m1-m3 differ in speed, m4 and m5 in what a
+batch costs beside a step, so in their speedups too); candidates prompt lookup
+(ngram-simple, lookup 3) at depths 3, 5 and 8 and the truncated first-6-blocks draft
+(draft-simple) at depth 3; llamacpp-map's six prompts as six kinds of work. Every block
+checks that its candidate drafted.
 
     .venv/bin/python bench/advise.py [--num-predict 48] [--machines m1,m2,m3]
         [--repeats 1] [--probe-rounds R] [--probe-twice] [--no-draft]
@@ -14,7 +16,13 @@ loads (m2's two threads on two busy cores measure the load, not the machine):
     flock /tmp/specatlas-engine.lock .venv/bin/python bench/advise.py --machines m1,m3 \
         --num-predict 96 --repeats 2 --probe-rounds 5 --probe-twice
 
-Its time is estimated, not measured: the default run took 47-50 min for three machines
+Machines whose speedups differ (the baselines that borrow other machines' speedups are
+only put to the test there):
+
+    flock /tmp/specatlas-engine.lock .venv/bin/python bench/advise.py \
+        --machines m1,m2,m4,m5 --num-predict 96 --repeats 2 --probe-rounds 5 --probe-twice
+
+The finer run's time was estimated before it ran: the default run took 47-50 min for three machines
 at 48 tokens (decode 6-7 min on m1, 3.5-5.5 on m3, 23-27 on m2; the rest, ~4 min a
 machine, starts, prompts and probes); twice the tokens twice a block is up to four times
 the decode (less where an answer ends before 96 tokens), so ~25 min on m1 and 15-22 on
@@ -75,8 +83,13 @@ from specsubmit.engines.llama_server.probe import (  # noqa: E402
     verification_args,
 )
 
-# name -> (threads, CPUs): one core alone, both cores, two threads crowded on one core.
-MACHINES = {"m1": (1, "0"), "m2": (2, "0,1"), "m3": (2, "1")}
+# name -> (threads, batch threads, CPUs): one core alone, both cores, two threads crowded
+# on one core; then two machines whose speedups differ, not only their speed (the engine
+# decodes one token with --threads and any larger batch, a round's check included, with
+# --threads-batch): m4 checks a round on two cores but decodes on one (a machine whose
+# batches are cheap beside its step, as a GPU's), m5 the other way round.
+MACHINES = {"m1": (1, 1, "0"), "m2": (2, 2, "0,1"), "m3": (2, 2, "1"),
+            "m4": (1, 2, "0,1"), "m5": (2, 1, "0,1")}
 # ngram-simple drops a draft shorter than its lookup (3 here): depth 2 would never draft.
 NGRAM_DEPTHS = (3, 5, 8)
 DRAFT_DEPTH = 3
@@ -96,11 +109,11 @@ def candidates(draft: Path | None) -> dict[str, list[str]]:
 
 def start(binary: Path, model: Path, port: int, machine: str, extra: list[str]
           ) -> tuple[subprocess.Popen[bytes], LlamaServerApi]:
-    threads, cpus = MACHINES[machine]
+    threads, batch, cpus = MACHINES[machine]
     proc = subprocess.Popen(
         ["taskset", "-c", cpus, str(binary), "--model", str(model), "--host", "127.0.0.1",
          "--port", str(port), "--parallel", "1", "--poll", "0", "--no-warmup", "--threads",
-         str(threads), "--threads-batch", str(threads), "--ctx-size", "4096", "--metrics",
+         str(threads), "--threads-batch", str(batch), "--ctx-size", "4096", "--metrics",
          *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     api = LlamaServerApi(f"http://127.0.0.1:{port}", timeout_s=600)
     for _ in range(1200):
@@ -186,8 +199,8 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
     names = list(menu)
     order = [None, *names, None, *reversed(names), None]
     text = "\n\n".join(t for _, t in prompts) * 4
-    found: dict[str, object] = {"threads": MACHINES[machine][0],
-                                "cpus": MACHINES[machine][1]}
+    threads, batch, cpus = MACHINES[machine]
+    found: dict[str, object] = {"threads": threads, "threads_batch": batch, "cpus": cpus}
     if probe_twice:
         port += 1
         found["probe_before"] = probe_machine(binary, model, port, machine, text,
@@ -223,7 +236,8 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--num-predict", type=int, default=48)
-    parser.add_argument("--machines", default=",".join(MACHINES))
+    parser.add_argument("--machines", default="m1,m2,m3",
+                        help=f"of {','.join(MACHINES)}")
     parser.add_argument("--no-draft", action="store_true")
     parser.add_argument("--repeats", type=int, default=1,
                         help="each prompt this many times in every block")

@@ -38,7 +38,9 @@ lookup cells can be held against their own machine's probe, what the model misse
 there, ``predict_measured.model_error``: each known lookup cell's log(measured /
 predicted from its own counts and its machine's probe), Student's t with as many degrees
 of freedom as there are misses): where the held-out cell's measurement is expected to
-land, as the product's forecast says it (``crowd.residuals``, ``forecast.miss``).
+land, as the product's forecast says it (``crowd.residuals``, ``forecast.miss``; the
+product uses the misses only from as many contributors as its minimum, 3 by default, the
+bench from the two or three other machines it has, as it does their acceptance).
 
 Baselines: the textbook formula (one alpha from the same acceptance, c = the draft's file
 size over the target's, 0 for the lookup); the pair's median across machines (the
@@ -237,6 +239,7 @@ class Case:
     textbook: float
     pair_median: float | None
     machine_median: float | None
+    held_out: tuple[float, float]  # the interval with cross-validated misses (``residuals``)
 
 
 def _resampled_profile(counts: Counts, rng: random.Random) -> list[float]:
@@ -266,16 +269,24 @@ def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
     return out
 
 
-def residuals(run: Run, cells: Iterable[Cell]) -> list[float]:
+def residuals(run: Run, cells: Iterable[Cell], held_out: bool = False) -> list[float]:
     """Per known lookup cell, log(measured / predicted from its own counts and its own
     machine's probe): the model's miss there (the server's ``crowd.residuals``; a draft
-    model's cells are left out, as there: its drafting cost is read off them)."""
+    model's cells are left out, as there: its drafting cost is read off them). With
+    ``held_out``, each predicted from the other known cells' counts instead, as the task
+    predicts the hidden one (a cross-validated miss, which holds how far acceptance moves
+    between the known cells too; not what the product computes)."""
+    cells = [c for c in cells if c in run.counts]
     out = []
     for cell in cells:
         machine, candidate, _ = cell
-        if not candidate.startswith("ngram") or cell not in run.counts:
+        if not candidate.startswith("ngram"):
             continue
-        counts, depth = run.counts[cell], depth_of(candidate)
+        counts = (pooled(run.counts[k] for k in cells if k != cell) if held_out
+                  else run.counts[cell])
+        if counts is None or not counts.rounds:
+            continue
+        depth = depth_of(candidate)
         profile = counts.profile()
         plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
         out.append(math.log(run.measured[cell] / predicted_speedup(
@@ -288,9 +299,10 @@ def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
 
 
 def predict(run: Run, cell: Cell, known: Sequence[Cell]
-            ) -> tuple[float, float, float, float]:
-    """(prediction, interval low, high, textbook) for ``cell`` from the ``known`` cells
-    (their pooled counts, drafting costs and measured spreads)."""
+            ) -> tuple[float, float, float, float, tuple[float, float]]:
+    """(prediction, interval low, high, textbook, the interval with held-out misses) for
+    ``cell`` from the ``known`` cells (their pooled counts, drafting costs, measured
+    spreads and misses)."""
     source = pooled(run.counts[k] for k in known)
     assert source is not None
     machine, candidate, _ = cell
@@ -315,9 +327,12 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
                                        plain_steps_per_round(share, drawn, depth)))
     noise = model_error(residuals(run, known), spread)
     low, high = measured_interval(draws, noise.scale, LEVEL, rng, noise.dof)
+    held = model_error(residuals(run, known, held_out=True), spread)
+    held_out = measured_interval(draws, held.scale, LEVEL, random.Random(f"{cell} held"),
+                                 held.dof)
     alpha = mean_acceptance(source.profile()[:depth])
     book = textbook_speedup(alpha, depth, run.size_ratio if drafting else 0.0)
-    return point, low, high, book
+    return point, low, high, book, held_out
 
 
 def cases(run: Run) -> list[Case]:
@@ -328,7 +343,7 @@ def cases(run: Run) -> list[Case]:
         source = pooled(run.counts[k] for k in known)
         if source is None or not source.rounds or cell not in run.measured:
             return
-        point, low, high, book = predict(run, cell, known)
+        point, low, high, book, held_out = predict(run, cell, known)
         m, c, x = cell
         pair = [v for (m2, c2, x2), v in run.measured.items()
                 if m2 != m and c2 == c and x2 == x and (m2, c2, x2) not in hidden]
@@ -336,7 +351,7 @@ def cases(run: Run) -> list[Case]:
                 if m2 == m and c2 != c and (m2, c2, x2) not in hidden]
         out.append(Case(task, cell, run.measured[cell], point, low, high, book,
                         statistics.median(pair) if pair else None,
-                        statistics.median(mine) if mine else None))
+                        statistics.median(mine) if mine else None, held_out))
 
     for m in run.machines:
         for x in run.domains:
@@ -439,6 +454,10 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
         print(f"\n{task}: {len(chosen)} held-out cells; interval (90 %) covers "
               f"{inside}/{len(chosen)} ({inside / len(chosen):.0%}), median high / low "
               f"{width:.2f}")
+        held = sum(c.held_out[0] <= c.measured <= c.held_out[1] for c in chosen)
+        print(f"  with the known cells' misses held out: covers {held}/{len(chosen)} "
+              f"({held / len(chosen):.0%}), median high / low "
+              f"{statistics.median(c.held_out[1] / c.held_out[0] for c in chosen):.2f}")
         print(_summary("model", [(c.predicted, c.measured) for c in chosen]))
         print(_summary("textbook", [(c.textbook, c.measured) for c in chosen]))
         print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
