@@ -137,6 +137,14 @@ def show_advice(answer: dict[str, Any], console: Console) -> None:
                                   "sizes, which leaves out a step's fixed cost (the "
                                   "prediction may read high)", 400),
                           highlight=False, markup=False, soft_wrap=True)
+        miss = entry.get("model_error")
+        if isinstance(miss, dict) and (label, "miss") not in seen:
+            seen.add((label, "miss"))
+            console.print(visible(
+                f"{label}: its interval carries how far the model missed on "
+                f"{int(miss['contributors'])} contributors' own machines (their runs "
+                f"against their probes: {float(miss['log_sd']):.1%} typical)", 400),
+                highlight=False, markup=False, soft_wrap=True)
     console.print(visible(str(answer["recommendation"]), 400), highlight=False, markup=False,
                   soft_wrap=True)
 

@@ -193,3 +193,22 @@ def test_a_draft_costed_from_its_size_is_said_so() -> None:
     text = " ".join(console.export_text().split())
     assert ("draft-simple with small, runs at depth 4: its draft was never probed on this "
             "chip: its time per token is this target's scaled by their file sizes") in text
+
+
+def test_an_interval_that_carries_the_models_miss_says_so() -> None:
+    from rich.console import Console
+
+    from specsubmit.cli.prediction import show_advice
+
+    ngram = Candidate("llama-server", "server_launch", "ngram-simple", 4)
+    units = ((0.9, 0.8, 0.7, 0.6),) * 3
+    missed = Profile(ngram, "all", units, residual=(-0.05, 0.06, -0.04))
+    for profile, said in ((missed, True), (Profile(ngram, "all", units), False)):
+        crowd = CrowdInputs("a" * 64, None, "Apple M2", 24, "llama-server", 3, (profile,))
+        answer = forecast(crowd, (CostUnit({1: (0.02,), 5: (0.03,)}),), "your probe")
+        console = Console(record=True, width=200)
+        show_advice(answer, console)
+        text = " ".join(console.export_text().split())
+        assert ("ngram-simple, runs at depth 4: its interval carries how far the model "
+                "missed on 3 contributors' own machines (their runs against their probes: "
+                "5.1% typical)" in text) is said
