@@ -62,6 +62,10 @@ class MachineCosts:
         default_factory=dict)
     _drafts: dict[tuple[str, str], dict[str, list[probes.StoredProbe]]] = field(
         default_factory=dict)
+    # per (target, chip, the key or "" for every probe there): a curve is computed once,
+    # however many runs of a chip without probes of their own fall back to it
+    _curves: dict[tuple[str, str, str], CostCurve] = field(default_factory=dict)
+    _steps: dict[tuple[str, str, str], float | None] = field(default_factory=dict)
 
     def target_curve(self, run: MeasuredRun) -> CostCurve | None:
         """The run's machine's verification curve of its target; None when unknown."""
@@ -72,8 +76,14 @@ class MachineCosts:
             self._targets[where] = _by_key([p for p in probes.probes_for(
                 self.conn, target_digests=[run.target_digest], chip=run.chip,
                 engine=self.engine) if p.measured == VERIFICATION])
-        found = _mine(self._targets[where], run.key)
-        return cost_curve([CostUnit(p.samples) for p in found]) if found else None
+        by_key = self._targets[where]
+        whose = run.key if run.key in by_key else ""
+        if (*where, whose) not in self._curves:
+            found = _mine(by_key, run.key)
+            if not found:
+                return None
+            self._curves[(*where, whose)] = cost_curve([CostUnit(p.samples) for p in found])
+        return self._curves[(*where, whose)]
 
     def draft_step(self, run: MeasuredRun) -> float | None:
         """The run's machine's plain decoding step of its draft model; None when unknown."""
@@ -84,5 +94,9 @@ class MachineCosts:
             self._drafts[where] = _by_key(probes.probes_for(
                 self.conn, target_digests=[run.draft_digest], chip=run.chip,
                 engine=self.engine))
-        steps = [s for p in _mine(self._drafts[where], run.key) for s in p.samples.get(1, ())]
-        return median(steps) if steps else None
+        by_key = self._drafts[where]
+        whose = (*where, run.key if run.key in by_key else "")
+        if whose not in self._steps:
+            steps = [s for p in _mine(by_key, run.key) for s in p.samples.get(1, ())]
+            self._steps[whose] = median(steps) if steps else None
+        return self._steps[whose]
