@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from tests.support.realengine import build, gemma  # noqa: E402
 
+import advise_analysis  # noqa: E402
 from advise_analysis import analyse  # noqa: E402
 from advise_noise import report  # noqa: E402
 from specschema import get_protocol  # noqa: E402
@@ -236,8 +237,9 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--num-predict", type=int, default=48)
-    parser.add_argument("--machines", default="m1,m2,m3",
-                        help=f"of {','.join(MACHINES)}")
+    parser.add_argument("--machines", default=None,
+                        help=f"of {','.join(MACHINES)} (a run: m1,m2,m3; --analyse: every "
+                        "machine the file has)")
     parser.add_argument("--no-draft", action="store_true")
     parser.add_argument("--repeats", type=int, default=1,
                         help="each prompt this many times in every block")
@@ -247,17 +249,22 @@ def main() -> None:
     parser.add_argument("--probe-twice", action="store_true",
                         help="probe each machine before its blocks too (probe_before)")
     parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
+    parser.add_argument("--whole-drafts", action="store_true",
+                        help="take every round as drafting its whole depth (the model "
+                        "before short drafts were counted)")
     parser.add_argument("--board", action="store_true",
                         help="measured speedups as the board estimates them (each block "
                         "over the baseline at its place), not mean rate over mean rate")
     args = parser.parse_args()
     if args.repeats < 1 or (args.probe_rounds is not None and args.probe_rounds < 1):
         parser.error("--repeats and --probe-rounds take a count of one or more")
+    advise_analysis.SHORT_DRAFTS = not args.whole_drafts
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)
-        chosen = args.machines.split(",")
-        saved["machines"] = {m: v for m, v in saved["machines"].items() if m in chosen}
+        if args.machines is not None:
+            chosen = args.machines.split(",")
+            saved["machines"] = {m: v for m, v in saved["machines"].items() if m in chosen}
         report(saved, *analyse(saved, args.board))
         return
     binary, model = build.llama_server_binary(), gemma.gemma_gguf()
@@ -273,7 +280,7 @@ def main() -> None:
         "draft_bytes": draft.stat().st_size if draft is not None else None, "machines": {}}
     print(f"load at start: {os.getloadavg()}", flush=True)
     machines: dict[str, object] = {}
-    for offset, machine in enumerate(args.machines.split(",")):
+    for offset, machine in enumerate((args.machines or "m1,m2,m3").split(",")):
         machines[machine] = measure_machine(machine, binary, model, draft, prompts,
                                             args.num_predict, 18400 + 100 * offset,
                                             args.repeats, args.probe_rounds,

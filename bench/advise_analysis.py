@@ -68,6 +68,7 @@ from specschema.forecast import LEVEL, cost_curve
 from specschema.predict import (
     CostCurve,
     draft_passes,
+    drafted_at,
     drafting_factor,
     mean_acceptance,
     plain_counts,
@@ -106,17 +107,19 @@ class Counts:
     reached: tuple[int, ...]
     plain_steps: int
     decoded: int  # tokens after each request's first (which the prefill makes)
+    drafted: int = 0  # tokens the rounds drafted (meant per cell: pooled across depths, a sum)
 
     @classmethod
-    def of(cls, rounds: int, per_position: Sequence[int], plain: int, decoded: int
-           ) -> Counts:
+    def of(cls, rounds: int, per_position: Sequence[int], plain: int, decoded: int,
+           drafted: int = 0) -> Counts:
         counts = tuple(per_position)
-        return cls(rounds, counts, (rounds, *counts[:-1]), plain, decoded)
+        return cls(rounds, counts, (rounds, *counts[:-1]), plain, decoded, drafted)
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(self.rounds + other.rounds, _padded(self.accepted, other.accepted),
                       _padded(self.reached, other.reached),
-                      self.plain_steps + other.plain_steps, self.decoded + other.decoded)
+                      self.plain_steps + other.plain_steps, self.decoded + other.decoded,
+                      self.drafted + other.drafted)
 
     @property
     def depth(self) -> int:
@@ -175,7 +178,8 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
                 if block["config"] != "baseline" and row["rounds"]:
                     plain, decoded = plain_counts(row["tokens"], row["accepted"],
                                                   row["rounds"])
-                    add = Counts.of(row["rounds"], row["per_position"], plain, decoded)
+                    add = Counts.of(row["rounds"], row["per_position"], plain, decoded,
+                                    row["drafted"])
                     sums[key] = sums[key] + add if key in sums else add
                     spent.setdefault(block["config"], []).append(row["seconds"])
         for (config, domain), values in rates.items():
@@ -240,6 +244,9 @@ class Case:
     pair_median: float | None
     machine_median: float | None
     held_out: tuple[float, float]  # the interval with cross-validated misses (``residuals``)
+    # the point times exp(the median miss of the known lookup cells on the same machine):
+    # what the machine's own measurements of other cells would correct (None: none known)
+    corrected: float | None
 
 
 def _resampled_profile(counts: Counts, rng: random.Random) -> list[float]:
@@ -265,7 +272,8 @@ def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
         plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
         out.append(drafting_factor(run.measured[cell], profile, depth,
                                    curve(run.probes[machine]),
-                                   statistics.median(run.draft_steps[machine]), plain))
+                                   statistics.median(run.draft_steps[machine]), plain,
+                                   drafted(run, [cell], depth)))
     return out
 
 
@@ -290,8 +298,26 @@ def residuals(run: Run, cells: Iterable[Cell], held_out: bool = False) -> list[f
         profile = counts.profile()
         plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
         out.append(math.log(run.measured[cell] / predicted_speedup(
-            profile, depth, curve(run.probes[machine]), 0.0, plain)))
+            profile, depth, curve(run.probes[machine]), 0.0, plain,
+            drafted(run, [k for k in cells if k != cell] if held_out else [cell], depth))))
     return out
+
+
+# Whether a round is taken to draft what the known cells' rounds drafted (``predict.
+# drafted_at``) or always its whole depth (the model before: ``--whole-drafts``).
+SHORT_DRAFTS = True
+
+
+def drafted(run: Run, cells: Iterable[Cell], depth: int) -> float | None:
+    """The tokens a round drafts on average at ``depth``, from the ``cells``' own rounds
+    (each at its depth, ``predict.drafted_at``), weighted by their rounds; None without
+    any (or with ``SHORT_DRAFTS`` off): the whole depth."""
+    found = [(run.counts[c], depth_of(c[1])) for c in cells if c in run.counts]
+    found = [(c, d) for c, d in found if c.rounds and c.drafted]
+    if not SHORT_DRAFTS or not found:
+        return None
+    return sum(drafted_at(depth, d, c.drafted / c.rounds) * c.rounds for c, d in found) / sum(
+        c.rounds for c, _ in found)
 
 
 def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
@@ -314,8 +340,9 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     factor = statistics.median(factors) if factors else 1.0
     spread = statistics.median([run.spread[k] for k in known])
     draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
+    size = drafted(run, known, depth)
     point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]), draft_s,
-                              plain_steps_per_round(share, source.profile(), depth))
+                              plain_steps_per_round(share, source.profile(), depth), size)
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
@@ -324,7 +351,7 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
         if factors:
             d *= _drawn_median(factors, rng)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng), d,
-                                       plain_steps_per_round(share, drawn, depth)))
+                                       plain_steps_per_round(share, drawn, depth), size))
     noise = model_error(residuals(run, known), spread)
     low, high = measured_interval(draws, noise.scale, LEVEL, rng, noise.dof)
     held = model_error(residuals(run, known, held_out=True), spread)
@@ -344,6 +371,8 @@ def cases(run: Run) -> list[Case]:
         if source is None or not source.rounds or cell not in run.measured:
             return
         point, low, high, book, held_out = predict(run, cell, known)
+        own = residuals(run, [k for k in known if k[0] == cell[0]])
+        corrected = point * math.exp(statistics.median(own)) if own else None
         m, c, x = cell
         pair = [v for (m2, c2, x2), v in run.measured.items()
                 if m2 != m and c2 == c and x2 == x and (m2, c2, x2) not in hidden]
@@ -351,7 +380,7 @@ def cases(run: Run) -> list[Case]:
                 if m2 == m and c2 != c and (m2, c2, x2) not in hidden]
         out.append(Case(task, cell, run.measured[cell], point, low, high, book,
                         statistics.median(pair) if pair else None,
-                        statistics.median(mine) if mine else None, held_out))
+                        statistics.median(mine) if mine else None, held_out, corrected))
 
     for m in run.machines:
         for x in run.domains:
@@ -459,6 +488,7 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
               f"({held / len(chosen):.0%}), median high / low "
               f"{statistics.median(c.held_out[1] / c.held_out[0] for c in chosen):.2f}")
         print(_summary("model", [(c.predicted, c.measured) for c in chosen]))
+        print(_summary("model, own misses", [(c.corrected, c.measured) for c in chosen]))
         print(_summary("textbook", [(c.textbook, c.measured) for c in chosen]))
         print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
         print(_summary("machine's median", [(c.machine_median, c.measured) for c in chosen]))

@@ -13,8 +13,9 @@ found no match: ``specschema.predict``'s p); the spread of their measured speedu
 own runs measured them (``Profile.spread``: what a user's run moves by); and for a draft
 model, what a pass of the draft cost in their runs in the draft's plain steps, from the
 rows of machines whose probes of both the target and the draft are known
-(``Profile.drafting``); and for a drafter that costs nothing, how far the model missed on
-their own machines, their runs against their probes (``Profile.residual``).
+(``Profile.drafting``); for a drafter that costs nothing, how far the model missed on
+their own machines, their runs against their probes (``Profile.residual``); and the tokens
+their rounds drafted on average (``Profile.drafted_per_round``).
 
 A *cost unit* is one contributor's measured cost of checking k tokens at once on a machine
 (``specsubmit probe``): the seconds of each sample per k, k = 1 being a plain decoding step.
@@ -138,6 +139,10 @@ class Profile:
     # per contributor unit (sorted), log(measured / predicted) of their runs, predicted
     # from their own acceptance and their machine's cost curve; empty: not known
     residual: tuple[float, ...] = ()
+    # per contributor unit (sorted), the tokens a round of their runs drafted on average at
+    # the candidate's depth (a lookup drafts fewer where the text it copies runs out);
+    # empty: not known, every round the whole depth
+    drafted_per_round: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -237,7 +242,8 @@ def inputs_json(inputs: CrowdInputs) -> dict[str, Any]:
                       "draft_cost": [u.json() for u in p.draft_cost],
                       "plain": list(p.plain), "draft_bytes": p.draft_bytes,
                       "spread": list(p.spread), "drafting": list(p.drafting),
-                      "residual": list(p.residual)}
+                      "residual": list(p.residual),
+                      "drafted_per_round": list(p.drafted_per_round)}
                      for p in inputs.profiles],
     }
 
@@ -254,7 +260,8 @@ def inputs_from_json(data: Mapping[str, Any]) -> CrowdInputs:
                 tuple(float(x) for x in p.get("plain", ())), _opt_int(p.get("draft_bytes")),
                 tuple(float(x) for x in p.get("spread", ())),
                 tuple(float(x) for x in p.get("drafting", ())),
-                tuple(float(x) for x in p.get("residual", ())))
+                tuple(float(x) for x in p.get("residual", ())),
+                tuple(float(x) for x in p.get("drafted_per_round", ())))
         for p in data["profiles"])
     return CrowdInputs(str(data["target_digest"]), _opt_str(data["target_name"]),
                        str(data["chip"]), _opt_int(data["memory_gb"]), str(data["engine"]),

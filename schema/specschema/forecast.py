@@ -27,6 +27,10 @@ contributors' runs of the draft and probes of their machines tell it (from as ma
 contributor units as the acceptance needs), T_d is the step times the median of what a
 pass cost in their runs, in their draft's steps (``Profile.drafting``,
 ``predict.drafting_factor``; ``drafting_steps`` in the answer), else the step alone.
+A round checks the tokens it drafted and the target's own: an n-gram lookup drafts fewer
+than its depth where the text it copies runs out, so each depth's round is priced at what
+the contributors' rounds drafted (``Profile.drafted_per_round``, ``predict.drafted_at``)
+where they tell it.
 
 Not predicted, and said why: a candidate whose engine picks its depth as it runs (only
 its measured rows stand), a pair with fewer contributor units than the minimum (what is
@@ -56,6 +60,7 @@ from specschema.crowd import (
 )
 from specschema.predict import (
     CostCurve,
+    drafted_at,
     plain_steps_per_round,
     predicted_speedup,
 )
@@ -213,6 +218,10 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
                profile.candidate.draft_digest or "", profile.domain)
     units, plain = profile.units, profile.plain
     point_plain = _median(plain) if plain else 0.0
+    # the tokens a round drafts at each depth, from what the runs' rounds drafted
+    known = profile.drafted_per_round
+    sizes: dict[int, float | None] = {d: drafted_at(
+        d, profile.candidate.depth, _median(known)) if known else None for d in depths}
     draws: dict[int, list[float]] = {d: [] for d in depths}
     size = min(len(units), RESAMPLE_MAX)
     for b, drawn_curve in enumerate(curves):
@@ -225,12 +234,14 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
             t_d *= _drawn_median(drafting, rng)
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
-                                              plain_steps_per_round(share, drawn, d)))
+                                              plain_steps_per_round(share, drawn, d),
+                                              sizes[d]))
     noise = miss(profile, min_contributors)
     rows = []
     for d in depths:
         point = predicted_speedup(point_profile, d, curve, point_draft,
-                                  plain_steps_per_round(point_plain, point_profile, d))
+                                  plain_steps_per_round(point_plain, point_profile, d),
+                                  sizes[d])
         low, high = measured_interval(draws[d], noise.scale, LEVEL, rng, noise.dof)
         rows.append(Row(d, point, low, high))
     return rows

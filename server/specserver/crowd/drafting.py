@@ -35,11 +35,12 @@ def drafting_factors(costs: MachineCosts, found: Sequence[MeasuredRun]
         if curve is None or step is None:
             continue
         factors = {}
-        for domain, (speedup, rates, share) in run.per_domain.items():
+        for domain, (speedup, rates, share, drafted) in run.per_domain.items():
             if speedup <= 0 or not rates or not 0 <= share < 1:
                 continue
             plain = plain_steps_per_round(share, rates, run.depth)
-            factors[domain] = drafting_factor(speedup, rates, run.depth, curve, step, plain)
+            factors[domain] = drafting_factor(speedup, rates, run.depth, curve, step, plain,
+                                              drafted)
         if factors:
             out.append((run, factors))
     return out

@@ -28,7 +28,8 @@ __all__ = ["MachineCosts", "MeasuredRun"]
 @dataclass(frozen=True)
 class MeasuredRun:
     """One stored row of a speculating config, per domain what its prediction needs:
-    (measured speedup, acceptance per position, plain steps' share of decoded tokens)."""
+    (measured speedup, acceptance per position, plain steps' share of decoded tokens, the
+    tokens a round drafted on average or None when not known)."""
 
     source: tuple[str, str]  # (submission, config)
     key: str
@@ -36,7 +37,7 @@ class MeasuredRun:
     depth: int
     target_digest: str
     draft_digest: str | None
-    per_domain: Mapping[str, tuple[float, Sequence[float], float]]
+    per_domain: Mapping[str, tuple[float, Sequence[float], float, float | None]]
 
 
 def _by_key(found: Sequence[probes.StoredProbe]) -> dict[str, list[probes.StoredProbe]]:

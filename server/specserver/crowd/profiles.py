@@ -102,19 +102,23 @@ class _Row:
     chip: str | None
     speedup: float | None
     rounds: int | None
+    drafted: int | None
     positions: list[int] | None
     submission_id: str
     config_name: str
 
 
 def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
-    sub, sm = tables.submissions, tables.summaries
+    sub, sm, cf = tables.submissions, tables.summaries, tables.configs
     engine_name = func.coalesce(sub.c.engine_name, "ollama")  # v1 knew no other engine
     found = conn.execute(select(
         sub.c.key_id, sub.c.submission_id, sub.c.chip, sub.c.engine_name, sub.c.engine_runtime,
         sm.c.config_name, sm.c.mechanism, sm.c.spec_type, sm.c.depth, sm.c.draft_model,
         sm.c.draft_digest, sm.c.speedup_tps, sm.c.rounds, sm.c.accepted_per_position,
-    ).join(sm, sm.c.submission_id == sub.c.submission_id).where(
+        cf.c.drafted_tokens,
+    ).join(sm, sm.c.submission_id == sub.c.submission_id).join(
+        cf, (cf.c.submission_id == sm.c.submission_id) & (cf.c.config_name == sm.c.config_name)
+    ).where(
         sub.c.target_digest == digest, visible_clause(), sm.c.role == "draft",
         sm.c.observed == "confirmed", queries.on_board_clause(sm),
         engine_name == engine,
@@ -126,13 +130,14 @@ def _rows(conn: Connection, digest: str, engine: str) -> list[_Row]:
             r.key_id or f"{IMPORTED}{r.submission_id}",
             Candidate(engine, r.mechanism, r.spec_type, r.depth, r.draft_model,
                       r.draft_digest, adaptive),
-            r.chip, r.speedup_tps, r.rounds, positions_of(r.accepted_per_position),
-            r.submission_id, r.config_name))
+            r.chip, r.speedup_tps, r.rounds, r.drafted_tokens,
+            positions_of(r.accepted_per_position), r.submission_id, r.config_name))
     return rows
 
 
-# Per (submission, config), per domain: (rounds, per-position counts, speedup).
-DomainRows = dict[tuple[str, str], dict[str, tuple[int | None, list[int] | None, float | None]]]
+# Per (submission, config), per domain: (rounds, per-position counts, speedup, drafted).
+DomainRows = dict[tuple[str, str], dict[str, tuple[int | None, list[int] | None, float | None,
+                                                   int | None]]]
 
 
 def _per_domain(conn: Connection, digest: str, rows: Sequence[_Row]) -> DomainRows:
@@ -145,13 +150,19 @@ def _per_domain(conn: Connection, digest: str, rows: Sequence[_Row]) -> DomainRo
     dr, sub = tables.domain_results, tables.submissions
     found: DomainRows = defaultdict(dict)
     for r in conn.execute(select(dr.c.submission_id, dr.c.config_name, dr.c.domain,
-                                 dr.c.rounds, dr.c.accepted_per_position, dr.c.speedup_tps)
+                                 dr.c.rounds, dr.c.accepted_per_position, dr.c.speedup_tps,
+                                 dr.c.drafted)
                           .join(sub, sub.c.submission_id == dr.c.submission_id)
                           .where(sub.c.target_digest == digest)):
         if (r.submission_id, r.config_name) in wanted:
             found[(r.submission_id, r.config_name)][r.domain] = (
-                r.rounds, positions_of(r.accepted_per_position), r.speedup_tps)
+                r.rounds, positions_of(r.accepted_per_position), r.speedup_tps, r.drafted)
     return found
+
+
+def _per_round(rounds: int | None, drafted: int | None) -> float | None:
+    """The tokens a round drafted on average; None when either count is missing."""
+    return drafted / rounds if rounds and drafted is not None and drafted >= 0 else None
 
 
 def _middle(values: Sequence[float]) -> float:
@@ -205,14 +216,15 @@ def _measured_runs(rows: Sequence[_Row], per_domain: DomainRows, plain_of: Mappi
         if (c.draft_digest is None and not c.costless) or c.depth is None or c.adaptive:
             continue
         plain = plain_of.get((r.submission_id, r.config_name), {})
-        found = {ALL_DOMAINS: (r.rounds, r.positions, r.speedup)} | dict(
+        found = {ALL_DOMAINS: (r.rounds, r.positions, r.speedup, r.drafted)} | dict(
             per_domain.get((r.submission_id, r.config_name), {}))
         wanted = {}
-        for domain, (rounds, positions, speedup) in found.items():
+        for domain, (rounds, positions, speedup, drafted) in found.items():
             rates = _rates([(rounds, positions)])
             steps, decoded = plain.get(domain, (0, 0))
             if speedup is not None and rates is not None:
-                wanted[domain] = (speedup, rates, steps / decoded if decoded else 0.0)
+                wanted[domain] = (speedup, rates, steps / decoded if decoded else 0.0,
+                                  _per_round(rounds, drafted))
         out.append(MeasuredRun((r.submission_id, r.config_name), r.key, r.chip, c.depth,
                                digest, c.draft_digest, wanted))
     return out
@@ -272,6 +284,7 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
         spread: PerDomainKey = defaultdict(lambda: defaultdict(list))
         drafting: PerDomainKey = defaultdict(lambda: defaultdict(list))
         residual: PerDomainKey = defaultdict(lambda: defaultdict(list))
+        per_round: PerDomainKey = defaultdict(lambda: defaultdict(list))
         for r in mine:
             here = r.chip == asked.chip
             for domain, value in spread_of.get((r.submission_id, r.config_name), {}).items():
@@ -286,12 +299,16 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                 plain[domain][r.key].append(steps)
             if r.rounds is not None and r.positions is not None:
                 counts[ALL_DOMAINS][r.key].append((r.rounds, r.positions))
+                if (drafted := _per_round(r.rounds, r.drafted)) is not None:
+                    per_round[ALL_DOMAINS][r.key].append(drafted)
             if here and r.speedup is not None:
                 speed[ALL_DOMAINS][r.key].append(r.speedup)
-            for domain, (rounds, positions, speedup) in per_domain.get(
+            for domain, (rounds, positions, speedup, tokens) in per_domain.get(
                     (r.submission_id, r.config_name), {}).items():
                 if rounds is not None and positions is not None:
                     counts[domain][r.key].append((rounds, positions))
+                    if (drafted := _per_round(rounds, tokens)) is not None:
+                        per_round[domain][r.key].append(drafted)
                 if here and speedup is not None:
                     speed[domain][r.key].append(speedup)
         draft_cost: tuple[CostUnit, ...] = ()
@@ -314,7 +331,8 @@ def crowd_inputs(conn: Connection, asked: Asked, rules: newkeys.CohortRules,
                                sizes.get(candidate.draft_digest or ""),
                                _folded_medians(folded, spread[domain]),
                                _folded_medians(folded, drafting[domain]),
-                               _folded_medians(folded, residual[domain])))
+                               _folded_medians(folded, residual[domain]),
+                               _folded_medians(folded, per_round[domain])))
     chosen, cost_kind = probes.prefer_verification(probes.probes_for(
         conn, target_digests=[digest], chip=asked.chip, engine=asked.engine,
         memory_gb=asked.memory_gb))

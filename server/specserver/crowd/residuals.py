@@ -32,12 +32,12 @@ def model_residuals(costs: MachineCosts, found: Sequence[MeasuredRun]
         if curve is None or run.draft_digest is not None:
             continue
         misses = {}
-        for domain, (speedup, rates, share) in run.per_domain.items():
+        for domain, (speedup, rates, share, drafted) in run.per_domain.items():
             if speedup <= 0 or not rates or not 0 <= share < 1:
                 continue
             plain = plain_steps_per_round(share, rates, run.depth)
             misses[domain] = math.log(speedup / predicted_speedup(rates, run.depth, curve,
-                                                                  0.0, plain))
+                                                                  0.0, plain, drafted))
         if misses:
             out.append((run, misses))
     return out

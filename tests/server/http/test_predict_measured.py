@@ -129,8 +129,10 @@ def test_a_run_that_measured_drafting_slower_lowers_the_prediction(
     curve, vector = cost_curve(inputs.cost), median_vector(profile.units)
     share = sorted(profile.plain)[1]
     row = next(r for r in after["predictions"] if r["depth"] == 8)
+    drafted = sorted(profile.drafted_per_round)[1]  # what a round drafted, the median's
     assert row["predicted"] == pytest.approx(predicted_speedup(
-        vector, 8, curve, 0.002 * factor, plain_steps_per_round(share, vector, 8)), abs=1e-4)
+        vector, 8, curve, 0.002 * factor, plain_steps_per_round(share, vector, 8), drafted),
+        abs=1e-4)
 
 
 def test_each_contributor_brings_the_models_miss_on_its_own_machine(
@@ -172,8 +174,9 @@ def test_each_contributor_brings_the_models_miss_on_its_own_machine(
                                       48 * len(config.trials), rounds * len(config.trials),
                                       len(config.trials))
         curve = cost_curve([cost_unit(probe)])
+        # 64 tokens drafted a trial over its rounds: a round checks what it drafted
         predicted = predicted_speedup(rates, depth, curve, 0.0, plain_steps_per_round(
-            plain / decoded, rates, depth))
+            plain / decoded, rates, depth), 64 / rounds)
         expected.append(math.log(found.measured[0].speedup / predicted))
         assert list(found.residual) == pytest.approx(sorted(expected), abs=1e-9)
     # dearer rounds on the third machine: it measured more than its curve allows
