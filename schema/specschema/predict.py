@@ -75,6 +75,7 @@ Metal backend checking g + 1 tokens costs several steps, which is why it overest
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,13 @@ class CostCurve:
     seconds: Mapping[int, float]
     overhead_s: float = 0.0
 
+    def _sizes(self) -> tuple[int, ...]:
+        found: tuple[int, ...] | None = self.__dict__.get("_sorted")
+        if found is None:
+            found = tuple(sorted(self.seconds))
+            object.__setattr__(self, "_sorted", found)  # a frozen curve: sorted once
+        return found
+
     def at(self, tokens: float) -> float:
         """T_t(tokens), interpolated linearly between measured sizes and extended by the
         last two beyond them (a batch grows in cost roughly linearly once it is
@@ -110,13 +118,16 @@ class CostCurve:
         sizes the advisor predicts at."""
         if tokens == int(tokens) and int(tokens) in self.seconds:
             return self.seconds[int(tokens)]
-        sizes = sorted(self.seconds)
+        sizes = self._sizes()
         if not sizes:
             raise ValueError("a cost curve without measurements")
         if tokens < sizes[0]:
             return self.seconds[sizes[0]]
-        lower = max((s for s in sizes if s < tokens), default=sizes[0])
-        upper = min((s for s in sizes if s > tokens), default=None)
+        # the first measured size above, and the one before it (a fractional size, a
+        # round's mean drafted count, is asked many times a forecast)
+        above = bisect.bisect_right(sizes, tokens)
+        lower = sizes[above - 1]
+        upper = sizes[above] if above < len(sizes) else None
         if upper is None:
             if len(sizes) < 2:
                 return self.seconds[lower]
