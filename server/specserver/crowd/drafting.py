@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specschema.predict import drafting_factor, plain_steps_per_round
+from specschema.predict import drafting_factor
 from specserver.crowd.own_costs import MachineCosts, MeasuredRun
 
 __all__ = ["drafting_factors"]
@@ -34,13 +34,9 @@ def drafting_factors(costs: MachineCosts, found: Sequence[MeasuredRun]
         curve, step = costs.target_curve(run), costs.draft_step(run)
         if curve is None or step is None:
             continue
-        factors = {}
-        for domain, (speedup, rates, share, drafted) in run.per_domain.items():
-            if speedup <= 0 or not rates or not 0 <= share < 1:
-                continue
-            plain = plain_steps_per_round(share, rates, run.depth)
-            factors[domain] = drafting_factor(speedup, rates, run.depth, curve, step, plain,
-                                              drafted)
+        factors = {domain: drafting_factor(speedup, rates, run.depth, curve, step, plain,
+                                           drafted)
+                   for domain, speedup, rates, plain, drafted in run.domains()}
         if factors:
             out.append((run, factors))
     return out

@@ -10,14 +10,14 @@ reads a round low); a draft model's step is its own probe as a target there.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
 from specschema.crowd import CostUnit
 from specschema.forecast import cost_curve
-from specschema.predict import CostCurve
+from specschema.predict import CostCurve, plain_steps_per_round
 from specschema.probe import VERIFICATION
 from specschema.stats import median
 from specserver.store import probes
@@ -38,6 +38,15 @@ class MeasuredRun:
     target_digest: str
     draft_digest: str | None
     per_domain: Mapping[str, tuple[float, Sequence[float], float, float | None]]
+
+    def domains(self) -> Iterator[tuple[str, float, Sequence[float], float, float | None]]:
+        """Per domain whose counts a prediction can use: (domain, measured speedup,
+        acceptance per position, plain steps per round at the run's depth, tokens a round
+        drafted or None)."""
+        for domain, (speedup, rates, share, drafted) in self.per_domain.items():
+            if speedup > 0 and rates and 0 <= share < 1:
+                yield (domain, speedup, rates,
+                       plain_steps_per_round(share, rates, self.depth), drafted)
 
 
 def _by_key(found: Sequence[probes.StoredProbe]) -> dict[str, list[probes.StoredProbe]]:

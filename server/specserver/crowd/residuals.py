@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from specschema.predict import plain_steps_per_round, predicted_speedup
+from specschema.predict import predicted_speedup
 from specserver.crowd.own_costs import MachineCosts, MeasuredRun
 
 __all__ = ["model_residuals"]
@@ -31,13 +31,9 @@ def model_residuals(costs: MachineCosts, found: Sequence[MeasuredRun]
         curve = costs.target_curve(run)
         if curve is None or run.draft_digest is not None:
             continue
-        misses = {}
-        for domain, (speedup, rates, share, drafted) in run.per_domain.items():
-            if speedup <= 0 or not rates or not 0 <= share < 1:
-                continue
-            plain = plain_steps_per_round(share, rates, run.depth)
-            misses[domain] = math.log(speedup / predicted_speedup(rates, run.depth, curve,
-                                                                  0.0, plain, drafted))
+        misses = {domain: math.log(speedup / predicted_speedup(rates, run.depth, curve, 0.0,
+                                                               plain, drafted))
+                  for domain, speedup, rates, plain, drafted in run.domains()}
         if misses:
             out.append((run, misses))
     return out
