@@ -46,10 +46,10 @@ steps: its own decoding runs on a server that speculates here), saved as ``probe
 the median of both probes' samples) and prints how far the two disagree. Then the draft
 model's plain step (its cost per drafted token on that machine). Everything is written to
 bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
---analyse) predicts held-out depths, machines and kinds of work and prints the errors
-against the three baselines, then ``bench/advise_noise.py`` how far two measurements of one
-cell fall apart and what the crowd's acceptance adds to the error. Prints figures; asserts
-nothing. The load is printed and recorded at every block and probe.
+--analyse) predicts held-out depths, machines and kinds of work and ``advise_report``
+prints the errors against the three baselines, then ``bench/advise_noise.py`` how far two
+measurements of one cell fall apart and what the crowd's acceptance adds to the error.
+Prints figures; asserts nothing. The load is printed and recorded at every block and probe.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tests.support.realengine import build, gemma  # noqa: E402
 
 import advise_analysis  # noqa: E402
-from advise_analysis import analyse  # noqa: E402
 from advise_noise import report  # noqa: E402
+from advise_report import analyse  # noqa: E402
 from specschema import get_protocol  # noqa: E402
 from specsubmit.engines.base import RunListener  # noqa: E402
 from specsubmit.engines.llama_server.api import LlamaServerApi  # noqa: E402
