@@ -2,7 +2,9 @@
 
 A protocol's identity is the sha256 of its canonical JSON form (sorted keys, no
 whitespace). Results are only compared within one identity; a test pins each shipped
-protocol's hash so that an edit without a version bump is caught.
+protocol's hash so that an edit without a version bump is caught. A file whose words were
+mended after it was published (``published_sha256``) keeps the identity it was published
+with; a test pins everything else in such a file, so that only its words can have moved.
 
 Protocols that name no default target (``target: null``) take it as a run parameter,
 which the submission records in ``protocol.parameters["target"]``. A config whose
@@ -104,7 +106,7 @@ _ADDED_FIELDS: dict[str, object] = {"block_trials": None, "warmup_each_block": F
                                      "headline": "decode", "launch_options": {},
                                      "interval": "block_bootstrap", "prompts": None,
                                      "engine": None, "warmup_tokens": None,
-                                     "early_stop": None}
+                                     "early_stop": None, "published_sha256": None}
 # The engine each protocol pinned before protocols named theirs (``Protocol.engine``).
 _ENGINES_BEFORE: dict[str, str] = {
     "hardnumbers-m2": "ollama", "ollama-draft": "ollama", "llamacpp-draft": "llama-server",
@@ -166,6 +168,10 @@ class Protocol(_ProtocolModel):
     engine: str | None = None
     # The early-stop rule (bracketed protocols only); None: every config runs every round.
     early_stop: EarlyStop | None = None
+    # The identity this file was published with, when its description was mended after
+    # (a wording that pointed readers at the project's tracker): results made with it name
+    # that hash. None: the identity is the file's own hash.
+    published_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     # The configs a run stopped by that rule (the run parameter ``stopped``, ``for_run``).
     _stopped: tuple[str, ...] = PrivateAttr(())
     # A protocol specialised by ``for_run`` keeps the identity of the one it came from.
@@ -175,6 +181,8 @@ class Protocol(_ProtocolModel):
     def sha256(self) -> str:
         if self._shipped_sha256 is not None:
             return self._shipped_sha256
+        if self.published_sha256 is not None:
+            return self.published_sha256
         data = self.model_dump(mode="json")
         for name, default in _ADDED_FIELDS.items():  # absent from the files that predate them
             if data.get(name) == default:

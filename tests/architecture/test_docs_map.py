@@ -3,8 +3,6 @@
 scripts) cites the project's issue numbers.
 
 The history files (BENCHMARKS.md, docs/benchmarks-history.md) may: they record when and why.
-The pinned v1 protocol files may too: their descriptions are part of their hashed identity,
-and what every surface shows of them is reworded (``specschema.protocol_text``).
 """
 
 from __future__ import annotations
@@ -71,15 +69,9 @@ def _product_files() -> list[Path]:
     return sorted(p for p in files if p not in HISTORY)
 
 
-def _pinned_protocol(path: Path) -> bool:
-    return path.parent.name == "protocols" and path.name.endswith(".v1.json")
-
-
 def test_no_product_text_cites_an_issue_number() -> None:
     found = []
     for path in _product_files():
-        if _pinned_protocol(path):
-            continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if ISSUE_NUMBER.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")

@@ -1,11 +1,15 @@
 """Shipped protocols load, validate, and keep their pinned identities."""
 
+import hashlib
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from specschema import ProtocolError, find_protocol, get_protocol, shipped_protocols
-from specschema.protocol import all_protocols, load_protocol_bytes
+from specschema.protocol import _ADDED_FIELDS, Protocol, all_protocols, load_protocol_bytes
+from specschema.strictjson import dumps_canonical
 
 # Changing a shipped protocol changes its hash. Bump its version (a new file) instead,
 # and pin the new hash here: results are only ever compared within one identity.
@@ -313,3 +317,48 @@ def test_fields_added_later_leave_old_identities_alone() -> None:
     data = get_protocol("hardnumbers-m2").model_dump(mode="json")
     assert "block_trials" in data  # the model has it, the identity leaves it out
     assert load_protocol_bytes(json.dumps(data).encode()).sha256 == PINNED[("hardnumbers-m2", 1)]
+
+
+# The two files whose words were mended after they were published (``published_sha256``):
+# everything but the words, hashed as the identity is, as it was when they were published.
+MENDED_REST = {
+    ("llamacpp-draft", 1): "f547d8833f7aa35912d91aed929bbfcf1a00c210693438e6b73a04b079d28371",
+    ("llamacpp-draft-long", 1):
+        "3a54eda0e91396d0e9089261c54ad3fbefeea4430bdab080d24f943bb421b667",
+}
+
+
+def _rest_sha256(protocol: Protocol) -> str:
+    data = protocol.model_dump(mode="json")
+    del data["description"]
+    for name, default in _ADDED_FIELDS.items():
+        if data.get(name) == default:
+            del data[name]
+    data.pop("published_sha256", None)
+    return hashlib.sha256(dumps_canonical(data)).hexdigest()
+
+
+def test_a_mended_protocol_keeps_its_identity_and_only_its_words_moved() -> None:
+    mended = {(p.id, p.version): p for p in all_protocols() if p.published_sha256}
+    assert set(mended) == set(MENDED_REST)
+    for key, protocol in mended.items():
+        assert protocol.sha256 == protocol.published_sha256 == PINNED[key]
+        assert _rest_sha256(protocol) == MENDED_REST[key]
+        # found by the identity its stored results name, and a run of it keeps it
+        assert find_protocol(*key, PINNED[key]) is protocol
+        assert protocol.for_run({}).sha256 == PINNED[key]
+
+
+def test_no_shipped_description_cites_an_issue_number() -> None:
+    issue = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
+    for protocol in all_protocols():
+        assert not issue.search(protocol.description), (protocol.id, protocol.version)
+
+
+def test_a_published_identity_must_be_a_sha256() -> None:
+    data = json.loads((Path(__file__).resolve().parents[2] / "schema" / "specschema"
+                       / "protocols" / "llamacpp-draft.v1.json").read_text())
+    data["published_sha256"] = "not-a-hash"
+    with pytest.raises(ProtocolError):
+        load_protocol_bytes(json.dumps(data).encode(), "mended.json")
+

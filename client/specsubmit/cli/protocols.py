@@ -18,7 +18,6 @@ from rich.padding import Padding
 from specschema import Protocol, ProtocolError, get_protocol, shipped_protocols
 from specschema.domains import domain_label
 from specschema.engines import ENGINES, descriptor
-from specschema.protocol_text import shown_description
 from specschema.speculation import spec_type_of
 from specsubmit.errors import UsageError
 
@@ -94,7 +93,7 @@ def as_data(protocol: Protocol) -> dict[str, Any]:
         "trials_per_config": protocol.trials_per_config,
         "order": protocol.order,
         "num_predict": protocol.options.num_predict,
-        "description": shown_description(protocol),
+        "description": protocol.description,
     }
 
 
@@ -104,7 +103,7 @@ def _describe(protocol: Protocol, console: Console) -> None:
     def indented(text: str) -> None:
         console.print(Padding(text, (0, 0, 0, 2), expand=False), highlight=False)
 
-    indented(shown_description(protocol))
+    indented(protocol.description)
     if protocol.engine_name:
         indented(f"engine: {descriptor(protocol.engine_name).label}")
     indented(f"target: {protocol.target or 'required: --target MODEL'}")

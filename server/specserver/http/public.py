@@ -19,7 +19,6 @@ from starlette.middleware.cors import CORSMiddleware
 
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.protocol import all_protocols
-from specschema.protocol_text import shown_description
 from specschema.verdicts import VERDICTS, listed_on
 from specserver.board import (
     Board,
@@ -272,7 +271,7 @@ def protocols(request: Request, reads: Reads) -> Response:
                       c["submissions"] for c in queries.protocol_counts(conn)}
         items = [{
             "id": p.id, "version": p.version, "sha256": p.sha256,
-            "description": shown_description(p), "target": p.target,
+            "description": p.description, "target": p.target,
             "trials_per_config": p.trials_per_config,
             "configs": [{"name": c.name, "role": c.role, "draft_model": c.draft_model,
                          "mechanism": c.mechanism} for c in p.configs],

@@ -194,7 +194,7 @@ def test_protocols_and_stats(client):
     assert protocols["ollama-draft"]["submissions"] == COUNT
     assert protocols["hardnumbers-m2"]["submissions"] == 1
     assert len(protocols["hardnumbers-m2"]["sha256"]) == 64
-    # every accepted version, each described in the words shown (specschema.protocol_text)
+    # every accepted version in its own words (the two mended ones: Protocol.published_sha256)
     items = client.get("/v1/protocols").json()["items"]
     old = next(p for p in items if (p["id"], p["version"]) == ("llamacpp-draft", 1))
     assert "designed from" in old["description"]

@@ -18,7 +18,6 @@ from markupsafe import Markup
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.engines import ENGINES
 from specschema.protocol import shipped_protocols
-from specschema.protocol_text import shown_description
 from specschema.verdicts import (
     BY_NAME,
     ORDER,
@@ -428,7 +427,7 @@ def protocol_section(protocol_id: str, speed: Sequence[GroupAggregate],
     protocol = shipped_protocols().get(protocol_id)
     return Section(
         protocol_id, protocol.version if protocol else None,
-        shown_description(protocol) if protocol else None,
+        protocol.description if protocol else None,
         _table(speed, f"speedup-{protocol_id}", f"Speedup by chip, {protocol_id}", False,
                paging, sorting, protocol_id, accepted) if speed else None,
         _table(noise, f"noise-{protocol_id}", f"Noise floor, {protocol_id}", True,

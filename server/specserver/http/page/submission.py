@@ -17,7 +17,6 @@ from markupsafe import Markup
 from specschema.conclusion import interval_method_words
 from specschema.engines import descriptor
 from specschema.protocol import find_protocol, headline_of, interval_of
-from specschema.protocol_text import shown_description
 from specschema.verdicts import between_runs_words
 from specserver.http.page import breakdown, result
 from specserver.store import queries
@@ -116,7 +115,7 @@ def _run_facts(row: dict[str, Any]) -> list[tuple[str, Any]]:
         ("Protocol", f"{row['protocol_id']} v{row['protocol_version']} "
                      f"(sha256 {str(row['protocol_sha256'])[:12]}…)"),
         ("What the protocol measures", None if protocol is None
-         else shown_description(protocol)),
+         else protocol.description),
         ("Target model", row["target_model"]), ("Chip", row["chip"]),
         ("Memory", None if row["memory_gb"] is None else f"{row['memory_gb']} GB"),
         ("OS", row["os"]), ("Engine", engine_words(row)), ("Backend", row["backend"]),
