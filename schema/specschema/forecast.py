@@ -219,9 +219,10 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
     units, plain = profile.units, profile.plain
     point_plain = _median(plain) if plain else 0.0
     # the tokens a round drafts at each depth, from what the runs' rounds drafted
-    known = profile.drafted_per_round
-    sizes: dict[int, float | None] = {d: drafted_at(
-        d, profile.candidate.depth, _median(known)) if known else None for d in depths}
+    run_depth, known = profile.candidate.depth, profile.drafted_per_round
+    drafted = _median(known) if known else None
+    sizes: dict[int, float | None] = {d: None if drafted is None else drafted_at(
+        d, run_depth, drafted) for d in depths}
     draws: dict[int, list[float]] = {d: [] for d in depths}
     size = min(len(units), RESAMPLE_MAX)
     for b, drawn_curve in enumerate(curves):
