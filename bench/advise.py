@@ -8,6 +8,7 @@ checks that its candidate drafted.
 
     .venv/bin/python bench/advise.py [--num-predict 48] [--machines m1,m2,m3]
         [--repeats 1] [--probe-rounds R] [--probe-twice] [--no-draft]
+        [--candidates ngram3,draft3]
     .venv/bin/python bench/advise.py --analyse bench/data/advise-<stamp>.json [--board]
 
 The finer run the fourth analysis asks for (BENCHMARKS.md), on a machine nothing else
@@ -44,7 +45,10 @@ steps: its own decoding runs on a server that speculates here), saved as ``probe
 ``probe_before`` (no prefill curve): the analysis pools each size's samples of the two
 (the blocks ran between them, so neither alone saw their load; each size's cost is then
 the median of both probes' samples) and prints how far the two disagree. Then the draft
-model's plain step (its cost per drafted token on that machine). Everything is written to
+model's plain step (its cost per drafted token on that machine) and its prefill of k
+tokens (three rounds of the probe's sizes; the engine passes each checked batch through
+the draft as such a prefill), saved as ``draft_probe``. ``--candidates`` runs some of the
+candidates only (a draft-model run in a third of the time: ``ngram3,draft3``). Everything is written to
 bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
 --analyse) predicts held-out depths, machines and kinds of work and ``advise_report``
 prints the errors against the three baselines, then ``bench/advise_noise.py`` how far two
@@ -195,8 +199,9 @@ def probe_machine(binary: Path, model: Path, port: int, machine: str, text: str,
 def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
                     prompts: list[tuple[str, str]], num_predict: int, port: int,
                     repeats: int = 1, probe_rounds: int | None = None,
-                    probe_twice: bool = False) -> dict[str, object]:
-    menu = candidates(draft)
+                    probe_twice: bool = False, only: list[str] | None = None
+                    ) -> dict[str, object]:
+    menu = {k: v for k, v in candidates(draft).items() if only is None or k in only}
     names = list(menu)
     order = [None, *names, None, *reversed(names), None]
     text = "\n\n".join(t for _, t in prompts) * 4
@@ -224,13 +229,28 @@ def measure_machine(machine: str, binary: Path, model: Path, draft: Path | None,
     port += 1
     probe = probe_machine(binary, model, port, machine, text, probe_rounds, prefill=True)
     draft_steps: list[float] = []
-    if draft is not None:
+    if draft is not None and any(n.startswith("draft") for n in names):
         port += 1
         proc, api = start(binary, draft, port, machine, [])
         try:
             draft_steps = plain_steps(api, prompts[0][1])
         finally:
             stop(proc, api)
+        # the draft's prefill curve: the engine passes each checked batch through the
+        # draft as a prefill, its last token's output only (server-context.cpp, "always
+        # re-evaluate"). Its rounds probe, what the crowd's draft cost units hold, cannot
+        # run on this draft: the truncated model's output never repeats the context, so
+        # the probe's lookup finds nothing to draft.
+        port += 1
+        # --swa-full: the context stays cached, so that each prefill is of k tokens only
+        proc, api = start(binary, draft, port, machine, ["--swa-full"])
+        try:
+            _, curve, decoded = measure(api, text, RunListener(), sizes=ROUND_SIZES,
+                                        rounds=3)
+        finally:
+            stop(proc, api)
+        found["draft_probe"] = {"prefill": {str(k): v for k, v in curve.items()},
+                                "decoded": decoded}
     return found | {"blocks": blocks, "probe": probe, "draft_steps": draft_steps}
 
 
@@ -241,6 +261,8 @@ def main() -> None:
                         help=f"of {','.join(MACHINES)} (a run: m1,m2,m3; --analyse: every "
                         "machine the file has)")
     parser.add_argument("--no-draft", action="store_true")
+    parser.add_argument("--candidates", default=None,
+                        help="of ngram3,ngram5,ngram8,draft3 (default: all)")
     parser.add_argument("--repeats", type=int, default=1,
                         help="each prompt this many times in every block")
     parser.add_argument("--probe-rounds", type=int, default=None,
@@ -252,6 +274,10 @@ def main() -> None:
     parser.add_argument("--whole-drafts", action="store_true",
                         help="take every round as drafting its whole depth (the model "
                         "before short drafts were counted)")
+    parser.add_argument("--batch-prefill", action="store_true",
+                        help="price a draft model's pass over the checked batch at its "
+                        "probed prefill, not as one more drafting pass (a variant, not the "
+                        "product's model)")
     parser.add_argument("--board", action="store_true",
                         help="measured speedups as the board estimates them (each block "
                         "over the baseline at its place), not mean rate over mean rate")
@@ -259,6 +285,7 @@ def main() -> None:
     if args.repeats < 1 or (args.probe_rounds is not None and args.probe_rounds < 1):
         parser.error("--repeats and --probe-rounds take a count of one or more")
     advise_analysis.SHORT_DRAFTS = not args.whole_drafts
+    advise_analysis.BATCH_PREFILL = args.batch_prefill
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)
@@ -275,7 +302,7 @@ def main() -> None:
     data: dict[str, object] = {
         "started": stamp, "load_start": os.getloadavg(), "num_predict": args.num_predict,
         "repeats": args.repeats, "probe_rounds": args.probe_rounds,
-        "probe_twice": args.probe_twice,
+        "probe_twice": args.probe_twice, "candidates": args.candidates,
         "target_bytes": model.stat().st_size,
         "draft_bytes": draft.stat().st_size if draft is not None else None, "machines": {}}
     print(f"load at start: {os.getloadavg()}", flush=True)
@@ -284,7 +311,9 @@ def main() -> None:
         machines[machine] = measure_machine(machine, binary, model, draft, prompts,
                                             args.num_predict, 18400 + 100 * offset,
                                             args.repeats, args.probe_rounds,
-                                            args.probe_twice)
+                                            args.probe_twice,
+                                            args.candidates.split(",")
+                                            if args.candidates else None)
         data["machines"] = machines
         out = ROOT / "bench" / "data" / f"advise-{stamp}.json"
         out.write_text(json.dumps(data, indent=1))

@@ -29,7 +29,10 @@ way), machine m's probe (one round checking k tokens; a plain step; the product'
 both probes' samples per size), and for the draft model its plain step on m
 as the cost of a drafted token, times what a drafted token cost in the known draft cells,
 in their machines' draft steps (the median of ``predict.drafting_factor`` over them; 1
-without any). Its interval:
+without any). With ``--batch-prefill`` (runs that probed the draft's prefill), the
+draft's pass over each checked batch is priced at its prefill of that batch on m, the
+drafting passes at T_d, in the drafting factors too: not the product's model (a variant
+the 2026-12-07 16:49 run measured and did not adopt, BENCHMARKS.md). Its interval:
 the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's samples per
 size, the draft's steps, the known cells' drafting factors, and each position's acceptance
 drawn binomially from its rounds), each times the noise of a measured speedup
@@ -68,8 +71,10 @@ from specschema.crowd import CostUnit
 from specschema.forecast import LEVEL, cost_curve
 from specschema.predict import (
     CostCurve,
+    draft_passes,
     drafted_at,
     drafting_factor,
+    implied_draft_seconds,
     mean_acceptance,
     plain_counts,
     plain_steps_per_round,
@@ -86,6 +91,9 @@ from specschema.stats import median
 
 Cell = tuple[str, str, str]  # machine, candidate, kind of work
 RESAMPLES = 400
+# a draft model's pass over the checked batch at its probed prefill (--batch-prefill), not
+# as one more drafting pass (the product's model)
+BATCH_PREFILL = False
 
 
 def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -140,6 +148,8 @@ class Run:
     probes: dict[str, dict[int, list[float]]]  # machine -> k -> seconds (k = 1: steps)
     prefill: dict[str, dict[int, list[float]]]
     draft_steps: dict[str, list[float]]
+    # machine -> k -> seconds of the draft's prefill of k tokens (runs that probed it)
+    draft_prefill: dict[str, dict[int, list[float]]]
     size_ratio: float
     implied_round: dict[tuple[str, str], float]  # (machine, candidate) -> seconds per round
     base_step: dict[str, float]  # machine -> the baseline blocks' seconds per token
@@ -167,6 +177,7 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
     spread: dict[Cell, float] = {}
     counts: dict[Cell, Counts] = {}
     probes, prefill, draft_steps, implied, steps = {}, {}, {}, {}, {}
+    draft_prefill: dict[str, dict[int, list[float]]] = {}
     for machine, found in data["machines"].items():
         placed = block_rates(found)
         rates = {key: [median(b.values) for b in blocks] for key, blocks in placed.items()}
@@ -200,6 +211,9 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
         prefill[machine] = ({int(k): v for k, v in probe["prefill"].items()}
                             | {1: probe["steps"]})
         draft_steps[machine] = found["draft_steps"]
+        if "draft_probe" in found:
+            draft_prefill[machine] = {int(k): v for k, v in
+                                      found["draft_probe"]["prefill"].items()}
         # what a round cost in the runs: decode seconds less the plain steps (at the
         # baseline's seconds per token), per round; pooled over the kinds of work
         base_step = sum(r["seconds"] for b in found["blocks"] if b["config"] == "baseline"
@@ -215,7 +229,25 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
                 implied[(machine, config)] = ((seconds - pooled.plain_steps * base_step)
                                               / pooled.rounds)
     ratio = (data["draft_bytes"] or 0) / data["target_bytes"]
-    return Run(measured, counts, probes, prefill, draft_steps, ratio, implied, steps, spread)
+    return Run(measured, counts, probes, prefill, draft_steps, draft_prefill, ratio, implied,
+               steps, spread)
+
+
+def draft_batch(run: Run, machine: str, size: float | None, depth: int) -> float | None:
+    """``--batch-prefill``: the draft's pass over a round's checked batch on ``machine``,
+    its prefill of the round's drafted tokens and the target's own (None: not asked for,
+    or not probed)."""
+    found = run.draft_prefill.get(machine) if BATCH_PREFILL else None
+    return curve(found).at((depth if size is None else size) + 1) if found else None
+
+
+def _per_pass(t_d: float, size: float, plain: float, batch: float | None) -> float:
+    """The seconds per pass at which the product's ``draft_passes`` a round cost what its
+    drafting passes at ``t_d`` and the batch's prefill (``batch``) do."""
+    if batch is None:
+        return t_d
+    passes = draft_passes(size, plain)
+    return ((passes - 1) * t_d + batch) / passes
 
 
 def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
@@ -270,10 +302,17 @@ def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
         counts, depth = run.counts[cell], depth_of(candidate)
         profile = counts.profile()
         plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
-        out.append(drafting_factor(run.measured[cell], profile, depth,
-                                   curve(run.probes[machine]),
-                                   statistics.median(run.draft_steps[machine]), plain,
-                                   drafted(run, [cell], depth)))
+        size, step = drafted(run, [cell], depth), statistics.median(run.draft_steps[machine])
+        batch = draft_batch(run, machine, size, depth)
+        if batch is None:
+            out.append(drafting_factor(run.measured[cell], profile, depth,
+                                       curve(run.probes[machine]), step, plain, size))
+            continue
+        # the per-pass cost that meets the measurement, less the batch's prefill
+        passes = draft_passes(depth if size is None else size, plain)
+        whole = implied_draft_seconds(run.measured[cell], profile, depth,
+                                      curve(run.probes[machine]), plain, size) * passes
+        out.append(max((whole - batch) / (passes - 1) / step, 1.0))
     return out
 
 
@@ -341,8 +380,11 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     spread = statistics.median([run.spread[k] for k in known])
     draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
     size = drafted(run, known, depth)
-    point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]), draft_s,
-                              plain_steps_per_round(share, source.profile(), depth), size)
+    batch = draft_batch(run, machine, size, depth) if drafting else None
+    checked = depth if size is None else size
+    plain = plain_steps_per_round(share, source.profile(), depth)
+    point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]),
+                              _per_pass(draft_s, checked, plain, batch), plain, size)
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
@@ -350,8 +392,9 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
         drawn = _resampled_profile(source, rng)
         if factors:
             d *= _drawn_median(factors, rng)
-        draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng), d,
-                                       plain_steps_per_round(share, drawn, depth), size))
+        plain = plain_steps_per_round(share, drawn, depth)
+        draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng),
+                                       _per_pass(d, checked, plain, batch), plain, size))
     noise = model_error(residuals(run, known), spread)
     low, high = measured_interval(draws, noise.scale, LEVEL, rng, noise.dof)
     held = model_error(residuals(run, known, held_out=True), spread)

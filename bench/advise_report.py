@@ -84,6 +84,14 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
     for m in run.machines:
         factors = drafting_factors(run, [k for k in run.counts if k[0] == m])
         print(f"  {m}: " + " ".join(f"{f:.2f}" for f in factors))
+    if run.draft_prefill:
+        print("\nthe draft's prefill of k tokens (a round's pass over the checked batch) in "
+              "its plain steps, k = 2 3 4 5 9:")
+        for m in run.machines:
+            if m in run.draft_prefill:
+                step = statistics.median(run.draft_steps[m])
+                pre = curve(run.draft_prefill[m])
+                print(f"  {m}: " + " ".join(f"{pre.at(k) / step:.2f}" for k in (2, 3, 4, 5, 9)))
     found = cases(run)
     for task in ("depths", "shallower depths", "machines", "kinds of work"):
         chosen = [c for c in found if c.task == task]
