@@ -48,8 +48,8 @@ the median of both probes' samples) and prints how far the two disagree. Then th
 model's plain step (its cost per drafted token on that machine) and its prefill of k
 tokens (three rounds of the probe's sizes; the engine passes each checked batch through
 the draft as such a prefill), saved as ``draft_probe``. ``--candidates`` runs some of the
-candidates only (a draft-model run in a third of the time: ``ngram3,draft3``). Everything is written to
-bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
+candidates only (a draft-model run in a third of the time: ``ngram3,draft3``). Everything
+is written to bench/data/advise-<stamp>.json; ``bench/advise_analysis.py`` (run at the end, or with
 --analyse) predicts held-out depths, machines and kinds of work and ``advise_report``
 prints the errors against the three baselines, then ``bench/advise_noise.py`` how far two
 measurements of one cell fall apart and what the crowd's acceptance adds to the error.

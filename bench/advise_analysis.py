@@ -34,8 +34,9 @@ draft's pass over each checked batch is priced at its prefill of that batch on m
 drafting passes at T_d, in the drafting factors too: not the product's model (a variant
 the 2026-12-07 16:49 run measured and did not adopt, BENCHMARKS.md). Its interval:
 the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's samples per
-size, the draft's steps, the known cells' drafting factors, and each position's acceptance
-drawn binomially from its rounds), each times the noise of a measured speedup
+size, the draft's steps, the drafting factor as a machine none of the known ones would
+read it, ``forecast.drafting_draw`` over one median per known machine, and each
+position's acceptance drawn binomially from its rounds), each times the noise of a measured speedup
 (``predict_measured.measured_interval`` with the median of the known cells' own spreads,
 ``measured_spread`` of their two candidate and three baseline blocks, or where known
 lookup cells can be held against their own machine's probe, what the model missed by
@@ -68,7 +69,7 @@ from typing import Any
 from advise_measurements import block_rates, probe_samples
 from specschema.block_t import blocked_ratio_t
 from specschema.crowd import CostUnit
-from specschema.forecast import LEVEL, cost_curve
+from specschema.forecast import LEVEL, cost_curve, drafting_draw
 from specschema.predict import (
     CostCurve,
     draft_passes,
@@ -377,6 +378,9 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     # the forecast's drafting_steps and measurement_spread: medians over the known units
     factors = drafting_factors(run, known) if drafting else []
     factor = statistics.median(factors) if factors else 1.0
+    # one reading per machine, as the product's contributor units (the draw's spread)
+    per_machine = [statistics.median(drafting_factors(run, [k for k in known if k[0] == m]))
+                   for m in sorted({k[0] for k in known})] if factors else []
     spread = statistics.median([run.spread[k] for k in known])
     draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
     size = drafted(run, known, depth)
@@ -391,7 +395,7 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
         d = _drawn_median(run.draft_steps[machine], rng) if drafting else 0.0
         drawn = _resampled_profile(source, rng)
         if factors:
-            d *= _drawn_median(factors, rng)
+            d *= drafting_draw(per_machine, rng)
         plain = plain_steps_per_round(share, drawn, depth)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng),
                                        _per_pass(d, checked, plain, batch), plain, size))

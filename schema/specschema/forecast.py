@@ -26,7 +26,9 @@ which (``draft_cost``: "probed" or "size"). A pass of the draft costs more than 
 contributors' runs of the draft and probes of their machines tell it (from as many
 contributor units as the acceptance needs), T_d is the step times the median of what a
 pass cost in their runs, in their draft's steps (``Profile.drafting``,
-``predict.drafting_factor``; ``drafting_steps`` in the answer), else the step alone.
+``predict.drafting_factor``; ``drafting_steps`` in the answer), else the step alone; each
+draw takes that cost as a machine none of theirs would read it (``drafting_draw``: their
+machines differ by up to twice, and the asker's is another), not their median's draw.
 A round checks the tokens it drafted and the target's own: an n-gram lookup drafts fewer
 than its depth where the text it copies runs out, so each depth's round is priced at what
 the contributors' rounds drafted (``Profile.drafted_per_round``, ``predict.drafted_at``)
@@ -64,10 +66,15 @@ from specschema.predict import (
     plain_steps_per_round,
     predicted_speedup,
 )
-from specschema.predict_measured import ModelError, measured_interval, model_error
+from specschema.predict_measured import (
+    ModelError,
+    measured_interval,
+    model_error,
+    new_machine_draw,
+)
 
-__all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "drafting_steps", "forecast",
-           "measurement_spread", "miss", "recommendation"]
+__all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "drafting_draw", "drafting_steps",
+           "forecast", "measurement_spread", "miss", "recommendation"]
 
 DRAWS = 200
 LEVEL = 0.90  # the interval's nominal coverage
@@ -204,6 +211,14 @@ def drafting_steps(profile: Profile, min_contributors: int = 1) -> float:
     return _median(known) if known and len(known) >= min_contributors else 1.0
 
 
+def drafting_draw(known: Sequence[float], rng: random.Random) -> float:
+    """One draw of a draft pass's cost in the draft's steps on this machine, from the
+    contributor units' (``Profile.drafting``): their median moved as a machine none of them
+    came from would read it (``new_machine_draw``), never below one step (as
+    ``predict.drafting_factor`` reads it)."""
+    return max(new_machine_draw(known, rng, _median(known)), 1.0)
+
+
 def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
              draft_steps: Sequence[float] | None, salt: str, min_contributors: int
              ) -> list[Row]:
@@ -232,7 +247,7 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
         # shares (or drafting costs) draws what it drew before they were carried
         share = _drawn_median(plain, rng) if plain else 0.0
         if draft_steps and drafting:
-            t_d *= _drawn_median(drafting, rng)
+            t_d *= drafting_draw(drafting, rng)
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
                                               plain_steps_per_round(share, drawn, d),

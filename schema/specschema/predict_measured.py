@@ -36,6 +36,15 @@ normal misses this is exact: n r^2 / sigma^2 is chi-square with n), so a few con
 widen the interval much more than many (``model_error``). The noise each draw is multiplied
 by is then exp(s t), s the larger of s_model and the measured spread (a run's noise is
 never less than what it is measured to be).
+
+What a machine's own cost ratio will be is drawn the same way where contributors read one
+each (a draft model's pass in its plain steps, ``predict.drafting_factor``): on the advisor
+bench one stand-in's pass cost 1.45 steps where three others' read 1.00-1.08, and on
+another CPU two read 1.1-1.4 and 2.0-2.3 where two read 1.0-1.1. A bootstrap of their
+median says where the median is, not where a machine none of them came from lands: that
+is the median times exp(s sqrt(1 + 1/n) t), s the sample log-sd of the n readings and t
+Student's t with n - 1 degrees of freedom, the normal-theory prediction interval of one
+more reading (``new_machine_draw``).
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["ModelError", "log_variance", "measured_interval", "measured_spread",
-           "model_error", "moments_variance"]
+           "model_error", "moments_variance", "new_machine_draw"]
 
 
 def log_variance(values: Sequence[float]) -> float:
@@ -137,3 +146,15 @@ def measured_interval(draws: Sequence[float], spread: float, level: float,
     ordered = sorted(noisy)
     tail = (1 - level) / 2
     return _quantile(ordered, tail), _quantile(ordered, 1 - tail)
+
+
+def new_machine_draw(values: Sequence[float], rng: random.Random, center: float) -> float:
+    """One draw of what a machine none of ``values`` (one cost ratio per contributor unit)
+    came from would read: ``center`` (the point's; their median) times exp(s sqrt(1 + 1/n)
+    t) (module docstring); ``center`` itself for fewer than two values."""
+    if center <= 0 or any(v <= 0 for v in values):
+        raise ValueError("a cost ratio that is not positive")
+    if len(values) < 2:
+        return center
+    scale = math.sqrt(log_variance(values) * (1 + 1 / len(values)))
+    return center * _noise(scale, rng, len(values) - 1)
