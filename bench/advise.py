@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tests.support.realengine import build, gemma  # noqa: E402
 
 import advise_analysis  # noqa: E402
+import advise_batch  # noqa: E402
 from advise_noise import report  # noqa: E402
 from advise_report import analyse  # noqa: E402
 from specschema import get_protocol  # noqa: E402
@@ -285,7 +286,7 @@ def main() -> None:
     if args.repeats < 1 or (args.probe_rounds is not None and args.probe_rounds < 1):
         parser.error("--repeats and --probe-rounds take a count of one or more")
     advise_analysis.SHORT_DRAFTS = not args.whole_drafts
-    advise_analysis.BATCH_PREFILL = args.batch_prefill
+    advise_batch.BATCH_PREFILL = args.batch_prefill
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)

@@ -66,16 +66,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advise_batch import batch_factor, draft_batch, per_pass
 from advise_measurements import block_rates, probe_samples
 from specschema.block_t import blocked_ratio_t
 from specschema.crowd import CostUnit
 from specschema.forecast import LEVEL, cost_curve, drafting_draw
 from specschema.predict import (
     CostCurve,
-    draft_passes,
     drafted_at,
     drafting_factor,
-    implied_draft_seconds,
     mean_acceptance,
     plain_counts,
     plain_steps_per_round,
@@ -87,14 +86,12 @@ from specschema.predict_measured import (
     measured_interval,
     measured_spread,
     model_error,
+    new_machine_spread,
 )
 from specschema.stats import median
 
 Cell = tuple[str, str, str]  # machine, candidate, kind of work
 RESAMPLES = 400
-# a draft model's pass over the checked batch at its probed prefill (--batch-prefill), not
-# as one more drafting pass (the product's model)
-BATCH_PREFILL = False
 
 
 def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -234,23 +231,6 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
                steps, spread)
 
 
-def draft_batch(run: Run, machine: str, size: float | None, depth: int) -> float | None:
-    """``--batch-prefill``: the draft's pass over a round's checked batch on ``machine``,
-    its prefill of the round's drafted tokens and the target's own (None: not asked for,
-    or not probed)."""
-    found = run.draft_prefill.get(machine) if BATCH_PREFILL else None
-    return curve(found).at((depth if size is None else size) + 1) if found else None
-
-
-def _per_pass(t_d: float, size: float, plain: float, batch: float | None) -> float:
-    """The seconds per pass at which the product's ``draft_passes`` a round cost what its
-    drafting passes at ``t_d`` and the batch's prefill (``batch``) do."""
-    if batch is None:
-        return t_d
-    passes = draft_passes(size, plain)
-    return ((passes - 1) * t_d + batch) / passes
-
-
 def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
           ) -> CostCurve:
     """The machine's probe as the product's cost curve (``forecast.cost_curve`` of one
@@ -304,16 +284,11 @@ def drafting_factors(run: Run, cells: Iterable[Cell]) -> list[float]:
         profile = counts.profile()
         plain = plain_steps_per_round(counts.plain_steps / counts.decoded, profile, depth)
         size, step = drafted(run, [cell], depth), statistics.median(run.draft_steps[machine])
-        batch = draft_batch(run, machine, size, depth)
-        if batch is None:
-            out.append(drafting_factor(run.measured[cell], profile, depth,
-                                       curve(run.probes[machine]), step, plain, size))
-            continue
-        # the per-pass cost that meets the measurement, less the batch's prefill
-        passes = draft_passes(depth if size is None else size, plain)
-        whole = implied_draft_seconds(run.measured[cell], profile, depth,
-                                      curve(run.probes[machine]), plain, size) * passes
-        out.append(max((whole - batch) / (passes - 1) / step, 1.0))
+        batch = draft_batch(run.draft_prefill.get(machine), size, depth)
+        cost = curve(run.probes[machine])
+        out.append(drafting_factor(run.measured[cell], profile, depth, cost, step, plain, size)
+                   if batch is None else batch_factor(run.measured[cell], profile, depth,
+                                                      cost, step, plain, size, batch))
     return out
 
 
@@ -381,24 +356,25 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     # one reading per machine, as the product's contributor units (the draw's spread)
     per_machine = [statistics.median(drafting_factors(run, [k for k in known if k[0] == m]))
                    for m in sorted({k[0] for k in known})] if factors else []
+    spread_of = new_machine_spread(per_machine)
     spread = statistics.median([run.spread[k] for k in known])
     draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
     size = drafted(run, known, depth)
-    batch = draft_batch(run, machine, size, depth) if drafting else None
+    batch = draft_batch(run.draft_prefill.get(machine), size, depth) if drafting else None
     checked = depth if size is None else size
     plain = plain_steps_per_round(share, source.profile(), depth)
     point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]),
-                              _per_pass(draft_s, checked, plain, batch), plain, size)
+                              per_pass(draft_s, checked, plain, batch), plain, size)
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
         d = _drawn_median(run.draft_steps[machine], rng) if drafting else 0.0
         drawn = _resampled_profile(source, rng)
         if factors:
-            d *= drafting_draw(per_machine, rng)
+            d *= drafting_draw(statistics.median(per_machine), spread_of, rng)
         plain = plain_steps_per_round(share, drawn, depth)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng),
-                                       _per_pass(d, checked, plain, batch), plain, size))
+                                       per_pass(d, checked, plain, batch), plain, size))
     noise = model_error(residuals(run, known), spread)
     low, high = measured_interval(draws, noise.scale, LEVEL, rng, noise.dof)
     held = model_error(residuals(run, known, held_out=True), spread)

@@ -71,6 +71,7 @@ from specschema.predict_measured import (
     measured_interval,
     model_error,
     new_machine_draw,
+    new_machine_spread,
 )
 
 __all__ = ["DRAWS", "LEVEL", "MARGIN", "Row", "cost_curve", "drafting_draw", "drafting_steps",
@@ -211,12 +212,13 @@ def drafting_steps(profile: Profile, min_contributors: int = 1) -> float:
     return _median(known) if known and len(known) >= min_contributors else 1.0
 
 
-def drafting_draw(known: Sequence[float], rng: random.Random) -> float:
+def drafting_draw(center: float, spread: ModelError, rng: random.Random) -> float:
     """One draw of a draft pass's cost in the draft's steps on this machine, from the
-    contributor units' (``Profile.drafting``): their median moved as a machine none of them
-    came from would read it (``new_machine_draw``), never below one step (as
-    ``predict.drafting_factor`` reads it)."""
-    return max(new_machine_draw(known, rng, _median(known)), 1.0)
+    contributor units' (``Profile.drafting``: ``center`` their median, ``spread`` from
+    ``new_machine_spread``): as a machine none of them came from would read it
+    (``new_machine_draw``), never below one step (as ``predict.drafting_factor`` reads
+    it)."""
+    return max(new_machine_draw(center, spread, rng), 1.0)
 
 
 def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
@@ -227,6 +229,8 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
     point_profile = median_vector(profile.units)
     # the drafting costs only from enough contributors (``drafting_steps``)
     drafting = profile.drafting if len(profile.drafting) >= min_contributors else ()
+    drafting_spread = new_machine_spread(drafting)
+    drafting_center = _median(drafting) if drafting else 1.0
     point_draft = (draft_steps[0] * drafting_steps(profile, min_contributors)
                    if draft_steps else 0.0)
     rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
@@ -247,7 +251,7 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
         # shares (or drafting costs) draws what it drew before they were carried
         share = _drawn_median(plain, rng) if plain else 0.0
         if draft_steps and drafting:
-            t_d *= drafting_draw(drafting, rng)
+            t_d *= drafting_draw(drafting_center, drafting_spread, rng)
         for d in depths:
             draws[d].append(predicted_speedup(drawn, d, drawn_curve, t_d,
                                               plain_steps_per_round(share, drawn, d),

@@ -44,7 +44,7 @@ another CPU two read 1.1-1.4 and 2.0-2.3 where two read 1.0-1.1. A bootstrap of 
 median says where the median is, not where a machine none of them came from lands: that
 is the median times exp(s sqrt(1 + 1/n) t), s the sample log-sd of the n readings and t
 Student's t with n - 1 degrees of freedom, the normal-theory prediction interval of one
-more reading (``new_machine_draw``).
+more reading (``new_machine_spread``, ``new_machine_draw``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["ModelError", "log_variance", "measured_interval", "measured_spread",
-           "model_error", "moments_variance", "new_machine_draw"]
+           "model_error", "moments_variance", "new_machine_draw", "new_machine_spread"]
 
 
 def log_variance(values: Sequence[float]) -> float:
@@ -148,13 +148,21 @@ def measured_interval(draws: Sequence[float], spread: float, level: float,
     return _quantile(ordered, tail), _quantile(ordered, 1 - tail)
 
 
-def new_machine_draw(values: Sequence[float], rng: random.Random, center: float) -> float:
-    """One draw of what a machine none of ``values`` (one cost ratio per contributor unit)
-    came from would read: ``center`` (the point's; their median) times exp(s sqrt(1 + 1/n)
-    t) (module docstring); ``center`` itself for fewer than two values."""
-    if center <= 0 or any(v <= 0 for v in values):
+def new_machine_spread(values: Sequence[float]) -> ModelError:
+    """The log-sd and degrees of freedom one more reading of a cost ratio is drawn with
+    beside the median of ``values`` (one per contributor unit): s sqrt(1 + 1/n) and n - 1
+    (module docstring); none for fewer than two values (no spread is known)."""
+    if any(v <= 0 for v in values):
         raise ValueError("a cost ratio that is not positive")
     if len(values) < 2:
-        return center
-    scale = math.sqrt(log_variance(values) * (1 + 1 / len(values)))
-    return center * _noise(scale, rng, len(values) - 1)
+        return ModelError(0.0, None)
+    return ModelError(math.sqrt(log_variance(values) * (1 + 1 / len(values))),
+                      len(values) - 1)
+
+
+def new_machine_draw(center: float, spread: ModelError, rng: random.Random) -> float:
+    """One draw of what a machine none of the readings came from would read: ``center``
+    (their median) times exp(s t), ``spread`` from ``new_machine_spread``."""
+    if center <= 0:
+        raise ValueError("a cost ratio that is not positive")
+    return center * _noise(spread.scale, rng, spread.dof) if spread.scale else center

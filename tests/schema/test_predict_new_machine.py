@@ -14,7 +14,7 @@ import pytest
 
 from specschema.crowd import CostUnit, CrowdInputs, Profile
 from specschema.forecast import drafting_draw, forecast
-from specschema.predict_measured import new_machine_draw
+from specschema.predict_measured import new_machine_draw, new_machine_spread
 from tests.support.crowd_inputs import CPU, DRAFT, GOOD
 
 DRAFT_STEP = (CostUnit({1: (0.002, 0.002)}),)
@@ -27,25 +27,28 @@ def test_one_more_reading_falls_where_the_prediction_interval_says() -> None:
     logs = [math.log(v) for v in values]
     s = statistics.stdev(logs)
     rng = random.Random(7)
-    draws = sorted(math.log(new_machine_draw(values, rng, 1.3) / 1.3)
-                   for _ in range(40_000))
+    spread = new_machine_spread(values)
+    assert spread.dof == 4
+    draws = sorted(math.log(new_machine_draw(1.3, spread, rng) / 1.3) for _ in range(40_000))
     # the central 90 %: +-t(4) s sqrt(1 + 1/5) around the centre
     half = T4_95 * s * math.sqrt(1.2)
     assert draws[int(0.05 * len(draws))] == pytest.approx(-half, rel=0.05)
     assert draws[int(0.95 * len(draws))] == pytest.approx(half, rel=0.05)
     # a wider crowd spreads the draws wider; fewer than two readings: no spread known
     first, second = random.Random(1), random.Random(1)
-    narrow = [new_machine_draw((1.0, 1.05, 1.1), first, 1.05) for _ in range(200)]
-    wide = [new_machine_draw((1.0, 1.05, 2.0), second, 1.05) for _ in range(200)]
+    narrow = [new_machine_draw(1.05, new_machine_spread((1.0, 1.05, 1.1)), first)
+              for _ in range(200)]
+    wide = [new_machine_draw(1.05, new_machine_spread((1.0, 1.05, 2.0)), second)
+            for _ in range(200)]
     assert statistics.pstdev(wide) > 3 * statistics.pstdev(narrow) > 0
-    assert new_machine_draw((1.4,), random.Random(1), 1.4) == 1.4
+    assert new_machine_draw(1.4, new_machine_spread((1.4,)), random.Random(1)) == 1.4
     with pytest.raises(ValueError):
-        new_machine_draw((1.0, 0.0), random.Random(1), 1.0)
+        new_machine_spread((1.0, 0.0))
 
 
 def test_a_drawn_drafting_cost_is_never_below_one_step() -> None:
-    rng = random.Random(3)
-    draws = [drafting_draw((1.0, 1.0, 2.3), rng) for _ in range(2000)]
+    rng, known = random.Random(3), (1.0, 1.0, 2.3)
+    draws = [drafting_draw(1.0, new_machine_spread(known), rng) for _ in range(2000)]
     assert min(draws) == 1.0 and max(draws) > 2.3
 
 
