@@ -54,7 +54,8 @@ from specschema import Fingerprint, Submission, summarize_configs  # noqa: E402
 from specschema.block_t import blocked_ratio_t  # noqa: E402
 from specschema.blocks import baseline_drift, decode_rates, has_blocks, trial_blocks  # noqa: E402
 from specschema.payload import parse_submission, submission_bytes  # noqa: E402
-from specschema.protocol import Protocol, all_protocols  # noqa: E402
+from specschema.protocol import Protocol  # noqa: E402
+from specschema.protocol_files import all_protocols  # noqa: E402
 from specschema.stats import median  # noqa: E402
 from specsubmit.engines.llama_server.engine import LlamaServerEngine  # noqa: E402
 from specsubmit.run.runner import RunSettings, run_protocol  # noqa: E402

@@ -32,7 +32,7 @@ from tests.support.signed import sign_dict  # noqa: E402
 
 from specschema.examples import example_submission  # noqa: E402
 from specschema.payload import submission_bytes  # noqa: E402
-from specschema.protocol import all_protocols  # noqa: E402
+from specschema.protocol_files import all_protocols
 from specserver.http.submissions import check_tokens  # noqa: E402
 from specserver.ingest import CheckLimits, prepare_submission  # noqa: E402
 from specserver.ingest.probes import check_probe  # noqa: E402

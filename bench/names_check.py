@@ -14,7 +14,7 @@ import timeit
 from datetime import UTC, datetime, timedelta
 
 from specschema.examples import example_submission
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 from specserver.ingest import namefields, names, rules
 
 NUMBER = 20_000

@@ -30,7 +30,7 @@ import duckdb
 import httpx
 from sqlalchemy import create_engine
 
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 from specserver.board import aggregate, columns
 from specserver.board import sql as board_sql
 from specserver.board.leaderboard import ReadService

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from specschema import Submission, submission_verdicts, summarize  # noqa: E402
 from specschema.examples import example_submission  # noqa: E402
-from specschema.protocol import all_protocols  # noqa: E402
+from specschema.protocol_files import all_protocols  # noqa: E402
 
 
 def submissions(version: int, count: int, blocks: bool) -> list[Submission]:

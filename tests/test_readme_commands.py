@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from specschema.protocol import shipped_protocols
+from specschema.protocol_files import shipped_protocols
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -47,13 +47,8 @@ from specschema.models import (
     Warmup,
 )
 from specschema.payload import parse_submission, submission_bytes
-from specschema.protocol import (
-    Protocol,
-    ProtocolConfig,
-    find_protocol,
-    get_protocol,
-    shipped_protocols,
-)
+from specschema.protocol import Protocol, ProtocolConfig
+from specschema.protocol_files import find_protocol, get_protocol, shipped_protocols
 from specschema.strictjson import dumps_canonical, loads_strict
 from specschema.summary import ConfigSummary, summarize, summarize_configs
 

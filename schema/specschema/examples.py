@@ -30,7 +30,8 @@ from specschema.models import (
     TrialCounters,
     Warmup,
 )
-from specschema.protocol import Protocol, get_protocol
+from specschema.protocol import Protocol
+from specschema.protocol_files import get_protocol
 
 EXAMPLE_MACHINES: list[dict[str, object]] = [
     {"chip": "Apple M2", "memory_gb": 24, "os": "macos", "os_version": "15.1", "arch": "arm64",

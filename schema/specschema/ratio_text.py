@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from specschema.protocol import headline_of
+from specschema.protocol_files import headline_of
 from specschema.summary import ConfigSummary
 from specschema.verdicts import Outcome, outcome_of, verdict_of
 

@@ -29,7 +29,7 @@ from specschema.block_ratios import Block, BlockedEstimate, block_drift
 from specschema.block_t import blocked_ratio_t, blocked_ratio_t_over
 from specschema.blocks import decode_rates, has_blocks, timed, trial_blocks
 from specschema.models import ConfigResult, Observed, Role, Submission, Trial
-from specschema.protocol import find_protocol, interval_of
+from specschema.protocol_files import find_protocol, interval_of
 from specschema.stability import baseline_stability
 from specschema.stats import (
     median,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from tests.reliability.apps import STORES, app_on
 from tests.reliability.hostile import signing_key
 from tests.reliability.storecount import app_engine

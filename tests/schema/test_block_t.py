@@ -14,7 +14,7 @@ from specschema.block_bootstrap import blocked_ratio
 from specschema.block_ratios import Block
 from specschema.block_t import T_975, blocked_ratio_t, t_975
 from specschema.examples import example_submission
-from specschema.protocol import all_protocols, interval_of, load_protocol_bytes
+from specschema.protocol_files import all_protocols, interval_of, load_protocol_bytes
 
 CREATED = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ from specschema.block_ratios import Block
 from specschema.blocks import baseline_drift
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specschema.stability import MAX_BASELINE_DRIFT
 from specschema.stats import SplitMix64, median, percentile
 

@@ -10,7 +10,8 @@ import pytest
 
 from specschema.earlystop import first_round_end, round_one_counts, stopped_by_rule
 from specschema.errors import ProtocolError
-from specschema.protocol import Protocol, get_protocol, load_protocol_bytes
+from specschema.protocol import Protocol
+from specschema.protocol_files import get_protocol, load_protocol_bytes
 
 DRAFTS = ["draft_qwen3_0.6b_n3", "draft_qwen3_0.6b_n8", "draft_qwen3_1.7b_n8",
           "draft_qwen2.5_0.5b_n8", "draft_qwen2.5_1.5b_n8"]

@@ -15,7 +15,7 @@ from specschema import (
     summarize,
 )
 from specschema.examples import example_submission
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 
 
 def _payload(**changes: object) -> dict:  # type: ignore[type-arg]

@@ -16,7 +16,7 @@ from specschema.capability import counter_problems
 from specschema.domains import DOMAINS
 from specschema.examples import example_submission
 from specschema.models import ConfigResult, Submission, Trial, TrialCounters
-from specschema.protocol import load_protocol_bytes
+from specschema.protocol_files import load_protocol_bytes
 from specschema.summary import summarize, summarize_configs
 
 MAP = get_protocol("llamacpp-map")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specschema import Protocol, ProtocolError, get_protocol, shipped_protocols
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 
 BRACKETED = sorted(p.id for p in shipped_protocols().values() if p.order == "bracketed")
 

@@ -19,7 +19,7 @@ from specschema.blocks import decode_rates, timed, trial_blocks
 from specschema.conclusion import conclusion, interval_method_words
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specschema.stability import (
     MAX_BASELINE_DRIFT,
     OFF_LINE,

@@ -72,7 +72,7 @@ def expected_rows(body: bytes) -> dict[str, int]:
     import json
 
     payload = json.loads(base64.b64decode(json.loads(body)["payload"]))
-    from specschema.protocol import find_protocol
+    from specschema.protocol_files import find_protocol
 
     configs = payload["configs"]
     ref = payload["protocol"]

@@ -29,7 +29,7 @@ from specschema.capability import submission_counter_problems
 from specschema.conclusion import speedup_cell
 from specschema.domains import domain_label
 from specschema.engines import descriptor
-from specschema.protocol import headline_of
+from specschema.protocol_files import headline_of
 from specschema.stats import decode_tps
 from specschema.verdicts import verdict_of
 from specsubmit.outside_text import LINE_LIMIT, visible

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from sqlalchemy import Connection, case, func, select
 
 from specschema.crowd import ALL_DOMAINS
-from specschema.protocol import all_protocols, find_protocol
+from specschema.protocol_files import all_protocols, find_protocol
 from specserver.store import tables
 
 __all__ = ["PlainCounts", "plain_counts", "prompt_slots", "shares"]

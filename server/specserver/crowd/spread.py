@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Double, cast, func, select
 
 from specschema.crowd import ALL_DOMAINS
 from specschema.predict_measured import measured_spread
-from specschema.protocol import find_protocol
+from specschema.protocol_files import find_protocol
 from specserver.crowd.plain import prompt_slots
 from specserver.store import tables
 

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.middleware.cors import CORSMiddleware
 
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specschema.verdicts import VERDICTS, listed_on
 from specserver.board import (
     Board,

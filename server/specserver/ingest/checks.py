@@ -32,7 +32,8 @@ from specschema.envelope import PAYLOAD_TYPE, verify_envelope
 from specschema.errors import EnvelopeError, SpecSchemaError
 from specschema.models import Submission
 from specschema.payload import parse_submission
-from specschema.protocol import Protocol, all_protocols, shipped_protocols
+from specschema.protocol import Protocol
+from specschema.protocol_files import all_protocols, shipped_protocols
 from specschema.summary import ConfigSummary, summarize
 from specserver.errors import Invalid, Malformed, SpecServerError, signed_refusal
 from specserver.ingest.plan import protocols_by_identity

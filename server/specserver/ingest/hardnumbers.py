@@ -48,7 +48,8 @@ from specschema.models import (
     Submission,
     Trial,
 )
-from specschema.protocol import Protocol, get_protocol
+from specschema.protocol import Protocol
+from specschema.protocol_files import get_protocol
 from specschema.summary import ConfigSummary, summarize
 from specserver import __version__
 from specserver.errors import Invalid

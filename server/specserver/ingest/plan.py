@@ -16,7 +16,8 @@ from typing import Any
 from specschema.earlystop import first_round_end, round_one_counts, stopped_by_rule
 from specschema.errors import ProtocolError
 from specschema.models import Submission, Trial
-from specschema.protocol import Protocol, all_protocols, get_protocol
+from specschema.protocol import Protocol
+from specschema.protocol_files import all_protocols, get_protocol
 
 # The run parameters besides the target (``Protocol.for_run``: ``draft``, ``configs``), as
 # a hashable key: (name, value) pairs in name order.

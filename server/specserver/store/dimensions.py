@@ -35,7 +35,7 @@ from sqlalchemy import ColumnElement, String, and_, case, func, literal_column, 
 from specschema.domains import DOMAINS, domain_label
 from specschema.engines import engine_names
 from specschema.models import Observed, OsInfo
-from specschema.protocol import shipped_protocols
+from specschema.protocol_files import shipped_protocols
 from specschema.verdicts import ORDER as VERDICT_ORDER
 from specserver.store import domainview, tables
 from specserver.store.domainrows import UNSPECIFIED

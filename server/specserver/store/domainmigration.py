@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, insert, inspect, select
 
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specserver.store import tables
 from specserver.store.domainrows import DOMAIN_COLUMNS, domain_rows
 from specserver.store.rowset import id_digest

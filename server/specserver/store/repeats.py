@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, select
 
-from specschema.protocol import headline_of
+from specschema.protocol_files import headline_of
 from specschema.verdicts import VERDICTS
 from specserver.store import tables
 

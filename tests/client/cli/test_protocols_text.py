@@ -9,7 +9,7 @@ import re
 
 from rich.console import Console
 
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specsubmit.cli import protocols
 
 ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)

@@ -8,7 +8,7 @@ import threading
 from itertools import groupby
 
 from specschema import Fingerprint, Submission, get_protocol, submission_verdicts
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specsubmit.run.runner import RunSettings, run_protocol
 from tests.client.run.test_runner import OLLAMA_DRAFT_V1
 from tests.support.fake_engine import FakeEngine, Script

@@ -39,7 +39,7 @@ def ollama_v1() -> dict[str, Any]:
 
 def llama_server_v2(seed: int = 8) -> dict[str, Any]:
     # v1: the protocol that still asked for the seed's qwen2.5 drafts on llama-server
-    from specschema.protocol import all_protocols
+    from specschema.protocol_files import all_protocols
 
     v1 = next(p for p in all_protocols() if (p.id, p.version) == ("llamacpp-draft", 1))
     data = payload_dict(seed, v1, engine_version=LLAMA_VERSION, counters_seen=True,  # type: ignore[arg-type]

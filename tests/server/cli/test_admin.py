@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from specschema.envelope import envelope_bytes, key_id_of, sign_envelope
 from specschema.examples import EXAMPLE_MACHINES, example_submission
 from specschema.payload import submission_bytes
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 from specschema.stats import median
 from specserver.cli import admin
 from specserver.http.app import create_app

@@ -13,7 +13,7 @@ import pytest
 
 from specschema.envelope import verify_envelope
 from specschema.payload import parse_submission
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specschema.summary import summarize
 from tests.support.served import Served, error_of, settings_for
 from tests.support.signed import payload_dict, sign_bytes, sign_dict, signer, valid_body

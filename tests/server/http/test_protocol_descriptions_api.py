@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 
 ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
 

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from sqlalchemy import create_engine, insert, update
 
 from specschema.examples import EXAMPLE_MACHINES, example_submission
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 from specserver.board.leaderboard import ReadService
 from specserver.http import public
 from specserver.http.errors import install_error_handlers

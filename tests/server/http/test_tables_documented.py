@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from specschema.protocol import shipped_protocols
+from specschema.protocol_files import shipped_protocols
 from specserver.cli import admin as admin_cli
 from specserver.http.app import create_app
 from specserver.store.dimensions import DIMENSIONS, FILTERS, GROUP_FIELDS

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from specschema.payload import parse_submission
-from specschema.protocol import get_protocol
+from specschema.protocol_files import get_protocol
 from specserver.ingest import checks, rules
 from tests.support.signed import payload_dict
 

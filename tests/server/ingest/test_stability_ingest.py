@@ -11,7 +11,7 @@ from typing import Any
 from specschema import Submission, submission_verdicts
 from specschema.examples import example_submission
 from specschema.payload import parse_submission, submission_bytes
-from specschema.protocol import all_protocols
+from specschema.protocol_files import all_protocols
 from specserver.ingest import rules
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)

@@ -36,7 +36,7 @@ from specschema.models import (
     Submission,
     TrialCounters,
 )
-from specschema.protocol import find_protocol, get_protocol
+from specschema.protocol_files import find_protocol, get_protocol
 from specschema.summary import summarize
 from specserver.ingest.checks import Checked
 from specserver.ingest.names import (

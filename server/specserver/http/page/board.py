@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from specschema.conclusion import LEVEL_BADGES, LEVEL_CHECKS
 from specschema.engines import ENGINES
-from specschema.protocol import shipped_protocols
+from specschema.protocol_files import shipped_protocols
 from specschema.verdicts import (
     BY_NAME,
     ORDER,

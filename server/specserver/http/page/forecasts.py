@@ -23,7 +23,7 @@ from sqlalchemy import Connection
 from specschema.crowd import ALL_DOMAINS
 from specschema.errors import SpecSchemaError
 from specschema.forecast import forecast
-from specschema.protocol import find_protocol
+from specschema.protocol_files import find_protocol
 from specschema.speculation import depth_of, spec_type_of
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs

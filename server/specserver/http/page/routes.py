@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import Connection
 
 from specschema.conclusion import VERDICT_WORDS
-from specschema.protocol import shipped_protocols
+from specschema.protocol_files import shipped_protocols
 from specserver.board import Snapshot, aggregate
 from specserver.http.caching import board_conditional, conditional
 from specserver.http.deps import Reads

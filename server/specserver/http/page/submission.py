@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from specschema.conclusion import interval_method_words
 from specschema.engines import descriptor
-from specschema.protocol import find_protocol, headline_of, interval_of
+from specschema.protocol_files import find_protocol, headline_of, interval_of
 from specschema.verdicts import between_runs_words
 from specserver.http.page import breakdown, result
 from specserver.store import queries

@@ -102,7 +102,7 @@ def test_reloads_cost_and_cold_flags_v1_against_v2(tmp_path: Path) -> None:
     trial (each one cold, the reload inside its timing); v2 and v3 reload once per block, in
     the warm-up. The fake's load takes 50 ms, so the cost shows in load_duration."""
     found = {}
-    from specschema.protocol import all_protocols
+    from specschema.protocol_files import all_protocols
 
     for protocol in [p for p in all_protocols() if p.id == "ollama-draft"]:
         log = tmp_path / f"v{protocol.version}.log"
