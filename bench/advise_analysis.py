@@ -67,12 +67,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from advise_batch import batch_factor, draft_batch, per_pass
-from advise_measurements import block_rates, probe_samples
+from advise_measurements import block_rates, curve, probe_samples
 from specschema.block_t import blocked_ratio_t
-from specschema.crowd import CostUnit
-from specschema.forecast import LEVEL, cost_curve, drafting_draw
+from specschema.forecast import LEVEL, drafting_draw
 from specschema.predict import (
-    CostCurve,
     drafted_at,
     drafting_factor,
     mean_acceptance,
@@ -231,15 +229,6 @@ def load(data: Mapping[str, Any], board: bool = False) -> Run:
                steps, spread)
 
 
-def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
-          ) -> CostCurve:
-    """The machine's probe as the product's cost curve (``forecast.cost_curve`` of one
-    unit); with ``pick``, of its samples drawn with replacement per size."""
-    if pick is not None:
-        samples = {k: [v[pick.randrange(len(v))] for _ in v] for k, v in samples.items()}
-    return cost_curve([CostUnit({k: tuple(v) for k, v in samples.items()})])
-
-
 def pooled(counts: Iterable[Counts]) -> Counts | None:
     found = list(counts)
     return sum(found[1:], found[0]) if found else None
@@ -351,12 +340,14 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     drafting = candidate.startswith("draft")
     share = source.plain_steps / source.decoded
     # the forecast's drafting_steps and measurement_spread: medians over the known units
-    factors = drafting_factors(run, known) if drafting else []
+    # per machine, as the product's contributor units (the draw's spread)
+    by_machine = {m: drafting_factors(run, [k for k in known if k[0] == m])
+                  for m in sorted({k[0] for k in known})} if drafting else {}
+    factors = [f for found in by_machine.values() for f in found]
     factor = statistics.median(factors) if factors else 1.0
-    # one reading per machine, as the product's contributor units (the draw's spread)
-    per_machine = [statistics.median(drafting_factors(run, [k for k in known if k[0] == m]))
-                   for m in sorted({k[0] for k in known})] if factors else []
+    per_machine = [statistics.median(found) for found in by_machine.values() if found]
     spread_of = new_machine_spread(per_machine)
+    center = statistics.median(per_machine) if per_machine else 1.0
     spread = statistics.median([run.spread[k] for k in known])
     draft_s = statistics.median(run.draft_steps[machine]) * factor if drafting else 0.0
     size = drafted(run, known, depth)
@@ -371,7 +362,7 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
         d = _drawn_median(run.draft_steps[machine], rng) if drafting else 0.0
         drawn = _resampled_profile(source, rng)
         if factors:
-            d *= drafting_draw(statistics.median(per_machine), spread_of, rng)
+            d *= drafting_draw(center, spread_of, rng)
         plain = plain_steps_per_round(share, drawn, depth)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng),
                                        per_pass(d, checked, plain, batch), plain, size))

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from specschema.crowd import CostUnit
-from specschema.forecast import cost_curve
+from advise_measurements import curve
 from specschema.predict import CostCurve, draft_passes, implied_draft_seconds
 
 BATCH_PREFILL = False
@@ -22,8 +21,7 @@ def draft_batch(prefill: Mapping[int, Sequence[float]] | None, size: float | Non
     variant not asked for, or the run did not probe the draft's prefill)."""
     if not BATCH_PREFILL or not prefill:
         return None
-    curve = cost_curve([CostUnit({k: tuple(v) for k, v in prefill.items()})])
-    return curve.at((depth if size is None else size) + 1)
+    return curve(prefill).at((depth if size is None else size) + 1)
 
 
 def per_pass(t_d: float, size: float, plain: float, batch: float | None) -> float:

@@ -17,12 +17,16 @@ saw their load, and the analysis pools each size's samples of both.
 from __future__ import annotations
 
 import math
+import random
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specschema.block_ratios import Block
+from specschema.crowd import CostUnit
+from specschema.forecast import cost_curve
+from specschema.predict import CostCurve
 
 NINE = 9  # a round checking 9 tokens: what depth 8, the deepest candidate, pays
 
@@ -88,3 +92,12 @@ def drift_line(machine: str, drift: ProbeDrift) -> str:
     else:
         parts.append(f"no round of {NINE} in both")
     return f"  {machine}: " + "; ".join(parts)
+
+
+def curve(samples: Mapping[int, Sequence[float]], pick: random.Random | None = None
+          ) -> CostCurve:
+    """A probe's samples per size as the product's cost curve (``forecast.cost_curve`` of
+    one unit); with ``pick``, of its samples drawn with replacement per size."""
+    if pick is not None:
+        samples = {k: [v[pick.randrange(len(v))] for _ in v] for k, v in samples.items()}
+    return cost_curve([CostUnit({k: tuple(v) for k, v in samples.items()})])

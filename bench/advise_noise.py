@@ -28,8 +28,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advise_analysis import Case, Run, curve, depth_of, drafting_factors
-from advise_measurements import block_rates, drift_line, probe_drift
+from advise_analysis import Case, Run, depth_of, drafting_factors
+from advise_measurements import block_rates, curve, drift_line, probe_drift
 from specschema.block_ratios import block_ratios
 from specschema.predict import plain_steps_per_round, predicted_speedup
 

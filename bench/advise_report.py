@@ -9,7 +9,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from advise_analysis import Case, Run, cases, curve, depth_of, drafting_factors, load
+from advise_analysis import Case, Run, cases, depth_of, drafting_factors, load
+from advise_measurements import curve
 from specschema.predict import draft_passes
 
 

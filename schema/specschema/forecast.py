@@ -230,9 +230,8 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
     # the drafting costs only from enough contributors (``drafting_steps``)
     drafting = profile.drafting if len(profile.drafting) >= min_contributors else ()
     drafting_spread = new_machine_spread(drafting)
-    drafting_center = _median(drafting) if drafting else 1.0
-    point_draft = (draft_steps[0] * drafting_steps(profile, min_contributors)
-                   if draft_steps else 0.0)
+    drafting_center = _median(drafting) if drafting else 1.0  # ``drafting_steps``
+    point_draft = draft_steps[0] * drafting_center if draft_steps else 0.0
     rng = _rng(salt, profile.candidate.label, profile.candidate.engine,
                profile.candidate.draft_digest or "", profile.domain)
     units, plain = profile.units, profile.plain

@@ -179,11 +179,16 @@ class Protocol(_ProtocolModel):
             return self._shipped_sha256
         if self.published_sha256 is not None:
             return self.published_sha256
-        data = self.model_dump(mode="json")
-        for name, default in _ADDED_FIELDS.items():  # absent from the files that predate them
+        return hashlib.sha256(dumps_canonical(self.identity_data())).hexdigest()
+
+    def identity_data(self) -> dict[str, object]:
+        """What the identity hashes (canonically): every field, those added later left out
+        at their defaults (absent from the files that predate them)."""
+        data: dict[str, object] = self.model_dump(mode="json")
+        for name, default in _ADDED_FIELDS.items():
             if data.get(name) == default:
                 del data[name]
-        return hashlib.sha256(dumps_canonical(data)).hexdigest()
+        return data
 
     def baseline(self) -> ProtocolConfig:
         return next(c for c in self.configs if c.role == "baseline")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specschema import ProtocolError, find_protocol, get_protocol, shipped_protocols
-from specschema.protocol import _ADDED_FIELDS, Protocol
+from specschema.protocol import Protocol
 from specschema.protocol_files import all_protocols, load_protocol_bytes
 from specschema.strictjson import dumps_canonical
 
@@ -330,11 +330,8 @@ MENDED_REST = {
 
 
 def _rest_sha256(protocol: Protocol) -> str:
-    data = protocol.model_dump(mode="json")
+    data = protocol.identity_data()
     del data["description"]
-    for name, default in _ADDED_FIELDS.items():
-        if data.get(name) == default:
-            del data[name]
     data.pop("published_sha256", None)
     return hashlib.sha256(dumps_canonical(data)).hexdigest()
 
