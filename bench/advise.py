@@ -285,6 +285,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1 or (args.probe_rounds is not None and args.probe_rounds < 1):
         parser.error("--repeats and --probe-rounds take a count of one or more")
+    known = [f"ngram{d}" for d in NGRAM_DEPTHS] + [f"draft{DRAFT_DEPTH}"]
+    unknown = sorted(set((args.candidates or "").split(",")) - set(known) - {""})
+    if unknown:
+        parser.error(f"--candidates: unknown {', '.join(unknown)} (known: {','.join(known)})")
     advise_analysis.SHORT_DRAFTS = not args.whole_drafts
     advise_batch.BATCH_PREFILL = args.batch_prefill
     if args.analyse is not None:
