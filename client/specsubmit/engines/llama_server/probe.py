@@ -4,13 +4,16 @@ What a speculative round costs is measured as the engine spends it (``measure_ro
 the server runs prompt lookup (``ngram-simple``) with llama.cpp's synthetic acceptance
 (``--spec-synth-rates``, every draft accepted; the output is not valid, the costs are).
 The prompt is a context followed by the start of it again, so the lookup finds the
-continuation and drafts. A completion of ``n_predict = k + 1`` tokens is then exactly one
-round checking k tokens (the first token comes from the prompt, then k - 1 drafted and
-checked in one batch with an output at every position, the sampler run at each, plus the
-round's bookkeeping), and its ``predicted_ms`` is that round; ``n_predict = 2`` is one
-plain decoding step. Each request's counts are checked (``draft_n`` and
-``draft_n_accepted`` must be k - 1), so a round that drafted less is retried, never
-counted.
+continuation and drafts. The round's first token is the target's own, so a target that
+would not copy the repeated text (a small or damaged model does not) is made to, with a
+logit bias on the token that continues it (one token's bias: no cost the round would not
+have); without it such a target's lookup found nothing to draft at any cut. A completion
+of ``n_predict = k + 1`` tokens is then exactly one round checking k tokens (the first
+token comes from the prompt, then k - 1 drafted and checked in one batch with an output at
+every position, the sampler run at each, plus the round's bookkeeping), and its
+``predicted_ms`` is that round; ``n_predict = 2`` is one plain decoding step. Each
+request's counts are checked (``draft_n`` and ``draft_n_accepted`` must be k - 1), so a
+round that drafted less is retried, never counted.
 
 A build without synthetic acceptance is probed as before (``measure``, probe version 1):
 the prefill of k new tokens after the cached context, whose output is computed for the
@@ -62,6 +65,7 @@ DECODE_TOKENS = 32
 SYNTH_FLAG = "--spec-synth-rates"
 LOOKUP = 3  # the n-gram the lookup matches: short enough to find the repeated context
 CUT_TRIES = 8  # places to cut the repeated context before a round counts as impossible
+FORCED = 1000.0  # the logit bias that makes the continuation's token the target's pick
 
 
 def verification_args(largest: int) -> list[str]:
@@ -94,12 +98,15 @@ def _tokens(api: LlamaServerApi, text: str, context: int, spare: int
     return tokens, min(context, len(tokens) - spare)
 
 
-def _round_s(api: LlamaServerApi, prompt: list[int], tokens: int) -> float | None:
-    """One request: a round checking ``tokens`` (> 1) or a plain step (1); its seconds, or
-    None when the server did not do exactly that (the lookup found less to draft)."""
+def _round_s(api: LlamaServerApi, prompt: list[int], tokens: int, continuation: int
+             ) -> float | None:
+    """One request: a round checking ``tokens`` (> 1) or a plain step (1), its first token
+    made ``continuation``; its seconds, or None when the server did not do exactly that
+    (the lookup found less to draft)."""
     generation = api.completion({"prompt": prompt, "n_predict": tokens + 1,
                                  "cache_prompt": True, "temperature": 0.0, "stream": True,
-                                 "ignore_eos": True})
+                                 "ignore_eos": True,
+                                 "logit_bias": [[continuation, FORCED]]})
     drafted = generation.draft_n or 0
     if generation.eval_count != tokens + 1 or generation.eval_duration_ns <= 0:
         return None
@@ -127,7 +134,9 @@ def measure_rounds(api: LlamaServerApi, text: str, listener: RunListener, *,
     def timed(tokens: int) -> float:
         nonlocal cut
         for _ in range(CUT_TRIES):
-            seconds = _round_s(api, base + base[:cut], tokens)
+            if cut >= len(base) - largest:
+                break  # cut so often that the repeat would run past the context
+            seconds = _round_s(api, base + base[:cut], tokens, base[cut])
             if seconds is not None:
                 return seconds
             cut += 8  # the lookup matched something else here: cut elsewhere

@@ -19,11 +19,15 @@ from specsubmit.errors import LlamaServerError
 class ScriptedServer:
     """A round checking k tokens in k ms (a plain step 1 ms); the clock advances by what each
     request took. ``short_before``: requests whose prompt is at most this long draft one
-    token fewer than asked (the lookup matched a shorter continuation)."""
+    token fewer than asked (the lookup matched a shorter continuation). ``copies_from``: a
+    target that does not copy the repeated text by itself, whose context is that many
+    tokens: it drafts nothing unless the request's logit bias makes its first token the one
+    that continues the repeat."""
 
-    def __init__(self, short_before: int = 0) -> None:
+    def __init__(self, short_before: int = 0, copies_from: int | None = None) -> None:
         self.now = 0.0
         self.short_before = short_before
+        self.copies_from = copies_from
         self.prompts: list[int] = []
 
     def clock(self) -> float:
@@ -38,6 +42,10 @@ class ScriptedServer:
         drafted = max(n - 2, 0)
         if drafted and len(prompt) <= self.short_before:
             drafted -= 1
+        if self.copies_from is not None:
+            continuation = prompt[len(prompt) - self.copies_from]
+            if [[continuation, pytest.approx(1000.0, abs=900)]] != body.get("logit_bias"):
+                drafted = 0
         self.now += (n - 1) / 1000
         return Generation(wall_s=0.0, ttft_s=None, text="", total_duration_ns=0,
                           load_duration_ns=0, prompt_eval_count=1,
@@ -79,3 +87,21 @@ def test_rounds_stop_before_one_would_end_past_the_budget_two_at_least() -> None
                                      sizes=(2, 4), rounds=5, budget_s=budget,
                                      clock=server.clock)
         assert len(found[2]) == expected, budget
+
+
+def test_a_target_that_would_not_copy_the_repeat_is_made_to() -> None:
+    server = ScriptedServer(copies_from=256)
+    context, found, _ = measure_rounds(server, TEXT, RunListener(),  # type: ignore[arg-type]
+                                       sizes=(2, 4), rounds=2, budget_s=60,
+                                       clock=server.clock)
+    assert found == {2: [0.002] * 2, 4: [0.004] * 2}
+    assert set(server.prompts) == {context}  # the first cut held: nothing was retried
+
+
+def test_cutting_again_stops_before_the_repeat_runs_past_the_context() -> None:
+    server = ScriptedServer(short_before=10_000)
+    short = TEXT[:160]  # a context of 72 tokens: the cuts at 24, 32, ... reach its end
+    with pytest.raises(LlamaServerError, match="found nothing to draft"):
+        measure_rounds(server, short, RunListener(),  # type: ignore[arg-type]
+                       sizes=(2, 4), rounds=2, budget_s=60, clock=server.clock)
+    assert len(server.prompts) < CUT_TRIES
