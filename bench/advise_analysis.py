@@ -50,8 +50,11 @@ bench from the two or three other machines it has, as it does their acceptance).
 Baselines: the textbook formula (one alpha from the same acceptance, c = the draft's file
 size over the target's, 0 for the lookup); the pair's median across machines (the
 candidate's measured speedup on the same kind of work on the other machines); the
-machine's median across pairs (machine m's measured speedups of the other candidates on
-the kinds of work not hidden; none in the machines task, where nothing of m is known).
+machine's median across pairs, read two ways: as the issue words it, machine m's measured
+speedups of the other pairs (the other mechanism: a lookup cell against the draft model's
+cells, on the kinds of work not hidden), and the stronger reading the bench used first,
+m's other candidates (the same lookup's other depths too; none in the machines task, where
+nothing of m is known).
 Top-1 regret, per machine and kind of work in the machines task: the best measured (or 1.0,
 leaving speculation off) over the measured speedup of what each method ranks first.
 """
@@ -135,6 +138,11 @@ class Counts:
 
 def depth_of(candidate: str) -> int:
     return int(re.sub(r"\D", "", candidate))
+
+
+def mechanism(candidate: str) -> str:
+    """What drafts, without its depth: ``ngram`` (the lookup) or ``draft`` (the model)."""
+    return re.sub(r"\d", "", candidate)
 
 
 @dataclass
@@ -244,7 +252,12 @@ class Case:
     high: float
     textbook: float
     pair_median: float | None
-    machine_median: float | None
+    machine_median: float | None  # the machine's other candidates (its other depths too)
+    # the machine's median across pairs, as the issue's baseline reads: its measured
+    # speedups of the other mechanisms (a lookup cell: the draft model's), not hidden
+    other_pairs: float | None
+    spread: float  # the log-sd of the cell's own measurement (its blocks)
+    above: bool  # deeper than every known cell's depth (which the product never predicts)
     held_out: tuple[float, float]  # the interval with cross-validated misses (``residuals``)
     # the point times exp(the median miss of the known lookup cells on the same machine):
     # what the machine's own measurements of other cells would correct (None: none known)
@@ -392,9 +405,14 @@ def cases(run: Run) -> list[Case]:
                 if m2 != m and c2 == c and x2 == x and (m2, c2, x2) not in hidden]
         mine = [v for (m2, c2, x2), v in run.measured.items()
                 if m2 == m and c2 != c and (m2, c2, x2) not in hidden]
+        others = [v for (m2, c2, x2), v in run.measured.items()
+                  if m2 == m and mechanism(c2) != mechanism(c) and (m2, c2, x2) not in hidden]
         out.append(Case(task, cell, run.measured[cell], point, low, high, book,
                         statistics.median(pair) if pair else None,
-                        statistics.median(mine) if mine else None, held_out, corrected))
+                        statistics.median(mine) if mine else None,
+                        statistics.median(others) if others else None,
+                        run.spread[cell],
+                        all(depth_of(c) > depth_of(k[1]) for k in known), held_out, corrected))
 
     for m in run.machines:
         for x in run.domains:

@@ -27,10 +27,25 @@ def _summary(label: str, pairs: Sequence[tuple[float | None, float]]) -> str:
             f"{sum(signs)}/{len(signs)} ({sum(signs) / len(signs):.0%})")
 
 
+def _told(chosen: Sequence[Case]) -> str:
+    """Sign right over the cells whose own measurement tells helps from hurts: 1.0 outside
+    its 90 % range (measured x exp(+-1.645 its blocks' log-sd)); a cell at 0.97x +- 5 %
+    neither helped nor hurt measurably, and either sign is a coin there."""
+    told = [c for c in chosen if abs(math.log(c.measured)) > 1.645 * c.spread]
+    right = sum((c.predicted > 1) == (c.measured > 1) for c in told)
+    return (f"  model, sign where the measurement tells: {right}/{len(told)}"
+            + (f" ({right / len(told):.0%})" if told else "")
+            + f"; {len(chosen) - len(told)} cells within their noise of 1.0x")
+
+
 def _split(chosen: Sequence[Case], machines: Sequence[str]) -> None:
     """The model's figures per kind of candidate and per machine."""
     parts = {"lookup": [c for c in chosen if c.cell[1].startswith("ngram")],
-             "draft model": [c for c in chosen if c.cell[1].startswith("draft")]}
+             "draft model": [c for c in chosen if c.cell[1].startswith("draft")],
+             "within reach": [c for c in chosen if not c.above],
+             "above reach": [c for c in chosen if c.above]}
+    if not parts["above reach"]:
+        del parts["within reach"]
     parts |= {f"on {m}": [c for c in chosen if c.cell[0] == m] for m in machines}
     for label, group in parts.items():
         if not group:
@@ -111,7 +126,11 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
         print(_summary("model, own misses", [(c.corrected, c.measured) for c in chosen]))
         print(_summary("textbook", [(c.textbook, c.measured) for c in chosen]))
         print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
-        print(_summary("machine's median", [(c.machine_median, c.measured) for c in chosen]))
+        print(_summary("machine's median", [(c.other_pairs, c.measured) for c in chosen])
+              + "  (other pairs)")
+        print(_summary("machine's others", [(c.machine_median, c.measured) for c in chosen])
+              + "  (other candidates, its depths too)")
+        print(_told(chosen))
         _split(chosen, run.machines)
     for pick in ("predicted", "textbook", "pair_median"):
         value = regret(found, pick)
