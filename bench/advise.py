@@ -76,6 +76,7 @@ from tests.support.realengine import build, gemma  # noqa: E402
 
 import advise_analysis  # noqa: E402
 import advise_batch  # noqa: E402
+import advise_units  # noqa: E402
 from advise_noise import report  # noqa: E402
 from advise_report import analyse  # noqa: E402
 from specschema import get_protocol  # noqa: E402
@@ -279,6 +280,10 @@ def main() -> None:
                         help="price a draft model's pass over the checked batch at its "
                         "probed prefill, not as one more drafting pass (a variant, not the "
                         "product's model)")
+    parser.add_argument("--units", action="store_true",
+                        help="held-out machines and kinds of work take the known cells as "
+                        "the product's contributor units (their median acceptance, a "
+                        "bootstrap of them), not their pooled rounds")
     parser.add_argument("--board", action="store_true",
                         help="measured speedups as the board estimates them (each block "
                         "over the baseline at its place), not mean rate over mean rate")
@@ -291,6 +296,7 @@ def main() -> None:
         parser.error(f"--candidates: unknown {', '.join(unknown)} (known: {','.join(known)})")
     advise_analysis.SHORT_DRAFTS = not args.whole_drafts
     advise_batch.BATCH_PREFILL = args.batch_prefill
+    advise_units.UNITS = args.units
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)

@@ -69,6 +69,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import advise_units
 from advise_batch import batch_factor, draft_batch, per_pass
 from advise_measurements import block_rates, curve, probe_samples
 from specschema.block_t import blocked_ratio_t
@@ -351,7 +352,9 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     machine, candidate, _ = cell
     depth = depth_of(candidate)
     drafting = candidate.startswith("draft")
-    share = source.plain_steps / source.decoded
+    units = advise_units.units_of([run.counts[k] for k in known], {k[1] for k in known})
+    profile, share = (advise_units.point(units) if units is not None
+                      else (source.profile(), source.plain_steps / source.decoded))
     # the forecast's drafting_steps and measurement_spread: medians over the known units
     # per machine, as the product's contributor units (the draw's spread)
     by_machine = {m: drafting_factors(run, [k for k in known if k[0] == m])
@@ -366,17 +369,18 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     size = drafted(run, known, depth)
     batch = draft_batch(run.draft_prefill.get(machine), size, depth) if drafting else None
     checked = depth if size is None else size
-    plain = plain_steps_per_round(share, source.profile(), depth)
-    point = predicted_speedup(source.profile(), depth, curve(run.probes[machine]),
+    plain = plain_steps_per_round(share, profile, depth)
+    point = predicted_speedup(profile, depth, curve(run.probes[machine]),
                               per_pass(draft_s, checked, plain, batch), plain, size)
     rng = random.Random(f"{cell}")
     draws = []
     for _ in range(RESAMPLES):
         d = _drawn_median(run.draft_steps[machine], rng) if drafting else 0.0
-        drawn = _resampled_profile(source, rng)
+        drawn, drawn_share = (advise_units.draw(units, rng) if units is not None
+                              else (_resampled_profile(source, rng), share))
         if factors:
             d *= drafting_draw(center, spread_of, rng)
-        plain = plain_steps_per_round(share, drawn, depth)
+        plain = plain_steps_per_round(drawn_share, drawn, depth)
         draws.append(predicted_speedup(drawn, depth, curve(run.probes[machine], rng),
                                        per_pass(d, checked, plain, batch), plain, size))
     noise = model_error(residuals(run, known), spread)
@@ -384,7 +388,7 @@ def predict(run: Run, cell: Cell, known: Sequence[Cell]
     held = model_error(residuals(run, known, held_out=True), spread)
     held_out = measured_interval(draws, held.scale, LEVEL, random.Random(f"{cell} held"),
                                  held.dof)
-    alpha = mean_acceptance(source.profile()[:depth])
+    alpha = mean_acceptance(profile[:depth])
     book = textbook_speedup(alpha, depth, run.size_ratio if drafting else 0.0)
     return point, low, high, book, held_out
 
