@@ -24,7 +24,9 @@ error is the yardstick's. Three tasks, each hiding cells and predicting them fro
 
 The model (``specschema.predict.predicted_speedup``): acceptance per position pooled over
 the rounds of the known cells, the steps that drafted nothing per round (pooled the same
-way), machine m's probe (one round checking k tokens; a plain step; the product's
+way; with ``--units``, where the known cells are one candidate's, their medians as the
+product takes its contributor units', ``advise_units``), machine m's probe (one round
+checking k tokens; a plain step; the product's
 ``forecast.cost_curve``: each size's median; a run that probed before its blocks too pools
 both probes' samples per size), and for the draft model its plain step on m
 as the cost of a drafted token, times what a drafted token cost in the known draft cells,
@@ -36,7 +38,8 @@ the 2026-12-07 16:49 run measured and did not adopt, BENCHMARKS.md). Its interva
 the 5th-95th percentile (``forecast.LEVEL``) of 400 resamplings (the probe's samples per
 size, the draft's steps, the drafting factor as a machine none of the known ones would
 read it, ``forecast.drafting_draw`` over one median per known machine, and each
-position's acceptance drawn binomially from its rounds), each times the noise of a measured speedup
+position's acceptance drawn binomially from its rounds, or with ``--units`` a bootstrap
+of the known cells), each times the noise of a measured speedup
 (``predict_measured.measured_interval`` with the median of the known cells' own spreads,
 ``measured_spread`` of their two candidate and three baseline blocks, or where known
 lookup cells can be held against their own machine's probe, what the model missed by

@@ -109,8 +109,11 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
                 pre = curve(run.draft_prefill[m])
                 print(f"  {m}: " + " ".join(f"{pre.at(k) / step:.2f}" for k in (2, 3, 4, 5, 9)))
     found = cases(run)
-    for task in ("depths", "shallower depths", "machines", "kinds of work"):
-        chosen = [c for c in found if c.task == task]
+    tasks = {task: [c for c in found if c.task == task]
+             for task in ("depths", "shallower depths", "machines", "kinds of work")}
+    # the depths the product predicts: none above every depth the known cells ran at
+    tasks["depths within reach"] = [c for c in tasks["depths"] if not c.above]
+    for task, chosen in tasks.items():
         if not chosen:
             continue
         inside = sum(c.low <= c.measured <= c.high for c in chosen)
