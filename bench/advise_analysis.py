@@ -14,7 +14,8 @@ error is the yardstick's. Three tasks, each hiding cells and predicting them fro
 
 - depths: prompt lookup at depth d on machine m and kind of work x, from the acceptance of
   the other depths on (m, x) (positions beyond them credit nothing, so a depth above every
-  other reads low);
+  other reads low; the report prints the cells within the known depths' reach again on
+  their own, "depths within reach": the product never predicts above a run's depth);
 - shallower depths: the same from the deeper depths only, what the advisor does (it
   predicts each candidate at the depths up to the one its runs used, never above);
 - machines: every cell of machine m, from the acceptance of the same candidate and kind of
