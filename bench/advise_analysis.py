@@ -257,7 +257,7 @@ class Case:
     high: float
     textbook: float
     pair_median: float | None
-    machine_median: float | None  # the machine's other candidates (its other depths too)
+    machine_others: float | None  # the machine's other candidates (its other depths too)
     # the machine's median across pairs, as the baseline reads: its measured
     # speedups of the other mechanisms (a lookup cell: the draft model's), not hidden
     other_pairs: float | None

@@ -42,10 +42,8 @@ def _split(chosen: Sequence[Case], machines: Sequence[str]) -> None:
     """The model's figures per kind of candidate and per machine."""
     parts = {"lookup": [c for c in chosen if c.cell[1].startswith("ngram")],
              "draft model": [c for c in chosen if c.cell[1].startswith("draft")],
-             "within reach": [c for c in chosen if not c.above],
+             # the rest are the task "depths within reach", printed as one of its own
              "above reach": [c for c in chosen if c.above]}
-    if not parts["above reach"]:
-        del parts["within reach"]
     parts |= {f"on {m}": [c for c in chosen if c.cell[0] == m] for m in machines}
     for label, group in parts.items():
         if not group:
@@ -131,7 +129,7 @@ def analyse(data: Mapping[str, Any], board: bool = False) -> tuple[Run, list[Cas
         print(_summary("pair's median", [(c.pair_median, c.measured) for c in chosen]))
         print(_summary("machine's median", [(c.other_pairs, c.measured) for c in chosen])
               + "  (other pairs)")
-        print(_summary("machine's others", [(c.machine_median, c.measured) for c in chosen])
+        print(_summary("machine's others", [(c.machine_others, c.measured) for c in chosen])
               + "  (other candidates, its depths too)")
         print(_told(chosen))
         _split(chosen, run.machines)
