@@ -4,7 +4,10 @@ counts for one target and one probe of it: the first answer (the keys' standing 
 profiles, the forecast), the same query again (kept), another chip's (the standing kept),
 and the first after a new submission (the answer computed again, the standing kept for
 SPECSERVER_BOARD_REFRESH_S) and after the refresh time (read again). Process CPU and wall
-time, in-process (the app and the client share the process).
+time, in-process (the app and the client share the process). Then the forecast alone over
+the first answer's inputs (no store read), the median of ``FORECAST_REPEATS`` calls: the
+figure to compare two versions of the forecast by (the route's figures move with the
+store's reads by more than a forecast change).
 
     .venv/bin/python bench/predict_cost.py
 """
@@ -19,6 +22,9 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
+from specschema.forecast import forecast
+from specserver.board import newkeys
+from specserver.crowd import Asked, crowd_inputs, standing_of
 from specserver.store.migrations import migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -40,6 +46,7 @@ import query  # noqa: E402  (bench/query.py: the store generator)
 
 SUBMISSIONS = 100_000
 CONTRIBUTORS = 30
+FORECAST_REPEATS = 15
 
 
 def timed(label: str, served: Served, params: dict[str, str]) -> None:
@@ -49,6 +56,26 @@ def timed(label: str, served: Served, params: dict[str, str]) -> None:
     assert response.status_code == 200, response.text
     print(f"{label:<48} {cpu * 1000:8.0f} ms CPU {wall * 1000:8.0f} ms wall "
           f"{len(response.content):>8,} bytes")
+
+
+def forecast_alone(served: Served, asked: Asked) -> None:
+    settings = served.settings
+    rules = newkeys.CohortRules.of(settings.new_key_probation_days,
+                                   settings.cohort_window_hours,
+                                   settings.range_graduations_per_day)
+    with served.store.engine.connect() as conn:
+        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors,
+                              standing_of(conn, rules))
+    assert inputs.cost, "no cost units: the asked machine is not the probed one"
+    spent = []
+    for _ in range(FORECAST_REPEATS):
+        cpu = time.process_time()
+        forecast(inputs, inputs.cost, "crowd", None, inputs.cost_measured)
+        spent.append(time.process_time() - cpu)
+    spent.sort()
+    print(f"{'the forecast alone, median of ' + str(FORECAST_REPEATS):<48} "
+          f"{spent[len(spent) // 2] * 1000:8.0f} ms CPU (fastest {spent[0] * 1000:.0f}, "
+          f"slowest {spent[-1] * 1000:.0f})")
 
 
 def main() -> None:
@@ -86,6 +113,7 @@ def main() -> None:
                                     peer=("203.0.113.98", 40000))
         assert posted.status_code == 201, posted.text
         timed("after a submission, past the refresh time", served, params)
+        forecast_alone(served, Asked(str(target.digest), "Apple M2", "llama-server", None))
 
 
 if __name__ == "__main__":

@@ -31,9 +31,12 @@ and get what the server would have said for that probe.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 from specschema.probe import CostProbe
@@ -165,12 +168,17 @@ class CrowdInputs:
 
 def median_vector(vectors: Sequence[Sequence[float]]) -> tuple[float, ...]:
     """Per position, the median of the vectors that reach it."""
-    longest = max((len(v) for v in vectors), default=0)
+    lengths = sorted(map(len, vectors))
+    # read a column at a time, a shorter vector's missing places filled with infinity, so
+    # that the column's first ``reach`` values once sorted are the ones there (finite:
+    # shares and rates; a forecast takes this median of every bootstrap draw, and the
+    # columns are most of its time)
     out: list[float] = []
-    for i in range(longest):
-        column = sorted(v[i] for v in vectors if len(v) > i)
-        mid = len(column) // 2
-        out.append(column[mid] if len(column) % 2 else (column[mid - 1] + column[mid]) / 2)
+    for i, found in enumerate(zip_longest(*vectors, fillvalue=math.inf)):
+        reach = len(lengths) - bisect_right(lengths, i)  # the vectors longer than i
+        column = sorted(found)
+        mid = reach // 2
+        out.append(column[mid] if reach % 2 else (column[mid - 1] + column[mid]) / 2)
     return tuple(out)
 
 

@@ -116,20 +116,48 @@ def _unit_medians(samples: Mapping[int, Sequence[float]]) -> dict[int, float]:
 
 def cost_curve(units: Sequence[CostUnit]) -> CostCurve:
     """Per k, the median across units of each unit's median."""
-    per_unit = [_unit_medians(u.samples) for u in units]
+    return _across([_unit_medians(u.samples) for u in units])
+
+
+def _across(per_unit: Sequence[Mapping[int, float]]) -> CostCurve:
     sizes = sorted({k for curve in per_unit for k in curve})
     return CostCurve({k: _median([c[k] for c in per_unit if k in c]) for k in sizes})
 
 
-def _resampled(units: Sequence[CostUnit], rng: random.Random) -> list[CostUnit]:
-    chosen = [units[rng.randrange(len(units))] for _ in units]
-    return [CostUnit({k: tuple(v[rng.randrange(len(v))] for _ in v)
-                      for k, v in u.samples.items()}) for u in chosen]
+def _picks(rng: random.Random, n: int, count: int) -> list[int]:
+    """``count`` indices below ``n`` (n > 0), each what ``rng.randrange(n)`` returns, from
+    the same draws of the generator (getrandbits of n's bit length, drawn again at n or
+    above): a bootstrap's picks are most of an answer's CPU, and the general call's
+    argument checks most of theirs. Written out, the draws no longer rest on how a Python
+    version implements randrange."""
+    bits, draw = n.bit_length(), rng.getrandbits
+    out = []
+    for _ in range(count):
+        r = draw(bits)
+        while r >= n:
+            r = draw(bits)
+        out.append(r)
+    return out
 
 
-def _step(units: Sequence[CostUnit]) -> float:
-    """A draft model's seconds per token: the median of its units' decoding steps."""
-    return _median([_median(u.samples[1]) for u in units if 1 in u.samples])
+def _resampled(units: Sequence[CostUnit], rng: random.Random) -> list[dict[int, float]]:
+    """One bootstrap draw's units as ``_unit_medians`` reads them: the units with
+    replacement, within each its samples per size with replacement (drawn in that order,
+    the units first)."""
+    out = []
+    for chosen in _picks(rng, len(units), len(units)):
+        medians = {}
+        for k, v in units[chosen].samples.items():
+            if v:
+                medians[k] = _median([v[i] for i in _picks(rng, len(v), len(v))])
+        out.append(medians)
+    return out
+
+
+def _step(per_unit: Sequence[Mapping[int, float]]) -> float:
+    """A draft model's seconds per token: the median of its units' decoding steps (each
+    unit's median per size, ``_unit_medians``)."""
+    return _median([m[1] for m in per_unit if 1 in m])
 
 
 def _rng(*parts: str) -> random.Random:
@@ -177,7 +205,7 @@ def _draft_steps(profile: Profile, inputs: CrowdInputs, curve: CostCurve,
     if profile.draft_cost:
         key = profile.candidate.draft_digest or profile.candidate.draft or ""
         draft_rng = _rng(salt, "draft", key)
-        return [_step(profile.draft_cost)] + [
+        return [_step([_unit_medians(u.samples) for u in profile.draft_cost])] + [
             _step(_resampled(profile.draft_cost, draft_rng)) for _ in range(DRAWS)], "probed"
     assert profile.draft_bytes is not None and inputs.target_bytes is not None
     ratio = profile.draft_bytes / inputs.target_bytes
@@ -186,8 +214,8 @@ def _draft_steps(profile: Profile, inputs: CrowdInputs, curve: CostCurve,
 
 def _drawn_median(values: Sequence[float], rng: random.Random) -> float:
     """The median of one bootstrap draw of ``values`` (at most ``RESAMPLE_MAX`` of them)."""
-    return _median([values[rng.randrange(len(values))]
-                    for _ in range(min(len(values), RESAMPLE_MAX))])
+    return _median([values[i] for i in _picks(rng, len(values),
+                                               min(len(values), RESAMPLE_MAX))])
 
 
 def measurement_spread(profile: Profile) -> float:
@@ -244,7 +272,7 @@ def _predict(profile: Profile, curve: CostCurve, curves: Sequence[CostCurve],
     draws: dict[int, list[float]] = {d: [] for d in depths}
     size = min(len(units), RESAMPLE_MAX)
     for b, drawn_curve in enumerate(curves):
-        drawn = median_vector([units[rng.randrange(len(units))] for _ in range(size)])
+        drawn = median_vector([units[i] for i in _picks(rng, len(units), size)])
         t_d = draft_steps[b + 1] if draft_steps else 0.0
         # drawn after the units, and only when known, so that a profile without plain
         # shares (or drafting costs) draws what it drew before they were carried
@@ -277,7 +305,7 @@ def forecast(inputs: CrowdInputs, cost: Sequence[CostUnit], cost_source: str,
     have_cost = bool(cost)
     curve = cost_curve(cost) if have_cost else None
     cost_rng = _rng(salt, "cost")
-    curves = [cost_curve(_resampled(cost, cost_rng)) for _ in range(DRAWS)] if have_cost else []
+    curves = [_across(_resampled(cost, cost_rng)) for _ in range(DRAWS)] if have_cost else []
     draft_steps: dict[str, tuple[list[float], str]] = {}
     candidates: list[dict[str, Any]] = []
     for profile in inputs.profiles:

@@ -5,6 +5,8 @@ the same answer after a JSON round trip (what a client predicting again relies o
 from __future__ import annotations
 
 import json
+import random
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -46,6 +48,22 @@ def test_voices_are_counted_as_the_board_counts_them() -> None:
     units, new_keys = contributor_units(by_key, cohort_of, set())
     assert new_keys == 0 and len(units) == 5
     assert median_vector([(1.0, 0.5), (0.0,), (0.5, 0.1)]) == (0.5, 0.3)
+
+
+def test_the_median_per_position_counts_only_the_vectors_that_reach_it() -> None:
+    # read a column at a time with the short vectors' places filled: the fill must never
+    # enter a median, whatever the lengths (odd and even counts, equal, empty)
+    rng = random.Random(7)
+    for _ in range(400):
+        vectors = [tuple(rng.random() for _ in range(rng.randint(0, 5)))
+                   for _ in range(rng.randint(0, 7))]
+        expected = []
+        for i in range(max((len(v) for v in vectors), default=0)):
+            column = sorted(v[i] for v in vectors if len(v) > i)
+            expected.append(statistics.median(column))
+        assert median_vector(vectors) == pytest.approx(tuple(expected), abs=0, rel=1e-15)
+    assert median_vector([(0.2, 0.9), (0.4,), (0.6,), ()]) == (0.4, 0.9)
+    assert median_vector([]) == () and median_vector([(), ()]) == ()
 
 
 def test_a_pair_below_the_minimum_is_refused_with_what_is_missing() -> None:
