@@ -236,6 +236,18 @@ class ServerSettings(BaseSettings):
         description="a POST waits this long for a reload of a stale ban list, then uses the "
                     "last loaded one (the reload runs off the event loop)",
     )
+    predict_max_concurrent: int = Field(
+        # An answer is a few hundred ms of CPU (the crowd's reads and the bootstrap) for
+        # each query the data version has not seen; Python computes one at a time anyway.
+        default=2, ge=1, le=64,
+        description="GET /v1/predict answers computed at once (an answer kept for the same "
+                    "query and data is sent without one); one more waits predict_wait_s",
+    )
+    predict_wait_s: float = Field(
+        default=5.0, gt=0, le=300,
+        description="a prediction that must be computed waits this long for its turn, "
+                    "then 503 predictions_busy with Retry-After",
+    )
     export_max_concurrent: int = Field(
         # A slot is a download: a file descriptor and 64 KiB of buffer, no database
         # connection and no CPU to speak of (a kept file is sent as it is). Writing a file,

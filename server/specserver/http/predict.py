@@ -6,6 +6,13 @@ for counting voices) and answers ``specschema.forecast.forecast`` over them with
 crowd's cost curves, plus the inputs themselves (``inputs``), from which a client predicts
 again with its own probe and gets what this would say for it. An answer is kept for the
 same query while neither the store's data version nor its probes change.
+
+An answer to compute costs a few hundred ms of CPU, and every chip, memory size and kind
+of work is another query: at most ``predict_max_concurrent`` are computed at once, the
+rest wait their turn in the event loop (holding no worker thread the page and the board's
+reads need) for ``predict_wait_s``, then get 503 ``predictions_busy`` with Retry-After. A
+kept answer never waits, and a query computed while another asking it waited is sent as
+kept: a flood of one query costs one answer.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from sqlalchemy import Connection, func, select
@@ -28,6 +36,7 @@ from specschema.engines import ENGINES
 from specschema.forecast import forecast
 from specserver.board import newkeys
 from specserver.crowd import Asked, crowd_inputs, standing_of
+from specserver.errors import Unavailable
 from specserver.http import caching, params
 from specserver.http.errors import error_doc
 from specserver.ingest import canonical_chip, canonical_model_optional
@@ -38,6 +47,7 @@ router = APIRouter(tags=["public"])
 PREDICT_PATH = "/v1/predict"
 ALLOWED = ("target", "chip", "memory_gb", "engine", "domain")
 KEPT_ANSWERS = 256
+BUSY_RETRY_AFTER_S = 2.0
 
 
 class _Answers:
@@ -80,6 +90,31 @@ class _Answers:
             self.kept.move_to_end(key)
             while len(self.kept) > KEPT_ANSWERS:
                 self.kept.popitem(last=False)
+
+
+class _Turns:
+    """At most ``limit`` answers computed at once; one more waits up to ``wait_s`` for a
+    turn (module docstring). ``async with`` it around a computation. The semaphore is made
+    on the event loop that first asks."""
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.limit = limit
+        self.wait_s = wait_s
+        self._semaphore: anyio.Semaphore | None = None
+
+    async def __aenter__(self) -> None:
+        if self._semaphore is None:
+            self._semaphore = anyio.Semaphore(self.limit)
+        with anyio.move_on_after(self.wait_s) as waited:
+            await self._semaphore.acquire()
+        if waited.cancelled_caught:
+            raise Unavailable("too many predictions are being computed; retry later",
+                              {"max_concurrent_predictions": self.limit},
+                              code="predictions_busy", retry_after=BUSY_RETRY_AFTER_S)
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._semaphore is not None
+        self._semaphore.release()
 
 
 def _versions(conn: Connection) -> tuple[str, str]:
@@ -159,6 +194,8 @@ def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
         404: error_doc("no result names this target"),
         422: error_doc("a missing, unknown or invalid query parameter, or a name shared by "
                        "several model files (details list them)"),
+        503: error_doc("predictions_busy: as many answers as the server computes at once "
+                       "were being computed for longer than it waits (Retry-After)"),
     },
 )
 async def predict(request: Request, target: str | None = None, chip: str | None = None,
@@ -173,18 +210,29 @@ async def predict(request: Request, target: str | None = None, chip: str | None 
     answers: _Answers = state.predict_answers
     key = (asked.target, asked.chip, asked.engine, str(asked.memory_gb), chosen or "")
 
-    def compute() -> bytes:
+    def kept() -> tuple[str, str, bytes | None]:
         with store.engine.connect() as conn:
             data, version = _versions(conn)
-        kept = answers.get(key, version)
-        if kept is not None:
-            return kept
+        return data, version, answers.get(key, version)
+
+    def compute(data: str, version: str) -> bytes:
         body = json.dumps(predict_answer(store, state.settings, asked, chosen, answers, data),
                           separators=(",", ":")).encode()
         answers.put(key, version, body)
         return body
 
-    body = await run_in_threadpool(compute)
+    async def answer() -> bytes:
+        data, version, body = await run_in_threadpool(kept)
+        if body is not None:
+            return body
+        turns: _Turns = state.predict_turns
+        async with turns:
+            # the same query may have been computed while this one waited for its turn
+            found = answers.get(key, version)
+            return found if found is not None else await run_in_threadpool(
+                compute, data, version)
+
+    body = await answer()
     # as the other public reads: an ETag of the body, 304 when the client holds it
     headers = {"ETag": caching.content_etag(body), "Cache-Control": caching.CACHE_CONTROL}
     if caching.matches(request.headers.get("if-none-match"), headers["ETag"]):
@@ -193,5 +241,7 @@ async def predict(request: Request, target: str | None = None, chip: str | None 
 
 
 def install(app: Any) -> None:
-    app.state.predict_answers = _Answers(app.state.settings.board_refresh_s)
+    settings: ServerSettings = app.state.settings
+    app.state.predict_answers = _Answers(settings.board_refresh_s)
+    app.state.predict_turns = _Turns(settings.predict_max_concurrent, settings.predict_wait_s)
     app.include_router(router)
