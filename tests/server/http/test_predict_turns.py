@@ -122,3 +122,11 @@ def test_a_query_computed_while_it_waited_is_sent_from_that_computation(
     assert [a.status_code for a in answers] == [200, 200]
     assert answers[0].content == answers[1].content
     assert gate.computed == ["code"]
+
+
+def test_a_refused_computation_gives_its_turn_back(tmp_path: Path) -> None:
+    # a name no result gives is refused from inside the computation (404): were the turn
+    # kept, the second such query would wait and be refused as busy
+    with _served(tmp_path, wait_s=0.3) as served:
+        codes = [_predict(served, target=f"no-such-model-{i}").status_code for i in range(3)]
+    assert codes == [404, 404, 404]
