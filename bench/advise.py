@@ -97,6 +97,9 @@ from specsubmit.engines.llama_server.probe import (  # noqa: E402
 # batches are cheap beside its step, as a GPU's), m5 the other way round.
 MACHINES = {"m1": (1, 1, "0"), "m2": (2, 2, "0,1"), "m3": (2, 2, "1"),
             "m4": (1, 2, "0,1"), "m5": (2, 1, "0,1")}
+# llama-server's --poll for every start: 0, the threads sleep between passes (``--poll``
+# changes it for a run, to see whether waking them is what a draft's pass pays for).
+POLL = 0
 # ngram-simple drops a draft shorter than its lookup (3 here): depth 2 would never draft.
 NGRAM_DEPTHS = (3, 5, 8)
 DRAFT_DEPTH = 3
@@ -119,7 +122,7 @@ def start(binary: Path, model: Path, port: int, machine: str, extra: list[str]
     threads, batch, cpus = MACHINES[machine]
     proc = subprocess.Popen(
         ["taskset", "-c", cpus, str(binary), "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--parallel", "1", "--poll", "0", "--no-warmup", "--threads",
+         "--port", str(port), "--parallel", "1", "--poll", str(POLL), "--no-warmup", "--threads",
          str(threads), "--threads-batch", str(batch), "--ctx-size", "4096", "--metrics",
          *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     api = LlamaServerApi(f"http://127.0.0.1:{port}", timeout_s=600)
@@ -272,6 +275,8 @@ def main() -> None:
                         "probe's own rounds and budget)")
     parser.add_argument("--probe-twice", action="store_true",
                         help="probe each machine before its blocks too (probe_before)")
+    parser.add_argument("--poll", type=int, default=0,
+                        help="llama-server's --poll (0-100) for every start (default 0)")
     parser.add_argument("--analyse", type=Path, help="only analyse this saved run")
     parser.add_argument("--whole-drafts", action="store_true",
                         help="take every round as drafting its whole depth (the model "
@@ -297,6 +302,8 @@ def main() -> None:
     advise_analysis.SHORT_DRAFTS = not args.whole_drafts
     advise_batch.BATCH_PREFILL = args.batch_prefill
     advise_units.UNITS = args.units
+    global POLL
+    POLL = args.poll
     if args.analyse is not None:
         saved = json.loads(args.analyse.read_text())
         # --machines: analyse these machines' data only (as if the others had not run)
@@ -313,7 +320,7 @@ def main() -> None:
     data: dict[str, object] = {
         "started": stamp, "load_start": os.getloadavg(), "num_predict": args.num_predict,
         "repeats": args.repeats, "probe_rounds": args.probe_rounds,
-        "probe_twice": args.probe_twice, "candidates": args.candidates,
+        "probe_twice": args.probe_twice, "candidates": args.candidates, "poll": args.poll,
         "target_bytes": model.stat().st_size,
         "draft_bytes": draft.stat().st_size if draft is not None else None, "machines": {}}
     print(f"load at start: {os.getloadavg()}", flush=True)
