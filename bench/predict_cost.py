@@ -23,8 +23,8 @@ from pathlib import Path
 from sqlalchemy import create_engine
 
 from specschema.forecast import forecast
-from specserver.board import newkeys
-from specserver.crowd import Asked, crowd_inputs, standing_of
+from specserver.crowd import Asked
+from specserver.http.predict import predict_inputs
 from specserver.store.migrations import migrate
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -59,13 +59,7 @@ def timed(label: str, served: Served, params: dict[str, str]) -> None:
 
 
 def forecast_alone(served: Served, asked: Asked) -> None:
-    settings = served.settings
-    rules = newkeys.CohortRules.of(settings.new_key_probation_days,
-                                   settings.cohort_window_hours,
-                                   settings.range_graduations_per_day)
-    with served.store.engine.connect() as conn:
-        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors,
-                              standing_of(conn, rules))
+    inputs = predict_inputs(served.store, served.settings, asked)
     assert inputs.cost, "no cost units: the asked machine is not the probed one"
     spent = []
     for _ in range(FORECAST_REPEATS):

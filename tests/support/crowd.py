@@ -137,6 +137,15 @@ def draft_result(seed: int, machine: dict[str, object]) -> Submission:
                                     "engine": sub.engine})
 
 
+def post_results(served: Served, machines: list[dict[str, object]]) -> None:
+    """One llamacpp-map result per machine, each from its own key and address range."""
+    for seed, machine in enumerate(machines):
+        peer = (f"198.51.{100 + seed}.7", 40000)
+        response = served.client.post("/v1/submissions",
+                                      content=signed_result(seed, machine, seed), peer=peer)
+        assert response.status_code == 201, response.text
+
+
 def predicted_entry(served: Served, target_digest: str, *, chip: str = "Apple M2",
                     draft: str = "qwen3:0.6b", depth: int = 8) -> dict[str, Any]:
     """``GET /v1/predict``'s candidate for this draft at this depth over every kind of work

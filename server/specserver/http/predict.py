@@ -30,7 +30,7 @@ from fastapi.responses import Response
 from sqlalchemy import Connection, func, select
 from starlette.concurrency import run_in_threadpool
 
-from specschema.crowd import inputs_json
+from specschema.crowd import CrowdInputs, inputs_json
 from specschema.domains import DOMAINS
 from specschema.engines import ENGINES
 from specschema.forecast import forecast
@@ -142,11 +142,10 @@ def parse_asked(request: Request) -> tuple[Asked, str | None]:
     return Asked(named, canonical_chip(chip) or chip, engine, memory), domain
 
 
-def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
-                   domain: str | None, answers: _Answers | None = None,
-                   data_version: str = "") -> dict[str, Any]:
-    """The answer's data (the route's body), on one connection; the keys' standing kept
-    in ``answers`` for ``data_version``."""
+def predict_inputs(store: Store, settings: ServerSettings, asked: Asked,
+                   answers: _Answers | None = None, data_version: str = "") -> CrowdInputs:
+    """The crowd's inputs to the answer, on one connection; the keys' standing kept in
+    ``answers`` for ``data_version``."""
     rules = newkeys.CohortRules.of(settings.new_key_probation_days,
                                    settings.cohort_window_hours,
                                    settings.range_graduations_per_day)
@@ -156,7 +155,14 @@ def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
             standing = standing_of(conn, rules)
             if answers is not None:
                 answers.keep_standing(data_version, standing)
-        inputs = crowd_inputs(conn, asked, rules, settings.min_contributors, standing)
+        return crowd_inputs(conn, asked, rules, settings.min_contributors, standing)
+
+
+def predict_answer(store: Store, settings: ServerSettings, asked: Asked,
+                   domain: str | None, answers: _Answers | None = None,
+                   data_version: str = "") -> dict[str, Any]:
+    """The answer's data (the route's body) from ``predict_inputs``."""
+    inputs = predict_inputs(store, settings, asked, answers, data_version)
     answer = forecast(inputs, inputs.cost, "crowd", domain, inputs.cost_measured)
     answer["inputs"] = inputs_json(inputs)
     return answer

@@ -33,9 +33,9 @@ from tests.support.crowd import (
     cost_probe,
     draft_result,
     map_result,
+    post_results,
     predicted_entry,
     signed_probe,
-    signed_result,
     target_of,
 )
 from tests.support.postgres import STORES, store_url_for
@@ -45,14 +45,6 @@ from tests.support.signed import sign_dict, signer
 TARGET = target_of(map_result(0, M2))
 SMALL = {"new_key_probation_days": 0, "cohort_window_hours": 0}  # a small deployment
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "map_results" / "gemma-270m-llamacpp-map.json"
-
-
-def _post_results(served: Served, machines: list[dict[str, object]]) -> None:
-    for seed, machine in enumerate(machines):
-        peer = (f"198.51.{100 + seed}.7", 40000)  # each its own address range
-        response = served.client.post("/v1/submissions",
-                                      content=signed_result(seed, machine, seed), peer=peer)
-        assert response.status_code == 201, response.text
 
 
 def _predict(served: Served, **query: Any) -> Any:
@@ -95,7 +87,7 @@ def small_on_each_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
         small_on_each_store: Served) -> None:
     small = small_on_each_store
-    _post_results(small, [RTX, M3_PRO, RADEON, M2])
+    post_results(small, [RTX, M3_PRO, RADEON, M2])
     small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
     response = _predict(small, memory_gb="24")
     assert response.status_code == 200, response.text
@@ -136,7 +128,7 @@ def test_predict_answers_per_candidate_with_an_interval_and_measured_rows(
 
 def test_a_pair_with_too_few_contributors_or_only_new_keys_is_refused(tmp_path: Path) -> None:
     with Served(settings_for(tmp_path)) as served:  # probation on, minimum 3
-        _post_results(served, [RTX, M3_PRO, RADEON])
+        post_results(served, [RTX, M3_PRO, RADEON])
         served.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
         answer = _predict(served).json()
         entry = next(c for c in answer["candidates"] if c["domain"] == "all")
@@ -166,7 +158,7 @@ def test_many_new_keys_probing_one_machine_are_one_cost_unit(tmp_path: Path) -> 
 
 
 def test_without_a_probe_of_this_machine_nothing_is_predicted(small: Served) -> None:
-    _post_results(small, [RTX, M3_PRO, RADEON])
+    post_results(small, [RTX, M3_PRO, RADEON])
     small.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, RTX), 9))
     answer = _predict(small).json()
     assert answer["cost"] is None
@@ -194,7 +186,7 @@ def test_bad_queries_get_the_one_error_shape(small: Served, query: dict[str, Any
 
 
 def test_a_target_name_stands_for_its_one_file(small: Served) -> None:
-    _post_results(small, [RTX])
+    post_results(small, [RTX])
     by_name = _predict(small, target=TARGET.name).json()
     assert by_name["target"] == {"digest": TARGET.digest, "name": TARGET.name}
 
@@ -212,7 +204,7 @@ def test_a_key_newer_than_the_kept_standing_counts_as_new(small: Served) -> None
     from specserver.board import newkeys
     from specserver.crowd import Asked, crowd_inputs, standing_of
 
-    _post_results(small, [RTX, M3_PRO, RADEON])
+    post_results(small, [RTX, M3_PRO, RADEON])
     on = newkeys.CohortRules.of(7.0, 0.0, 0)
     with small.store.engine.connect() as conn:
         full = standing_of(conn, newkeys.CohortRules.of(0.0, 0.0, 0))
@@ -244,7 +236,7 @@ def test_the_standing_is_kept_while_the_data_holds_or_for_the_refresh_time() -> 
 def test_verification_probes_are_preferred_and_the_answer_names_the_kind(
         small_on_each_store: Served) -> None:
     small = small_on_each_store
-    _post_results(small, [RTX, M3_PRO, RADEON])
+    post_results(small, [RTX, M3_PRO, RADEON])
     # a prefill probe reads a round low: alone, it is the cost curve, and said so
     old = cost_probe(TARGET, M2, step_s=0.02, per_token_s=0.001, version=1)
     assert small.client.post("/v1/probes", content=signed_probe(old, 9)).status_code == 201

@@ -24,8 +24,8 @@ from tests.support.crowd import (
     RTX,
     cost_probe,
     map_result,
+    post_results,
     signed_probe,
-    signed_result,
     target_of,
 )
 from tests.support.served import Served, error_of, settings_for
@@ -57,11 +57,7 @@ def _served(tmp_path: Path, wait_s: float) -> Served:
 
 
 def _fill(served: Served) -> None:
-    for seed, machine in enumerate([RTX, M3_PRO, RADEON, M2]):
-        response = served.client.post("/v1/submissions",
-                                      content=signed_result(seed, machine, seed),
-                                      peer=(f"198.51.{100 + seed}.7", 40000))
-        assert response.status_code == 201, response.text
+    post_results(served, [RTX, M3_PRO, RADEON, M2])
     response = served.client.post("/v1/probes", content=signed_probe(cost_probe(TARGET, M2), 9))
     assert response.status_code == 201, response.text
 
